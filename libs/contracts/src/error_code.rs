@@ -1,0 +1,77 @@
+use serde::{Deserialize, Serialize};
+
+/// The error codes of the public API (`extensions.code` in GraphQL). Internal
+/// HTTP errors carry the same code in their body so the gateway can pass a
+/// service's verdict through unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ErrorCode {
+    Unauthenticated,
+    Forbidden,
+    NotFound,
+    Validation,
+    QuotaExceeded,
+    InsufficientCapacity,
+    InsufficientFunds,
+    Conflict,
+    Unavailable,
+    Internal,
+}
+
+impl ErrorCode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::Unauthenticated => "UNAUTHENTICATED",
+            ErrorCode::Forbidden => "FORBIDDEN",
+            ErrorCode::NotFound => "NOT_FOUND",
+            ErrorCode::Validation => "VALIDATION",
+            ErrorCode::QuotaExceeded => "QUOTA_EXCEEDED",
+            ErrorCode::InsufficientCapacity => "INSUFFICIENT_CAPACITY",
+            ErrorCode::InsufficientFunds => "INSUFFICIENT_FUNDS",
+            ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::Unavailable => "UNAVAILABLE",
+            ErrorCode::Internal => "INTERNAL",
+        }
+    }
+
+    /// The HTTP status an internal endpoint answers with for this code.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorCode::Unauthenticated => 401,
+            ErrorCode::Forbidden => 403,
+            ErrorCode::NotFound => 404,
+            ErrorCode::Validation => 422,
+            ErrorCode::QuotaExceeded => 429,
+            ErrorCode::InsufficientCapacity => 409,
+            ErrorCode::InsufficientFunds => 402,
+            ErrorCode::Conflict => 409,
+            ErrorCode::Unavailable => 503,
+            ErrorCode::Internal => 500,
+        }
+    }
+}
+
+/// The JSON body of every internal HTTP error.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ErrorBody {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn codes_serialize_as_the_public_names() {
+        for code in [
+            ErrorCode::Unauthenticated,
+            ErrorCode::QuotaExceeded,
+            ErrorCode::InsufficientCapacity,
+            ErrorCode::InsufficientFunds,
+        ] {
+            let json = serde_json::to_string(&code).unwrap();
+            assert_eq!(json, format!("\"{}\"", code.as_str()));
+        }
+    }
+}

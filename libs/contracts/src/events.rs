@@ -1,0 +1,87 @@
+//! Message payloads. The routing key of an event is its `type`.
+
+use chrono::{DateTime, Utc};
+use rust_decimal::Decimal;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+pub const INSTANCE_RUNNING: &str = "ordering.instance.running";
+pub const INSTANCE_STOPPED: &str = "ordering.instance.stopped";
+pub const INSTANCE_FAILED: &str = "ordering.instance.failed";
+pub const USAGE_RECORDED: &str = "metering.usage.recorded";
+pub const PROVISION_INSTANCE: &str = "provisioner.jobs.provision";
+
+/// Ordering says an instance became usable at `running_at` (T0). `run_seq`
+/// counts the instance's runs (a stop and start makes a new run), so that
+/// metering can pair each start with its stop whatever order they arrive in.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstanceRunning {
+    pub instance_id: Uuid,
+    pub tenant_id: Uuid,
+    pub host_tenant_id: Uuid,
+    pub machine_id: Uuid,
+    pub gpu_count: i32,
+    pub rental_type: String,
+    pub price_per_gpu_hour: Decimal,
+    pub currency: String,
+    pub run_seq: i32,
+    pub running_at: DateTime<Utc>,
+}
+
+/// Ordering says the instance's GPUs stopped being billable at `stopped_at` (T1).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstanceStopped {
+    pub instance_id: Uuid,
+    pub tenant_id: Uuid,
+    pub run_seq: i32,
+    pub stopped_at: DateTime<Utc>,
+    pub reason: String,
+}
+
+/// Ordering says the instance failed before it ran: nothing is billed.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstanceFailed {
+    pub instance_id: Uuid,
+    pub tenant_id: Uuid,
+    pub reason: String,
+}
+
+/// Metering closed a usage interval: whole seconds between the two instants.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct UsageRecorded {
+    pub interval_id: Uuid,
+    pub instance_id: Uuid,
+    pub tenant_id: Uuid,
+    pub host_tenant_id: Uuid,
+    pub meter: String,
+    pub started_at: DateTime<Utc>,
+    pub ended_at: DateTime<Utc>,
+    pub seconds: i64,
+    /// Price of the whole rental per hour (GPU price × GPU count).
+    pub price_per_hour: Decimal,
+    pub currency: String,
+}
+
+/// Command to the provisioning workers: make this instance user-ready.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProvisionInstance {
+    pub instance_id: Uuid,
+    pub order_id: Uuid,
+    pub tenant_id: Uuid,
+    pub machine_id: Uuid,
+    pub gpu_count: i32,
+    /// GPUs the machine has, so a driver can check the indices it binds.
+    pub machine_gpu_count: i32,
+    pub image: String,
+    pub ssh_public_key: Option<String>,
+}
+
+pub const STOP_INSTANCE: &str = "provisioner.jobs.stop";
+
+/// Command to the provisioning workers: unbind a stopped instance's GPUs and
+/// container; its volume stays.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StopInstance {
+    pub instance_id: Uuid,
+    pub machine_id: Uuid,
+}

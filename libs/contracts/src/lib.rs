@@ -1,0 +1,13 @@
+//! Types every gpumarket process agrees on and that know nothing of HTTP or SQL:
+//! money math, message envelopes and payloads, internal API bodies and the
+//! error codes the public API reports.
+
+pub mod api;
+pub mod envelope;
+pub mod error_code;
+pub mod events;
+pub mod money;
+pub mod time;
+
+pub use envelope::Envelope;
+pub use error_code::{ErrorBody, ErrorCode};

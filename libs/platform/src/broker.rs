@@ -1,0 +1,145 @@
+//! The RabbitMQ side: connecting (and reconnecting) and the topology every
+//! process declares on start. Declarations are idempotent, so each process
+//! declares all of it and start order does not matter.
+
+use std::time::Duration;
+
+use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
+
+use crate::{Config, PlatformError};
+
+/// Connects, retrying with capped exponential backoff until the broker
+/// answers: a broker restart must not take a service down with it.
+pub async fn connect(url: &str) -> Connection {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match Connection::connect(url, ConnectionProperties::default()).await {
+            Ok(conn) => return conn,
+            Err(error) => {
+                tracing::warn!(%error, retry_in_ms = delay.as_millis() as u64, "broker connect failed");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+fn table(entries: &[(&str, AMQPValue)]) -> FieldTable {
+    let mut t = FieldTable::default();
+    for (k, v) in entries {
+        t.insert(ShortString::from(*k), v.clone());
+    }
+    t
+}
+
+fn text(s: &str) -> AMQPValue {
+    AMQPValue::LongString(LongString::from(s))
+}
+
+/// Declares exchanges, queues and bindings.
+pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), PlatformError> {
+    // Durable: exchanges survive a broker restart, so publishers never hit a
+    // missing exchange after one.
+    let durable = ExchangeDeclareOptions {
+        durable: true,
+        ..Default::default()
+    };
+    for name in [
+        &config.events_exchange,
+        &config.commands_exchange,
+        &config.dead_letter_exchange,
+    ] {
+        channel
+            .exchange_declare(
+                name.as_str().into(),
+                ExchangeKind::Topic,
+                durable,
+                FieldTable::default(),
+            )
+            .await?;
+    }
+
+    // Where messages go after `delivery_limit` failed deliveries or when they
+    // cannot be decoded: kept for an operator to inspect, never looped.
+    let dead_queue = format!("{}.dead", config.dead_letter_exchange);
+    declare_quorum(channel, &dead_queue, None, 0).await?;
+    bind(channel, &dead_queue, &config.dead_letter_exchange, "#").await?;
+
+    let consumers = [
+        (
+            &config.provisioner_queue,
+            &config.commands_exchange,
+            "provisioner.jobs.#",
+        ),
+        (
+            &config.metering_queue,
+            &config.events_exchange,
+            "ordering.instance.*",
+        ),
+        (
+            &config.billing_queue,
+            &config.events_exchange,
+            "metering.usage.*",
+        ),
+    ];
+    for (queue, exchange, key) in consumers {
+        declare_quorum(
+            channel,
+            queue,
+            Some(&config.dead_letter_exchange),
+            config.delivery_limit,
+        )
+        .await?;
+        bind(channel, queue, exchange, key).await?;
+    }
+    Ok(())
+}
+
+/// A durable quorum queue (replicated, survives node loss; the broker counts
+/// deliveries and dead-letters past `x-delivery-limit`).
+async fn declare_quorum(
+    channel: &Channel,
+    name: &str,
+    dead_letter_exchange: Option<&str>,
+    delivery_limit: u32,
+) -> Result<(), PlatformError> {
+    let mut args = vec![("x-queue-type", text("quorum"))];
+    if let Some(dlx) = dead_letter_exchange {
+        args.push(("x-dead-letter-exchange", text(dlx)));
+        args.push((
+            "x-delivery-limit",
+            AMQPValue::LongInt(delivery_limit as i32),
+        ));
+    }
+    channel
+        .queue_declare(
+            name.into(),
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            table(&args),
+        )
+        .await?;
+    Ok(())
+}
+
+async fn bind(
+    channel: &Channel,
+    queue: &str,
+    exchange: &str,
+    key: &str,
+) -> Result<(), PlatformError> {
+    channel
+        .queue_bind(
+            queue.into(),
+            exchange.into(),
+            key.into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    Ok(())
+}

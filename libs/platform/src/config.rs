@@ -1,0 +1,238 @@
+//! Configuration from environment variables. Every default works on a
+//! developer machine with local Postgres and RabbitMQ; every name (database,
+//! roles, exchanges, queues, vhost) is configurable so a test can isolate
+//! itself.
+
+use std::env;
+use std::str::FromStr;
+
+use crate::PlatformError;
+
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Database for every service (one schema each). `GPUMARKET_DATABASE_URL`.
+    pub database_url: String,
+    /// When true, each service connects as its own role (`gpumarket_<service>`),
+    /// which may touch only its own schema. `GPUMARKET_DB_ROLE_PER_SERVICE`.
+    pub db_role_per_service: bool,
+    /// Connections per service pool. `GPUMARKET_DB_POOL_SIZE`.
+    pub db_pool_size: u32,
+    /// `amqp://user:pass@host:port/vhost`. `GPUMARKET_AMQP_URL`.
+    pub amqp_url: String,
+    /// RabbitMQ management API, used to create per-host users and test vhosts.
+    /// `GPUMARKET_RABBITMQ_MANAGEMENT_URL`.
+    pub rabbitmq_management_url: String,
+    pub events_exchange: String,
+    pub commands_exchange: String,
+    pub dead_letter_exchange: String,
+    pub provisioner_queue: String,
+    pub metering_queue: String,
+    pub billing_queue: String,
+    /// Deliveries of one message before the broker dead-letters it.
+    pub delivery_limit: u32,
+    /// Unacked deliveries a consumer holds at once.
+    pub prefetch: u16,
+    /// Bind address for every HTTP listener. `GPUMARKET_BIND_HOST`.
+    pub bind_host: String,
+    pub ports: Ports,
+    /// Base URLs other services are reached at; default to the local ports.
+    pub urls: Urls,
+    /// Shared secret on internal calls (`X-Service-Token`).
+    pub service_token: String,
+    /// HMAC keys for JWTs as `kid:secret` pairs separated by commas; the first
+    /// signs, all verify (rotation). `GPUMARKET_JWT_KEYS`.
+    pub jwt_keys: Vec<(String, String)>,
+    pub jwt_ttl_seconds: i64,
+    /// Platform fee as a decimal fraction, e.g. `0.15`, kept as text here and
+    /// parsed by billing, the only service that uses it. `GPUMARKET_FEE_RATE`.
+    pub fee_rate: String,
+    /// Settlement currency (ISO 4217). `GPUMARKET_CURRENCY`.
+    pub currency: String,
+    /// Seconds of burn a renter's balance must cover to start an order.
+    pub min_runway_seconds: i64,
+    /// GPUs a new tenant may hold at once until an operator changes it.
+    pub default_max_gpus: i32,
+    /// How often the outbox relay looks for unsent messages.
+    pub outbox_poll_ms: u64,
+    /// Per-step latency of the simulated driver, `step=ms,step=ms`.
+    pub sim_step_latency_ms: String,
+    /// Injected failures of the simulated driver, `step=n`: the first n
+    /// attempts of that step fail. `GPUMARKET_SIM_STEP_FAILURES`.
+    pub sim_step_failures: String,
+    /// Attempts of one provisioning step before the job fails.
+    pub step_attempts: u32,
+    /// `json` or `pretty`. `GPUMARKET_LOG_FORMAT`.
+    pub log_format: String,
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    pub gateway: u16,
+    pub catalog: u16,
+    pub ordering: u16,
+    pub quota: u16,
+    pub metering: u16,
+    pub billing: u16,
+}
+
+#[derive(Debug, Clone)]
+pub struct Urls {
+    pub catalog: String,
+    pub ordering: String,
+    pub quota: String,
+    pub metering: String,
+    pub billing: String,
+}
+
+fn var(name: &str, default: &str) -> String {
+    env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+fn parsed<T: FromStr>(name: &str, default: T) -> Result<T, PlatformError> {
+    match env::var(name) {
+        Ok(raw) => raw
+            .parse()
+            .map_err(|_| PlatformError::Config(format!("{name}: cannot parse {raw:?}"))),
+        Err(_) => Ok(default),
+    }
+}
+
+impl Config {
+    pub fn from_env() -> Result<Self, PlatformError> {
+        let bind_host = var("GPUMARKET_BIND_HOST", "127.0.0.1");
+        let ports = Ports {
+            gateway: parsed("GPUMARKET_GATEWAY_PORT", 8080)?,
+            catalog: parsed("GPUMARKET_CATALOG_PORT", 8081)?,
+            ordering: parsed("GPUMARKET_ORDERING_PORT", 8082)?,
+            quota: parsed("GPUMARKET_QUOTA_PORT", 8083)?,
+            metering: parsed("GPUMARKET_METERING_PORT", 8084)?,
+            billing: parsed("GPUMARKET_BILLING_PORT", 8085)?,
+        };
+        let local = |name: &str, port: u16| var(name, &format!("http://127.0.0.1:{port}"));
+        let urls = Urls {
+            catalog: local("GPUMARKET_CATALOG_URL", ports.catalog),
+            ordering: local("GPUMARKET_ORDERING_URL", ports.ordering),
+            quota: local("GPUMARKET_QUOTA_URL", ports.quota),
+            metering: local("GPUMARKET_METERING_URL", ports.metering),
+            billing: local("GPUMARKET_BILLING_URL", ports.billing),
+        };
+        let jwt_keys = parse_jwt_keys(&var(
+            "GPUMARKET_JWT_KEYS",
+            "dev-1:insecure-development-jwt-secret-change-me",
+        ))?;
+        Ok(Self {
+            database_url: var(
+                "GPUMARKET_DATABASE_URL",
+                "postgres://postgres@127.0.0.1:5432/gpumarket",
+            ),
+            db_role_per_service: parsed("GPUMARKET_DB_ROLE_PER_SERVICE", false)?,
+            db_pool_size: parsed("GPUMARKET_DB_POOL_SIZE", 4)?,
+            amqp_url: var(
+                "GPUMARKET_AMQP_URL",
+                "amqp://guest:guest@127.0.0.1:5672/%2f",
+            ),
+            rabbitmq_management_url: var(
+                "GPUMARKET_RABBITMQ_MANAGEMENT_URL",
+                "http://guest:guest@127.0.0.1:15672",
+            ),
+            events_exchange: var("GPUMARKET_EVENTS_EXCHANGE", "gpumarket.events"),
+            commands_exchange: var("GPUMARKET_COMMANDS_EXCHANGE", "gpumarket.commands"),
+            dead_letter_exchange: var("GPUMARKET_DEAD_LETTER_EXCHANGE", "gpumarket.dlx"),
+            provisioner_queue: var("GPUMARKET_PROVISIONER_QUEUE", "provisioner.jobs"),
+            metering_queue: var("GPUMARKET_METERING_QUEUE", "metering.lifecycle"),
+            billing_queue: var("GPUMARKET_BILLING_QUEUE", "billing.usage"),
+            delivery_limit: parsed("GPUMARKET_DELIVERY_LIMIT", 5)?,
+            prefetch: parsed("GPUMARKET_PREFETCH", 16)?,
+            bind_host,
+            ports,
+            urls,
+            service_token: var("GPUMARKET_SERVICE_TOKEN", "dev-service-token"),
+            jwt_keys,
+            jwt_ttl_seconds: parsed("GPUMARKET_JWT_TTL_SECONDS", 3600)?,
+            fee_rate: var("GPUMARKET_FEE_RATE", "0.15"),
+            currency: var("GPUMARKET_CURRENCY", "USD"),
+            min_runway_seconds: parsed("GPUMARKET_MIN_RUNWAY_SECONDS", 600)?,
+            default_max_gpus: parsed("GPUMARKET_DEFAULT_MAX_GPUS", 16)?,
+            outbox_poll_ms: parsed("GPUMARKET_OUTBOX_POLL_MS", 100)?,
+            sim_step_latency_ms: var("GPUMARKET_SIM_STEP_LATENCY_MS", ""),
+            sim_step_failures: var("GPUMARKET_SIM_STEP_FAILURES", ""),
+            step_attempts: parsed("GPUMARKET_STEP_ATTEMPTS", 3)?,
+            log_format: var("GPUMARKET_LOG_FORMAT", "pretty"),
+        })
+    }
+
+    /// The database URL a service connects with: its own role when roles per
+    /// service are on, the configured user otherwise.
+    pub fn database_url_for(&self, service: &str) -> String {
+        if !self.db_role_per_service {
+            return self.database_url.clone();
+        }
+        match self.database_url.split_once("://") {
+            Some((scheme, rest)) => {
+                let host_part = rest.split_once('@').map_or(rest, |(_, host)| host);
+                format!("{scheme}://gpumarket_{service}@{host_part}")
+            }
+            None => self.database_url.clone(),
+        }
+    }
+
+    /// Replaces the database name in the URL (tests clone per-test databases).
+    pub fn with_database(mut self, name: &str) -> Self {
+        self.database_url = replace_db_name(&self.database_url, name);
+        self
+    }
+}
+
+/// `postgres://u@h:p/db?x` with `db` replaced by `name`.
+pub fn replace_db_name(url: &str, name: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let prefix = base.rsplit_once('/').map_or(base, |(p, _)| p);
+    match query {
+        Some(q) => format!("{prefix}/{name}?{q}"),
+        None => format!("{prefix}/{name}"),
+    }
+}
+
+fn parse_jwt_keys(raw: &str) -> Result<Vec<(String, String)>, PlatformError> {
+    let keys: Vec<(String, String)> = raw
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|pair| {
+            pair.split_once(':')
+                .map(|(kid, secret)| (kid.trim().to_owned(), secret.trim().to_owned()))
+                .ok_or_else(|| {
+                    PlatformError::Config("GPUMARKET_JWT_KEYS: expected kid:secret".into())
+                })
+        })
+        .collect::<Result<_, _>>()?;
+    if keys.is_empty() {
+        return Err(PlatformError::Config("GPUMARKET_JWT_KEYS is empty".into()));
+    }
+    Ok(keys)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn database_name_is_replaced_keeping_the_query() {
+        assert_eq!(
+            replace_db_name(
+                "postgres://postgres@127.0.0.1:5432/gpumarket?sslmode=disable",
+                "t1"
+            ),
+            "postgres://postgres@127.0.0.1:5432/t1?sslmode=disable"
+        );
+    }
+
+    #[test]
+    fn jwt_keys_parse_in_order() {
+        let keys = parse_jwt_keys("a:one, b:two").unwrap();
+        assert_eq!(keys[0], ("a".into(), "one".into()));
+        assert_eq!(keys[1], ("b".into(), "two".into()));
+        assert!(parse_jwt_keys("nokid").is_err());
+    }
+}

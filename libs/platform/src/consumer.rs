@@ -1,0 +1,202 @@
+//! Consuming messages: manual acks after the effect is committed, bounded
+//! prefetch, a delay before a failed message is retried, and the broker's
+//! dead-letter exchange after `x-delivery-limit` tries. [`run_inbox`] adds
+//! the idempotent-consumer half: the message id is written to
+//! `<schema>.inbox` in the same transaction as the effect, so a redelivered
+//! message changes nothing.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use contracts::Envelope;
+use diesel::RunQueryDsl;
+use diesel::pg::PgConnection;
+use diesel::sql_types::{Text, Uuid as SqlUuid};
+use futures_util::StreamExt;
+use lapin::message::Delivery;
+use lapin::options::{BasicConsumeOptions, BasicNackOptions, BasicQosOptions, BasicRejectOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use tracing::Instrument;
+
+use crate::{Config, Db, PlatformError, broker};
+
+/// What a handler asks the consumer to do with a message it failed.
+#[derive(Debug, thiserror::Error)]
+pub enum HandlerError {
+    /// Worth another delivery (a database or a peer was briefly away).
+    #[error("transient: {0}")]
+    Transient(String),
+    /// Will never succeed (undecodable, impossible); dead-letter it now.
+    #[error("permanent: {0}")]
+    Permanent(String),
+}
+
+impl From<diesel::result::Error> for HandlerError {
+    fn from(e: diesel::result::Error) -> Self {
+        HandlerError::Transient(e.to_string())
+    }
+}
+
+impl From<PlatformError> for HandlerError {
+    fn from(e: PlatformError) -> Self {
+        HandlerError::Transient(e.to_string())
+    }
+}
+
+/// Consumes `queue` forever with `handler`, reconnecting after broker errors.
+/// Each delivery is handled on its own task; prefetch bounds how many run at once.
+pub async fn run<H, Fut>(config: Arc<Config>, queue: String, handler: H)
+where
+    H: Fn(Envelope) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+{
+    loop {
+        if let Err(error) = consume_once(&config, &queue, handler.clone()).await {
+            tracing::warn!(%error, queue, "consumer restarting");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn consume_once<H, Fut>(config: &Config, queue: &str, handler: H) -> Result<(), PlatformError>
+where
+    H: Fn(Envelope) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+{
+    let conn = broker::connect(&config.amqp_url).await;
+    let channel = conn.create_channel().await?;
+    broker::declare_topology(&channel, config).await?;
+    channel
+        .basic_qos(config.prefetch, BasicQosOptions::default())
+        .await?;
+    let mut deliveries = channel
+        .basic_consume(
+            queue.into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    tracing::info!(queue, "consuming");
+    while let Some(delivery) = deliveries.next().await {
+        let delivery = delivery?;
+        let handler = handler.clone();
+        tokio::spawn(handle_delivery(delivery, handler));
+    }
+    Err(PlatformError::Other(format!("consumer of {queue} ended")))
+}
+
+fn delivery_count(delivery: &Delivery) -> i64 {
+    delivery
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get("x-delivery-count").cloned())
+        .map_or(0, |v| match v {
+            AMQPValue::LongLongInt(n) => n,
+            AMQPValue::LongInt(n) => i64::from(n),
+            AMQPValue::ShortInt(n) => i64::from(n),
+            AMQPValue::LongUInt(n) => i64::from(n),
+            _ => 0,
+        })
+}
+
+async fn handle_delivery<H, Fut>(delivery: Delivery, handler: H)
+where
+    H: Fn(Envelope) -> Fut,
+    Fut: Future<Output = Result<(), HandlerError>>,
+{
+    let envelope: Envelope = match serde_json::from_slice(&delivery.data) {
+        Ok(envelope) => envelope,
+        Err(error) => {
+            tracing::error!(%error, routing_key = %delivery.routing_key, "undecodable message dead-lettered");
+            let _ = delivery
+                .acker
+                .reject(BasicRejectOptions { requeue: false })
+                .await;
+            return;
+        }
+    };
+    let span = tracing::info_span!(
+        "message",
+        message.id = %envelope.id,
+        message.kind = %envelope.kind,
+        correlation_id = envelope.correlation_id.as_deref().unwrap_or(""),
+        attempt = delivery_count(&delivery) + 1,
+    );
+    async move {
+        match handler(envelope).await {
+            Ok(()) => {
+                if let Err(error) = delivery.acker.ack(Default::default()).await {
+                    // The effect is committed; the redelivery will be dropped by the inbox.
+                    tracing::warn!(%error, "ack failed");
+                }
+            }
+            Err(HandlerError::Permanent(reason)) => {
+                tracing::error!(%reason, "message dead-lettered");
+                let _ = delivery
+                    .acker
+                    .reject(BasicRejectOptions { requeue: false })
+                    .await;
+            }
+            Err(HandlerError::Transient(reason)) => {
+                let attempt = delivery_count(&delivery);
+                let delay = Duration::from_millis((100u64 << attempt.clamp(0, 6) as u32).min(5_000));
+                tracing::warn!(%reason, retry_in_ms = delay.as_millis() as u64, "message will be retried");
+                tokio::time::sleep(delay).await;
+                let _ = delivery
+                    .acker
+                    .nack(BasicNackOptions {
+                        requeue: true,
+                        ..Default::default()
+                    })
+                    .await;
+            }
+        }
+    }
+    .instrument(span)
+    .await;
+}
+
+/// Records `message_id` in `<schema>.inbox`; false when it was already there.
+pub fn claim(
+    conn: &mut PgConnection,
+    schema: &str,
+    envelope: &Envelope,
+) -> Result<bool, diesel::result::Error> {
+    let inserted = diesel::sql_query(format!(
+        "INSERT INTO {schema}.inbox (message_id, kind) VALUES ($1, $2) ON CONFLICT DO NOTHING"
+    ))
+    .bind::<SqlUuid, _>(envelope.id)
+    .bind::<Text, _>(&envelope.kind)
+    .execute(conn)?;
+    Ok(inserted == 1)
+}
+
+/// Consumes `queue`, applying `effect` and the inbox record in one transaction.
+pub async fn run_inbox<F>(
+    config: Arc<Config>,
+    db: Db,
+    queue: String,
+    schema: &'static str,
+    effect: F,
+) where
+    F: Fn(&mut PgConnection, &Envelope) -> Result<(), HandlerError> + Send + Sync + Clone + 'static,
+{
+    run(config, queue, move |envelope: Envelope| {
+        let db = db.clone();
+        let effect = effect.clone();
+        async move {
+            db.tx(move |conn| {
+                if !claim(conn, schema, &envelope)? {
+                    tracing::debug!("duplicate delivery ignored");
+                    return Ok(());
+                }
+                effect(conn, &envelope)
+            })
+            .await
+        }
+    })
+    .await
+}

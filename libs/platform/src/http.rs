@@ -1,0 +1,200 @@
+//! HTTP pieces every service mounts: the JSON error shape, `/healthz` and
+//! `/readyz`, the request span with its correlation id, and binding a
+//! listener (port 0 allowed, so tests run services on random ports).
+
+use std::net::TcpListener;
+
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::http::StatusCode;
+use actix_web::middleware::Next;
+use actix_web::{HttpResponse, ResponseError, web};
+use contracts::{ErrorBody, ErrorCode};
+use tracing::Instrument;
+
+use crate::Db;
+use crate::internal::CORRELATION_HEADER;
+
+tokio::task_local! {
+    static CORRELATION_ID: String;
+}
+
+/// The correlation id of the request or message being handled, if any.
+pub fn current_correlation_id() -> Option<String> {
+    CORRELATION_ID.try_with(Clone::clone).ok()
+}
+
+/// Runs `fut` with `cid` as the current correlation id.
+pub async fn with_correlation_id<F: std::future::Future>(cid: String, fut: F) -> F::Output {
+    CORRELATION_ID.scope(cid, fut).await
+}
+
+/// An error as an internal endpoint answers it: a status from the code and a
+/// JSON body `{code, message}`. Internal errors keep their detail in the logs.
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{message}")]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status_code()).json(ErrorBody {
+            code: self.code,
+            message: self.message.clone(),
+        })
+    }
+}
+
+/// Middleware: one span per request carrying the correlation id (taken from
+/// `X-Correlation-Id` or made fresh), echoed on the response.
+pub async fn correlation(
+    req: ServiceRequest,
+    next: Next<impl MessageBody>,
+) -> Result<ServiceResponse<impl MessageBody>, actix_web::Error> {
+    let cid = req
+        .headers()
+        .get(CORRELATION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .filter(|v| !v.is_empty() && v.len() <= 128)
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let span = tracing::info_span!(
+        "http.request",
+        method = %req.method(),
+        path = %req.path(),
+        correlation_id = %cid,
+        status = tracing::field::Empty,
+    );
+    let started = std::time::Instant::now();
+    let mut res = with_correlation_id(cid.clone(), next.call(req))
+        .instrument(span.clone())
+        .await?;
+    span.record("status", res.status().as_u16());
+    if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&cid) {
+        res.headers_mut().insert(
+            actix_web::http::header::HeaderName::from_static(CORRELATION_HEADER),
+            value,
+        );
+    }
+    span.in_scope(|| {
+        tracing::debug!(
+            duration_ms = started.elapsed().as_millis() as u64,
+            "request done"
+        );
+    });
+    Ok(res)
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(serde_json::json!({ "status": "ok" }))
+}
+
+async fn readyz(db: web::Data<Db>) -> HttpResponse {
+    match db.ping().await {
+        Ok(()) => HttpResponse::Ok().json(serde_json::json!({ "status": "ready" })),
+        Err(error) => {
+            tracing::warn!(%error, "not ready");
+            HttpResponse::ServiceUnavailable()
+                .json(serde_json::json!({ "status": "database unavailable" }))
+        }
+    }
+}
+
+/// Mounts `/healthz` (the process is up) and `/readyz` (its database answers).
+pub fn health(cfg: &mut web::ServiceConfig) {
+    cfg.route("/healthz", web::get().to(healthz))
+        .route("/readyz", web::get().to(readyz));
+}
+
+/// Binds `host:port` and reports the port actually bound.
+pub fn listen(host: &str, port: u16) -> std::io::Result<(TcpListener, u16)> {
+    let listener = TcpListener::bind((host, port))?;
+    let port = listener.local_addr()?.port();
+    Ok((listener, port))
+}
+
+/// Turns a JSON body extractor error into our error shape.
+pub fn json_config() -> web::JsonConfig {
+    web::JsonConfig::default()
+        .limit(256 * 1024)
+        .error_handler(|err, _| ApiError::new(ErrorCode::Validation, err.to_string()).into())
+}
+
+/// Same for query strings.
+pub fn query_config() -> web::QueryConfig {
+    web::QueryConfig::default()
+        .error_handler(|err, _| ApiError::new(ErrorCode::Validation, err.to_string()).into())
+}
+
+/// Same for path segments (a malformed id is a 404-worthy validation error).
+pub fn path_config() -> web::PathConfig {
+    web::PathConfig::default()
+        .error_handler(|err, _| ApiError::new(ErrorCode::Validation, err.to_string()).into())
+}
+
+/// Starts an HTTP server on `host:port` with the pieces every service shares
+/// (correlation span, error shapes, health probes, the service token) and the
+/// service's own routes from `configure`. Returns the server, not yet awaited,
+/// and the port it bound.
+pub fn serve<F>(
+    host: &str,
+    port: u16,
+    db: Db,
+    service_token: String,
+    configure: F,
+) -> std::io::Result<(actix_web::dev::Server, u16)>
+where
+    F: Fn(&mut web::ServiceConfig) + Send + Clone + 'static,
+{
+    let (listener, port) = listen(host, port)?;
+    let db = web::Data::new(db);
+    let token = web::Data::new(crate::internal::ServiceToken(service_token));
+    let server = actix_web::HttpServer::new(move || {
+        actix_web::App::new()
+            .wrap(actix_web::middleware::from_fn(correlation))
+            .app_data(json_config())
+            .app_data(query_config())
+            .app_data(path_config())
+            .app_data(db.clone())
+            .app_data(token.clone())
+            .configure(health)
+            .configure(configure.clone())
+    })
+    .workers(2)
+    .disable_signals()
+    .listen(listener)?
+    .run();
+    Ok((server, port))
+}
+
+/// The response for a service error with `code`: the message for the caller's
+/// mistakes, an opaque one (and a log line with the cause) for ours.
+pub fn error_response(code: ErrorCode, error: &dyn std::fmt::Display) -> HttpResponse {
+    let message = if matches!(code, ErrorCode::Internal | ErrorCode::Unavailable) {
+        tracing::error!(error = %error, "internal error");
+        "internal error".to_owned()
+    } else {
+        error.to_string()
+    };
+    ApiError::new(code, message).error_response()
+}
+
+/// The HTTP status for `code`.
+pub fn status_for(code: ErrorCode) -> StatusCode {
+    StatusCode::from_u16(code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}

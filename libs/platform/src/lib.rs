@@ -1,0 +1,18 @@
+//! Plumbing every gpumarket service and worker shares, written once:
+//! configuration, telemetry, the database pool and migrations, the RabbitMQ
+//! connection and topology, the transactional outbox and its relay, the
+//! idempotent consumer (inbox), and internal HTTP between services.
+
+pub mod broker;
+pub mod config;
+pub mod consumer;
+pub mod db;
+pub mod error;
+pub mod http;
+pub mod internal;
+pub mod outbox;
+pub mod telemetry;
+
+pub use config::Config;
+pub use db::Db;
+pub use error::PlatformError;

@@ -1,0 +1,141 @@
+//! The transactional outbox: a service writes its state change and the
+//! message that announces it in one transaction ([`enqueue`]); a relay
+//! ([`run_relay`]) publishes unsent rows with publisher confirms and only then
+//! marks them sent. A crash between publish and mark re-sends the message,
+//! which consumers drop by id: delivery is at least once, effects exactly once.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use contracts::Envelope;
+use diesel::pg::PgConnection;
+use diesel::sql_types::{BigInt, Jsonb, Text, Uuid as SqlUuid};
+use diesel::{QueryableByName, RunQueryDsl};
+use lapin::BasicProperties;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::ShortString;
+use uuid::Uuid;
+
+use crate::{Config, Db, PlatformError, broker};
+
+/// Writes `envelope` to `<schema>.outbox`, to be published to `exchange` with
+/// `routing_key`. Call it inside the transaction of the state change.
+pub fn enqueue(
+    conn: &mut PgConnection,
+    schema: &str,
+    exchange: &str,
+    routing_key: &str,
+    envelope: &Envelope,
+) -> Result<(), diesel::result::Error> {
+    let body = serde_json::to_value(envelope)
+        .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
+    diesel::sql_query(format!(
+        "INSERT INTO {schema}.outbox (id, exchange, routing_key, body) VALUES ($1, $2, $3, $4)"
+    ))
+    .bind::<SqlUuid, _>(envelope.id)
+    .bind::<Text, _>(exchange)
+    .bind::<Text, _>(routing_key)
+    .bind::<Jsonb, _>(body)
+    .execute(conn)?;
+    Ok(())
+}
+
+#[derive(QueryableByName)]
+struct Pending {
+    #[diesel(sql_type = BigInt)]
+    seq: i64,
+    #[diesel(sql_type = SqlUuid)]
+    id: Uuid,
+    #[diesel(sql_type = Text)]
+    exchange: String,
+    #[diesel(sql_type = Text)]
+    routing_key: String,
+    #[diesel(sql_type = Jsonb)]
+    body: serde_json::Value,
+}
+
+/// Publishes `<schema>.outbox` forever, reconnecting after broker errors.
+pub async fn run_relay(db: Db, config: Arc<Config>, schema: &'static str) {
+    let poll = Duration::from_millis(config.outbox_poll_ms);
+    loop {
+        if let Err(error) = relay_once(&db, &config, schema, poll).await {
+            tracing::warn!(%error, schema, "outbox relay restarting");
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+}
+
+async fn relay_once(
+    db: &Db,
+    config: &Config,
+    schema: &'static str,
+    poll: Duration,
+) -> Result<(), PlatformError> {
+    let conn = broker::connect(&config.amqp_url).await;
+    let channel = conn.create_channel().await?;
+    // Declared before the first publish: a message sent to an exchange with
+    // no queue bound yet would be dropped.
+    broker::declare_topology(&channel, config).await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    loop {
+        let batch: Vec<Pending> = db
+            .run(move |c| {
+                diesel::sql_query(format!(
+                    "SELECT seq, id, exchange, routing_key, body FROM {schema}.outbox \
+                     WHERE published_at IS NULL ORDER BY seq LIMIT 100"
+                ))
+                .load(c)
+                .map_err(PlatformError::from)
+            })
+            .await?;
+        if batch.is_empty() {
+            tokio::time::sleep(poll).await;
+            continue;
+        }
+        let mut sent = Vec::with_capacity(batch.len());
+        for row in batch {
+            let envelope: Envelope = serde_json::from_value(row.body)?;
+            let payload = serde_json::to_vec(&envelope)?;
+            let mut props = BasicProperties::default()
+                .with_message_id(ShortString::from(envelope.id.to_string()))
+                .with_type(ShortString::from(envelope.kind.clone()))
+                .with_content_type(ShortString::from("application/json"))
+                // Persistent: survives a broker restart once confirmed.
+                .with_delivery_mode(2)
+                .with_timestamp(envelope.occurred_at.timestamp().max(0) as u64);
+            if let Some(cid) = &envelope.correlation_id {
+                props = props.with_correlation_id(ShortString::from(cid.clone()));
+            }
+            let confirm = channel
+                .basic_publish(
+                    row.exchange.as_str().into(),
+                    row.routing_key.as_str().into(),
+                    BasicPublishOptions::default(),
+                    &payload,
+                    props,
+                )
+                .await?
+                .await?;
+            if !confirm.is_ack() {
+                return Err(PlatformError::Other(format!(
+                    "broker refused message {}",
+                    row.id
+                )));
+            }
+            tracing::debug!(message.id = %row.id, routing_key = %row.routing_key, "published");
+            sent.push(row.seq);
+        }
+        db.run(move |c| {
+            diesel::sql_query(format!(
+                "UPDATE {schema}.outbox SET published_at = now() WHERE seq = ANY($1)"
+            ))
+            .bind::<diesel::sql_types::Array<BigInt>, _>(sent)
+            .execute(c)
+            .map(|_| ())
+            .map_err(PlatformError::from)
+        })
+        .await?;
+    }
+}

@@ -1,0 +1,309 @@
+//! Diesel table definitions, one module per Postgres schema; a service
+//! imports only its own module. They mirror `migrations/` and a test in
+//! `tests/` checks them against the migrated database.
+
+pub mod quota {
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        quota.tenants (id) {
+            id -> Uuid,
+            name -> Text,
+            roles -> Array<Text>,
+            is_platform -> Bool,
+            created_at -> Timestamptz,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        quota.users (id) {
+            id -> Uuid,
+            tenant_id -> Uuid,
+            email -> Text,
+            password_hash -> Text,
+            role -> Text,
+            is_operator -> Bool,
+            created_at -> Timestamptz,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        quota.api_keys (id) {
+            id -> Uuid,
+            tenant_id -> Uuid,
+            user_id -> Uuid,
+            name -> Text,
+            prefix -> Text,
+            secret_sha256 -> Text,
+            scopes -> Array<Text>,
+            idempotency_key -> Text,
+            created_at -> Timestamptz,
+            revoked_at -> Nullable<Timestamptz>,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        quota.tenant_quotas (tenant_id) {
+            tenant_id -> Uuid,
+            max_gpus -> Int4,
+            updated_at -> Timestamptz,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        quota.reservations (order_id) {
+            order_id -> Uuid,
+            tenant_id -> Uuid,
+            gpu_count -> Int4,
+            created_at -> Timestamptz,
+            released_at -> Nullable<Timestamptz>,
+        }
+    }
+    diesel::joinable!(users -> tenants (tenant_id));
+    diesel::joinable!(api_keys -> users (user_id));
+    diesel::joinable!(api_keys -> tenants (tenant_id));
+    diesel::joinable!(tenant_quotas -> tenants (tenant_id));
+    diesel::joinable!(reservations -> tenants (tenant_id));
+    diesel::allow_tables_to_appear_in_same_query!(
+        tenants,
+        users,
+        api_keys,
+        tenant_quotas,
+        reservations
+    );
+}
+
+pub mod catalog {
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        catalog.machines (id) {
+            id -> Uuid,
+            host_tenant_id -> Uuid,
+            name -> Text,
+            gpu_model -> Text,
+            gpu_count -> Int4,
+            gpus_allocated -> Int4,
+            vram_gib -> Int4,
+            cpu_cores -> Int4,
+            ram_gib -> Int4,
+            disk_gib -> Int4,
+            country -> Text,
+            price_per_gpu_hour -> Nullable<Numeric>,
+            currency -> Text,
+            listed -> Bool,
+            agent_token_sha256 -> Text,
+            idempotency_key -> Text,
+            created_at -> Timestamptz,
+            updated_at -> Timestamptz,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        catalog.allocations (order_id) {
+            order_id -> Uuid,
+            machine_id -> Uuid,
+            tenant_id -> Uuid,
+            gpu_count -> Int4,
+            created_at -> Timestamptz,
+            released_at -> Nullable<Timestamptz>,
+        }
+    }
+    diesel::joinable!(allocations -> machines (machine_id));
+    diesel::allow_tables_to_appear_in_same_query!(machines, allocations);
+}
+
+pub mod ordering {
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        ordering.orders (id) {
+            id -> Uuid,
+            tenant_id -> Uuid,
+            user_id -> Uuid,
+            idempotency_key -> Text,
+            request_fingerprint -> Text,
+            offer_id -> Uuid,
+            machine_id -> Nullable<Uuid>,
+            gpu_count -> Int4,
+            max_price_per_gpu_hour -> Nullable<Numeric>,
+            price_per_gpu_hour -> Nullable<Numeric>,
+            currency -> Nullable<Text>,
+            rental_type -> Text,
+            state -> Text,
+            failure_code -> Nullable<Text>,
+            failure_reason -> Nullable<Text>,
+            created_at -> Timestamptz,
+            updated_at -> Timestamptz,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        ordering.instances (id) {
+            id -> Uuid,
+            order_id -> Uuid,
+            tenant_id -> Uuid,
+            host_tenant_id -> Uuid,
+            machine_id -> Uuid,
+            gpu_model -> Text,
+            gpu_count -> Int4,
+            rental_type -> Text,
+            price_per_gpu_hour -> Numeric,
+            currency -> Text,
+            image -> Text,
+            ssh_public_key -> Nullable<Text>,
+            state -> Text,
+            status_reason -> Nullable<Text>,
+            version -> Int4,
+            run_seq -> Int4,
+            running_at -> Nullable<Timestamptz>,
+            stopped_at -> Nullable<Timestamptz>,
+            created_at -> Timestamptz,
+            updated_at -> Timestamptz,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        ordering.instance_transitions (id) {
+            id -> Int8,
+            instance_id -> Uuid,
+            from_state -> Nullable<Text>,
+            to_state -> Text,
+            reason -> Nullable<Text>,
+            at -> Timestamptz,
+        }
+    }
+    diesel::joinable!(instances -> orders (order_id));
+    diesel::joinable!(instance_transitions -> instances (instance_id));
+    diesel::allow_tables_to_appear_in_same_query!(orders, instances, instance_transitions);
+}
+
+pub mod metering {
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        metering.intervals (id) {
+            id -> Uuid,
+            instance_id -> Uuid,
+            tenant_id -> Uuid,
+            host_tenant_id -> Nullable<Uuid>,
+            meter -> Text,
+            run_seq -> Int4,
+            started_at -> Nullable<Timestamptz>,
+            ended_at -> Nullable<Timestamptz>,
+            seconds -> Nullable<Int8>,
+            gpu_count -> Nullable<Int4>,
+            price_per_hour -> Nullable<Numeric>,
+            currency -> Nullable<Text>,
+            recorded_at -> Nullable<Timestamptz>,
+            created_at -> Timestamptz,
+        }
+    }
+}
+
+pub mod billing {
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        billing.accounts (id) {
+            id -> Uuid,
+            kind -> Text,
+            tenant_id -> Nullable<Uuid>,
+            currency -> Text,
+            balance -> Numeric,
+            created_at -> Timestamptz,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        billing.transactions (id) {
+            id -> Text,
+            kind -> Text,
+            tenant_id -> Nullable<Uuid>,
+            instance_id -> Nullable<Uuid>,
+            fee_rate -> Nullable<Numeric>,
+            description -> Text,
+            created_at -> Timestamptz,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        billing.entries (id) {
+            id -> Int8,
+            transaction_id -> Text,
+            account_id -> Uuid,
+            amount -> Numeric,
+            created_at -> Timestamptz,
+        }
+    }
+    diesel::joinable!(entries -> transactions (transaction_id));
+    diesel::joinable!(entries -> accounts (account_id));
+    diesel::allow_tables_to_appear_in_same_query!(accounts, transactions, entries);
+}
+
+pub mod provisioner {
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        provisioner.jobs (id) {
+            id -> Uuid,
+            instance_id -> Uuid,
+            kind -> Text,
+            machine_id -> Uuid,
+            payload -> Jsonb,
+            status -> Text,
+            attempts -> Int4,
+            last_error -> Nullable<Text>,
+            created_at -> Timestamptz,
+            updated_at -> Timestamptz,
+            finished_at -> Nullable<Timestamptz>,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        provisioner.job_steps (job_id,step) {
+            job_id -> Uuid,
+            step -> Text,
+            position -> Int4,
+            attempts -> Int4,
+            started_at -> Timestamptz,
+            finished_at -> Nullable<Timestamptz>,
+            duration_ms -> Nullable<Int8>,
+            last_error -> Nullable<Text>,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        provisioner.sim_resources (machine_id,kind,name) {
+            machine_id -> Uuid,
+            kind -> Text,
+            name -> Text,
+            instance_id -> Uuid,
+            created_at -> Timestamptz,
+        }
+    }
+    diesel::joinable!(job_steps -> jobs (job_id));
+    diesel::allow_tables_to_appear_in_same_query!(jobs, job_steps, sim_resources);
+}

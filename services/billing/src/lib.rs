@@ -1,0 +1,74 @@
+//! Billing owns money: a double-entry ledger (accounts, immutable postings
+//! with client-chosen ids, balance enforced by the database), renters'
+//! balances and hosts' earnings. Usage is rated here with the price snapshot
+//! it carries: `round_half_even(seconds × price_per_hour / 3600, 9)`, split
+//! into the host's share and the platform fee so that every posting balances
+//! exactly.
+
+pub mod error;
+pub mod ledger;
+mod routes;
+mod usage;
+
+use std::sync::Arc;
+
+use platform::{Config, Db};
+use rust_decimal::Decimal;
+
+pub use error::Error;
+pub use usage::apply_event;
+
+pub const SCHEMA: &str = "billing";
+
+/// Billing's settings, checked once at start-up.
+#[derive(Clone)]
+pub struct Settings {
+    pub fee_rate: Decimal,
+    pub currency: String,
+}
+
+impl Settings {
+    pub fn from_config(config: &Config) -> Result<Self, Error> {
+        let fee_rate: Decimal = config.fee_rate.parse().map_err(|_| {
+            Error::Validation(format!(
+                "GPUMARKET_FEE_RATE: {:?} is not a decimal",
+                config.fee_rate
+            ))
+        })?;
+        if fee_rate < Decimal::ZERO || fee_rate >= Decimal::ONE {
+            return Err(Error::Validation(
+                "GPUMARKET_FEE_RATE: must be in [0, 1)".into(),
+            ));
+        }
+        Ok(Self {
+            fee_rate,
+            currency: config.currency.clone(),
+        })
+    }
+}
+
+/// Starts the billing service's HTTP API; returns the server and its port.
+pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
+    let settings = actix_web::web::Data::new(Settings::from_config(&config)?);
+    Ok(platform::http::serve(
+        &config.bind_host,
+        config.ports.billing,
+        db,
+        config.service_token.clone(),
+        move |cfg| {
+            cfg.app_data(settings.clone());
+            routes::configure(cfg);
+        },
+    )?)
+}
+
+/// Consumes usage events forever (idempotently, through the inbox).
+pub async fn run_consumer(config: Arc<Config>, db: Db) -> Result<(), Error> {
+    let settings = Settings::from_config(&config)?;
+    let queue = config.billing_queue.clone();
+    platform::consumer::run_inbox(config, db, queue, SCHEMA, move |conn, envelope| {
+        apply_event(conn, envelope, &settings)
+    })
+    .await;
+    Ok(())
+}

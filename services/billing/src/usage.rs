@@ -1,0 +1,221 @@
+//! Rating usage into postings, and the reads renters and hosts see.
+
+use chrono::{DateTime, Utc};
+use contracts::events::{USAGE_RECORDED, UsageRecorded};
+use contracts::{Envelope, api, money};
+use diesel::prelude::*;
+use platform::Db;
+use platform::consumer::HandlerError;
+use rust_decimal::Decimal;
+use schema::billing::{accounts, entries, transactions};
+use uuid::Uuid;
+
+use crate::ledger::{self, AccountKind, Posting};
+use crate::{Error, Settings};
+
+/// Posts one usage interval: renter debit = host credit + platform fee.
+pub fn apply_event(
+    conn: &mut PgConnection,
+    envelope: &Envelope,
+    settings: &Settings,
+) -> Result<(), HandlerError> {
+    if envelope.kind != USAGE_RECORDED {
+        return Ok(());
+    }
+    let usage: UsageRecorded = envelope
+        .payload()
+        .map_err(|e| HandlerError::Permanent(format!("bad usage payload: {e}")))?;
+    if usage.currency != settings.currency {
+        return Err(HandlerError::Permanent(format!(
+            "usage in {} but the ledger settles in {}",
+            usage.currency, settings.currency
+        )));
+    }
+    let amount = money::rate(usage.seconds, usage.price_per_hour);
+    let split = money::split_fee(amount, settings.fee_rate);
+    let currency = &settings.currency;
+    let renter = ledger::account(
+        conn,
+        AccountKind::RenterBalance,
+        Some(usage.tenant_id),
+        currency,
+    )?;
+    let host = ledger::account(
+        conn,
+        AccountKind::HostEarnings,
+        Some(usage.host_tenant_id),
+        currency,
+    )?;
+    let fee = ledger::account(conn, AccountKind::PlatformFee, None, currency)?;
+    let id = format!("usage:{}", usage.interval_id);
+    let description = format!(
+        "{} s of {} at {} {}/h",
+        usage.seconds, usage.meter, usage.price_per_hour, currency
+    );
+    let posted = ledger::post(
+        conn,
+        &Posting {
+            id: &id,
+            kind: "usage",
+            tenant_id: Some(usage.tenant_id),
+            instance_id: Some(usage.instance_id),
+            fee_rate: Some(settings.fee_rate),
+            description: &description,
+            legs: &[(renter, -amount), (host, split.host), (fee, split.fee)],
+        },
+    )?;
+    if posted {
+        tracing::info!(instance.id = %usage.instance_id, %amount, "usage posted");
+    }
+    Ok(())
+}
+
+pub async fn grant_credit(
+    db: &Db,
+    settings: &Settings,
+    req: api::GrantCreditRequest,
+) -> Result<api::Balance, Error> {
+    if req.amount <= Decimal::ZERO || req.amount.scale() > 9 {
+        return Err(Error::Validation(
+            "amount: a positive amount with at most 9 decimals".into(),
+        ));
+    }
+    if req.idempotency_key.is_empty() || req.idempotency_key.len() > 200 {
+        return Err(Error::Validation(
+            "idempotencyKey: 1 to 200 characters".into(),
+        ));
+    }
+    let currency = settings.currency.clone();
+    db.tx(move |conn| {
+        let renter = ledger::account(
+            conn,
+            AccountKind::RenterBalance,
+            Some(req.tenant_id),
+            &currency,
+        )?;
+        let clearing = ledger::account(conn, AccountKind::PaymentClearing, None, &currency)?;
+        let id = format!("credit:{}:{}", req.tenant_id, req.idempotency_key);
+        ledger::post(
+            conn,
+            &Posting {
+                id: &id,
+                kind: "credit",
+                tenant_id: Some(req.tenant_id),
+                instance_id: None,
+                fee_rate: None,
+                description: &req.reason,
+                legs: &[(clearing, -req.amount), (renter, req.amount)],
+            },
+        )?;
+        Ok(api::Balance {
+            tenant_id: req.tenant_id,
+            amount: ledger::balance(conn, AccountKind::RenterBalance, req.tenant_id, &currency)?,
+            currency,
+        })
+    })
+    .await
+}
+
+pub async fn balance(db: &Db, settings: &Settings, tenant_id: Uuid) -> Result<api::Balance, Error> {
+    let currency = settings.currency.clone();
+    db.run(move |conn| {
+        Ok(api::Balance {
+            tenant_id,
+            amount: ledger::balance(conn, AccountKind::RenterBalance, tenant_id, &currency)?,
+            currency,
+        })
+    })
+    .await
+}
+
+pub async fn funds_check(
+    db: &Db,
+    settings: &Settings,
+    req: api::FundsCheckRequest,
+) -> Result<api::Balance, Error> {
+    let balance = balance(db, settings, req.tenant_id).await?;
+    if balance.amount < req.required {
+        return Err(Error::InsufficientFunds(format!(
+            "balance {} {} is below the {} {} needed to start this order",
+            money::round_to_minor(balance.amount, &balance.currency),
+            balance.currency,
+            money::round_to_minor(req.required, &balance.currency),
+            balance.currency
+        )));
+    }
+    Ok(balance)
+}
+
+pub async fn earnings(
+    db: &Db,
+    settings: &Settings,
+    host_tenant_id: Uuid,
+) -> Result<api::HostEarnings, Error> {
+    let currency = settings.currency.clone();
+    db.run(move |conn| {
+        let total = ledger::balance(conn, AccountKind::HostEarnings, host_tenant_id, &currency)?;
+        // Every transaction touching the host's account, with all its legs, so
+        // each line shows gross, fee and net side by side.
+        let host_txns: Vec<String> = entries::table
+            .inner_join(accounts::table)
+            .filter(accounts::kind.eq(AccountKind::HostEarnings.as_str()))
+            .filter(accounts::tenant_id.eq(host_tenant_id))
+            .order(entries::id.desc())
+            .limit(1000)
+            .select(entries::transaction_id)
+            .load(conn)?;
+        let legs: Vec<(
+            String,
+            Option<Uuid>,
+            Option<Decimal>,
+            DateTime<Utc>,
+            String,
+            Option<Uuid>,
+            Decimal,
+        )> = entries::table
+            .inner_join(transactions::table)
+            .inner_join(accounts::table)
+            .filter(entries::transaction_id.eq_any(host_txns))
+            .order((transactions::created_at.desc(), transactions::id.asc()))
+            .select((
+                transactions::id,
+                transactions::instance_id,
+                transactions::fee_rate,
+                transactions::created_at,
+                accounts::kind,
+                accounts::tenant_id,
+                entries::amount,
+            ))
+            .load(conn)?;
+        let mut postings: Vec<api::EarningPosting> = Vec::new();
+        for (txn, instance_id, fee_rate, at, kind, tenant, amount) in legs {
+            if postings.last().is_none_or(|p| p.transaction_id != txn) {
+                postings.push(api::EarningPosting {
+                    transaction_id: txn,
+                    instance_id,
+                    gross: Decimal::ZERO,
+                    fee: Decimal::ZERO,
+                    net: Decimal::ZERO,
+                    fee_rate: fee_rate.unwrap_or_default(),
+                    posted_at: at,
+                });
+            }
+            let Some(line) = postings.last_mut() else {
+                continue;
+            };
+            match kind.as_str() {
+                "host_earnings" if tenant == Some(host_tenant_id) => line.net += amount,
+                "platform_fee" => line.fee += amount,
+                _ => {}
+            }
+            line.gross = line.net + line.fee;
+        }
+        Ok(api::HostEarnings {
+            host_tenant_id,
+            total,
+            currency,
+            postings,
+        })
+    })
+    .await
+}

@@ -1,0 +1,117 @@
+//! The actix side: routes, the credential handed to the schema, health.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::Server;
+use actix_web::http::header::AUTHORIZATION;
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, Responder, middleware, web};
+use async_graphql::http::GraphiQLSource;
+use async_graphql_actix_web::GraphQLResponse;
+use platform::Config;
+use platform::internal::InternalClient;
+use tracing::Instrument;
+
+use crate::auth::{Credential, JwtKeys};
+use crate::clients::Clients;
+use crate::error::{GatewayError, ensure_codes};
+use crate::schema::{self, GatewaySchema};
+
+/// A readiness probe must answer well before the orchestrator's own timeout.
+const READY_TIMEOUT: Duration = Duration::from_secs(2);
+
+struct AppState {
+    schema: GatewaySchema,
+    quota: InternalClient,
+}
+
+pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
+    let keys = JwtKeys::new(&config.jwt_keys, config.jwt_ttl_seconds)?;
+    let clients = Clients::new(&config);
+    let state = web::Data::new(AppState {
+        quota: clients.quota.clone(),
+        schema: schema::builder().data(keys).data(clients).finish(),
+    });
+
+    let addr = format!("{}:{}", config.bind_host, config.ports.gateway);
+    let listen_error = |e: std::io::Error| GatewayError::Listen {
+        addr: addr.clone(),
+        source: Arc::new(e),
+    };
+    let (listener, port) =
+        platform::http::listen(&config.bind_host, config.ports.gateway).map_err(listen_error)?;
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(state.clone())
+            .wrap(middleware::from_fn(platform::http::correlation))
+            .route("/graphql", web::post().to(graphql))
+            .route("/graphql", web::get().to(graphiql))
+            .route("/healthz", web::get().to(healthz))
+            .route("/readyz", web::get().to(readyz))
+    })
+    .listen(listener)
+    .map_err(listen_error)?
+    .run();
+    tracing::info!(port, "gateway listening");
+    Ok((server, port))
+}
+
+// The body arrives as bytes rather than through async-graphql-actix-web's
+// extractor so that actix's payload limit applies to it.
+async fn graphql(state: web::Data<AppState>, req: HttpRequest, body: web::Bytes) -> HttpResponse {
+    let request: async_graphql::Request = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(error) => {
+            let mut response =
+                async_graphql::Response::from_errors(vec![async_graphql::ServerError::new(
+                    format!("invalid GraphQL request: {error}"),
+                    None,
+                )]);
+            ensure_codes(&mut response);
+            return HttpResponse::BadRequest().json(response);
+        }
+    };
+    // A header that is not text is as unusable as a missing scheme.
+    let credential = Credential::from_header(
+        req.headers()
+            .get(AUTHORIZATION)
+            .map(|v| v.to_str().unwrap_or_default()),
+    );
+    let span = tracing::info_span!(
+        "graphql",
+        operation = request.operation_name.as_deref().unwrap_or("")
+    );
+    let response = schema::execute(&state.schema, request, credential)
+        .instrument(span)
+        .await;
+    GraphQLResponse::from(response).respond_to(&req)
+}
+
+async fn graphiql() -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type("text/html; charset=utf-8")
+        .body(GraphiQLSource::build().endpoint("/graphql").finish())
+}
+
+async fn healthz() -> HttpResponse {
+    HttpResponse::Ok().json(serde_json::json!({ "status": "ok" }))
+}
+
+// The gateway holds no state of its own; it is useful only when quota, which
+// every login and key check needs, answers.
+async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    let probe = state.quota.get::<serde_json::Value>("/healthz");
+    match tokio::time::timeout(READY_TIMEOUT, probe).await {
+        Ok(Ok(_)) => HttpResponse::Ok().json(serde_json::json!({ "status": "ready" })),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "not ready: quota unavailable");
+            HttpResponse::ServiceUnavailable()
+                .json(serde_json::json!({ "status": "quota unavailable" }))
+        }
+        Err(_) => {
+            tracing::warn!("not ready: quota timed out");
+            HttpResponse::ServiceUnavailable()
+                .json(serde_json::json!({ "status": "quota unavailable" }))
+        }
+    }
+}

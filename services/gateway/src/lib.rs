@@ -1,0 +1,26 @@
+//! The gateway is gpumarket's public API: GraphQL at `/graphql` over the
+//! internal services. It owns no data; it authenticates callers (JWTs it
+//! issues, API keys checked by quota), enforces scopes and tenant roles,
+//! validates input cheaply, and maps every failure to a public error code.
+
+mod auth;
+mod clients;
+mod error;
+mod http;
+mod schema;
+mod validate;
+
+use std::sync::Arc;
+
+pub use error::GatewayError;
+
+/// Binds `config.bind_host:config.ports.gateway` (0 picks a free port) and
+/// returns the running server, not yet awaited, with the port it bound.
+pub fn build(config: Arc<platform::Config>) -> Result<(actix_web::dev::Server, u16), GatewayError> {
+    http::serve(config)
+}
+
+/// The schema in SDL, as checked in at `api-specs/graphql/schema.graphql`.
+pub fn sdl() -> String {
+    schema::builder().finish().sdl()
+}

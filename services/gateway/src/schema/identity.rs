@@ -1,0 +1,259 @@
+//! Accounts, tokens, API keys and tenant quotas.
+
+use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
+use contracts::api;
+
+use super::instant;
+use crate::auth::{self, Access, JwtKeys};
+use crate::clients;
+use crate::error::{GatewayError, GqlResult};
+use crate::validate;
+
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+#[graphql(remote = "contracts::api::TenantRole")]
+pub enum TenantRole {
+    Renter,
+    Host,
+    /// The marketplace's own tenant; cannot be chosen at sign-up.
+    Platform,
+}
+
+#[derive(Enum, Copy, Clone, Debug, PartialEq, Eq)]
+#[graphql(remote = "contracts::api::Scope")]
+pub enum Scope {
+    Read,
+    Rent,
+    Host,
+    Billing,
+    Admin,
+}
+
+/// The caller.
+#[derive(SimpleObject, Clone, Debug)]
+pub struct Me {
+    pub user_id: ID,
+    pub tenant_id: ID,
+    pub email: String,
+    pub tenant_roles: Vec<TenantRole>,
+    pub operator: bool,
+    pub scopes: Vec<Scope>,
+}
+
+impl From<api::Principal> for Me {
+    fn from(p: api::Principal) -> Self {
+        Self {
+            user_id: p.user_id.into(),
+            tenant_id: p.tenant_id.into(),
+            email: p.email,
+            tenant_roles: p.tenant_roles.into_iter().map(Into::into).collect(),
+            operator: p.operator,
+            scopes: p.scopes.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+#[derive(SimpleObject)]
+pub struct AuthPayload {
+    /// Send as `Authorization: Bearer <token>`.
+    token: String,
+    expires_at: String,
+    me: Me,
+}
+
+#[derive(InputObject)]
+pub struct SignUpInput {
+    email: String,
+    /// At least 8 characters.
+    password: String,
+    tenant_name: String,
+    /// RENTER, HOST or both.
+    roles: Vec<TenantRole>,
+}
+
+#[derive(InputObject)]
+pub struct CreateApiKeyInput {
+    name: String,
+    /// At most the scopes of the caller.
+    scopes: Vec<Scope>,
+    /// Repeating a request with the same key returns the same API key.
+    idempotency_key: String,
+}
+
+#[derive(SimpleObject)]
+pub struct ApiKey {
+    id: ID,
+    name: String,
+    /// The start of the secret, to recognise a key by.
+    prefix: String,
+    scopes: Vec<Scope>,
+    created_at: String,
+}
+
+#[derive(SimpleObject)]
+pub struct CreateApiKeyPayload {
+    api_key: ApiKey,
+    /// Shown only once; null when the request was a replay.
+    secret: Option<String>,
+}
+
+#[derive(SimpleObject)]
+pub struct TenantQuota {
+    tenant_id: ID,
+    max_gpus: i32,
+    gpus_in_use: i32,
+}
+
+impl From<api::TenantQuota> for TenantQuota {
+    fn from(q: api::TenantQuota) -> Self {
+        Self {
+            tenant_id: q.tenant_id.into(),
+            max_gpus: q.max_gpus,
+            gpus_in_use: q.gpus_in_use,
+        }
+    }
+}
+
+fn auth_payload(ctx: &Context<'_>, principal: api::Principal) -> Result<AuthPayload, GatewayError> {
+    let keys = ctx
+        .data_opt::<JwtKeys>()
+        .ok_or_else(|| GatewayError::Internal("JWT keys missing from schema data".into()))?;
+    let issued = keys.issue(&principal)?;
+    Ok(AuthPayload {
+        token: issued.token,
+        expires_at: instant(issued.expires_at),
+        me: principal.into(),
+    })
+}
+
+#[derive(Default)]
+pub struct IdentityQuery;
+
+#[Object]
+impl IdentityQuery {
+    async fn me(&self, ctx: &Context<'_>) -> GqlResult<Me> {
+        Ok(auth::principal(ctx).await?.into())
+    }
+
+    /// The caller's tenant by default; other tenants for operators only.
+    async fn tenant_quota(
+        &self,
+        ctx: &Context<'_>,
+        tenant_id: Option<ID>,
+    ) -> GqlResult<TenantQuota> {
+        let principal = auth::principal(ctx).await?;
+        let tenant_id = match tenant_id {
+            Some(id) => validate::id("tenantId", &id)?,
+            None => principal.tenant_id,
+        };
+        if tenant_id != principal.tenant_id {
+            Access::Operator.check(&principal)?;
+        }
+        let quota: api::TenantQuota = clients::from_context(ctx)?
+            .quota
+            .get(&format!("/internal/tenants/{tenant_id}/quota"))
+            .await?;
+        Ok(quota.into())
+    }
+}
+
+#[derive(Default)]
+pub struct IdentityMutation;
+
+#[Object]
+impl IdentityMutation {
+    /// Creates a user and its tenant, and logs in.
+    async fn sign_up(&self, ctx: &Context<'_>, input: SignUpInput) -> GqlResult<AuthPayload> {
+        validate::email("email", &input.email)?;
+        validate::password("password", &input.password)?;
+        validate::not_blank("tenantName", &input.tenant_name)?;
+        if input.roles.is_empty() {
+            return Err(GatewayError::validation("roles", "must name at least one role").into());
+        }
+        if input.roles.contains(&TenantRole::Platform) {
+            return Err(GatewayError::validation("roles", "may only be RENTER or HOST").into());
+        }
+        let request = api::SignUpRequest {
+            email: input.email,
+            password: input.password,
+            tenant_name: input.tenant_name,
+            roles: input.roles.into_iter().map(Into::into).collect(),
+        };
+        let principal: api::Principal = clients::from_context(ctx)?
+            .quota
+            .post("/internal/signup", &request)
+            .await?;
+        Ok(auth_payload(ctx, principal)?)
+    }
+
+    // No shape checks on the credentials: a login that cannot succeed must
+    // answer like any other failed login, UNAUTHENTICATED from quota.
+    async fn login(
+        &self,
+        ctx: &Context<'_>,
+        email: String,
+        password: String,
+    ) -> GqlResult<AuthPayload> {
+        let request = api::LoginRequest { email, password };
+        let principal: api::Principal = clients::from_context(ctx)?
+            .quota
+            .post("/internal/login", &request)
+            .await?;
+        Ok(auth_payload(ctx, principal)?)
+    }
+
+    async fn create_api_key(
+        &self,
+        ctx: &Context<'_>,
+        input: CreateApiKeyInput,
+    ) -> GqlResult<CreateApiKeyPayload> {
+        let principal = auth::principal(ctx).await?;
+        validate::not_blank("name", &input.name)?;
+        validate::idempotency_key("idempotencyKey", &input.idempotency_key)?;
+        if input.scopes.is_empty() {
+            return Err(GatewayError::validation("scopes", "must name at least one scope").into());
+        }
+        let scopes: Vec<api::Scope> = input.scopes.into_iter().map(Into::into).collect();
+        auth::check_key_scopes(&principal, &scopes)?;
+        let request = api::CreateApiKeyRequest {
+            tenant_id: principal.tenant_id,
+            user_id: principal.user_id,
+            name: input.name,
+            scopes,
+            idempotency_key: input.idempotency_key,
+        };
+        let created: api::ApiKeyCreated = clients::from_context(ctx)?
+            .quota
+            .post("/internal/api-keys", &request)
+            .await?;
+        Ok(CreateApiKeyPayload {
+            api_key: ApiKey {
+                id: created.id.into(),
+                name: created.name,
+                prefix: created.prefix,
+                scopes: created.scopes.into_iter().map(Into::into).collect(),
+                created_at: instant(created.created_at),
+            },
+            secret: created.secret,
+        })
+    }
+
+    /// Operators only.
+    async fn set_tenant_quota(
+        &self,
+        ctx: &Context<'_>,
+        tenant_id: ID,
+        max_gpus: i32,
+    ) -> GqlResult<TenantQuota> {
+        auth::authorize(ctx, Access::Operator).await?;
+        let tenant_id = validate::id("tenantId", &tenant_id)?;
+        validate::at_least("maxGpus", max_gpus, 0)?;
+        let quota: api::TenantQuota = clients::from_context(ctx)?
+            .quota
+            .put(
+                &format!("/internal/tenants/{tenant_id}/quota"),
+                &api::SetTenantQuotaRequest { max_gpus },
+            )
+            .await?;
+        Ok(quota.into())
+    }
+}

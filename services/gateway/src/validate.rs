@@ -1,0 +1,127 @@
+//! Cheap input checks made before a service is called, so that an obviously
+//! bad request fails with the GraphQL field it came from rather than with a
+//! service's internal field name.
+
+use async_graphql::ID;
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+use crate::error::GatewayError;
+
+pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 200;
+
+pub fn id(field: &'static str, value: &ID) -> Result<Uuid, GatewayError> {
+    Uuid::parse_str(value.as_str())
+        .map_err(|_| GatewayError::validation(field, "is not a valid id"))
+}
+
+pub fn idempotency_key(field: &'static str, value: &str) -> Result<(), GatewayError> {
+    if value.trim().is_empty() {
+        return Err(GatewayError::validation(field, "must not be empty"));
+    }
+    if value.chars().count() > MAX_IDEMPOTENCY_KEY_LEN {
+        return Err(GatewayError::validation(
+            field,
+            format!("must be at most {MAX_IDEMPOTENCY_KEY_LEN} characters"),
+        ));
+    }
+    Ok(())
+}
+
+pub fn not_blank(field: &'static str, value: &str) -> Result<(), GatewayError> {
+    if value.trim().is_empty() {
+        return Err(GatewayError::validation(field, "must not be empty"));
+    }
+    Ok(())
+}
+
+pub fn at_least(field: &'static str, value: i32, min: i32) -> Result<(), GatewayError> {
+    if value < min {
+        return Err(GatewayError::validation(
+            field,
+            format!("must be at least {min}"),
+        ));
+    }
+    Ok(())
+}
+
+pub fn email(field: &'static str, value: &str) -> Result<(), GatewayError> {
+    if !value.contains('@') {
+        return Err(GatewayError::validation(field, "must be an email address"));
+    }
+    Ok(())
+}
+
+pub fn password(field: &'static str, value: &str) -> Result<(), GatewayError> {
+    if value.chars().count() < 8 {
+        return Err(GatewayError::validation(
+            field,
+            "must be at least 8 characters",
+        ));
+    }
+    Ok(())
+}
+
+pub fn non_negative(field: &'static str, value: Decimal) -> Result<(), GatewayError> {
+    if value < Decimal::ZERO {
+        return Err(GatewayError::validation(field, "must not be negative"));
+    }
+    Ok(())
+}
+
+pub fn positive(field: &'static str, value: Decimal) -> Result<(), GatewayError> {
+    if value <= Decimal::ZERO {
+        return Err(GatewayError::validation(field, "must be greater than 0"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    fn field_of(result: Result<impl std::fmt::Debug, GatewayError>) -> &'static str {
+        match result.unwrap_err() {
+            GatewayError::Validation { field, .. } => field,
+            other => panic!("not a validation error: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn ids_must_be_uuids() {
+        let uuid = Uuid::now_v7();
+        assert_eq!(id("offerId", &ID::from(uuid)).unwrap(), uuid);
+        assert_eq!(field_of(id("offerId", &ID::from("nope"))), "offerId");
+    }
+
+    #[test]
+    fn idempotency_keys_are_bounded() {
+        assert!(idempotency_key("idempotencyKey", "k-1").is_ok());
+        assert!(idempotency_key("idempotencyKey", &"x".repeat(200)).is_ok());
+        assert_eq!(
+            field_of(idempotency_key("idempotencyKey", "")),
+            "idempotencyKey"
+        );
+        assert_eq!(
+            field_of(idempotency_key("idempotencyKey", &"x".repeat(201))),
+            "idempotencyKey"
+        );
+    }
+
+    #[test]
+    fn numbers_and_text() {
+        assert!(at_least("gpuCount", 1, 1).is_ok());
+        assert_eq!(field_of(at_least("gpuCount", 0, 1)), "gpuCount");
+        assert_eq!(field_of(email("email", "nobody")), "email");
+        assert_eq!(field_of(password("password", "short")), "password");
+        assert!(password("password", "long enough").is_ok());
+        assert!(non_negative("price", Decimal::ZERO).is_ok());
+        assert!(non_negative("price", Decimal::new(-0, 2)).is_ok());
+        assert_eq!(
+            field_of(non_negative("price", Decimal::new(-1, 2))),
+            "price"
+        );
+        assert_eq!(field_of(positive("amount", Decimal::ZERO)), "amount");
+    }
+}

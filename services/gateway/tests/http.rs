@@ -1,0 +1,150 @@
+//! The gateway over real HTTP, with an in-process stand-in for quota.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::Arc;
+
+use actix_web::{App, HttpResponse, HttpServer, web};
+use contracts::api::{AuthenticateKeyRequest, Principal, Scope, TenantRole};
+use contracts::{ErrorBody, ErrorCode};
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+fn key_principal() -> Principal {
+    Principal {
+        user_id: Uuid::from_u128(1),
+        tenant_id: Uuid::from_u128(2),
+        email: "key@example.com".into(),
+        tenant_roles: vec![TenantRole::Renter],
+        operator: false,
+        scopes: vec![Scope::Read],
+    }
+}
+
+async fn authenticate(body: web::Json<AuthenticateKeyRequest>) -> HttpResponse {
+    if body.secret == "gpm_good" {
+        HttpResponse::Ok().json(key_principal())
+    } else {
+        HttpResponse::Unauthorized().json(ErrorBody {
+            code: ErrorCode::Unauthenticated,
+            message: "unknown key".into(),
+        })
+    }
+}
+
+/// Starts a fake quota answering `/healthz` and key checks; returns its URL.
+fn fake_quota() -> String {
+    let server = HttpServer::new(|| {
+        App::new()
+            .route(
+                "/healthz",
+                web::get().to(|| async { HttpResponse::Ok().json(json!({"status": "ok"})) }),
+            )
+            .route(
+                "/internal/api-keys/authenticate",
+                web::post().to(authenticate),
+            )
+    })
+    .workers(1)
+    .bind(("127.0.0.1", 0))
+    .unwrap();
+    let port = server.addrs()[0].port();
+    tokio::spawn(server.run());
+    format!("http://127.0.0.1:{port}")
+}
+
+fn gateway(quota_url: &str) -> String {
+    let mut config = platform::Config::from_env().unwrap();
+    config.bind_host = "127.0.0.1".into();
+    config.ports.gateway = 0;
+    config.urls.quota = quota_url.into();
+    for url in [
+        &mut config.urls.catalog,
+        &mut config.urls.ordering,
+        &mut config.urls.metering,
+        &mut config.urls.billing,
+    ] {
+        *url = "http://127.0.0.1:1".into();
+    }
+    let (server, port) = gpumarket_gateway::build(Arc::new(config)).unwrap();
+    tokio::spawn(server);
+    format!("http://127.0.0.1:{port}")
+}
+
+async fn graphql(base: &str, auth: Option<&str>, query: &str) -> Value {
+    let mut req = reqwest::Client::new()
+        .post(format!("{base}/graphql"))
+        .json(&json!({ "query": query }));
+    if let Some(auth) = auth {
+        req = req.header("authorization", auth);
+    }
+    let resp = req.send().await.unwrap();
+    assert_eq!(resp.status(), 200);
+    resp.json().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_and_graphiql() {
+    let base = gateway(&fake_quota());
+    let http = reqwest::Client::new();
+
+    let health = http.get(format!("{base}/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), 200);
+    assert!(health.headers().contains_key("x-correlation-id"));
+    assert_eq!(health.json::<Value>().await.unwrap()["status"], "ok");
+
+    let ready = http.get(format!("{base}/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), 200);
+
+    let page = http.get(format!("{base}/graphql")).send().await.unwrap();
+    assert_eq!(page.status(), 200);
+    assert!(page.text().await.unwrap().contains("graphiql"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn not_ready_without_quota() {
+    let base = gateway("http://127.0.0.1:1");
+    let ready = reqwest::get(format!("{base}/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 503);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_keys_are_checked_by_quota() {
+    let base = gateway(&fake_quota());
+    let me = graphql(&base, Some("Bearer gpm_good"), "{ me { email scopes } }").await;
+    assert_eq!(me["data"]["me"]["email"], "key@example.com");
+    assert_eq!(me["data"]["me"]["scopes"], json!(["READ"]));
+
+    let bad = graphql(&base, Some("Bearer gpm_bad"), "{ me { email } }").await;
+    assert_eq!(bad["errors"][0]["extensions"]["code"], "UNAUTHENTICATED");
+
+    let forbidden = graphql(
+        &base,
+        Some("Bearer gpm_good"),
+        r#"mutation { stopInstance(id: "00000000-0000-0000-0000-000000000001") { id } }"#,
+    )
+    .await;
+    assert_eq!(forbidden["errors"][0]["extensions"]["code"], "FORBIDDEN");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_tokens_and_bodies() {
+    let base = gateway("http://127.0.0.1:1");
+    for auth in [None, Some("Bearer nonsense"), Some("Basic abc")] {
+        let resp = graphql(&base, auth, "{ me { email } }").await;
+        assert_eq!(
+            resp["errors"][0]["extensions"]["code"], "UNAUTHENTICATED",
+            "{auth:?}"
+        );
+    }
+    let resp = reqwest::Client::new()
+        .post(format!("{base}/graphql"))
+        .header("content-type", "application/json")
+        .body("{not json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 400);
+    let body: Value = resp.json().await.unwrap();
+    assert_eq!(body["errors"][0]["extensions"]["code"], "VALIDATION");
+}

@@ -1,0 +1,175 @@
+use chrono::{DateTime, Utc};
+use contracts::events::{
+    INSTANCE_RUNNING, INSTANCE_STOPPED, InstanceRunning, InstanceStopped, USAGE_RECORDED,
+    UsageRecorded,
+};
+use contracts::{Envelope, api, money};
+use diesel::prelude::*;
+use diesel::upsert::excluded;
+use platform::Db;
+use platform::consumer::HandlerError;
+use rust_decimal::Decimal;
+use schema::metering::intervals;
+use uuid::Uuid;
+
+use crate::{Error, SCHEMA};
+
+const GPU: &str = "gpu";
+
+#[derive(Queryable, Selectable)]
+#[diesel(table_name = intervals)]
+struct IntervalRow {
+    id: Uuid,
+    instance_id: Uuid,
+    tenant_id: Uuid,
+    host_tenant_id: Option<Uuid>,
+    meter: String,
+    started_at: Option<DateTime<Utc>>,
+    ended_at: Option<DateTime<Utc>>,
+    seconds: Option<i64>,
+    price_per_hour: Option<Decimal>,
+    currency: Option<String>,
+    recorded_at: Option<DateTime<Utc>>,
+}
+
+/// The effect of one lifecycle event; runs in the inbox's transaction.
+pub fn apply_event(
+    conn: &mut PgConnection,
+    envelope: &Envelope,
+    events_exchange: &str,
+) -> Result<(), HandlerError> {
+    let bad = |e: serde_json::Error| {
+        HandlerError::Permanent(format!("bad {} payload: {e}", envelope.kind))
+    };
+    let interval_id = match envelope.kind.as_str() {
+        INSTANCE_RUNNING => {
+            let p: InstanceRunning = envelope.payload().map_err(bad)?;
+            diesel::insert_into(intervals::table)
+                .values((
+                    intervals::id.eq(Uuid::now_v7()),
+                    intervals::instance_id.eq(p.instance_id),
+                    intervals::tenant_id.eq(p.tenant_id),
+                    intervals::host_tenant_id.eq(p.host_tenant_id),
+                    intervals::meter.eq(GPU),
+                    intervals::run_seq.eq(p.run_seq),
+                    intervals::started_at.eq(p.running_at),
+                    intervals::gpu_count.eq(p.gpu_count),
+                    intervals::price_per_hour.eq(p.price_per_gpu_hour * Decimal::from(p.gpu_count)),
+                    intervals::currency.eq(&p.currency),
+                ))
+                .on_conflict((intervals::instance_id, intervals::meter, intervals::run_seq))
+                .do_update()
+                .set((
+                    intervals::started_at.eq(excluded(intervals::started_at)),
+                    intervals::host_tenant_id.eq(excluded(intervals::host_tenant_id)),
+                    intervals::gpu_count.eq(excluded(intervals::gpu_count)),
+                    intervals::price_per_hour.eq(excluded(intervals::price_per_hour)),
+                    intervals::currency.eq(excluded(intervals::currency)),
+                ))
+                .returning(intervals::id)
+                .get_result::<Uuid>(conn)?
+        }
+        INSTANCE_STOPPED => {
+            let p: InstanceStopped = envelope.payload().map_err(bad)?;
+            diesel::insert_into(intervals::table)
+                .values((
+                    intervals::id.eq(Uuid::now_v7()),
+                    intervals::instance_id.eq(p.instance_id),
+                    intervals::tenant_id.eq(p.tenant_id),
+                    intervals::meter.eq(GPU),
+                    intervals::run_seq.eq(p.run_seq),
+                    intervals::ended_at.eq(p.stopped_at),
+                ))
+                .on_conflict((intervals::instance_id, intervals::meter, intervals::run_seq))
+                .do_update()
+                .set(intervals::ended_at.eq(excluded(intervals::ended_at)))
+                .returning(intervals::id)
+                .get_result::<Uuid>(conn)?
+        }
+        // Other lifecycle events carry nothing to meter yet.
+        _ => return Ok(()),
+    };
+    close_if_complete(conn, interval_id, events_exchange)
+}
+
+/// Once both instants are known, fixes the billed seconds and announces the
+/// usage, once: `recorded_at` marks it done.
+fn close_if_complete(
+    conn: &mut PgConnection,
+    id: Uuid,
+    events_exchange: &str,
+) -> Result<(), HandlerError> {
+    let row: IntervalRow = intervals::table
+        .find(id)
+        .select(IntervalRow::as_select())
+        .for_update()
+        .first(conn)?;
+    let (Some(t0), Some(t1), Some(host), Some(price), Some(currency), None) = (
+        row.started_at,
+        row.ended_at,
+        row.host_tenant_id,
+        row.price_per_hour,
+        row.currency.clone(),
+        row.recorded_at,
+    ) else {
+        return Ok(());
+    };
+    let seconds = money::billed_seconds(t0.timestamp_micros(), t1.timestamp_micros());
+    let now = contracts::time::now();
+    diesel::update(intervals::table.find(id))
+        .set((
+            intervals::seconds.eq(seconds),
+            intervals::recorded_at.eq(now),
+        ))
+        .execute(conn)?;
+    let usage = UsageRecorded {
+        interval_id: row.id,
+        instance_id: row.instance_id,
+        tenant_id: row.tenant_id,
+        host_tenant_id: host,
+        meter: row.meter,
+        started_at: t0,
+        ended_at: t1,
+        seconds,
+        price_per_hour: price,
+        currency,
+    };
+    let envelope = Envelope::new(USAGE_RECORDED, now, Some(row.tenant_id), None, &usage)
+        .map_err(|e| HandlerError::Permanent(e.to_string()))?;
+    platform::outbox::enqueue(conn, SCHEMA, events_exchange, USAGE_RECORDED, &envelope)?;
+    tracing::info!(instance.id = %row.instance_id, seconds, "usage recorded");
+    Ok(())
+}
+
+pub async fn usage(
+    db: &Db,
+    tenant_id: Uuid,
+    instance_id: Option<Uuid>,
+) -> Result<Vec<api::UsageInterval>, Error> {
+    db.run(move |conn| {
+        let mut query = intervals::table
+            .filter(intervals::tenant_id.eq(tenant_id))
+            .order(intervals::created_at.desc())
+            .limit(1000)
+            .select(IntervalRow::as_select())
+            .into_boxed();
+        if let Some(instance_id) = instance_id {
+            query = query.filter(intervals::instance_id.eq(instance_id));
+        }
+        let rows: Vec<IntervalRow> = query.load(conn)?;
+        Ok(rows
+            .into_iter()
+            .map(|row| api::UsageInterval {
+                id: row.id,
+                instance_id: row.instance_id,
+                meter: row.meter,
+                started_at: row.started_at,
+                ended_at: row.ended_at,
+                seconds: row.seconds,
+                price_per_hour: row.price_per_hour.unwrap_or_default(),
+                currency: row.currency.unwrap_or_default(),
+            })
+            .collect())
+    })
+    .await
+}

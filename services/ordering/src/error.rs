@@ -1,0 +1,43 @@
+use actix_web::ResponseError;
+use actix_web::http::StatusCode;
+use contracts::ErrorCode;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Validation(String),
+    #[error("{0}")]
+    NotFound(String),
+    #[error("{0}")]
+    Conflict(String),
+    #[error("{0}")]
+    Remote(#[from] platform::internal::RemoteError),
+    #[error(transparent)]
+    Platform(#[from] platform::PlatformError),
+    #[error("database: {0}")]
+    Database(#[from] diesel::result::Error),
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl Error {
+    pub fn code(&self) -> ErrorCode {
+        match self {
+            Error::Validation(_) => ErrorCode::Validation,
+            Error::NotFound(_) => ErrorCode::NotFound,
+            Error::Conflict(_) => ErrorCode::Conflict,
+            Error::Remote(remote) => remote.code,
+            Error::Platform(_) | Error::Database(_) | Error::Io(_) => ErrorCode::Internal,
+        }
+    }
+}
+
+impl ResponseError for Error {
+    fn status_code(&self) -> StatusCode {
+        platform::http::status_for(self.code())
+    }
+
+    fn error_response(&self) -> actix_web::HttpResponse {
+        platform::http::error_response(self.code(), self)
+    }
+}

@@ -1,0 +1,350 @@
+//! Instances: reads, and the transitions that happen after the saga (ready,
+//! failed, stop). Each transition locks the row, checks the state machine,
+//! bumps the version and writes its message to the outbox in one transaction.
+
+use chrono::{DateTime, Utc};
+use contracts::events::{
+    INSTANCE_FAILED, INSTANCE_RUNNING, INSTANCE_STOPPED, InstanceFailed, InstanceRunning,
+    InstanceStopped, STOP_INSTANCE, StopInstance,
+};
+use contracts::{Envelope, api};
+use diesel::prelude::*;
+use platform::Db;
+use rust_decimal::Decimal;
+use schema::ordering::{instance_transitions, instances};
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::state::InstanceState;
+use crate::{Deps, Error, SCHEMA};
+
+#[derive(Queryable, Selectable, Clone)]
+#[diesel(table_name = instances)]
+pub struct InstanceRow {
+    pub id: Uuid,
+    pub order_id: Uuid,
+    pub tenant_id: Uuid,
+    pub host_tenant_id: Uuid,
+    pub machine_id: Uuid,
+    pub gpu_model: String,
+    pub gpu_count: i32,
+    pub rental_type: String,
+    pub price_per_gpu_hour: Decimal,
+    pub currency: String,
+    pub image: String,
+    pub state: String,
+    pub status_reason: Option<String>,
+    pub version: i32,
+    pub run_seq: i32,
+    pub running_at: Option<DateTime<Utc>>,
+    pub stopped_at: Option<DateTime<Utc>>,
+    pub created_at: DateTime<Utc>,
+    pub updated_at: DateTime<Utc>,
+}
+
+impl InstanceRow {
+    pub fn state(&self) -> Result<InstanceState, Error> {
+        InstanceState::parse(&self.state)
+            .ok_or_else(|| Error::Conflict(format!("instance in unknown state {}", self.state)))
+    }
+}
+
+impl From<InstanceRow> for api::Instance {
+    fn from(row: InstanceRow) -> Self {
+        let allowed_actions = InstanceState::parse(&row.state)
+            .map(InstanceState::allowed_actions)
+            .unwrap_or_default();
+        api::Instance {
+            id: row.id,
+            order_id: row.order_id,
+            tenant_id: row.tenant_id,
+            machine_id: row.machine_id,
+            gpu_model: row.gpu_model,
+            gpu_count: row.gpu_count,
+            rental_type: row.rental_type,
+            price_per_hour_total: row.price_per_gpu_hour * Decimal::from(row.gpu_count),
+            price_per_gpu_hour: row.price_per_gpu_hour,
+            currency: row.currency,
+            status: row.state,
+            status_reason: row.status_reason,
+            allowed_actions,
+            image: row.image,
+            run_seq: row.run_seq,
+            running_at: row.running_at,
+            stopped_at: row.stopped_at,
+            created_at: row.created_at,
+            updated_at: row.updated_at,
+        }
+    }
+}
+
+pub fn load(conn: &mut PgConnection, id: Uuid) -> QueryResult<Option<InstanceRow>> {
+    instances::table
+        .find(id)
+        .select(InstanceRow::as_select())
+        .first(conn)
+        .optional()
+}
+
+fn lock(conn: &mut PgConnection, id: Uuid) -> Result<InstanceRow, Error> {
+    instances::table
+        .find(id)
+        .select(InstanceRow::as_select())
+        .for_update()
+        .first(conn)
+        .optional()?
+        .ok_or_else(|| Error::NotFound(format!("instance {id} not found")))
+}
+
+/// Writes a message to this service's outbox.
+pub fn publish<P: Serialize>(
+    conn: &mut PgConnection,
+    exchange: &str,
+    kind: &str,
+    at: DateTime<Utc>,
+    tenant_id: Uuid,
+    payload: &P,
+) -> Result<(), Error> {
+    let envelope = Envelope::new(
+        kind,
+        at,
+        Some(tenant_id),
+        platform::http::current_correlation_id(),
+        payload,
+    )
+    .map_err(platform::PlatformError::from)?;
+    platform::outbox::enqueue(conn, SCHEMA, exchange, kind, &envelope)?;
+    Ok(())
+}
+
+/// Moves `row` to `next` if the state machine allows it, with a
+/// compare-and-set on the version read, and records the transition.
+pub fn transition(
+    conn: &mut PgConnection,
+    row: &InstanceRow,
+    next: InstanceState,
+    reason: Option<&str>,
+    at: DateTime<Utc>,
+) -> Result<(), Error> {
+    let current = row.state()?;
+    if !current.can_become(next) {
+        return Err(Error::Conflict(format!(
+            "instance is {current} and cannot become {next}"
+        )));
+    }
+    let updated = diesel::update(instances::table.find(row.id))
+        .filter(instances::state.eq(&row.state))
+        .filter(instances::version.eq(row.version))
+        .set((
+            instances::state.eq(next.as_str()),
+            instances::status_reason.eq(reason),
+            instances::version.eq(row.version + 1),
+            instances::updated_at.eq(at),
+        ))
+        .execute(conn)?;
+    if updated != 1 {
+        return Err(Error::Conflict(
+            "instance changed concurrently; retry".into(),
+        ));
+    }
+    diesel::insert_into(instance_transitions::table)
+        .values((
+            instance_transitions::instance_id.eq(row.id),
+            instance_transitions::from_state.eq(Some(current.as_str())),
+            instance_transitions::to_state.eq(next.as_str()),
+            instance_transitions::reason.eq(reason),
+            instance_transitions::at.eq(at),
+        ))
+        .execute(conn)?;
+    Ok(())
+}
+
+pub async fn get(db: &Db, id: Uuid, tenant_id: Uuid) -> Result<api::Instance, Error> {
+    db.run(move |conn| {
+        load(conn, id)?
+            // Another tenant's instance is reported exactly like a missing one.
+            .filter(|row| row.tenant_id == tenant_id)
+            .map(api::Instance::from)
+            .ok_or_else(|| Error::NotFound(format!("instance {id} not found")))
+    })
+    .await
+}
+
+pub async fn list(db: &Db, tenant_id: Uuid) -> Result<Vec<api::Instance>, Error> {
+    db.run(move |conn| {
+        let rows: Vec<InstanceRow> = instances::table
+            .filter(instances::tenant_id.eq(tenant_id))
+            .order(instances::created_at.desc())
+            .limit(500)
+            .select(InstanceRow::as_select())
+            .load(conn)?;
+        Ok(rows.into_iter().map(api::Instance::from).collect())
+    })
+    .await
+}
+
+/// The provisioner reports the instance user-ready: it is `running` from now
+/// (T0), and the event that opens the meter leaves in the same transaction. A
+/// repeated report changes nothing, so exactly one `running` event exists per run.
+pub async fn mark_ready(db: &Db, deps: &Deps, id: Uuid) -> Result<api::Instance, Error> {
+    let exchange = deps.config.events_exchange.clone();
+    db.tx(move |conn| {
+        let row = lock(conn, id)?;
+        if row.state()? != InstanceState::Provisioning {
+            return Ok(row.into());
+        }
+        let at = contracts::time::now();
+        transition(conn, &row, InstanceState::Running, None, at)?;
+        let run_seq = row.run_seq + 1;
+        diesel::update(instances::table.find(id))
+            .set((
+                instances::running_at.eq(at),
+                instances::stopped_at.eq(None::<DateTime<Utc>>),
+                instances::run_seq.eq(run_seq),
+            ))
+            .execute(conn)?;
+        publish(
+            conn,
+            &exchange,
+            INSTANCE_RUNNING,
+            at,
+            row.tenant_id,
+            &InstanceRunning {
+                instance_id: row.id,
+                tenant_id: row.tenant_id,
+                host_tenant_id: row.host_tenant_id,
+                machine_id: row.machine_id,
+                gpu_count: row.gpu_count,
+                rental_type: row.rental_type.clone(),
+                price_per_gpu_hour: row.price_per_gpu_hour,
+                currency: row.currency.clone(),
+                run_seq,
+                running_at: at,
+            },
+        )?;
+        tracing::info!(instance.id = %id, "instance running");
+        Ok(load(conn, id)?
+            .map(api::Instance::from)
+            .ok_or_else(|| Error::NotFound(id.to_string()))?)
+    })
+    .await
+}
+
+/// The provisioner gave up: the instance failed, nothing is charged, and its
+/// GPUs and quota go back.
+pub async fn mark_failed(
+    db: &Db,
+    deps: &Deps,
+    id: Uuid,
+    reason: String,
+) -> Result<api::Instance, Error> {
+    let exchange = deps.config.events_exchange.clone();
+    let (row, failed_now) = db
+        .tx(move |conn| -> Result<(InstanceRow, bool), Error> {
+            let row = lock(conn, id)?;
+            if row.state()? != InstanceState::Provisioning {
+                return Ok((row, false));
+            }
+            let at = contracts::time::now();
+            transition(conn, &row, InstanceState::Failed, Some(&reason), at)?;
+            publish(
+                conn,
+                &exchange,
+                INSTANCE_FAILED,
+                at,
+                row.tenant_id,
+                &InstanceFailed {
+                    instance_id: row.id,
+                    tenant_id: row.tenant_id,
+                    reason: reason.clone(),
+                },
+            )?;
+            Ok((row, true))
+        })
+        .await?;
+    // Only the call that failed the instance gives its holdings back; a late
+    // report about an instance that is running must not free its GPUs.
+    if failed_now {
+        crate::saga::release_holdings(deps, row.order_id).await?;
+    }
+    get(db, id, row.tenant_id).await
+}
+
+/// Stops billing now (T1) and gives the GPUs back; the disk stays. The
+/// `stopped` event leaves in the transaction that records T1; capacity and
+/// quota are released after it commits, and a repeated stop resumes there.
+pub async fn stop(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<api::Instance, Error> {
+    let events = deps.config.events_exchange.clone();
+    let commands = deps.config.commands_exchange.clone();
+    let row = db
+        .tx(move |conn| -> Result<InstanceRow, Error> {
+            let row = lock(conn, id)?;
+            if row.tenant_id != tenant_id {
+                return Err(Error::NotFound(format!("instance {id} not found")));
+            }
+            match row.state()? {
+                InstanceState::Running => {}
+                InstanceState::Stopping | InstanceState::Stopped => return Ok(row),
+                other => {
+                    return Err(Error::Conflict(format!(
+                        "instance is {other}; it can be stopped only while running"
+                    )));
+                }
+            }
+            let at = contracts::time::now();
+            transition(
+                conn,
+                &row,
+                InstanceState::Stopping,
+                Some("stop requested"),
+                at,
+            )?;
+            diesel::update(instances::table.find(id))
+                .set(instances::stopped_at.eq(at))
+                .execute(conn)?;
+            publish(
+                conn,
+                &events,
+                INSTANCE_STOPPED,
+                at,
+                row.tenant_id,
+                &InstanceStopped {
+                    instance_id: row.id,
+                    tenant_id: row.tenant_id,
+                    run_seq: row.run_seq,
+                    stopped_at: at,
+                    reason: "stop requested".into(),
+                },
+            )?;
+            publish(
+                conn,
+                &commands,
+                STOP_INSTANCE,
+                at,
+                row.tenant_id,
+                &StopInstance {
+                    instance_id: row.id,
+                    machine_id: row.machine_id,
+                },
+            )?;
+            Ok(row)
+        })
+        .await?;
+    crate::saga::release_holdings(deps, row.order_id).await?;
+    db.tx(move |conn| {
+        let row = lock(conn, id)?;
+        if row.state()? == InstanceState::Stopping {
+            transition(
+                conn,
+                &row,
+                InstanceState::Stopped,
+                Some("GPUs released; disk kept"),
+                contracts::time::now(),
+            )?;
+        }
+        Ok(load(conn, id)?
+            .map(api::Instance::from)
+            .ok_or_else(|| Error::NotFound(id.to_string()))?)
+    })
+    .await
+}

@@ -1,0 +1,56 @@
+//! Ordering owns orders and instances: the order saga that turns an offer
+//! into a provisioned instance (quota reserve → funds check → GPU
+//! allocation → provisioning command), and the instance state machine whose
+//! every transition is a compare-and-set that writes its outgoing message in
+//! the same transaction.
+
+pub mod error;
+mod instances;
+mod routes;
+mod saga;
+pub mod state;
+
+use std::sync::Arc;
+
+use platform::internal::InternalClient;
+use platform::{Config, Db};
+
+pub use error::Error;
+
+pub const SCHEMA: &str = "ordering";
+
+/// What the handlers need besides the database.
+#[derive(Clone)]
+pub struct Deps {
+    pub config: Arc<Config>,
+    pub catalog: InternalClient,
+    pub quota: InternalClient,
+    pub billing: InternalClient,
+}
+
+impl Deps {
+    pub fn new(config: Arc<Config>) -> Self {
+        let client = |base: &str| InternalClient::new(base, config.service_token.clone());
+        Self {
+            catalog: client(&config.urls.catalog),
+            quota: client(&config.urls.quota),
+            billing: client(&config.urls.billing),
+            config,
+        }
+    }
+}
+
+/// Starts the ordering service's HTTP API; returns the server and its port.
+pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
+    let deps = actix_web::web::Data::new(Deps::new(config.clone()));
+    Ok(platform::http::serve(
+        &config.bind_host,
+        config.ports.ordering,
+        db,
+        config.service_token.clone(),
+        move |cfg| {
+            cfg.app_data(deps.clone());
+            routes::configure(cfg);
+        },
+    )?)
+}

@@ -1,0 +1,122 @@
+//! The instance state machine. Every transition the code makes is checked
+//! against [`InstanceState::can_become`]; the database row is updated with a
+//! compare-and-set on the state and version it was read with.
+
+use std::fmt;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum InstanceState {
+    Pending,
+    Allocating,
+    Provisioning,
+    Running,
+    Stopping,
+    Stopped,
+    Deprovisioning,
+    Destroyed,
+    Failed,
+    HostLost,
+    Preempted,
+}
+
+impl InstanceState {
+    pub const ALL: [InstanceState; 11] = [
+        InstanceState::Pending,
+        InstanceState::Allocating,
+        InstanceState::Provisioning,
+        InstanceState::Running,
+        InstanceState::Stopping,
+        InstanceState::Stopped,
+        InstanceState::Deprovisioning,
+        InstanceState::Destroyed,
+        InstanceState::Failed,
+        InstanceState::HostLost,
+        InstanceState::Preempted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceState::Pending => "pending",
+            InstanceState::Allocating => "allocating",
+            InstanceState::Provisioning => "provisioning",
+            InstanceState::Running => "running",
+            InstanceState::Stopping => "stopping",
+            InstanceState::Stopped => "stopped",
+            InstanceState::Deprovisioning => "deprovisioning",
+            InstanceState::Destroyed => "destroyed",
+            InstanceState::Failed => "failed",
+            InstanceState::HostLost => "host_lost",
+            InstanceState::Preempted => "preempted",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|state| state.as_str() == s)
+    }
+
+    /// The legal transitions of DESIGN section 4.
+    pub fn can_become(self, next: InstanceState) -> bool {
+        use InstanceState::*;
+        matches!(
+            (self, next),
+            (Pending, Allocating | Failed)
+                | (Allocating, Provisioning | Failed)
+                | (Provisioning, Running | Failed | Deprovisioning)
+                | (Running, Stopping | Deprovisioning | HostLost | Preempted)
+                | (Stopping, Stopped)
+                | (Stopped, Provisioning | Deprovisioning)
+                | (Deprovisioning, Destroyed)
+                | (HostLost, Running | Deprovisioning)
+                | (Preempted, Deprovisioning)
+        )
+    }
+
+    /// What a renter may ask for now, as the API reports it. Only actions the
+    /// service implements are listed.
+    pub fn allowed_actions(self) -> Vec<String> {
+        match self {
+            InstanceState::Running => vec!["stop".to_owned()],
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for InstanceState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for state in InstanceState::ALL {
+            assert_eq!(InstanceState::parse(state.as_str()), Some(state));
+        }
+        assert_eq!(InstanceState::parse("bogus"), None);
+    }
+
+    #[test]
+    fn terminal_states_go_nowhere() {
+        for next in InstanceState::ALL {
+            assert!(!InstanceState::Destroyed.can_become(next));
+            assert!(!InstanceState::Failed.can_become(next));
+        }
+    }
+
+    #[test]
+    fn billing_states_are_reached_only_through_provisioning() {
+        for from in InstanceState::ALL {
+            if from.can_become(InstanceState::Running) {
+                assert!(matches!(
+                    from,
+                    InstanceState::Provisioning | InstanceState::HostLost
+                ));
+            }
+        }
+        assert!(!InstanceState::Stopped.can_become(InstanceState::Running));
+    }
+}

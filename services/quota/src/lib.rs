@@ -1,0 +1,36 @@
+//! Quota owns who is who and how much they may hold: tenants (organisations),
+//! their users and password hashes, API keys, and the GPU quota each tenant
+//! has with the reservations that count against it.
+
+mod api_keys;
+pub mod error;
+mod reservations;
+mod routes;
+mod tenants;
+
+use std::sync::Arc;
+
+use platform::{Config, Db};
+
+pub use api_keys::create_api_key;
+pub use error::Error;
+pub use tenants::{create_operator, sign_up};
+
+pub const SCHEMA: &str = "quota";
+
+/// Starts the quota service's HTTP API; returns the server and its port.
+pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
+    let state = actix_web::web::Data::new(routes::State {
+        default_max_gpus: config.default_max_gpus,
+    });
+    Ok(platform::http::serve(
+        &config.bind_host,
+        config.ports.quota,
+        db,
+        config.service_token.clone(),
+        move |cfg| {
+            cfg.app_data(state.clone());
+            routes::configure(cfg);
+        },
+    )?)
+}

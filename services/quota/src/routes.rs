@@ -1,0 +1,89 @@
+use actix_web::{HttpResponse, web};
+use contracts::api::{
+    AuthenticateKeyRequest, CreateApiKeyRequest, LoginRequest, ReserveQuotaRequest,
+    SetTenantQuotaRequest, SignUpRequest,
+};
+use platform::Db;
+use platform::internal::ServiceCaller;
+use uuid::Uuid;
+
+use crate::{Error, api_keys, reservations, tenants};
+
+pub struct State {
+    pub default_max_gpus: i32,
+}
+
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("/internal")
+            .route("/signup", web::post().to(sign_up))
+            .route("/login", web::post().to(login))
+            .route("/api-keys", web::post().to(create_api_key))
+            .route("/api-keys/authenticate", web::post().to(authenticate))
+            .route("/reservations", web::post().to(reserve))
+            .route("/reservations/{order_id}/release", web::post().to(release))
+            .route("/tenants/{tenant_id}/quota", web::get().to(get_quota))
+            .route("/tenants/{tenant_id}/quota", web::put().to(set_quota)),
+    );
+}
+
+type Reply = Result<HttpResponse, Error>;
+
+async fn sign_up(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    state: web::Data<State>,
+    body: web::Json<SignUpRequest>,
+) -> Reply {
+    let principal = tenants::sign_up(&db, body.into_inner(), state.default_max_gpus).await?;
+    tracing::info!(tenant.id = %principal.tenant_id, "tenant signed up");
+    Ok(HttpResponse::Created().json(principal))
+}
+
+async fn login(_: ServiceCaller, db: web::Data<Db>, body: web::Json<LoginRequest>) -> Reply {
+    let LoginRequest { email, password } = body.into_inner();
+    Ok(HttpResponse::Ok().json(tenants::login(&db, email, password).await?))
+}
+
+async fn create_api_key(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    body: web::Json<CreateApiKeyRequest>,
+) -> Reply {
+    Ok(HttpResponse::Created().json(api_keys::create_api_key(&db, body.into_inner()).await?))
+}
+
+async fn authenticate(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    body: web::Json<AuthenticateKeyRequest>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(api_keys::authenticate(&db, body.into_inner().secret).await?))
+}
+
+async fn reserve(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    body: web::Json<ReserveQuotaRequest>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(reservations::reserve(&db, body.into_inner()).await?))
+}
+
+async fn release(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
+    reservations::release(&db, path.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "released": true })))
+}
+
+async fn get_quota(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
+    Ok(HttpResponse::Ok().json(reservations::get_quota(&db, path.into_inner()).await?))
+}
+
+async fn set_quota(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<Uuid>,
+    body: web::Json<SetTenantQuotaRequest>,
+) -> Reply {
+    Ok(HttpResponse::Ok()
+        .json(reservations::set_quota(&db, path.into_inner(), body.max_gpus).await?))
+}

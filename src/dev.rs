@@ -1,0 +1,154 @@
+//! Starts services and workers in this process. Services bind their
+//! configured ports (0 = any free port); services that call others are
+//! started after them and told the ports actually bound.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use platform::{Config, Db};
+use tokio::task::JoinHandle;
+
+/// What to run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    pub services: bool,
+    /// Outbox relays and the metering and billing consumers.
+    pub messaging: bool,
+    pub provisioner: bool,
+}
+
+impl Parts {
+    pub const ALL: Parts = Parts {
+        services: true,
+        messaging: true,
+        provisioner: true,
+    };
+}
+
+/// A running stack; dropping it stops everything it started.
+pub struct Stack {
+    pub config: Arc<Config>,
+    pub gateway_url: String,
+    servers: Vec<actix_web::dev::ServerHandle>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Stack {
+    /// Stops servers gracefully and ends background tasks.
+    pub async fn stop(mut self) {
+        for server in self.servers.drain(..) {
+            server.stop(false).await;
+        }
+        for task in self.tasks.drain(..) {
+            task.abort();
+        }
+    }
+
+    /// Waits until a task ends (they run forever unless something is wrong).
+    pub async fn wait(mut self) -> anyhow::Result<()> {
+        let mut set = tokio::task::JoinSet::new();
+        for task in std::mem::take(&mut self.tasks) {
+            set.spawn(task);
+        }
+        if let Some(ended) = set.join_next().await {
+            ended
+                .context("a service task panicked")?
+                .context("a service task panicked")?;
+        }
+        anyhow::bail!("a service task ended")
+    }
+}
+
+impl Drop for Stack {
+    fn drop(&mut self) {
+        for task in &self.tasks {
+            task.abort();
+        }
+    }
+}
+
+fn pool(config: &Config, service: &str) -> anyhow::Result<Db> {
+    Db::connect(&config.database_url_for(service), config.db_pool_size)
+        .with_context(|| format!("connecting {service} to the database"))
+}
+
+fn local(port: u16) -> String {
+    format!("http://127.0.0.1:{port}")
+}
+
+/// Starts `parts` with `config`. Migrations must have run.
+pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
+    let mut config = config;
+    let mut servers = Vec::new();
+    let mut tasks: Vec<JoinHandle<()>> = Vec::new();
+    let mut spawn_server = |server: actix_web::dev::Server, tasks: &mut Vec<JoinHandle<()>>| {
+        servers.push(server.handle());
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = server.await {
+                tracing::error!(%error, "server ended");
+            }
+        }));
+    };
+
+    if parts.services {
+        let base = Arc::new(config.clone());
+        let (server, port) = catalog::build(base.clone(), pool(&config, "catalog")?)?;
+        spawn_server(server, &mut tasks);
+        config.urls.catalog = local(port);
+        let (server, port) = quota::build(base.clone(), pool(&config, "quota")?)?;
+        spawn_server(server, &mut tasks);
+        config.urls.quota = local(port);
+        let (server, port) = metering::build(base.clone(), pool(&config, "metering")?)?;
+        spawn_server(server, &mut tasks);
+        config.urls.metering = local(port);
+        let (server, port) = billing::build(base.clone(), pool(&config, "billing")?)?;
+        spawn_server(server, &mut tasks);
+        config.urls.billing = local(port);
+        let (server, port) = ordering::build(Arc::new(config.clone()), pool(&config, "ordering")?)?;
+        spawn_server(server, &mut tasks);
+        config.urls.ordering = local(port);
+        let (server, port) = gateway::build(Arc::new(config.clone()))?;
+        spawn_server(server, &mut tasks);
+        config.ports.gateway = port;
+    }
+    let config = Arc::new(config);
+
+    if parts.messaging {
+        for schema in [ordering::SCHEMA, metering::SCHEMA] {
+            let db = pool(&config, schema)?;
+            tasks.push(tokio::spawn(platform::outbox::run_relay(
+                db,
+                config.clone(),
+                schema,
+            )));
+        }
+        tasks.push(tokio::spawn(metering::run_consumer(
+            config.clone(),
+            pool(&config, "metering")?,
+        )));
+        let billing_db = pool(&config, "billing")?;
+        let billing_config = config.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = billing::run_consumer(billing_config, billing_db).await {
+                tracing::error!(%error, "billing consumer stopped");
+            }
+        }));
+    }
+
+    if parts.provisioner {
+        let db = pool(&config, "provisioner")?;
+        let worker_config = config.clone();
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = provisioner::run(worker_config, db).await {
+                tracing::error!(%error, "provisioner stopped");
+            }
+        }));
+    }
+
+    Ok(Stack {
+        gateway_url: local(config.ports.gateway),
+        config,
+        servers,
+        tasks,
+    })
+}

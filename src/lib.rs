@@ -1,0 +1,7 @@
+//! The `gpumarket` binary's library half: starting any set of services and
+//! workers in one process (`gpumarket dev`, and the tests), and seeding the
+//! demo market through the public API.
+
+pub mod client;
+pub mod dev;
+pub mod seed;

@@ -1,0 +1,1 @@
+//! gpumarket-host-agent

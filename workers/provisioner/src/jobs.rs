@@ -1,0 +1,309 @@
+//! Jobs and their step log. A step row is written as started (and committed)
+//! before the driver runs it and stamped finished after; a job that is
+//! redelivered after a crash skips finished steps and re-runs the one that
+//! was in flight.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use contracts::api::{Instance, ProvisioningResult};
+use contracts::events::{PROVISION_INSTANCE, ProvisionInstance, STOP_INSTANCE, StopInstance};
+use contracts::{Envelope, ErrorCode};
+use diesel::prelude::*;
+use platform::Db;
+use platform::consumer::HandlerError;
+use platform::internal::InternalClient;
+use rand::Rng;
+use schema::provisioner::{job_steps, jobs};
+use uuid::Uuid;
+
+use crate::Error;
+use crate::driver::{Driver, Step};
+
+#[derive(Clone)]
+pub struct Worker {
+    pub db: Db,
+    pub driver: Arc<dyn Driver>,
+    pub ordering: InternalClient,
+    pub step_attempts: u32,
+}
+
+enum Outcome {
+    Ready,
+    Failed(String),
+}
+
+impl Worker {
+    pub async fn handle(&self, envelope: Envelope) -> Result<(), HandlerError> {
+        let bad =
+            |e: serde_json::Error| HandlerError::Permanent(format!("bad {}: {e}", envelope.kind));
+        match envelope.kind.as_str() {
+            PROVISION_INSTANCE => {
+                let job: ProvisionInstance = envelope.payload().map_err(bad)?;
+                self.provision(job).await
+            }
+            STOP_INSTANCE => {
+                let command: StopInstance = envelope.payload().map_err(bad)?;
+                self.driver
+                    .stop(&command)
+                    .await
+                    .map_err(|e| HandlerError::Transient(e.to_string()))
+            }
+            other => Err(HandlerError::Permanent(format!("unknown command {other}"))),
+        }
+    }
+
+    async fn provision(&self, job: ProvisionInstance) -> Result<(), HandlerError> {
+        let job_id = self.open_job(&job).await?;
+        let outcome = match self.job_status(job_id).await?.as_str() {
+            "succeeded" => Outcome::Ready,
+            "failed" => Outcome::Failed(self.job_error(job_id).await?),
+            _ => self.run_steps(job_id, &job).await?,
+        };
+        let result = match &outcome {
+            Outcome::Ready => ProvisioningResult {
+                ready: true,
+                reason: None,
+            },
+            Outcome::Failed(reason) => ProvisioningResult {
+                ready: false,
+                reason: Some(reason.clone()),
+            },
+        };
+        // Until ordering has heard the result, the message stays unacked and
+        // comes back; the report is idempotent on ordering's side.
+        let reported: Result<Instance, _> = self
+            .ordering
+            .post(
+                &format!(
+                    "/internal/instances/{}/provisioning-result",
+                    job.instance_id
+                ),
+                &result,
+            )
+            .await;
+        match reported {
+            Ok(instance) => {
+                tracing::info!(instance.id = %job.instance_id, status = %instance.status, "provisioning reported");
+                Ok(())
+            }
+            Err(e) if e.code == ErrorCode::NotFound => Err(HandlerError::Permanent(e.to_string())),
+            Err(e) => Err(HandlerError::Transient(e.to_string())),
+        }
+    }
+
+    async fn run_steps(
+        &self,
+        job_id: Uuid,
+        job: &ProvisionInstance,
+    ) -> Result<Outcome, HandlerError> {
+        let done = self.finished_steps(job_id).await?;
+        for (position, step) in Step::ALL.into_iter().enumerate() {
+            if done.contains(&step.as_str().to_owned()) {
+                continue;
+            }
+            let mut attempt = 0;
+            loop {
+                attempt += 1;
+                self.start_step(job_id, step, position as i32).await?;
+                let started = Instant::now();
+                let span = tracing::info_span!("step", step = step.as_str(), attempt, instance.id = %job.instance_id);
+                let result =
+                    tracing::Instrument::instrument(self.driver.run_step(step, job), span).await;
+                let elapsed_ms = started.elapsed().as_millis() as i64;
+                match result {
+                    Ok(()) => {
+                        self.finish_step(job_id, step, elapsed_ms, None).await?;
+                        tracing::info!(step = step.as_str(), duration_ms = elapsed_ms, "step done");
+                        break;
+                    }
+                    Err(error) => {
+                        let reason = error.to_string();
+                        self.note_step_error(job_id, step, &reason).await?;
+                        if attempt >= self.step_attempts {
+                            self.fail_job(job_id, &reason).await?;
+                            return Ok(Outcome::Failed(reason));
+                        }
+                        let delay = backoff(attempt);
+                        tracing::warn!(step = step.as_str(), %reason, retry_in_ms = delay.as_millis() as u64, "step failed");
+                        tokio::time::sleep(delay).await;
+                    }
+                }
+            }
+        }
+        self.succeed_job(job_id).await?;
+        Ok(Outcome::Ready)
+    }
+
+    async fn open_job(&self, job: &ProvisionInstance) -> Result<Uuid, HandlerError> {
+        let job = job.clone();
+        self.db
+            .tx(move |conn| -> Result<Uuid, HandlerError> {
+                let payload = serde_json::to_value(&job)
+                    .map_err(|e| HandlerError::Permanent(e.to_string()))?;
+                diesel::insert_into(jobs::table)
+                    .values((
+                        jobs::id.eq(Uuid::now_v7()),
+                        jobs::instance_id.eq(job.instance_id),
+                        jobs::kind.eq("provision"),
+                        jobs::machine_id.eq(job.machine_id),
+                        jobs::payload.eq(payload),
+                        jobs::status.eq("running"),
+                    ))
+                    .on_conflict((jobs::instance_id, jobs::kind))
+                    .do_nothing()
+                    .execute(conn)?;
+                let id: Uuid = jobs::table
+                    .filter(jobs::instance_id.eq(job.instance_id))
+                    .filter(jobs::kind.eq("provision"))
+                    .select(jobs::id)
+                    .first(conn)?;
+                diesel::update(jobs::table.find(id))
+                    .set((
+                        jobs::attempts.eq(jobs::attempts + 1),
+                        jobs::updated_at.eq(diesel::dsl::now),
+                    ))
+                    .execute(conn)?;
+                Ok(id)
+            })
+            .await
+    }
+
+    async fn job_status(&self, job_id: Uuid) -> Result<String, HandlerError> {
+        self.db
+            .run(move |conn| Ok(jobs::table.find(job_id).select(jobs::status).first(conn)?))
+            .await
+    }
+
+    async fn job_error(&self, job_id: Uuid) -> Result<String, HandlerError> {
+        self.db
+            .run(move |conn| {
+                let e: Option<String> = jobs::table
+                    .find(job_id)
+                    .select(jobs::last_error)
+                    .first(conn)?;
+                Ok(e.unwrap_or_else(|| "provisioning failed".into()))
+            })
+            .await
+    }
+
+    async fn finished_steps(&self, job_id: Uuid) -> Result<Vec<String>, HandlerError> {
+        self.db
+            .run(move |conn| {
+                Ok(job_steps::table
+                    .filter(job_steps::job_id.eq(job_id))
+                    .filter(job_steps::finished_at.is_not_null())
+                    .select(job_steps::step)
+                    .load(conn)?)
+            })
+            .await
+    }
+
+    async fn start_step(
+        &self,
+        job_id: Uuid,
+        step: Step,
+        position: i32,
+    ) -> Result<(), HandlerError> {
+        self.db
+            .run(move |conn| {
+                diesel::insert_into(job_steps::table)
+                    .values((
+                        job_steps::job_id.eq(job_id),
+                        job_steps::step.eq(step.as_str()),
+                        job_steps::position.eq(position),
+                        job_steps::attempts.eq(1),
+                        job_steps::started_at.eq(diesel::dsl::now),
+                    ))
+                    .on_conflict((job_steps::job_id, job_steps::step))
+                    .do_update()
+                    .set((
+                        job_steps::attempts.eq(job_steps::attempts + 1),
+                        job_steps::started_at.eq(diesel::dsl::now),
+                    ))
+                    .execute(conn)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn finish_step(
+        &self,
+        job_id: Uuid,
+        step: Step,
+        duration_ms: i64,
+        error: Option<String>,
+    ) -> Result<(), HandlerError> {
+        self.db
+            .run(move |conn| {
+                diesel::update(job_steps::table.find((job_id, step.as_str())))
+                    .set((
+                        job_steps::finished_at.eq(diesel::dsl::now),
+                        job_steps::duration_ms.eq(duration_ms),
+                        job_steps::last_error.eq(error),
+                    ))
+                    .execute(conn)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn note_step_error(
+        &self,
+        job_id: Uuid,
+        step: Step,
+        reason: &str,
+    ) -> Result<(), HandlerError> {
+        let reason = reason.to_owned();
+        self.db
+            .run(move |conn| {
+                diesel::update(job_steps::table.find((job_id, step.as_str())))
+                    .set(job_steps::last_error.eq(reason))
+                    .execute(conn)?;
+                Ok(())
+            })
+            .await
+    }
+
+    async fn succeed_job(&self, job_id: Uuid) -> Result<(), HandlerError> {
+        self.set_job(job_id, "succeeded", None).await
+    }
+
+    async fn fail_job(&self, job_id: Uuid, reason: &str) -> Result<(), HandlerError> {
+        self.set_job(job_id, "failed", Some(reason.to_owned()))
+            .await
+    }
+
+    async fn set_job(
+        &self,
+        job_id: Uuid,
+        status: &'static str,
+        error: Option<String>,
+    ) -> Result<(), HandlerError> {
+        self.db
+            .run(move |conn| {
+                diesel::update(jobs::table.find(job_id))
+                    .set((
+                        jobs::status.eq(status),
+                        jobs::last_error.eq(error),
+                        jobs::finished_at.eq(diesel::dsl::now),
+                        jobs::updated_at.eq(diesel::dsl::now),
+                    ))
+                    .execute(conn)?;
+                Ok(())
+            })
+            .await
+    }
+}
+
+/// Exponential backoff with full jitter, capped at 5 s.
+fn backoff(attempt: u32) -> Duration {
+    let cap = (100u64 << attempt.min(6)).min(5_000);
+    Duration::from_millis(rand::thread_rng().gen_range(cap / 2..=cap))
+}
+
+impl From<Error> for HandlerError {
+    fn from(e: Error) -> Self {
+        HandlerError::Transient(e.to_string())
+    }
+}

@@ -1,0 +1,256 @@
+//! The simulated driver: no containers, but real state. It keeps, per
+//! machine, which GPU indices are bound to which instance, containers,
+//! network attachments, volumes and authorised SSH keys (in
+//! `provisioner.sim_resources`, so the state survives a worker crash like a
+//! real host's would). Readiness passes only when that state is complete and
+//! consistent. Latency and failures are injectable per step.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use contracts::events::{ProvisionInstance, StopInstance};
+use diesel::prelude::*;
+use platform::{Config, Db};
+use schema::provisioner::sim_resources;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::Error;
+use crate::driver::{BoxFuture, Driver, Step};
+
+pub struct SimulatedDriver {
+    db: Db,
+    latency: HashMap<Step, Duration>,
+    /// Remaining injected failures per step.
+    failures: Mutex<HashMap<Step, u32>>,
+}
+
+fn parse_map(raw: &str, what: &str) -> Result<HashMap<Step, u64>, Error> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|pair| {
+            let (step, n) = pair.split_once('=').ok_or_else(|| {
+                Error::Config(format!("{what}: expected step=number, got {pair:?}"))
+            })?;
+            let step = Step::parse(step.trim())
+                .ok_or_else(|| Error::Config(format!("{what}: unknown step {step:?}")))?;
+            let n = n
+                .trim()
+                .parse()
+                .map_err(|_| Error::Config(format!("{what}: {n:?} is not a number")))?;
+            Ok((step, n))
+        })
+        .collect()
+}
+
+impl SimulatedDriver {
+    pub fn from_config(db: Db, config: &Config) -> Result<Self, Error> {
+        let latency = parse_map(&config.sim_step_latency_ms, "GPUMARKET_SIM_STEP_LATENCY_MS")?
+            .into_iter()
+            .map(|(step, ms)| (step, Duration::from_millis(ms)))
+            .collect();
+        let failures = parse_map(&config.sim_step_failures, "GPUMARKET_SIM_STEP_FAILURES")?
+            .into_iter()
+            .map(|(step, n)| (step, n as u32))
+            .collect();
+        Ok(Self {
+            db,
+            latency,
+            failures: Mutex::new(failures),
+        })
+    }
+
+    fn injected_failure(&self, step: Step) -> bool {
+        let Ok(mut failures) = self.failures.lock() else {
+            return false;
+        };
+        match failures.get_mut(&step) {
+            Some(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    async fn apply(&self, step: Step, job: ProvisionInstance) -> Result<(), Error> {
+        if let Some(delay) = self.latency.get(&step) {
+            tokio::time::sleep(*delay).await;
+        }
+        if self.injected_failure(step) {
+            return Err(Error::Step {
+                step: step.as_str(),
+                reason: "injected failure".into(),
+            });
+        }
+        self.db
+            .tx(move |conn| match step {
+                Step::ValidateHost => {
+                    if job.gpu_count > job.machine_gpu_count {
+                        return Err(fail(step, "machine has fewer GPUs than the order"));
+                    }
+                    Ok(())
+                }
+                Step::PullImage => Ok(()),
+                Step::BindGpus => bind_gpus(conn, &job),
+                Step::AttachNetwork => {
+                    add(conn, &job, "network", format!("net-{}", job.instance_id))
+                }
+                Step::CreateVolume => add(conn, &job, "volume", format!("vol-{}", job.instance_id)),
+                Step::StartContainer => {
+                    add(conn, &job, "container", format!("ctr-{}", job.instance_id))
+                }
+                Step::AuthorizeSsh => match &job.ssh_public_key {
+                    Some(key) => {
+                        let fingerprint = hex::encode(&Sha256::digest(key.as_bytes())[..8]);
+                        add(
+                            conn,
+                            &job,
+                            "ssh_key",
+                            format!("{}:{fingerprint}", job.instance_id),
+                        )
+                    }
+                    None => Ok(()),
+                },
+                Step::ReadinessCheck => readiness(conn, &job),
+            })
+            .await
+    }
+}
+
+fn fail(step: Step, reason: &str) -> Error {
+    Error::Step {
+        step: step.as_str(),
+        reason: reason.to_owned(),
+    }
+}
+
+fn add(
+    conn: &mut PgConnection,
+    job: &ProvisionInstance,
+    kind: &str,
+    name: String,
+) -> Result<(), Error> {
+    diesel::insert_into(sim_resources::table)
+        .values((
+            sim_resources::machine_id.eq(job.machine_id),
+            sim_resources::kind.eq(kind),
+            sim_resources::name.eq(name),
+            sim_resources::instance_id.eq(job.instance_id),
+        ))
+        .on_conflict_do_nothing()
+        .execute(conn)?;
+    Ok(())
+}
+
+fn held(
+    conn: &mut PgConnection,
+    machine_id: Uuid,
+    instance_id: Uuid,
+    kind: &str,
+) -> QueryResult<Vec<String>> {
+    sim_resources::table
+        .filter(sim_resources::machine_id.eq(machine_id))
+        .filter(sim_resources::instance_id.eq(instance_id))
+        .filter(sim_resources::kind.eq(kind))
+        .select(sim_resources::name)
+        .load(conn)
+}
+
+/// Binds free GPU indices until the instance holds as many as it ordered. The
+/// primary key (machine, kind, name) makes an index bindable once.
+fn bind_gpus(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Error> {
+    let mine = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
+    if mine >= job.gpu_count {
+        return Ok(());
+    }
+    let taken: Vec<String> = sim_resources::table
+        .filter(sim_resources::machine_id.eq(job.machine_id))
+        .filter(sim_resources::kind.eq("gpu"))
+        .select(sim_resources::name)
+        .load(conn)?;
+    let free: Vec<String> = (0..job.machine_gpu_count)
+        .map(|i| i.to_string())
+        .filter(|i| !taken.contains(i))
+        .take((job.gpu_count - mine) as usize)
+        .collect();
+    if (free.len() as i32) < job.gpu_count - mine {
+        return Err(fail(
+            Step::BindGpus,
+            "not enough free GPU indices on the machine",
+        ));
+    }
+    for index in free {
+        add(conn, job, "gpu", index)?;
+    }
+    Ok(())
+}
+
+/// Ready means: exactly the ordered GPUs bound, a network, a volume, a
+/// running container, and the renter's key authorised when one was given.
+fn readiness(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Error> {
+    let gpus = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
+    if gpus != job.gpu_count {
+        return Err(fail(
+            Step::ReadinessCheck,
+            &format!("{gpus} of {} GPUs bound", job.gpu_count),
+        ));
+    }
+    for kind in ["network", "volume", "container"] {
+        if held(conn, job.machine_id, job.instance_id, kind)?.is_empty() {
+            return Err(fail(Step::ReadinessCheck, &format!("no {kind}")));
+        }
+    }
+    if job.ssh_public_key.is_some()
+        && held(conn, job.machine_id, job.instance_id, "ssh_key")?.is_empty()
+    {
+        return Err(fail(Step::ReadinessCheck, "SSH key not authorised"));
+    }
+    Ok(())
+}
+
+impl Driver for SimulatedDriver {
+    fn run_step<'a>(
+        &'a self,
+        step: Step,
+        job: &'a ProvisionInstance,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.apply(step, job.clone()))
+    }
+
+    fn stop<'a>(&'a self, command: &'a StopInstance) -> BoxFuture<'a, Result<(), Error>> {
+        let command = command.clone();
+        Box::pin(async move {
+            self.db
+                .run(move |conn| {
+                    diesel::delete(
+                        sim_resources::table
+                            .filter(sim_resources::machine_id.eq(command.machine_id))
+                            .filter(sim_resources::instance_id.eq(command.instance_id))
+                            .filter(sim_resources::kind.eq_any(["gpu", "container"])),
+                    )
+                    .execute(conn)
+                    .map(|_| ())
+                    .map_err(Error::from)
+                })
+                .await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_maps_parse_and_reject_unknown_steps() {
+        let map = parse_map("bind_gpus=300, readiness_check=5", "x").unwrap();
+        assert_eq!(map[&Step::BindGpus], 300);
+        assert_eq!(map[&Step::ReadinessCheck], 5);
+        assert!(parse_map("warp_drive=1", "x").is_err());
+        assert!(parse_map("bind_gpus", "x").is_err());
+        assert!(parse_map("", "x").unwrap().is_empty());
+    }
+}
