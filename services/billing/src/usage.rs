@@ -146,6 +146,18 @@ pub async fn funds_check(
     Ok(balance)
 }
 
+/// One entry of a posting that touched a host's earnings: transaction id,
+/// instance, fee rate, time, account kind, account tenant, amount.
+type Leg = (
+    String,
+    Option<Uuid>,
+    Option<Decimal>,
+    DateTime<Utc>,
+    String,
+    Option<Uuid>,
+    Decimal,
+);
+
 pub async fn earnings(
     db: &Db,
     settings: &Settings,
@@ -164,15 +176,7 @@ pub async fn earnings(
             .limit(1000)
             .select(entries::transaction_id)
             .load(conn)?;
-        let legs: Vec<(
-            String,
-            Option<Uuid>,
-            Option<Decimal>,
-            DateTime<Utc>,
-            String,
-            Option<Uuid>,
-            Decimal,
-        )> = entries::table
+        let legs: Vec<Leg> = entries::table
             .inner_join(transactions::table)
             .inner_join(accounts::table)
             .filter(entries::transaction_id.eq_any(host_txns))

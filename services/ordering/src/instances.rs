@@ -223,9 +223,9 @@ pub async fn mark_ready(db: &Db, deps: &Deps, id: Uuid) -> Result<api::Instance,
             },
         )?;
         tracing::info!(instance.id = %id, "instance running");
-        Ok(load(conn, id)?
+        load(conn, id)?
             .map(api::Instance::from)
-            .ok_or_else(|| Error::NotFound(id.to_string()))?)
+            .ok_or_else(|| Error::NotFound(id.to_string()))
     })
     .await
 }
@@ -342,9 +342,9 @@ pub async fn stop(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<api
                 contracts::time::now(),
             )?;
         }
-        Ok(load(conn, id)?
+        load(conn, id)?
             .map(api::Instance::from)
-            .ok_or_else(|| Error::NotFound(id.to_string()))?)
+            .ok_or_else(|| Error::NotFound(id.to_string()))
     })
     .await
 }

@@ -145,16 +145,30 @@ fn verify_password(password: &str, hash: &str) -> bool {
         .unwrap_or(false)
 }
 
+/// A tenant and its first user, made together.
+struct NewOwner<'a> {
+    tenant_name: &'a str,
+    roles: &'a [TenantRole],
+    is_platform: bool,
+    email: &'a str,
+    password_hash: &'a str,
+    is_operator: bool,
+    max_gpus: i32,
+}
+
 fn insert_tenant_with_owner(
     conn: &mut PgConnection,
-    name: &str,
-    roles: &[TenantRole],
-    is_platform: bool,
-    email: &str,
-    password_hash: &str,
-    is_operator: bool,
-    default_max_gpus: i32,
+    new: NewOwner<'_>,
 ) -> Result<Principal, Error> {
+    let NewOwner {
+        tenant_name: name,
+        roles,
+        is_platform,
+        email,
+        password_hash,
+        is_operator,
+        max_gpus: default_max_gpus,
+    } = new;
     let tenant_id = Uuid::now_v7();
     let user_id = Uuid::now_v7();
     let taken: i64 = users::table
@@ -215,13 +229,15 @@ pub async fn sign_up(
     db.tx(move |conn| {
         insert_tenant_with_owner(
             conn,
-            req.tenant_name.trim(),
-            &req.roles,
-            false,
-            &normalize_email(&req.email),
-            &hash,
-            false,
-            default_max_gpus,
+            NewOwner {
+                tenant_name: req.tenant_name.trim(),
+                roles: &req.roles,
+                is_platform: false,
+                email: &normalize_email(&req.email),
+                password_hash: &hash,
+                is_operator: false,
+                max_gpus: default_max_gpus,
+            },
         )
     })
     .await
@@ -247,13 +263,15 @@ pub async fn create_operator(db: &Db, email: &str, password: &str) -> Result<Pri
         match platform {
             None => insert_tenant_with_owner(
                 conn,
-                "gpumarket platform",
-                &[TenantRole::Platform],
-                true,
-                &email,
-                &hash,
-                true,
-                0,
+                NewOwner {
+                    tenant_name: "gpumarket platform",
+                    roles: &[TenantRole::Platform],
+                    is_platform: true,
+                    email: &email,
+                    password_hash: &hash,
+                    is_operator: true,
+                    max_gpus: 0,
+                },
             ),
             Some(tenant) => {
                 let user_id = Uuid::now_v7();

@@ -1,0 +1,35 @@
+# One target directory outside the clone so that rebuilds are incremental.
+export CARGO_TARGET_DIR ?= /var/tmp/gpumarket-target
+
+NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
+
+.PHONY: run test services lint fmt sdl deploy-validate
+
+## make run: start Postgres and RabbitMQ if needed, migrate, seed, run everything.
+run: services
+	cargo run --bin gpumarket -- dev
+
+## make test: the same readiness step, then the whole suite.
+test: services
+ifeq ($(NEXTEST),yes)
+	cargo nextest run --workspace --no-fail-fast
+else
+	cargo test --workspace --no-fail-fast
+endif
+
+services:
+	bash deploy/local/ensure-services.sh
+
+lint:
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets -- -D warnings
+
+fmt:
+	cargo fmt --all
+
+## make sdl: rewrite api-specs/graphql/schema.graphql from the code.
+sdl:
+	UPDATE_SDL=1 cargo test -p gpumarket-gateway --test sdl
+
+deploy-validate:
+	bash deploy/validate.sh

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Makes sure what `make run` and `make test` need is up: PostgreSQL on
+# 127.0.0.1:5432 (trust auth for local connections), RabbitMQ on 5672 with the
+# management plugin (tests create a vhost each), and libpq for diesel.
+# Starts local servers from installed packages; on Debian/Ubuntu installs
+# missing packages first; elsewhere says what to install.
+set -euo pipefail
+
+PGHOST=${PGHOST:-127.0.0.1}
+PGPORT=${PGPORT:-5432}
+
+say() { printf 'ensure-services: %s\n' "$*"; }
+have() { command -v "$1" >/dev/null 2>&1; }
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+sudo_if_needed() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+apt_updated=0
+apt_install() {
+  if ! have apt-get; then
+    say "missing: $*. Install PostgreSQL 15+, RabbitMQ 3.10+ and libpq (headers) with your system's package manager, then run this again."
+    exit 1
+  fi
+  if [ "$apt_updated" -eq 0 ]; then sudo_if_needed apt-get update -qq; apt_updated=1; fi
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$@" >/dev/null
+}
+
+wait_for() { # what, seconds, command...
+  local what=$1 secs=$2; shift 2
+  for _ in $(seq 1 "$((secs * 2))"); do
+    if "$@" >/dev/null 2>&1; then return 0; fi
+    sleep 0.5
+  done
+  say "$what did not come up within ${secs}s"; return 1
+}
+
+# --- libpq (diesel links it) ---
+if ! { [ -f /usr/include/postgresql/libpq-fe.h ] || pkg-config --exists libpq 2>/dev/null; }; then
+  say "installing libpq-dev"
+  apt_install libpq-dev pkg-config
+fi
+
+# --- PostgreSQL ---
+if ! port_open "$PGPORT"; then
+  if ! have pg_ctlcluster && ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
+    say "installing postgresql"
+    apt_install postgresql
+    # Local development and tests connect without a password.
+    for hba in /etc/postgresql/*/main/pg_hba.conf; do
+      sudo_if_needed sed -i -E 's/^(host\s+all\s+all\s+127\.0\.0\.1\/32\s+)\S+/\1trust/; s/^(local\s+all\s+all\s+)\S+/\1trust/' "$hba"
+    done
+  fi
+  say "starting postgresql"
+  version=$(ls /etc/postgresql | sort -V | tail -n1)
+  sudo_if_needed pg_ctlcluster --skip-systemctl-redirect "$version" main start || true
+  wait_for postgresql 30 port_open "$PGPORT"
+fi
+have psql && wait_for "postgresql (accepting queries)" 30 psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -Atc 'SELECT 1'
+
+# --- RabbitMQ ---
+if ! port_open 5672; then
+  if ! have rabbitmq-server; then
+    say "installing rabbitmq-server"
+    apt_install rabbitmq-server
+  fi
+  say "starting rabbitmq"
+  sudo_if_needed rabbitmq-server -detached || true
+  wait_for rabbitmq 60 port_open 5672
+fi
+if ! port_open 15672; then
+  say "enabling rabbitmq_management (tests create a vhost each through it)"
+  sudo_if_needed rabbitmq-plugins enable rabbitmq_management >/dev/null
+  wait_for "rabbitmq management" 60 port_open 15672
+fi
+have curl && wait_for "rabbitmq management API" 30 curl -sf -u guest:guest http://127.0.0.1:15672/api/overview
+say "postgresql and rabbitmq are up"

@@ -1,0 +1,134 @@
+//! The provisioner is an OS process killed with SIGKILL in the middle of a
+//! step (after the database shows the step started and not finished); a new
+//! process finishes the job. Each instance ends `running` exactly once with
+//! one row per step. Repeated with the kill placed at each step.
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use gpumarket::client::Client;
+use gpumarket::dev::Parts;
+use platform::Config;
+
+use crate::harness::*;
+
+const STEPS: [&str; 8] = [
+    "validate_host",
+    "pull_image",
+    "bind_gpus",
+    "attach_network",
+    "create_volume",
+    "start_container",
+    "authorize_ssh",
+    "readiness_check",
+];
+
+fn worker(config: &Config, slow_step: Option<&str>) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpumarket"));
+    cmd.args(["worker", "provisioner"])
+        .env("GPUMARKET_DATABASE_URL", &config.database_url)
+        .env("GPUMARKET_AMQP_URL", &config.amqp_url)
+        .env("GPUMARKET_ORDERING_URL", &config.urls.ordering)
+        .env("GPUMARKET_SERVICE_TOKEN", &config.service_token)
+        .env("GPUMARKET_DB_POOL_SIZE", "2")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit());
+    if let Some(step) = slow_step {
+        // Long enough that the kill always lands inside the step.
+        cmd.env("GPUMARKET_SIM_STEP_LATENCY_MS", format!("{step}=60000"));
+    }
+    cmd.spawn().expect("spawn worker")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_provisioner_killed_mid_step_resumes_and_reports_running_exactly_once() {
+    let env = TestEnv::new().await;
+    let stack = env
+        .start(Parts {
+            services: true,
+            messaging: true,
+            provisioner: false,
+        })
+        .await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let offer = listed_machine(&host, "A100 80GB SXM", 8, "1.10").await;
+    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
+    let operator = env.operator(&api).await;
+    grant(&operator, &tenant, "1000").await;
+
+    for step in STEPS {
+        let placed = order(&renter, &offer, 1, &format!("crash-{step}"))
+            .await
+            .expect("order");
+        let id = placed["id"].as_str().expect("id").to_owned();
+
+        let mut doomed = worker(&stack.config, Some(step));
+        let in_flight = format!(
+            "SELECT count(*) AS n FROM provisioner.job_steps s JOIN provisioner.jobs j ON j.id = s.job_id \
+             WHERE j.instance_id = '{id}' AND s.step = '{step}' AND s.finished_at IS NULL"
+        );
+        eventually(
+            &format!("{step} to start"),
+            Duration::from_secs(30),
+            || async { (env.count(&in_flight) == 1).then_some(()) },
+        )
+        .await;
+        doomed.kill().expect("SIGKILL");
+        doomed.wait().expect("reap");
+        // The step is still open and the instance not running.
+        assert_eq!(env.count(&in_flight), 1, "{step} finished before the kill");
+        assert_eq!(
+            instance_status(&renter, &id).await["status"],
+            "provisioning"
+        );
+
+        let mut healthy = worker(&stack.config, None);
+        wait_running(&renter, &id, Duration::from_secs(60)).await;
+        healthy.kill().expect("kill");
+        healthy.wait().expect("reap");
+
+        let running_events = format!(
+            "SELECT count(*) AS n FROM ordering.outbox WHERE routing_key = 'ordering.instance.running' \
+             AND body->'payload'->>'instance_id' = '{id}'"
+        );
+        assert_eq!(
+            env.count(&running_events),
+            1,
+            "running events after a kill in {step}"
+        );
+        let transitions = format!(
+            "SELECT count(*) AS n FROM ordering.instance_transitions WHERE instance_id = '{id}' AND to_state = 'running'"
+        );
+        assert_eq!(env.count(&transitions), 1);
+        let steps = format!(
+            "SELECT count(*) AS n FROM provisioner.job_steps s JOIN provisioner.jobs j ON j.id = s.job_id \
+             WHERE j.instance_id = '{id}' AND s.finished_at IS NOT NULL"
+        );
+        assert_eq!(
+            env.count(&steps),
+            STEPS.len() as i64,
+            "one finished row per step"
+        );
+        let retried = format!(
+            "SELECT s.attempts::bigint AS n FROM provisioner.job_steps s JOIN provisioner.jobs j ON j.id = s.job_id \
+             WHERE j.instance_id = '{id}' AND s.step = '{step}'"
+        );
+        assert_eq!(env.count(&retried), 2, "{step} ran again after the kill");
+        let jobs = format!("SELECT count(*) AS n FROM provisioner.jobs WHERE instance_id = '{id}'");
+        assert_eq!(env.count(&jobs), 1);
+    }
+    // The simulated host bound exactly one GPU index per instance, never one twice.
+    assert_eq!(
+        env.count("SELECT count(*) AS n FROM provisioner.sim_resources WHERE kind = 'gpu'"),
+        STEPS.len() as i64
+    );
+    assert_eq!(
+        env.count("SELECT gpus_allocated::bigint AS n FROM catalog.machines"),
+        STEPS.len() as i64
+    );
+
+    stack.stop().await;
+    env.cleanup().await;
+}

@@ -1,0 +1,283 @@
+//! Test environment: a fresh database (migrated) and a fresh RabbitMQ vhost
+//! per test, the stack started in this process on random ports, and helpers
+//! to drive the public API.
+
+use std::time::Duration;
+
+use diesel::{Connection, PgConnection, RunQueryDsl};
+use gpumarket::client::Client;
+use gpumarket::dev::{self, Parts, Stack};
+use platform::Config;
+use serde_json::{Value, json};
+
+pub const PASSWORD: &str = "correct horse battery";
+
+pub struct TestEnv {
+    pub config: Config,
+    pub db_name: String,
+    vhost: String,
+    admin_url: String,
+}
+
+fn management(config: &Config) -> (reqwest::Url, String, String) {
+    let mut url = reqwest::Url::parse(&config.rabbitmq_management_url).expect("management URL");
+    let user = url.username().to_owned();
+    let pass = url.password().unwrap_or_default().to_owned();
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    (url, user, pass)
+}
+
+impl TestEnv {
+    pub async fn new() -> TestEnv {
+        let suffix = uuid::Uuid::now_v7().simple().to_string();
+        let db_name = format!("gpumarket_test_{suffix}");
+        let vhost = format!("gpumarket_test_{suffix}");
+        let mut config = Config::from_env().expect("config");
+        let admin_url = platform::config::replace_db_name(&config.database_url, "postgres");
+        config = config.with_database(&db_name);
+        config.db_pool_size = 2;
+        config.ports = platform::config::Ports {
+            gateway: 0,
+            catalog: 0,
+            ordering: 0,
+            quota: 0,
+            metering: 0,
+            billing: 0,
+        };
+        config.outbox_poll_ms = 50;
+        let amqp = reqwest::Url::parse(&config.amqp_url).expect("amqp url");
+        config.amqp_url = format!(
+            "amqp://{}:{}@{}:{}/{vhost}",
+            amqp.username(),
+            amqp.password().unwrap_or_default(),
+            amqp.host_str().unwrap_or("127.0.0.1"),
+            amqp.port().unwrap_or(5672)
+        );
+
+        let (url, db_url, admin) = (
+            config.database_url.clone(),
+            db_name.clone(),
+            admin_url.clone(),
+        );
+        tokio::task::spawn_blocking(move || {
+            platform::db::create_database(&admin, &db_url).expect("create database");
+            platform::db::migrate(&url).expect("migrate");
+        })
+        .await
+        .expect("join");
+
+        let (base, user, pass) = management(&config);
+        let http = reqwest::Client::new();
+        let put = |path: String, body: Value| {
+            http.put(base.join(&path).expect("url"))
+                .basic_auth(&user, Some(&pass))
+                .json(&body)
+                .send()
+        };
+        let resp = put(format!("api/vhosts/{vhost}"), json!({}))
+            .await
+            .expect("create vhost (is rabbitmq_management enabled?)");
+        assert!(
+            resp.status().is_success(),
+            "create vhost: {}",
+            resp.status()
+        );
+        let resp = put(
+            format!("api/permissions/{vhost}/{user}"),
+            json!({ "configure": ".*", "write": ".*", "read": ".*" }),
+        )
+        .await
+        .expect("vhost permissions");
+        assert!(
+            resp.status().is_success(),
+            "vhost permissions: {}",
+            resp.status()
+        );
+
+        TestEnv {
+            config,
+            db_name,
+            vhost,
+            admin_url,
+        }
+    }
+
+    pub async fn start(&self, parts: Parts) -> Stack {
+        dev::start(self.config.clone(), parts)
+            .await
+            .expect("start stack")
+    }
+
+    pub fn conn(&self) -> PgConnection {
+        PgConnection::establish(&self.config.database_url).expect("connect")
+    }
+
+    /// One number from SQL.
+    pub fn count(&self, sql: &str) -> i64 {
+        #[derive(diesel::QueryableByName)]
+        struct N {
+            #[diesel(sql_type = diesel::sql_types::BigInt)]
+            n: i64,
+        }
+        let rows: Vec<N> = diesel::sql_query(sql).load(&mut self.conn()).expect(sql);
+        rows.first().map(|r| r.n).unwrap_or(0)
+    }
+
+    /// Creates an operator directly (as `gpumarket admin create-operator`
+    /// does) and logs it in through the API.
+    pub async fn operator(&self, api: &Client) -> Client {
+        let db = platform::Db::connect(&self.config.database_url, 1).expect("db");
+        let email = format!("op-{}@test.dev", uuid::Uuid::now_v7().simple());
+        quota::create_operator(&db, &email, PASSWORD)
+            .await
+            .expect("operator");
+        login(api, &email).await
+    }
+
+    pub async fn cleanup(self) {
+        let (base, user, pass) = management(&self.config);
+        let _ = reqwest::Client::new()
+            .delete(
+                base.join(&format!("api/vhosts/{}", self.vhost))
+                    .expect("url"),
+            )
+            .basic_auth(&user, Some(&pass))
+            .send()
+            .await;
+        let (admin, name) = (self.admin_url.clone(), self.db_name.clone());
+        let _ =
+            tokio::task::spawn_blocking(move || platform::db::drop_database(&admin, &name)).await;
+    }
+}
+
+pub async fn sign_up(api: &Client, roles: &[&str]) -> (Client, String) {
+    let email = format!("u-{}@test.dev", uuid::Uuid::now_v7().simple());
+    let data = api
+        .run(
+            "mutation($input: SignUpInput!) { signUp(input: $input) { token me { tenantId } } }",
+            json!({ "input": { "email": email, "password": PASSWORD, "tenantName": "Test Org", "roles": roles } }),
+        )
+        .await
+        .expect("signUp");
+    let token = data["signUp"]["token"].as_str().expect("token");
+    let tenant = data["signUp"]["me"]["tenantId"]
+        .as_str()
+        .expect("tenant")
+        .to_owned();
+    (api.with_token(token), tenant)
+}
+
+pub async fn login(api: &Client, email: &str) -> Client {
+    let data = api
+        .run(
+            "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }",
+            json!({ "e": email, "p": PASSWORD }),
+        )
+        .await
+        .expect("login");
+    api.with_token(data["login"]["token"].as_str().expect("token"))
+}
+
+/// Registers, prices and lists a machine; returns its id (= its offer id).
+pub async fn listed_machine(host: &Client, model: &str, gpus: i32, price: &str) -> String {
+    let data = host
+        .run(
+            "mutation($input: RegisterMachineInput!) { registerMachine(input: $input) { machine { id } agentToken } }",
+            json!({ "input": {
+                "name": "test-rig", "gpuModel": model, "gpuCount": gpus, "vramGib": 24,
+                "cpuCores": 16, "ramGib": 64, "diskGib": 1000, "country": "US",
+                "idempotencyKey": uuid::Uuid::now_v7().to_string(),
+            }}),
+        )
+        .await
+        .expect("registerMachine");
+    assert!(
+        data["registerMachine"]["agentToken"]
+            .as_str()
+            .is_some_and(|t| t.len() > 20)
+    );
+    let id = data["registerMachine"]["machine"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    host.run(
+        "mutation($id: ID!, $p: Decimal!) { setMachinePricing(machineId: $id, pricePerGpuHour: $p) { id } }",
+        json!({ "id": id, "p": price }),
+    )
+    .await
+    .expect("setMachinePricing");
+    let listed = host
+        .run(
+            "mutation($id: ID!) { listMachine(machineId: $id) { listed } }",
+            json!({ "id": id }),
+        )
+        .await
+        .expect("listMachine");
+    assert_eq!(listed["listMachine"]["listed"], true);
+    id
+}
+
+pub async fn grant(operator: &Client, tenant: &str, amount: &str) {
+    operator
+        .run(
+            "mutation($t: ID!, $a: Decimal!, $k: String!) { grantCredit(tenantId: $t, amount: $a, idempotencyKey: $k, reason: \"test\") { amount } }",
+            json!({ "t": tenant, "a": amount, "k": uuid::Uuid::now_v7().to_string() }),
+        )
+        .await
+        .expect("grantCredit");
+}
+
+pub async fn order(
+    renter: &Client,
+    offer: &str,
+    gpus: i32,
+    key: &str,
+) -> Result<Value, gpumarket::client::GraphQlError> {
+    renter
+        .run(
+            "mutation($input: CreateOrderInput!) { createOrder(input: $input) { id status rentalType pricePerGpuHour pricePerHourTotal } }",
+            json!({ "input": { "offerId": offer, "gpuCount": gpus, "idempotencyKey": key,
+                               "sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketTestKey test@gpumarket" } }),
+        )
+        .await
+        .map(|d| d["createOrder"].clone())
+}
+
+/// Polls `f` every 100 ms until it returns Some, failing after `limit`.
+pub async fn eventually<T, F, Fut>(what: &str, limit: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+pub async fn instance_status(renter: &Client, id: &str) -> Value {
+    renter
+        .run(
+            "query($id: ID!) { instance(id: $id) { id status statusReason allowedActions runningAt stoppedAt } }",
+            json!({ "id": id }),
+        )
+        .await
+        .expect("instance")["instance"]
+        .clone()
+}
+
+pub async fn wait_running(renter: &Client, id: &str, limit: Duration) -> Value {
+    eventually("instance running", limit, || async {
+        let i = instance_status(renter, id).await;
+        (i["status"] == "running").then_some(i)
+    })
+    .await
+}

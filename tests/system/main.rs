@@ -1,0 +1,10 @@
+//! System tests: the services on random ports against a fresh database and a
+//! fresh RabbitMQ vhost, driven over HTTP through the public GraphQL API.
+
+// Test code: a failed expectation is the test's verdict.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod crash;
+mod flow;
+mod harness;
+mod storage;
