@@ -1,6 +1,7 @@
 //! Diesel table definitions, one module per Postgres schema; a service
-//! imports only its own module. They mirror `migrations/` and a test in
-//! `tests/` checks them against the migrated database.
+//! imports only its own module. They mirror `migrations/` (written by hand
+//! here, as `diesel print-schema` would; every query in the system tests runs
+//! against the migrated database, so a drift fails there).
 
 pub mod quota {
     diesel::table! {
