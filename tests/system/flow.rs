@@ -35,7 +35,10 @@ async fn error_code(result: Result<serde_json::Value, gpumarket::client::GraphQl
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rental_is_billed_for_exactly_the_seconds_between_running_and_stop() {
-    let env = TestEnv::new().await;
+    let mut env = TestEnv::new().await;
+    // Each service on its own database role: a query into another service's
+    // schema would fail this test.
+    env.config.db_role_per_service = true;
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
 
@@ -351,6 +354,18 @@ async fn api_keys_and_bad_requests_get_clear_codes() {
         .await;
     assert_eq!(error_code(dup).await, "CONFLICT");
     assert_eq!(env.count("SELECT count(*) AS n FROM quota.users"), before);
+
+    // Probes and metrics on every service an operator would scrape.
+    let http = reqwest::Client::new();
+    let urls = &stack.config.urls;
+    for base in [&stack.gateway_url, &urls.catalog, &urls.ordering, &urls.quota, &urls.metering, &urls.billing] {
+        for path in ["/healthz", "/readyz"] {
+            let status = http.get(format!("{base}{path}")).send().await.expect(path).status();
+            assert!(status.is_success(), "{base}{path}: {status}");
+        }
+    }
+    let metrics = http.get(format!("{}/metrics", stack.gateway_url)).send().await.expect("metrics");
+    assert!(metrics.text().await.expect("body").contains("gpumarket_http_requests_total"));
 
     stack.stop().await;
     env.cleanup().await;

@@ -7,4 +7,6 @@
 mod crash;
 mod flow;
 mod harness;
+mod race;
+mod replay;
 mod storage;

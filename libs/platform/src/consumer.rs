@@ -125,15 +125,23 @@ where
         correlation_id = envelope.correlation_id.as_deref().unwrap_or(""),
         attempt = delivery_count(&delivery) + 1,
     );
+    let kind = envelope.kind.clone();
+    let count = move |outcome: &str| {
+        crate::metrics::MESSAGES_CONSUMED
+            .with_label_values(&[kind.as_str(), outcome])
+            .inc();
+    };
     async move {
         match handler(envelope).await {
             Ok(()) => {
+                count("ack");
                 if let Err(error) = delivery.acker.ack(Default::default()).await {
                     // The effect is committed; the redelivery will be dropped by the inbox.
                     tracing::warn!(%error, "ack failed");
                 }
             }
             Err(HandlerError::Permanent(reason)) => {
+                count("dead_letter");
                 tracing::error!(%reason, "message dead-lettered");
                 let _ = delivery
                     .acker
@@ -141,6 +149,7 @@ where
                     .await;
             }
             Err(HandlerError::Transient(reason)) => {
+                count("retry");
                 let attempt = delivery_count(&delivery);
                 let delay = Duration::from_millis((100u64 << attempt.clamp(0, 6) as u32).min(5_000));
                 tracing::warn!(%reason, retry_in_ms = delay.as_millis() as u64, "message will be retried");
@@ -174,6 +183,25 @@ pub fn claim(
     Ok(inserted == 1)
 }
 
+/// Applies `effect` unless the message was applied before; call inside the
+/// transaction that commits the effect. Returns whether it was applied now.
+pub fn apply_once<F>(
+    conn: &mut PgConnection,
+    schema: &str,
+    envelope: &Envelope,
+    effect: F,
+) -> Result<bool, HandlerError>
+where
+    F: FnOnce(&mut PgConnection, &Envelope) -> Result<(), HandlerError>,
+{
+    if !claim(conn, schema, envelope)? {
+        tracing::debug!("duplicate delivery ignored");
+        return Ok(false);
+    }
+    effect(conn, envelope)?;
+    Ok(true)
+}
+
 /// Consumes `queue`, applying `effect` and the inbox record in one transaction.
 pub async fn run_inbox<F>(
     config: Arc<Config>,
@@ -188,14 +216,8 @@ pub async fn run_inbox<F>(
         let db = db.clone();
         let effect = effect.clone();
         async move {
-            db.tx(move |conn| {
-                if !claim(conn, schema, &envelope)? {
-                    tracing::debug!("duplicate delivery ignored");
-                    return Ok(());
-                }
-                effect(conn, &envelope)
-            })
-            .await
+            db.tx(move |conn| apply_once(conn, schema, &envelope, &effect).map(|_| ()))
+                .await
         }
     })
     .await

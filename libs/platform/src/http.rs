@@ -73,6 +73,7 @@ pub async fn correlation(
         .filter(|v| !v.is_empty() && v.len() <= 128)
         .map(str::to_owned)
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
+    let method = req.method().to_string();
     let span = tracing::info_span!(
         "http.request",
         method = %req.method(),
@@ -85,6 +86,12 @@ pub async fn correlation(
         .instrument(span.clone())
         .await?;
     span.record("status", res.status().as_u16());
+    crate::metrics::HTTP_REQUESTS
+        .with_label_values(&[method.as_str(), res.status().as_str()])
+        .inc();
+    crate::metrics::HTTP_SECONDS
+        .with_label_values(&[method.as_str()])
+        .observe(started.elapsed().as_secs_f64());
     if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&cid) {
         res.headers_mut().insert(
             actix_web::http::header::HeaderName::from_static(CORRELATION_HEADER),
@@ -115,10 +122,12 @@ async fn readyz(db: web::Data<Db>) -> HttpResponse {
     }
 }
 
-/// Mounts `/healthz` (the process is up) and `/readyz` (its database answers).
+/// Mounts `/healthz` (the process is up), `/readyz` (its database answers)
+/// and `/metrics`.
 pub fn health(cfg: &mut web::ServiceConfig) {
     cfg.route("/healthz", web::get().to(healthz))
-        .route("/readyz", web::get().to(readyz));
+        .route("/readyz", web::get().to(readyz))
+        .route("/metrics", web::get().to(crate::metrics::handler));
 }
 
 /// Binds `host:port` and reports the port actually bound.

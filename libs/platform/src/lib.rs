@@ -10,6 +10,7 @@ pub mod db;
 pub mod error;
 pub mod http;
 pub mod internal;
+pub mod metrics;
 pub mod outbox;
 pub mod telemetry;
 

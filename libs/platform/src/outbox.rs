@@ -125,6 +125,9 @@ async fn relay_once(
                 )));
             }
             tracing::debug!(message.id = %row.id, routing_key = %row.routing_key, "published");
+            crate::metrics::MESSAGES_PUBLISHED
+                .with_label_values(&[schema])
+                .inc();
             sent.push(row.seq);
         }
         db.run(move |c| {

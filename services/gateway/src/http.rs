@@ -48,6 +48,7 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
             .route("/graphql", web::get().to(graphiql))
             .route("/healthz", web::get().to(healthz))
             .route("/readyz", web::get().to(readyz))
+            .route("/metrics", web::get().to(platform::metrics::handler))
     })
     .listen(listener)
     .map_err(listen_error)?

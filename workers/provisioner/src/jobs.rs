@@ -113,11 +113,17 @@ impl Worker {
                 let elapsed_ms = started.elapsed().as_millis() as i64;
                 match result {
                     Ok(()) => {
+                        platform::metrics::PROVISIONING_STEPS
+                            .with_label_values(&[step.as_str(), "ok"])
+                            .inc();
                         self.finish_step(job_id, step, elapsed_ms, None).await?;
                         tracing::info!(step = step.as_str(), duration_ms = elapsed_ms, "step done");
                         break;
                     }
                     Err(error) => {
+                        platform::metrics::PROVISIONING_STEPS
+                            .with_label_values(&[step.as_str(), "error"])
+                            .inc();
                         let reason = error.to_string();
                         self.note_step_error(job_id, step, &reason).await?;
                         if attempt >= self.step_attempts {
