@@ -358,14 +358,36 @@ async fn api_keys_and_bad_requests_get_clear_codes() {
     // Probes and metrics on every service an operator would scrape.
     let http = reqwest::Client::new();
     let urls = &stack.config.urls;
-    for base in [&stack.gateway_url, &urls.catalog, &urls.ordering, &urls.quota, &urls.metering, &urls.billing] {
+    for base in [
+        &stack.gateway_url,
+        &urls.catalog,
+        &urls.ordering,
+        &urls.quota,
+        &urls.metering,
+        &urls.billing,
+    ] {
         for path in ["/healthz", "/readyz"] {
-            let status = http.get(format!("{base}{path}")).send().await.expect(path).status();
+            let status = http
+                .get(format!("{base}{path}"))
+                .send()
+                .await
+                .expect(path)
+                .status();
             assert!(status.is_success(), "{base}{path}: {status}");
         }
     }
-    let metrics = http.get(format!("{}/metrics", stack.gateway_url)).send().await.expect("metrics");
-    assert!(metrics.text().await.expect("body").contains("gpumarket_http_requests_total"));
+    let metrics = http
+        .get(format!("{}/metrics", stack.gateway_url))
+        .send()
+        .await
+        .expect("metrics");
+    assert!(
+        metrics
+            .text()
+            .await
+            .expect("body")
+            .contains("gpumarket_http_requests_total")
+    );
 
     stack.stop().await;
     env.cleanup().await;

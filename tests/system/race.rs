@@ -122,3 +122,47 @@ async fn concurrent_orders_never_exceed_a_tenants_gpu_quota() {
     stack.stop().await;
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_same_order_sent_concurrently_is_placed_once() {
+    let env = TestEnv::new().await;
+    let stack = env
+        .start(Parts {
+            services: true,
+            messaging: false,
+            provisioner: false,
+        })
+        .await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let offer = listed_machine(&host, "A100 80GB SXM", 8, "1.29").await;
+    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
+    let operator = env.operator(&api).await;
+    grant(&operator, &tenant, "1000").await;
+
+    let racers: Vec<_> = (0..12)
+        .map(|_| {
+            let renter = renter.clone();
+            let offer = offer.clone();
+            tokio::spawn(async move { order(&renter, &offer, 2, "one-order").await })
+        })
+        .collect();
+    let mut ids = std::collections::HashSet::new();
+    for racer in racers {
+        let placed = racer
+            .await
+            .expect("join")
+            .expect("every retry gets the order");
+        ids.insert(placed["id"].as_str().expect("id").to_owned());
+    }
+    assert_eq!(ids.len(), 1, "one instance for one idempotency key");
+    assert_eq!(
+        env.count("SELECT gpus_allocated::bigint AS n FROM catalog.machines"),
+        2
+    );
+    assert_eq!(env.count("SELECT count(*) AS n FROM ordering.orders"), 1);
+    assert_eq!(env.count("SELECT coalesce(sum(gpu_count), 0)::bigint AS n FROM quota.reservations WHERE released_at IS NULL"), 2);
+
+    stack.stop().await;
+    env.cleanup().await;
+}

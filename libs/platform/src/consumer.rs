@@ -118,6 +118,10 @@ where
             return;
         }
     };
+    let correlation_id = envelope
+        .correlation_id
+        .clone()
+        .unwrap_or_else(|| envelope.id.to_string());
     let span = tracing::info_span!(
         "message",
         message.id = %envelope.id,
@@ -131,8 +135,9 @@ where
             .with_label_values(&[kind.as_str(), outcome])
             .inc();
     };
-    async move {
-        match handler(envelope).await {
+    let work = async move {
+        // Calls this handler makes carry the message's correlation id.
+        match crate::http::with_correlation_id(correlation_id, handler(envelope)).await {
             Ok(()) => {
                 count("ack");
                 if let Err(error) = delivery.acker.ack(Default::default()).await {
@@ -151,7 +156,8 @@ where
             Err(HandlerError::Transient(reason)) => {
                 count("retry");
                 let attempt = delivery_count(&delivery);
-                let delay = Duration::from_millis((100u64 << attempt.clamp(0, 6) as u32).min(5_000));
+                let delay =
+                    Duration::from_millis((100u64 << attempt.clamp(0, 6) as u32).min(5_000));
                 tracing::warn!(%reason, retry_in_ms = delay.as_millis() as u64, "message will be retried");
                 tokio::time::sleep(delay).await;
                 let _ = delivery
@@ -163,9 +169,8 @@ where
                     .await;
             }
         }
-    }
-    .instrument(span)
-    .await;
+    };
+    work.instrument(span).await;
 }
 
 /// Records `message_id` in `<schema>.inbox`; false when it was already there.

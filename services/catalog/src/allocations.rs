@@ -41,6 +41,22 @@ pub async fn allocate(db: &Db, req: AllocateRequest) -> Result<Allocation, Error
     if req.gpu_count < 1 {
         return Err(Error::Validation("gpuCount: at least 1".into()));
     }
+    let order_id = req.order_id;
+    match take(db, req).await {
+        // The same order allocated concurrently: the other transaction won
+        // and ours rolled back with its capacity; answer what it got.
+        Err(Error::Database(diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::UniqueViolation,
+            _,
+        ))) => db
+            .run(move |conn| existing(conn, order_id).map_err(Error::from))
+            .await?
+            .ok_or_else(|| Error::Conflict("allocation vanished; retry".into())),
+        other => other,
+    }
+}
+
+async fn take(db: &Db, req: AllocateRequest) -> Result<Allocation, Error> {
     db.tx(move |conn| {
         if let Some(found) = existing(conn, req.order_id)? {
             return Ok(found);

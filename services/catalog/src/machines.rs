@@ -49,7 +49,7 @@ impl From<MachineRow> for Machine {
             ram_gib: m.ram_gib,
             disk_gib: m.disk_gib,
             country: m.country,
-            price_per_gpu_hour: m.price_per_gpu_hour,
+            price_per_gpu_hour: m.price_per_gpu_hour.map(|p| p.normalize()),
             currency: m.currency,
             listed: m.listed,
             created_at: m.created_at,

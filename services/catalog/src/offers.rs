@@ -27,7 +27,7 @@ fn offer(m: MachineRow) -> Option<Offer> {
         ram_gib: m.ram_gib,
         disk_gib: m.disk_gib,
         country: m.country,
-        price_per_gpu_hour: m.price_per_gpu_hour?,
+        price_per_gpu_hour: m.price_per_gpu_hour?.normalize(),
         currency: m.currency,
     })
 }

@@ -89,7 +89,12 @@ pub fn apply_event(
         // Other lifecycle events carry nothing to meter yet.
         _ => return Ok(()),
     };
-    close_if_complete(conn, interval_id, events_exchange)
+    close_if_complete(
+        conn,
+        interval_id,
+        events_exchange,
+        envelope.correlation_id.clone(),
+    )
 }
 
 /// Once both instants are known, fixes the billed seconds and announces the
@@ -98,6 +103,7 @@ fn close_if_complete(
     conn: &mut PgConnection,
     id: Uuid,
     events_exchange: &str,
+    correlation_id: Option<String>,
 ) -> Result<(), HandlerError> {
     let row: IntervalRow = intervals::table
         .find(id)
@@ -134,8 +140,14 @@ fn close_if_complete(
         price_per_hour: price,
         currency,
     };
-    let envelope = Envelope::new(USAGE_RECORDED, now, Some(row.tenant_id), None, &usage)
-        .map_err(|e| HandlerError::Permanent(e.to_string()))?;
+    let envelope = Envelope::new(
+        USAGE_RECORDED,
+        now,
+        Some(row.tenant_id),
+        correlation_id,
+        &usage,
+    )
+    .map_err(|e| HandlerError::Permanent(e.to_string()))?;
     platform::outbox::enqueue(conn, SCHEMA, events_exchange, USAGE_RECORDED, &envelope)?;
     tracing::info!(instance.id = %row.instance_id, seconds, "usage recorded");
     Ok(())

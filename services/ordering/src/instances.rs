@@ -62,8 +62,9 @@ impl From<InstanceRow> for api::Instance {
             gpu_model: row.gpu_model,
             gpu_count: row.gpu_count,
             rental_type: row.rental_type,
-            price_per_hour_total: row.price_per_gpu_hour * Decimal::from(row.gpu_count),
-            price_per_gpu_hour: row.price_per_gpu_hour,
+            price_per_hour_total: (row.price_per_gpu_hour * Decimal::from(row.gpu_count))
+                .normalize(),
+            price_per_gpu_hour: row.price_per_gpu_hour.normalize(),
             currency: row.currency,
             status: row.state,
             status_reason: row.status_reason,

@@ -125,6 +125,11 @@ pub async fn create_order(
     match run_steps(db, deps, order_id, &req, &offer).await {
         Ok(instance) => Ok(instance),
         Err(error) => {
+            // A concurrent request with the same key may have finished the
+            // order meanwhile: its instance owns the holdings now.
+            if let Some(instance) = instance_of(db, order_id).await? {
+                return Ok(instance);
+            }
             // Compensate in reverse; both releases are no-ops if never taken.
             if let Err(release_error) = release_holdings(deps, order_id).await {
                 tracing::error!(order.id = %order_id, %release_error, "compensation failed; reconciler must release");
@@ -227,70 +232,81 @@ async fn create_instance(
     let req = req.clone();
     let offer = offer.clone();
     let host_tenant_id = allocation.host_tenant_id;
-    db.tx(move |conn| {
-        if let Some(existing) = instances::table
-            .filter(instances::order_id.eq(order_id))
-            .select(InstanceRow::as_select())
-            .first(conn)
-            .optional()?
-        {
-            return Ok(existing.into());
-        }
-        let id = Uuid::now_v7();
-        let at = contracts::time::now();
-        let image = req
-            .image
-            .clone()
-            .unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
-        diesel::insert_into(instances::table)
-            .values((
-                instances::id.eq(id),
-                instances::order_id.eq(order_id),
-                instances::tenant_id.eq(req.tenant_id),
-                instances::host_tenant_id.eq(host_tenant_id),
-                instances::machine_id.eq(offer.machine_id),
-                instances::gpu_model.eq(&offer.gpu_model),
-                instances::gpu_count.eq(req.gpu_count),
-                instances::rental_type.eq(RENTAL_TYPE),
-                instances::price_per_gpu_hour.eq(price),
-                instances::currency.eq(&offer.currency),
-                instances::image.eq(&image),
-                instances::ssh_public_key.eq(&req.ssh_public_key),
-                instances::state.eq(InstanceState::Provisioning.as_str()),
-                instances::created_at.eq(at),
-                instances::updated_at.eq(at),
-            ))
-            .execute(conn)?;
-        diesel::update(orders::table.find(order_id))
-            .set((
-                orders::state.eq(InstanceState::Provisioning.as_str()),
-                orders::machine_id.eq(offer.machine_id),
-                orders::updated_at.eq(at),
-            ))
-            .execute(conn)?;
-        publish(
-            conn,
-            &commands,
-            PROVISION_INSTANCE,
-            at,
-            req.tenant_id,
-            &ProvisionInstance {
-                instance_id: id,
-                order_id,
-                tenant_id: req.tenant_id,
-                machine_id: offer.machine_id,
-                gpu_count: req.gpu_count,
-                machine_gpu_count: offer.gpu_count,
-                image,
-                ssh_public_key: req.ssh_public_key.clone(),
-            },
-        )?;
-        tracing::info!(order.id = %order_id, instance.id = %id, "instance provisioning");
-        let row =
-            crate::instances::load(conn, id)?.ok_or_else(|| Error::NotFound(id.to_string()))?;
-        Ok(row.into())
-    })
-    .await
+    let created = db
+        .tx(move |conn| {
+            if let Some(existing) = instances::table
+                .filter(instances::order_id.eq(order_id))
+                .select(InstanceRow::as_select())
+                .first(conn)
+                .optional()?
+            {
+                return Ok(existing.into());
+            }
+            let id = Uuid::now_v7();
+            let at = contracts::time::now();
+            let image = req
+                .image
+                .clone()
+                .unwrap_or_else(|| DEFAULT_IMAGE.to_owned());
+            diesel::insert_into(instances::table)
+                .values((
+                    instances::id.eq(id),
+                    instances::order_id.eq(order_id),
+                    instances::tenant_id.eq(req.tenant_id),
+                    instances::host_tenant_id.eq(host_tenant_id),
+                    instances::machine_id.eq(offer.machine_id),
+                    instances::gpu_model.eq(&offer.gpu_model),
+                    instances::gpu_count.eq(req.gpu_count),
+                    instances::rental_type.eq(RENTAL_TYPE),
+                    instances::price_per_gpu_hour.eq(price),
+                    instances::currency.eq(&offer.currency),
+                    instances::image.eq(&image),
+                    instances::ssh_public_key.eq(&req.ssh_public_key),
+                    instances::state.eq(InstanceState::Provisioning.as_str()),
+                    instances::created_at.eq(at),
+                    instances::updated_at.eq(at),
+                ))
+                .execute(conn)?;
+            diesel::update(orders::table.find(order_id))
+                .set((
+                    orders::state.eq(InstanceState::Provisioning.as_str()),
+                    orders::machine_id.eq(offer.machine_id),
+                    orders::updated_at.eq(at),
+                ))
+                .execute(conn)?;
+            publish(
+                conn,
+                &commands,
+                PROVISION_INSTANCE,
+                at,
+                req.tenant_id,
+                &ProvisionInstance {
+                    instance_id: id,
+                    order_id,
+                    tenant_id: req.tenant_id,
+                    machine_id: offer.machine_id,
+                    gpu_count: req.gpu_count,
+                    machine_gpu_count: offer.gpu_count,
+                    image,
+                    ssh_public_key: req.ssh_public_key.clone(),
+                },
+            )?;
+            tracing::info!(order.id = %order_id, instance.id = %id, "instance provisioning");
+            let row =
+                crate::instances::load(conn, id)?.ok_or_else(|| Error::NotFound(id.to_string()))?;
+            Ok(row.into())
+        })
+        .await;
+    match created {
+        // A concurrent request for the same order created it first.
+        Err(Error::Database(diesel::result::Error::DatabaseError(
+            diesel::result::DatabaseErrorKind::UniqueViolation,
+            _,
+        ))) => instance_of(db, order_id)
+            .await?
+            .ok_or_else(|| Error::Conflict("order changed concurrently; retry".into())),
+        other => other,
+    }
 }
 
 /// Gives back what an order holds: its GPUs, then its quota. Both calls are
