@@ -1,0 +1,421 @@
+"""Offline consistency checks that schemas alone cannot make, run by
+deploy/validate.sh with its virtualenv's Python (PyYAML, jsonschema,
+referencing come with check-jsonschema and kubernetes-validate).
+
+  python deploy/validate.py asyncapi   # spec vs libs/contracts and broker.rs
+  python deploy/validate.py k8s        # references between the manifests
+  python deploy/validate.py compose    # references inside compose.yaml
+
+Each prints one line per check group and exits 1 on the first group that
+finds problems (after printing all of that group's problems).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from datetime import datetime
+from pathlib import Path
+from urllib.parse import urlparse
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+DEPLOY = ROOT / "deploy"
+K8S = DEPLOY / "k8s"
+SERVICES = ["gateway", "catalog", "ordering", "quota", "metering", "billing"]
+
+
+class Problems(list):
+    def check(self, ok: bool, message: str) -> None:
+        if not ok:
+            self.append(message)
+
+    def report(self, what: str) -> None:
+        if self:
+            print(f"FAIL {what}:")
+            for p in self:
+                print(f"  - {p}")
+            sys.exit(1)
+        print(f"ok   {what}")
+
+
+def read(path: Path) -> str:
+    return path.read_text(encoding="utf-8")
+
+
+def config_env_names() -> set[str]:
+    """Every GPUMARKET_* variable the binary reads."""
+    names: set[str] = set()
+    for src in [ROOT / "libs/platform/src/config.rs", ROOT / "src/main.rs"]:
+        names |= set(re.findall(r'"(GPUMARKET_[A-Z0-9_]+)"', read(src)))
+    return names
+
+
+# ---------------------------------------------------------------- asyncapi
+
+
+# What the JSON of each Rust field type looks like, checked on the resolved
+# property schema: (JSON type, format) with format None meaning "any".
+RUST_TYPES = {
+    "Uuid": ("string", "uuid"),
+    "i32": ("integer", "int32"),
+    "i64": ("integer", "int64"),
+    "u32": ("integer", "uint32"),
+    "String": ("string", None),
+    "Option<String>": (["string", "null"], None),
+    "Decimal": ("string", None),
+    "DateTime<Utc>": ("string", "date-time"),
+}
+
+
+def rust_structs(source: str) -> dict[str, list[tuple[str, str]]]:
+    """`pub struct Name { pub field: Type, .. }` -> [(json name, type)]."""
+    structs = {}
+    for name, body in re.findall(r"pub struct (\w+) \{(.*?)\n\}", source, re.S):
+        fields = []
+        rename = None
+        for line in body.splitlines():
+            line = line.strip()
+            m = re.match(r'#\[serde\(rename = "([^"]+)"\)\]', line)
+            if m:
+                rename = m.group(1)
+                continue
+            m = re.match(r"pub (\w+): (.+),$", line)
+            if m:
+                fields.append((rename or m.group(1), m.group(2).strip()))
+                rename = None
+        structs[name] = fields
+    return structs
+
+
+def resolve(doc: dict, ref: str):
+    if not ref.startswith("#/"):
+        raise KeyError(f"non-local $ref {ref}")
+    node = doc
+    for part in ref[2:].split("/"):
+        part = part.replace("~1", "/").replace("~0", "~")
+        node = node[part]
+    return node
+
+
+def walk_refs(node, path="$"):
+    if isinstance(node, dict):
+        for k, v in node.items():
+            if k == "$ref" and isinstance(v, str):
+                yield path, v
+            else:
+                yield from walk_refs(v, f"{path}.{k}")
+    elif isinstance(node, list):
+        for i, v in enumerate(node):
+            yield from walk_refs(v, f"{path}[{i}]")
+
+
+def check_asyncapi() -> None:
+    import jsonschema
+    from referencing import Registry, Resource
+    from referencing.jsonschema import DRAFT7
+
+    spec_path = ROOT / "api-specs/asyncapi.yaml"
+    doc = yaml.safe_load(read(spec_path))
+
+    p = Problems()
+    for path, ref in walk_refs(doc):
+        try:
+            resolve(doc, ref)
+        except (KeyError, TypeError, IndexError):
+            p.append(f"{path}: $ref {ref} does not resolve")
+    for op_name, op in doc.get("operations", {}).items():
+        channel = op["channel"]["$ref"]
+        for m in op.get("messages", []):
+            p.check(
+                m["$ref"].startswith(channel + "/messages/"),
+                f"operation {op_name}: message {m['$ref']} is not one of its channel's",
+            )
+    p.report("asyncapi: every $ref resolves; operations use their channel's messages")
+
+    # Examples against their schemas (Draft 7, the base of AsyncAPI schemas).
+    p = Problems()
+    registry = Registry().with_resource("urn:asyncapi", Resource.from_contents(doc, DRAFT7))
+    formats = jsonschema.FormatChecker()
+
+    @formats.checks("date-time", raises=ValueError)
+    def _date_time(value) -> bool:
+        if not isinstance(value, str):
+            return True
+        if not re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?(Z|[+-]\d\d:\d\d)", value):
+            raise ValueError("not RFC 3339")
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+        return True
+
+    messages = doc["components"]["messages"]
+    for name, message in messages.items():
+        schema_ref = message["payload"]["$ref"]
+        validator = jsonschema.Draft7Validator(
+            {"$ref": "urn:asyncapi" + schema_ref}, registry=registry, format_checker=formats
+        )
+        examples = message.get("examples", [])
+        p.check(bool(examples), f"message {name} has no example")
+        for ex in examples:
+            for err in validator.iter_errors(ex["payload"]):
+                p.append(f"message {name} example {ex.get('name')}: {err.json_path}: {err.message}")
+    p.report(f"asyncapi: {len(messages)} message examples valid against their schemas")
+
+    # Payloads and envelope exactly as the Rust structs serialize.
+    p = Problems()
+    structs = rust_structs(read(ROOT / "libs/contracts/src/events.rs"))
+    structs.update(rust_structs(read(ROOT / "libs/contracts/src/envelope.rs")))
+    schemas = doc["components"]["schemas"]
+    for struct, fields in structs.items():
+        schema = schemas.get(struct)
+        if schema is None:
+            p.append(f"struct {struct} has no components.schemas.{struct}")
+            continue
+        props = schema.get("properties", {})
+        names = [f for f, _ in fields]
+        p.check(list(props) == names, f"{struct}: properties {list(props)} != struct fields {names}")
+        p.check(sorted(schema.get("required", [])) == sorted(names), f"{struct}: required != struct fields")
+        for field, rust_type in fields:
+            prop = props.get(field)
+            if prop is None:
+                continue
+            if struct == "Envelope":
+                continue
+            if rust_type not in RUST_TYPES:
+                p.append(f"{struct}.{field}: Rust type {rust_type} unknown to validate.py")
+                continue
+            json_type, fmt = RUST_TYPES[rust_type]
+            resolved = resolve(doc, prop["$ref"]) if "$ref" in prop else prop
+            p.check(
+                resolved.get("type") == json_type and (fmt is None or resolved.get("format") == fmt),
+                f"{struct}.{field}: {rust_type} should be type {json_type} format {fmt}, is {resolved}",
+            )
+            if rust_type == "Decimal":
+                p.check(prop.get("$ref") == "#/components/schemas/Decimal", f"{struct}.{field}: Decimal must use the Decimal schema")
+    env = schemas["Envelope"]["properties"]
+    p.check(env["tenant_id"].get("oneOf", [{}])[-1] == {"type": "null"}, "Envelope.tenant_id must be nullable")
+    p.check("null" in env["correlation_id"].get("type", []), "Envelope.correlation_id must be nullable")
+    p.check(env["payload"].get("type") == "object", "Envelope.payload must be an object")
+
+    kinds = dict(re.findall(r'pub const (\w+): &str = "([^"]+)";', read(ROOT / "libs/contracts/src/events.rs")))
+    by_name = {m["name"]: (key, m) for key, m in messages.items()}
+    for const, kind in kinds.items():
+        if kind not in by_name:
+            p.append(f"events.rs {const} = {kind!r} has no message named {kind}")
+            continue
+        key, message = by_name[kind]
+        envelope = resolve(doc, message["payload"]["$ref"])
+        overrides = envelope["allOf"][1]["properties"]
+        p.check(overrides["type"].get("const") == kind, f"message {key}: type const != {kind}")
+        p.check(message["bindings"]["amqp"]["messageType"] == kind, f"message {key}: messageType != {kind}")
+        payload_struct = overrides["payload"]["$ref"].rsplit("/", 1)[-1]
+        p.check(payload_struct in structs, f"message {key}: payload {payload_struct} is no struct in events.rs")
+        channels = [c for c in doc["channels"].values() if c["address"] == kind]
+        p.check(len(channels) == 1, f"{kind}: expected one routing-key channel, found {len(channels)}")
+    p.check(len(kinds) == len(messages), f"{len(messages)} messages for {len(kinds)} message types in events.rs")
+    p.report(f"asyncapi: envelope and {len(structs) - 1} payloads match libs/contracts ({len(kinds)} types)")
+
+    # Topology as config.rs defaults and broker.rs declare it.
+    p = Problems()
+    config = read(ROOT / "libs/platform/src/config.rs")
+    defaults = dict(re.findall(r'(\w+): var\(\s*"GPUMARKET_\w+",\s*"([^"]*)"', config))
+    limit = int(re.search(r'"GPUMARKET_DELIVERY_LIMIT",\s*(\d+)', config).group(1))
+    broker = read(ROOT / "libs/platform/src/broker.rs")
+    declared = re.findall(r'\(\s*&config\.(\w+),\s*&config\.(\w+),\s*"([^"]+)",?\s*\)', broker)
+    p.check(len(declared) == 3, f"broker.rs: expected 3 consumer queues, parsed {len(declared)}")
+    dlx = defaults["dead_letter_exchange"]
+    queues = {
+        c["bindings"]["amqp"]["queue"]["name"]: c
+        for c in doc["channels"].values()
+        if c.get("bindings", {}).get("amqp", {}).get("is") == "queue"
+    }
+    for queue_field, exchange_field, key in declared:
+        queue, exchange = defaults[queue_field], defaults[exchange_field]
+        channel = queues.get(queue)
+        if channel is None:
+            p.append(f"queue {queue} (broker.rs) has no channel")
+            continue
+        p.check(channel["address"] == queue, f"queue {queue}: address {channel['address']}")
+        rabbit = channel.get("x-rabbitmq", {})
+        p.check(
+            rabbit.get("bindings") == [{"exchange": exchange, "routingKey": key}],
+            f"queue {queue}: binding should be {exchange} / {key}",
+        )
+        p.check(
+            rabbit.get("arguments")
+            == {"x-queue-type": "quorum", "x-dead-letter-exchange": dlx, "x-delivery-limit": limit},
+            f"queue {queue}: arguments should be quorum, DLX {dlx}, delivery limit {limit}",
+        )
+    dead = queues.get(f"{dlx}.dead")
+    p.check(dead is not None, f"dead-letter queue {dlx}.dead has no channel")
+    if dead:
+        p.check(
+            dead.get("x-rabbitmq") == {"arguments": {"x-queue-type": "quorum"}, "bindings": [{"exchange": dlx, "routingKey": "#"}]},
+            f"{dlx}.dead: quorum, bound to {dlx} with #",
+        )
+    p.check(len(queues) == len(declared) + 1, f"channels declare {len(queues)} queues, broker.rs {len(declared) + 1}")
+    exchanges = {
+        b["amqp"]["exchange"]["name"]
+        for b in doc["components"]["channelBindings"].values()
+    }
+    p.check(
+        exchanges == {defaults["events_exchange"], defaults["commands_exchange"]},
+        f"routing-key channels use exchanges {sorted(exchanges)}",
+    )
+    p.report(f"asyncapi: topology matches broker.rs ({len(queues)} queues, delivery limit {limit})")
+
+
+# ---------------------------------------------------------------- k8s
+
+
+def load_all(path: Path) -> list[dict]:
+    return [d for d in yaml.safe_load_all(read(path)) if d]
+
+
+def check_k8s() -> None:
+    p = Problems()
+    kustomization = yaml.safe_load(read(K8S / "kustomization.yaml"))
+    listed = kustomization.get("resources", [])
+    on_disk = sorted(f.name for f in K8S.glob("*.yaml") if f.name not in ("kustomization.yaml", "secret.template.yaml"))
+    for name in listed:
+        p.check((K8S / name).is_file(), f"kustomization lists missing {name}")
+    for name in on_disk:
+        p.check(name in listed, f"{name} is not listed in kustomization.yaml")
+    p.check("secret.template.yaml" not in listed, "secret.template.yaml must stay out of kustomization.yaml")
+    p.report(f"k8s: kustomization.yaml lists all {len(listed)} manifests")
+
+    objects = []
+    for f in sorted(K8S.glob("*.yaml")):
+        if f.name != "kustomization.yaml":
+            objects += [(f.name, o) for o in load_all(f)]
+    by_kind: dict[str, dict[str, dict]] = {}
+    for _, o in objects:
+        by_kind.setdefault(o["kind"], {})[o["metadata"]["name"]] = o
+
+    p = Problems()
+    namespace = kustomization.get("namespace")
+    for fname, o in objects:
+        if o["kind"] != "Namespace":
+            p.check(o["metadata"].get("namespace") == namespace, f"{fname}: {o['kind']}/{o['metadata']['name']} not in {namespace}")
+    secrets = {n: set((s.get("stringData") or {}) | (s.get("data") or {})) for n, s in by_kind.get("Secret", {}).items()}
+    configmaps = {n: set(c.get("data") or {}) for n, c in by_kind.get("ConfigMap", {}).items()}
+    known_env = config_env_names()
+    cfg = by_kind["ConfigMap"]["gpumarket-config"]["data"]
+    for key in list(cfg) + sorted(secrets.get("gpumarket-app", set()) | secrets.get("gpumarket-jwt", set())):
+        p.check(key in known_env, f"{key} is not read by libs/platform/src/config.rs")
+
+    workloads = {**by_kind.get("Deployment", {}), **by_kind.get("Job", {})}
+    for wname, w in workloads.items():
+        pod = w["spec"]["template"]["spec"]
+        for c in pod.get("initContainers", []) + pod["containers"]:
+            where = f"{w['kind']}/{wname} container {c['name']}"
+            for src in c.get("envFrom", []):
+                if "configMapRef" in src:
+                    p.check(src["configMapRef"]["name"] in configmaps, f"{where}: no ConfigMap {src['configMapRef']['name']}")
+                if "secretRef" in src:
+                    p.check(src["secretRef"]["name"] in secrets, f"{where}: no Secret {src['secretRef']['name']}")
+            for e in c.get("env", []):
+                ref = e.get("valueFrom", {}).get("secretKeyRef")
+                if ref:
+                    p.check(ref["key"] in secrets.get(ref["name"], set()), f"{where}: no key {ref['key']} in Secret {ref['name']}")
+                if e["name"].startswith("GPUMARKET_"):
+                    p.check(e["name"] in known_env, f"{where}: {e['name']} is not read by config.rs")
+            args = c.get("args", [])
+            if args[:1] == ["serve"]:
+                svc = args[1]
+                p.check(svc in SERVICES, f"{where}: unknown service {svc}")
+                port = int(cfg[f"GPUMARKET_{svc.upper()}_PORT"])
+                ports = {cp["name"]: cp["containerPort"] for cp in c.get("ports", [])}
+                p.check(ports.get("http") == port, f"{where}: http port {ports.get('http')} != GPUMARKET_{svc.upper()}_PORT {port}")
+                for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
+                    p.check(c.get(probe, {}).get("httpGet", {}).get("path") == path, f"{where}: {probe} should GET {path}")
+        for v in pod.get("volumes", []):
+            if "configMap" in v:
+                p.check(v["configMap"]["name"] in configmaps, f"{wname}: volume from missing ConfigMap {v['configMap']['name']}")
+    p.report("k8s: every ConfigMap, Secret and key a pod uses exists; env names are ones config.rs reads")
+
+    p = Problems()
+    deployments = by_kind.get("Deployment", {})
+
+    def pods_matching(selector: dict) -> list[str]:
+        return [
+            n for n, d in deployments.items()
+            if selector.items() <= d["spec"]["template"]["metadata"]["labels"].items()
+        ]
+
+    for dname, d in deployments.items():
+        sel = d["spec"]["selector"]["matchLabels"]
+        p.check(sel.items() <= d["spec"]["template"]["metadata"]["labels"].items(), f"Deployment {dname}: selector does not match its pods")
+    services = by_kind.get("Service", {})
+    for sname, s in services.items():
+        match = pods_matching(s["spec"]["selector"])
+        p.check(match == [sname], f"Service {sname} selects {match}")
+        if match:
+            c = deployments[match[0]]["spec"]["template"]["spec"]["containers"][0]
+            ports = {cp["name"]: cp["containerPort"] for cp in c.get("ports", [])}
+            for sp in s["spec"]["ports"]:
+                p.check(sp["targetPort"] in ports, f"Service {sname}: targetPort {sp['targetPort']} not on the container")
+                p.check(sp["port"] == ports.get(sp["targetPort"]), f"Service {sname}: port {sp['port']} != container port")
+    for key, value in cfg.items():
+        if key.endswith("_URL") and value.startswith("http://"):
+            u = urlparse(value)
+            s = services.get(u.hostname)
+            p.check(s is not None and any(sp["port"] == u.port for sp in s["spec"]["ports"]), f"{key}={value}: no such Service port")
+    for iname, ing in by_kind.get("Ingress", {}).items():
+        for rule in ing["spec"]["rules"]:
+            for path in rule["http"]["paths"]:
+                b = path["backend"]["service"]
+                s = services.get(b["name"])
+                p.check(s is not None and any(sp.get("name") == b["port"].get("name") for sp in s["spec"]["ports"]), f"Ingress {iname}: backend {b} missing")
+    p.check(set(by_kind.get("Ingress", {})) <= {"gateway"}, "only the gateway may be exposed")
+    p.check(all(s["spec"].get("type", "ClusterIP") == "ClusterIP" for s in services.values()), "Services must be ClusterIP")
+    for pname, pdb in by_kind.get("PodDisruptionBudget", {}).items():
+        p.check(pods_matching(pdb["spec"]["selector"]["matchLabels"]) == [pname], f"PodDisruptionBudget {pname} matches no single Deployment")
+    missing = set(SERVICES) - set(services)
+    p.check(not missing, f"no Service for {sorted(missing)}")
+    p.check("provisioner" in deployments and "provisioner" not in services, "provisioner: a Deployment and no Service")
+    p.report(f"k8s: {len(services)} Services, Ingress and PDBs select existing pods and ports")
+
+
+# ---------------------------------------------------------------- compose
+
+
+def check_compose() -> None:
+    p = Problems()
+    compose = yaml.safe_load(read(DEPLOY / "compose.yaml"))
+    services = compose["services"]
+    known_env = config_env_names()
+    for name, s in services.items():
+        for dep in s.get("depends_on", {}):
+            p.check(dep in services, f"{name}: depends_on unknown service {dep}")
+        if s.get("image") != "gpumarket:latest":
+            continue
+        env = s.get("environment", {})
+        for key in env:
+            if key.startswith("GPUMARKET_"):
+                p.check(key in known_env, f"{name}: {key} is not read by config.rs")
+        cmd = s.get("command", [])
+        if cmd[:1] == ["serve"]:
+            svc = cmd[1]
+            p.check(svc == name, f"{name}: serves {svc}")
+            port = env.get(f"GPUMARKET_{svc.upper()}_PORT")
+            p.check(port is not None, f"{name}: no GPUMARKET_{svc.upper()}_PORT")
+            test = " ".join(s.get("healthcheck", {}).get("test", []))
+            p.check(f"http://127.0.0.1:{port}/readyz" in test, f"{name}: healthcheck should probe :{port}/readyz")
+            for key, value in env.items():
+                if key.endswith("_URL") and key.startswith("GPUMARKET_") and str(value).startswith("http://") and "@" not in str(value):
+                    u = urlparse(value)
+                    target = services.get(u.hostname, {}).get("environment", {})
+                    p.check(str(target.get(f"GPUMARKET_{u.hostname.upper()}_PORT")) == str(u.port), f"{name}: {key}={value} does not reach {u.hostname}")
+    served = {s["command"][1] for s in services.values() if s.get("command", [None])[:1] == ["serve"]}
+    p.check(served == set(SERVICES), f"compose serves {sorted(served)}, expected {SERVICES}")
+    p.check(any(s.get("command") == ["worker", "provisioner"] for s in services.values()), "no provisioner worker")
+    p.check(any(s.get("command") == ["migrate"] for s in services.values()), "no migrate service")
+    p.report(f"compose: {len(services)} services; env names, ports, URLs and depends_on consistent")
+
+
+if __name__ == "__main__":
+    checks = {"asyncapi": check_asyncapi, "k8s": check_k8s, "compose": check_compose}
+    if len(sys.argv) != 2 or sys.argv[1] not in checks:
+        sys.exit(f"usage: {sys.argv[0]} {{{'|'.join(checks)}}}")
+    checks[sys.argv[1]]()
