@@ -3,7 +3,7 @@ export CARGO_TARGET_DIR ?= /var/tmp/gpumarket-target
 
 NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
 
-.PHONY: run test services lint fmt sdl deploy-validate
+.PHONY: run test services lint fmt sdl deploy-validate bench
 
 ## make run: start Postgres and RabbitMQ if needed, migrate, seed, run everything.
 run: services
@@ -33,3 +33,7 @@ sdl:
 
 deploy-validate:
 	bash deploy/validate.sh
+
+## make bench: offer search on 100k machines (flags: make bench BENCH_ARGS="--machines 1000000").
+bench: services
+	cargo bench --bench search -- $(BENCH_ARGS)

@@ -2,6 +2,7 @@
 //! workers in one process (`gpumarket dev`, and the tests), and seeding the
 //! demo market through the public API.
 
+pub mod cli;
 pub mod client;
 pub mod dev;
 pub mod seed;

@@ -37,6 +37,10 @@ enum Command {
     },
     /// Print the public GraphQL schema (SDL).
     PrintSdl,
+    /// Host: register, price, list and unlist machines (uses an API key).
+    Host(gpumarket::cli::HostArgs),
+    /// Renter: search offers with the compact query language.
+    Offers(gpumarket::cli::OffersArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -68,9 +72,15 @@ enum Admin {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // Client verbs need no configuration, no database and no log output.
+    let command = match cli.command {
+        Command::Host(args) => std::process::exit(gpumarket::cli::run_host(args).await),
+        Command::Offers(args) => std::process::exit(gpumarket::cli::run_offers(args).await),
+        command => command,
+    };
     let config = Config::from_env().context("reading configuration")?;
     platform::telemetry::init(&config.log_format);
-    match cli.command {
+    match command {
         Command::Dev => run_dev(config).await,
         Command::Migrate => migrate(&config).await,
         Command::Serve { service } => serve(config, service).await,
@@ -96,6 +106,8 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", gateway::sdl());
             Ok(())
         }
+        // Handled above, before the configuration is read.
+        Command::Host(_) | Command::Offers(_) => Ok(()),
     }
 }
 

@@ -105,6 +105,23 @@ pub mod catalog {
             idempotency_key -> Text,
             created_at -> Timestamptz,
             updated_at -> Timestamptz,
+            cpu_model -> Text,
+            disk_type -> Text,
+            upload_mbps -> Int4,
+            download_mbps -> Int4,
+            region -> Text,
+            datacenter -> Bool,
+            driver_version -> Nullable<Text>,
+            cuda_version_code -> Nullable<Int4>,
+            min_bid_per_gpu_hour -> Nullable<Numeric>,
+            storage_price_per_gb_month -> Numeric,
+            bandwidth_up_price_per_tb -> Numeric,
+            bandwidth_down_price_per_tb -> Numeric,
+            allowed_gpu_counts -> Array<Int4>,
+            list_until -> Nullable<Timestamptz>,
+            last_heartbeat_at -> Nullable<Timestamptz>,
+            reliability -> Nullable<Numeric>,
+            self_test_passed_at -> Nullable<Timestamptz>,
         }
     }
 
@@ -120,8 +137,85 @@ pub mod catalog {
             released_at -> Nullable<Timestamptz>,
         }
     }
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        catalog.gpu_models (name) {
+            name -> Text,
+            vram_gib -> Int4,
+            architecture -> Text,
+            compute_capability -> Text,
+            fp16_tflops -> Numeric,
+            bf16_tflops -> Numeric,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        catalog.host_profiles (tenant_id) {
+            tenant_id -> Uuid,
+            legal_name -> Nullable<Text>,
+            country -> Nullable<Text>,
+            payout_currency -> Nullable<Text>,
+            verification -> Text,
+            verification_reason -> Nullable<Text>,
+            verified_by -> Nullable<Uuid>,
+            updated_at -> Timestamptz,
+        }
+    }
+
     diesel::joinable!(allocations -> machines (machine_id));
-    diesel::allow_tables_to_appear_in_same_query!(machines, allocations);
+    diesel::joinable!(machines -> gpu_models (gpu_model));
+    diesel::allow_tables_to_appear_in_same_query!(machines, allocations, gpu_models, host_profiles);
+
+    // Host agents (migration 000008): listing history, heartbeat gaps and the
+    // agents' latest reports.
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        catalog.listing_periods (machine_id, started_at) {
+            machine_id -> Uuid,
+            started_at -> Timestamptz,
+            ended_at -> Nullable<Timestamptz>,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        catalog.heartbeat_gaps (machine_id, started_at) {
+            machine_id -> Uuid,
+            started_at -> Timestamptz,
+            ended_at -> Nullable<Timestamptz>,
+            detected_by -> Text,
+            recorded_at -> Timestamptz,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        catalog.agent_reports (machine_id) {
+            machine_id -> Uuid,
+            inventory -> Nullable<Jsonb>,
+            inventory_at -> Nullable<Timestamptz>,
+            self_test -> Nullable<Jsonb>,
+            self_test_at -> Nullable<Timestamptz>,
+            last_sample -> Nullable<Jsonb>,
+            last_sample_at -> Nullable<Timestamptz>,
+        }
+    }
+
+    diesel::joinable!(listing_periods -> machines (machine_id));
+    diesel::joinable!(heartbeat_gaps -> machines (machine_id));
+    diesel::joinable!(agent_reports -> machines (machine_id));
+    diesel::allow_tables_to_appear_in_same_query!(
+        machines,
+        listing_periods,
+        heartbeat_gaps,
+        agent_reports
+    );
 }
 
 pub mod ordering {

@@ -54,6 +54,7 @@ async fn a_provisioner_killed_mid_step_resumes_and_reports_running_exactly_once(
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;
     let offer = listed_machine(&host, "A100 80GB SXM", 8, "1.10").await;
+    env.heartbeat_all();
     let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
     let operator = env.operator(&api).await;
     grant(&operator, &tenant, "1000").await;

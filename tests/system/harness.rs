@@ -124,6 +124,16 @@ impl TestEnv {
         rows.first().map(|r| r.n).unwrap_or(0)
     }
 
+    /// Runs a statement (test fixtures only).
+    pub fn exec(&self, sql: &str) {
+        diesel::sql_query(sql).execute(&mut self.conn()).expect(sql);
+    }
+
+    /// Marks machines as heard from now, as an agent's heartbeat would.
+    pub fn heartbeat_all(&self) {
+        self.exec("UPDATE catalog.machines SET last_heartbeat_at = now()");
+    }
+
     /// Creates an operator directly (as `gpumarket admin create-operator`
     /// does) and logs it in through the API.
     pub async fn operator(&self, api: &Client) -> Client {
@@ -280,4 +290,49 @@ pub async fn wait_running(renter: &Client, id: &str, limit: Duration) -> Value {
         (i["status"] == "running").then_some(i)
     })
     .await
+}
+
+/// Registers, prices and lists a machine with a full specification, and
+/// marks it heard from; returns its id.
+pub async fn spec_machine(env: &TestEnv, host: &Client, spec: Value, pricing: Value) -> String {
+    let mut input = json!({
+        "name": "rig", "gpuCount": 1, "cpuCores": 16, "ramGib": 64, "diskGib": 1000,
+        "country": "US", "idempotencyKey": uuid::Uuid::now_v7().to_string(),
+    });
+    for (k, v) in spec.as_object().expect("spec object") {
+        input[k] = v.clone();
+    }
+    let data = host
+        .run(
+            "mutation($input: RegisterMachineInput!) { registerMachine(input: $input) { machine { id } } }",
+            json!({ "input": input }),
+        )
+        .await
+        .expect("registerMachine");
+    let id = data["registerMachine"]["machine"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let mut vars = json!({ "id": id });
+    for (k, v) in pricing.as_object().expect("pricing object") {
+        vars[k] = v.clone();
+    }
+    host.run(
+        "mutation($id: ID!, $price: Decimal!, $bid: Decimal, $storage: Decimal, $counts: [Int!], $until: String) {
+           setMachinePricing(machineId: $id, pricePerGpuHour: $price, minBidPerGpuHour: $bid,
+                             storagePricePerGbMonth: $storage, allowedGpuCounts: $counts, listUntil: $until) { id } }",
+        vars,
+    )
+    .await
+    .expect("setMachinePricing");
+    host.run(
+        "mutation($id: ID!) { listMachine(machineId: $id) { listed } }",
+        json!({ "id": id }),
+    )
+    .await
+    .expect("listMachine");
+    env.exec(&format!(
+        "UPDATE catalog.machines SET last_heartbeat_at = now() WHERE id = '{id}'"
+    ));
+    id
 }

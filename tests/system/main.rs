@@ -4,9 +4,11 @@
 // Test code: a failed expectation is the test's verdict.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod cli;
 mod crash;
 mod flow;
 mod harness;
+mod market;
 mod race;
 mod replay;
 mod storage;

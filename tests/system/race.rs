@@ -20,6 +20,7 @@ async fn concurrent_orders_never_get_more_gpus_than_a_machine_has() {
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;
     let offer = listed_machine(&host, "H100 80GB SXM", 8, "2.49").await;
+    env.heartbeat_all();
     let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
     let operator = env.operator(&api).await;
     grant(&operator, &tenant, "100000").await;
@@ -80,6 +81,8 @@ async fn concurrent_orders_never_exceed_a_tenants_gpu_quota() {
     for _ in 0..4 {
         offers.push(listed_machine(&host, "L40S", 8, "0.89").await);
     }
+    env.heartbeat_all();
+    env.heartbeat_all();
     let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
     let operator = env.operator(&api).await;
     grant(&operator, &tenant, "100000").await;
@@ -136,6 +139,7 @@ async fn the_same_order_sent_concurrently_is_placed_once() {
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;
     let offer = listed_machine(&host, "A100 80GB SXM", 8, "1.29").await;
+    env.heartbeat_all();
     let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
     let operator = env.operator(&api).await;
     grant(&operator, &tenant, "1000").await;

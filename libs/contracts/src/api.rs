@@ -139,17 +139,79 @@ pub struct TenantQuota {
 
 // ---------------------------------------------------------------- catalog
 
+/// A GPU model of the catalog: what a GPU can do, so offers compare on
+/// price per TFLOP. TFLOPS are dense tensor throughput with FP32 accumulate.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GpuModel {
+    pub name: String,
+    pub vram_gib: i32,
+    pub architecture: String,
+    pub compute_capability: String,
+    pub fp16_tflops: Decimal,
+    pub bf16_tflops: Decimal,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verification {
+    Unverified,
+    Verified,
+    Suspended,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HostProfile {
+    pub tenant_id: Uuid,
+    pub legal_name: Option<String>,
+    pub country: Option<String>,
+    pub payout_currency: Option<String>,
+    pub verification: Verification,
+    pub verification_reason: Option<String>,
+    pub updated_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UpdateHostProfileRequest {
+    pub legal_name: String,
+    pub country: String,
+    pub payout_currency: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetVerificationRequest {
+    pub verification: Verification,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiskType {
+    Nvme,
+    Ssd,
+    Hdd,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RegisterMachineRequest {
     pub host_tenant_id: Uuid,
     pub name: String,
     pub gpu_model: String,
     pub gpu_count: i32,
-    pub vram_gib: i32,
+    /// VRAM per GPU; the catalog's figure for the model when absent.
+    pub vram_gib: Option<i32>,
+    pub cpu_model: Option<String>,
     pub cpu_cores: i32,
     pub ram_gib: i32,
     pub disk_gib: i32,
+    pub disk_type: Option<DiskType>,
+    pub upload_mbps: Option<i32>,
+    pub download_mbps: Option<i32>,
     pub country: String,
+    pub region: Option<String>,
+    pub datacenter: Option<bool>,
+    pub driver_version: Option<String>,
+    /// e.g. "12.4".
+    pub cuda_version: Option<String>,
     pub idempotency_key: String,
 }
 
@@ -162,13 +224,32 @@ pub struct Machine {
     pub gpu_count: i32,
     pub gpus_allocated: i32,
     pub vram_gib: i32,
+    pub cpu_model: String,
     pub cpu_cores: i32,
     pub ram_gib: i32,
     pub disk_gib: i32,
+    pub disk_type: DiskType,
+    pub upload_mbps: i32,
+    pub download_mbps: i32,
     pub country: String,
+    pub region: String,
+    pub datacenter: bool,
+    pub driver_version: Option<String>,
+    pub cuda_version: Option<String>,
     pub price_per_gpu_hour: Option<Decimal>,
+    pub min_bid_per_gpu_hour: Option<Decimal>,
+    pub storage_price_per_gb_month: Decimal,
+    pub bandwidth_up_price_per_tb: Decimal,
+    pub bandwidth_down_price_per_tb: Decimal,
+    pub allowed_gpu_counts: Vec<i32>,
+    pub list_until: Option<DateTime<Utc>>,
     pub currency: String,
     pub listed: bool,
+    pub online: bool,
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+    /// Rolling uptime ratio over listed time, 0..1; None before any evidence.
+    pub reliability: Option<Decimal>,
+    pub verified: bool,
     pub created_at: DateTime<Utc>,
 }
 
@@ -179,10 +260,17 @@ pub struct MachineRegistered {
     pub agent_token: Option<String>,
 }
 
+/// Listing terms. Absent optional fields keep their current value.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SetPricingRequest {
     pub host_tenant_id: Uuid,
     pub price_per_gpu_hour: Decimal,
+    pub min_bid_per_gpu_hour: Option<Decimal>,
+    pub storage_price_per_gb_month: Option<Decimal>,
+    pub bandwidth_up_price_per_tb: Option<Decimal>,
+    pub bandwidth_down_price_per_tb: Option<Decimal>,
+    pub allowed_gpu_counts: Option<Vec<i32>>,
+    pub list_until: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -190,18 +278,63 @@ pub struct HostMachineRequest {
     pub host_tenant_id: Uuid,
 }
 
-#[derive(Debug, Clone, Default, Serialize, Deserialize)]
-pub struct OfferQuery {
-    pub gpu_model: Option<String>,
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum RentalType {
+    #[default]
+    OnDemand,
+    Interruptible,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "snake_case")]
+pub enum OfferSort {
+    /// Cheapest GPU-hour first.
+    #[default]
+    Price,
+    /// Cheapest per dense FP16 TFLOP first.
+    PricePerTflop,
+    /// Most reliable first.
+    Reliability,
+    /// Fastest download first.
+    Bandwidth,
+}
+
+/// What a renter searches for. Every field is a constraint that must hold;
+/// absent fields do not constrain.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct OfferSearch {
+    /// Any of these models (exact catalog names, case-insensitive).
+    #[serde(default)]
+    pub gpu_models: Vec<String>,
+    /// GPUs the renter wants: the offer must allow a rental of this size and
+    /// have that many free.
+    pub gpu_count: Option<i32>,
+    pub min_vram_gib: Option<i32>,
+    /// On-demand price, or the minimum bid for interruptible searches.
     pub max_price_per_gpu_hour: Option<Decimal>,
-    pub min_gpus: Option<i32>,
-    /// Page size; the catalog caps it.
+    pub rental_type: Option<RentalType>,
+    /// ISO 3166-1 alpha-2 codes, any of.
+    #[serde(default)]
+    pub countries: Vec<String>,
+    #[serde(default)]
+    pub regions: Vec<String>,
+    pub datacenter_only: Option<bool>,
+    pub verified_only: Option<bool>,
+    pub min_reliability: Option<Decimal>,
+    /// e.g. "12.4".
+    pub min_cuda_version: Option<String>,
+    pub min_disk_gib: Option<i32>,
+    pub min_upload_mbps: Option<i32>,
+    pub min_download_mbps: Option<i32>,
+    /// Storage the renter will ask for, priced into `price_per_hour_all_in`.
+    pub disk_gib: Option<i32>,
+    pub sort: Option<OfferSort>,
     pub first: Option<i64>,
-    /// Opaque cursor from a previous page's `end_cursor`.
     pub after: Option<String>,
 }
 
-/// A listed machine as renters see it.
+/// A listed, online machine as renters see it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Offer {
     pub id: Uuid,
@@ -210,13 +343,69 @@ pub struct Offer {
     pub gpu_model: String,
     pub gpu_count: i32,
     pub gpus_free: i32,
+    pub allowed_gpu_counts: Vec<i32>,
     pub vram_gib: i32,
+    pub fp16_tflops: Decimal,
+    pub cpu_model: String,
     pub cpu_cores: i32,
     pub ram_gib: i32,
     pub disk_gib: i32,
+    pub disk_type: DiskType,
+    pub upload_mbps: i32,
+    pub download_mbps: i32,
     pub country: String,
+    pub region: String,
+    pub datacenter: bool,
+    pub cuda_version: Option<String>,
+    pub reliability: Option<Decimal>,
+    pub verified: bool,
     pub price_per_gpu_hour: Decimal,
+    pub min_bid_per_gpu_hour: Option<Decimal>,
+    /// The price the search ranked on: on-demand price, or the minimum bid
+    /// for interruptible searches.
+    pub rental_price_per_gpu_hour: Decimal,
+    pub price_per_tflop_hour: Decimal,
+    /// GPUs only, for the searched GPU count (1 when none was given).
+    pub price_per_hour_gpu_only: Decimal,
+    /// GPUs plus the searched storage (`disk_gib`) at the storage price.
+    pub price_per_hour_all_in: Decimal,
+    pub storage_price_per_gb_month: Decimal,
+    pub bandwidth_up_price_per_tb: Decimal,
+    pub bandwidth_down_price_per_tb: Decimal,
+    pub list_until: Option<DateTime<Utc>>,
     pub currency: String,
+}
+
+/// Why a search found nothing, computed over the live offers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct NoOffers {
+    /// Live offers before any constraint.
+    pub live_offers: i64,
+    pub constraints: Vec<ConstraintReport>,
+    pub relaxations: Vec<Relaxation>,
+    pub summary: String,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ConstraintReport {
+    /// The search field, e.g. `max_price_per_gpu_hour`.
+    pub constraint: String,
+    /// The constraint as asked, e.g. `price <= 2.00 USD/GPU-hour`.
+    pub asked: String,
+    /// Live offers this constraint alone rules out.
+    pub eliminated: i64,
+    /// Offers that would match if only this constraint were dropped.
+    pub matching_without: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Relaxation {
+    pub constraint: String,
+    /// The nearest value that matches, taken from the data, e.g. `2.40`.
+    pub value: String,
+    /// Offers that match with this value and every other constraint.
+    pub matching: i64,
+    pub description: String,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -224,6 +413,8 @@ pub struct OfferPage {
     pub offers: Vec<Offer>,
     pub end_cursor: Option<String>,
     pub has_next_page: bool,
+    /// Present when the first page is empty.
+    pub no_offers: Option<NoOffers>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -7,6 +7,7 @@ pub mod envelope;
 pub mod error_code;
 pub mod events;
 pub mod money;
+pub mod offer_query;
 pub mod time;
 
 pub use envelope::Envelope;

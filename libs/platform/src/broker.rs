@@ -50,6 +50,9 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
         &config.events_exchange,
         &config.commands_exchange,
         &config.dead_letter_exchange,
+        // Host agents publish their reports here (`agent.<machine_id>.<kind>`);
+        // their RabbitMQ users may write to no other exchange.
+        &config.agents_exchange,
     ] {
         channel
             .exchange_declare(
@@ -83,6 +86,8 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
             &config.events_exchange,
             "metering.usage.*",
         ),
+        // Inventory, heartbeats and self-tests of every host agent.
+        (&config.agents_queue, &config.agents_exchange, "agent.#"),
     ];
     for (queue, exchange, key) in consumers {
         declare_quorum(

@@ -63,6 +63,25 @@ pub struct Config {
     pub step_attempts: u32,
     /// `json` or `pretty`. `GPUMARKET_LOG_FORMAT`.
     pub log_format: String,
+    /// Topic exchange host agents publish to (`agent.<machine_id>.<kind>`).
+    /// `GPUMARKET_AGENTS_EXCHANGE`.
+    pub agents_exchange: String,
+    /// The catalog's queue of agent reports, bound to `agent.#`.
+    /// `GPUMARKET_AGENTS_QUEUE`.
+    pub agents_queue: String,
+    /// A machine is online iff its last heartbeat is younger than this; a
+    /// silence longer than this is a heartbeat gap (downtime).
+    /// `GPUMARKET_HEARTBEAT_GRACE_SECONDS`.
+    pub heartbeat_grace_seconds: i64,
+    /// How often an agent started by this process heartbeats.
+    /// `GPUMARKET_AGENT_HEARTBEAT_SECONDS`.
+    pub agent_heartbeat_seconds: u64,
+    /// The rolling window reliability is computed over.
+    /// `GPUMARKET_RELIABILITY_WINDOW_DAYS`.
+    pub reliability_window_days: i64,
+    /// How often the catalog looks for silent machines and recomputes
+    /// reliability. `GPUMARKET_OFFLINE_SWEEP_MS`.
+    pub offline_sweep_ms: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -158,6 +177,12 @@ impl Config {
             sim_step_failures: var("GPUMARKET_SIM_STEP_FAILURES", ""),
             step_attempts: parsed("GPUMARKET_STEP_ATTEMPTS", 3)?,
             log_format: var("GPUMARKET_LOG_FORMAT", "pretty"),
+            agents_exchange: var("GPUMARKET_AGENTS_EXCHANGE", "gpumarket.agents"),
+            agents_queue: var("GPUMARKET_AGENTS_QUEUE", "catalog.agents"),
+            heartbeat_grace_seconds: parsed("GPUMARKET_HEARTBEAT_GRACE_SECONDS", 60)?,
+            agent_heartbeat_seconds: parsed("GPUMARKET_AGENT_HEARTBEAT_SECONDS", 5)?,
+            reliability_window_days: parsed("GPUMARKET_RELIABILITY_WINDOW_DAYS", 30)?,
+            offline_sweep_ms: parsed("GPUMARKET_OFFLINE_SWEEP_MS", 5000)?,
         })
     }
 
@@ -174,6 +199,38 @@ impl Config {
             }
             None => self.database_url.clone(),
         }
+    }
+
+    /// The RabbitMQ vhost of `amqp_url` (percent-decoded; `/` when the URL
+    /// names none). Per-machine agent users get their permissions there.
+    pub fn amqp_vhost(&self) -> Result<String, PlatformError> {
+        let url = self.parsed_amqp_url()?;
+        match url.path().strip_prefix('/') {
+            None => Ok("/".to_owned()),
+            Some(raw) => percent_decode(raw)
+                .ok_or_else(|| PlatformError::Config("GPUMARKET_AMQP_URL: bad vhost".into())),
+        }
+    }
+
+    /// `amqp_url` without its credentials, which is what a host agent is
+    /// given: it connects with its own (`agent-<machine_id>` and its token).
+    pub fn amqp_url_for_agents(&self) -> Result<String, PlatformError> {
+        let url = self.parsed_amqp_url()?;
+        let port = url.port().unwrap_or(match url.scheme() {
+            "amqps" => 5671,
+            _ => 5672,
+        });
+        Ok(format!(
+            "{}://{}:{port}/{}",
+            url.scheme(),
+            url.host_str().unwrap_or("127.0.0.1"),
+            percent_encode_segment(&self.amqp_vhost()?)
+        ))
+    }
+
+    fn parsed_amqp_url(&self) -> Result<reqwest::Url, PlatformError> {
+        reqwest::Url::parse(&self.amqp_url)
+            .map_err(|e| PlatformError::Config(format!("GPUMARKET_AMQP_URL: {e}")))
     }
 
     /// Replaces the database name in the URL (tests clone per-test databases).
@@ -193,6 +250,39 @@ pub fn replace_db_name(url: &str, name: &str) -> String {
         Some(q) => format!("{prefix}/{name}?{q}"),
         None => format!("{prefix}/{name}"),
     }
+}
+
+/// Percent-encodes everything but RFC 3986 unreserved characters, so a vhost
+/// such as `/` becomes one path segment (`%2F`).
+pub fn percent_encode_segment(raw: &str) -> String {
+    raw.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+/// Decodes `%XX` escapes; None when an escape is malformed or the result is
+/// not UTF-8.
+pub fn percent_decode(raw: &str) -> Option<String> {
+    let bytes = raw.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = raw.get(i + 1..i + 3)?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
 }
 
 fn parse_jwt_keys(raw: &str) -> Result<Vec<(String, String)>, PlatformError> {
@@ -225,6 +315,25 @@ mod tests {
                 "t1"
             ),
             "postgres://postgres@127.0.0.1:5432/t1?sslmode=disable"
+        );
+    }
+
+    #[test]
+    fn agents_get_the_vhost_and_host_without_credentials() {
+        let mut config = Config::from_env().unwrap();
+        config.amqp_url = "amqp://guest:guest@127.0.0.1:5672/%2f".into();
+        assert_eq!(config.amqp_vhost().unwrap(), "/");
+        assert_eq!(
+            config.amqp_url_for_agents().unwrap(),
+            "amqp://127.0.0.1:5672/%2F"
+        );
+        config.amqp_url = "amqp://u:p@localhost".into();
+        assert_eq!(config.amqp_vhost().unwrap(), "/");
+        config.amqp_url = "amqp://u:p@rabbit:5673/gpumarket_test_1".into();
+        assert_eq!(config.amqp_vhost().unwrap(), "gpumarket_test_1");
+        assert_eq!(
+            config.amqp_url_for_agents().unwrap(),
+            "amqp://rabbit:5673/gpumarket_test_1"
         );
     }
 

@@ -227,3 +227,144 @@ pub async fn run_inbox<F>(
     })
     .await
 }
+
+/// A delivery as it came off the wire, for consumers of messages that are not
+/// [`Envelope`]s (host agents publish plain JSON): the routing key and the
+/// broker-validated `user_id` are part of what such a handler must check.
+#[derive(Debug, Clone)]
+pub struct RawMessage {
+    pub routing_key: String,
+    /// The `user_id` property. When present, RabbitMQ has checked that it
+    /// names the user of the publishing connection; when absent, it proves
+    /// nothing.
+    pub user_id: Option<String>,
+    pub message_id: Option<String>,
+    pub data: Vec<u8>,
+    /// Earlier deliveries of this message (the quorum queue's count).
+    pub delivery_count: i64,
+}
+
+/// [`run`] for messages that are not envelopes: the handler gets the body and
+/// the delivery's routing key and properties, with the same acks, retries and
+/// dead-lettering. There is no inbox: use it for effects that are idempotent
+/// by nature.
+pub async fn run_raw<H, Fut>(config: Arc<Config>, queue: String, handler: H)
+where
+    H: Fn(RawMessage) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+{
+    loop {
+        if let Err(error) = consume_raw_once(&config, &queue, handler.clone()).await {
+            tracing::warn!(%error, queue, "consumer restarting");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn consume_raw_once<H, Fut>(
+    config: &Config,
+    queue: &str,
+    handler: H,
+) -> Result<(), PlatformError>
+where
+    H: Fn(RawMessage) -> Fut + Send + Sync + Clone + 'static,
+    Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+{
+    let conn = broker::connect(&config.amqp_url).await;
+    let channel = conn.create_channel().await?;
+    broker::declare_topology(&channel, config).await?;
+    channel
+        .basic_qos(config.prefetch, BasicQosOptions::default())
+        .await?;
+    let mut deliveries = channel
+        .basic_consume(
+            queue.into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    tracing::info!(queue, "consuming");
+    while let Some(delivery) = deliveries.next().await {
+        let delivery = delivery?;
+        let handler = handler.clone();
+        tokio::spawn(handle_raw_delivery(delivery, handler));
+    }
+    Err(PlatformError::Other(format!("consumer of {queue} ended")))
+}
+
+async fn handle_raw_delivery<H, Fut>(delivery: Delivery, handler: H)
+where
+    H: Fn(RawMessage) -> Fut,
+    Fut: Future<Output = Result<(), HandlerError>>,
+{
+    let attempt = delivery_count(&delivery);
+    let message = RawMessage {
+        routing_key: delivery.routing_key.to_string(),
+        user_id: delivery
+            .properties
+            .user_id()
+            .as_ref()
+            .map(|u| u.to_string()),
+        message_id: delivery
+            .properties
+            .message_id()
+            .as_ref()
+            .map(|m| m.to_string()),
+        data: delivery.data.clone(),
+        delivery_count: attempt,
+    };
+    let span = tracing::info_span!(
+        "message",
+        routing_key = %message.routing_key,
+        message.id = message.message_id.as_deref().unwrap_or(""),
+        attempt = attempt + 1,
+    );
+    // The first two words of the routing key (`agent.<id>.heartbeat` →
+    // `agent.heartbeat`) label the metric without one series per sender.
+    let kind = {
+        let words: Vec<&str> = message.routing_key.split('.').collect();
+        match (words.first(), words.last()) {
+            (Some(first), Some(last)) if words.len() > 1 => format!("{first}.{last}"),
+            _ => message.routing_key.clone(),
+        }
+    };
+    let count = move |outcome: &str| {
+        crate::metrics::MESSAGES_CONSUMED
+            .with_label_values(&[kind.as_str(), outcome])
+            .inc();
+    };
+    let work = async move {
+        match handler(message).await {
+            Ok(()) => {
+                count("ack");
+                if let Err(error) = delivery.acker.ack(Default::default()).await {
+                    tracing::warn!(%error, "ack failed");
+                }
+            }
+            Err(HandlerError::Permanent(reason)) => {
+                count("dead_letter");
+                tracing::error!(%reason, "message dead-lettered");
+                let _ = delivery
+                    .acker
+                    .reject(BasicRejectOptions { requeue: false })
+                    .await;
+            }
+            Err(HandlerError::Transient(reason)) => {
+                count("retry");
+                let delay =
+                    Duration::from_millis((100u64 << attempt.clamp(0, 6) as u32).min(5_000));
+                tracing::warn!(%reason, retry_in_ms = delay.as_millis() as u64, "message will be retried");
+                tokio::time::sleep(delay).await;
+                let _ = delivery
+                    .acker
+                    .nack(BasicNackOptions {
+                        requeue: true,
+                        ..Default::default()
+                    })
+                    .await;
+            }
+        }
+    };
+    work.instrument(span).await;
+}

@@ -12,6 +12,7 @@ pub mod http;
 pub mod internal;
 pub mod metrics;
 pub mod outbox;
+pub mod rabbitmq_admin;
 pub mod telemetry;
 
 pub use config::Config;

@@ -3,10 +3,16 @@
 //! only writer of capacity: an allocation is a conditional update of the
 //! machine's allocated-GPU counter, so two orders can never get one GPU.
 
+pub mod agents;
 mod allocations;
 pub mod error;
+mod gpu_models;
+pub mod heartbeats;
+mod hosts;
 mod machines;
-mod offers;
+pub mod market;
+pub mod offers;
+pub mod reliability;
 mod routes;
 
 use std::sync::Arc;
@@ -14,20 +20,24 @@ use std::sync::Arc;
 use platform::{Config, Db};
 
 pub use error::Error;
-pub use machines::{list_machine, register_machine, set_pricing};
+pub use market::Market;
 
 pub const SCHEMA: &str = "catalog";
 
 /// Starts the catalog's HTTP API; returns the server and its port.
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
-    let currency = actix_web::web::Data::new(routes::Currency(config.currency.clone()));
+    let market = actix_web::web::Data::new(Market {
+        currency: config.currency.clone(),
+        heartbeat_grace_seconds: 60,
+    });
+    let agents = actix_web::web::Data::new(agents::AgentAccess::from_config(&config));
     Ok(platform::http::serve(
         &config.bind_host,
         config.ports.catalog,
         db,
         config.service_token.clone(),
         move |cfg| {
-            cfg.app_data(currency.clone());
+            cfg.app_data(market.clone()).app_data(agents.clone());
             routes::configure(cfg);
         },
     )?)

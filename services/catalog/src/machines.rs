@@ -1,16 +1,22 @@
-//! Machines as their hosts see them: registration, pricing, listing.
+//! Machines as their hosts see them: registration with the full
+//! specification, listing terms, listing and unlisting.
 
 use chrono::{DateTime, Utc};
-use contracts::api::{Machine, MachineRegistered, RegisterMachineRequest};
+use contracts::api::{
+    DiskType, Machine, MachineRegistered, RegisterMachineRequest, SetPricingRequest,
+};
+use diesel::dsl::sql;
 use diesel::prelude::*;
+use diesel::sql_types::Bool;
 use platform::Db;
 use rand::RngCore;
 use rust_decimal::Decimal;
-use schema::catalog::machines;
+use schema::catalog::{host_profiles, machines};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
-use crate::Error;
+use crate::market::{Market, VERIFIED_SQL, cuda_code, cuda_version};
+use crate::{Error, gpu_models};
 
 /// Most a GPU-hour may be listed at; a guard against a typo of a few zeros.
 const MAX_PRICE_PER_GPU_HOUR: i64 = 1000;
@@ -25,36 +31,112 @@ pub struct MachineRow {
     pub gpu_count: i32,
     pub gpus_allocated: i32,
     pub vram_gib: i32,
+    pub cpu_model: String,
     pub cpu_cores: i32,
     pub ram_gib: i32,
     pub disk_gib: i32,
+    pub disk_type: String,
+    pub upload_mbps: i32,
+    pub download_mbps: i32,
     pub country: String,
+    pub region: String,
+    pub datacenter: bool,
+    pub driver_version: Option<String>,
+    pub cuda_version_code: Option<i32>,
     pub price_per_gpu_hour: Option<Decimal>,
+    pub min_bid_per_gpu_hour: Option<Decimal>,
+    pub storage_price_per_gb_month: Decimal,
+    pub bandwidth_up_price_per_tb: Decimal,
+    pub bandwidth_down_price_per_tb: Decimal,
+    pub allowed_gpu_counts: Vec<i32>,
+    pub list_until: Option<DateTime<Utc>>,
     pub currency: String,
     pub listed: bool,
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+    pub reliability: Option<Decimal>,
     pub created_at: DateTime<Utc>,
 }
 
-impl From<MachineRow> for Machine {
-    fn from(m: MachineRow) -> Self {
-        Machine {
-            id: m.id,
-            host_tenant_id: m.host_tenant_id,
-            name: m.name,
-            gpu_model: m.gpu_model,
-            gpu_count: m.gpu_count,
-            gpus_allocated: m.gpus_allocated,
-            vram_gib: m.vram_gib,
-            cpu_cores: m.cpu_cores,
-            ram_gib: m.ram_gib,
-            disk_gib: m.disk_gib,
-            country: m.country,
-            price_per_gpu_hour: m.price_per_gpu_hour.map(|p| p.normalize()),
-            currency: m.currency,
-            listed: m.listed,
-            created_at: m.created_at,
-        }
+pub fn disk_type(s: &str) -> DiskType {
+    match s {
+        "ssd" => DiskType::Ssd,
+        "hdd" => DiskType::Hdd,
+        _ => DiskType::Nvme,
     }
+}
+
+fn disk_type_name(d: DiskType) -> &'static str {
+    match d {
+        DiskType::Nvme => "nvme",
+        DiskType::Ssd => "ssd",
+        DiskType::Hdd => "hdd",
+    }
+}
+
+/// The host's view of a machine; `online` and `verified` come from SQL.
+pub fn machine(m: MachineRow, online: bool, verified: bool) -> Machine {
+    Machine {
+        id: m.id,
+        host_tenant_id: m.host_tenant_id,
+        name: m.name,
+        gpu_model: m.gpu_model,
+        gpu_count: m.gpu_count,
+        gpus_allocated: m.gpus_allocated,
+        vram_gib: m.vram_gib,
+        cpu_model: m.cpu_model,
+        cpu_cores: m.cpu_cores,
+        ram_gib: m.ram_gib,
+        disk_gib: m.disk_gib,
+        disk_type: disk_type(&m.disk_type),
+        upload_mbps: m.upload_mbps,
+        download_mbps: m.download_mbps,
+        country: m.country,
+        region: m.region,
+        datacenter: m.datacenter,
+        driver_version: m.driver_version,
+        cuda_version: m.cuda_version_code.map(cuda_version),
+        price_per_gpu_hour: m.price_per_gpu_hour.map(|p| p.normalize()),
+        min_bid_per_gpu_hour: m.min_bid_per_gpu_hour.map(|p| p.normalize()),
+        storage_price_per_gb_month: m.storage_price_per_gb_month.normalize(),
+        bandwidth_up_price_per_tb: m.bandwidth_up_price_per_tb.normalize(),
+        bandwidth_down_price_per_tb: m.bandwidth_down_price_per_tb.normalize(),
+        allowed_gpu_counts: m.allowed_gpu_counts,
+        list_until: m.list_until,
+        currency: m.currency,
+        listed: m.listed,
+        online,
+        last_heartbeat_at: m.last_heartbeat_at,
+        reliability: m.reliability.map(|r| r.normalize()),
+        verified,
+        created_at: m.created_at,
+    }
+}
+
+/// Loads machines matching `filter` with their computed flags.
+fn load_machines(
+    conn: &mut PgConnection,
+    market: &Market,
+    host_tenant_id: Uuid,
+    machine_id: Option<Uuid>,
+) -> QueryResult<Vec<Machine>> {
+    let mut query = machines::table
+        .left_join(host_profiles::table.on(host_profiles::tenant_id.eq(machines::host_tenant_id)))
+        .filter(machines::host_tenant_id.eq(host_tenant_id))
+        .select((
+            MachineRow::as_select(),
+            sql::<Bool>(&market.online_sql()),
+            sql::<Bool>(VERIFIED_SQL),
+        ))
+        .order(machines::created_at.asc())
+        .into_boxed();
+    if let Some(id) = machine_id {
+        query = query.filter(machines::id.eq(id));
+    }
+    let rows: Vec<(MachineRow, bool, bool)> = query.load(conn)?;
+    Ok(rows
+        .into_iter()
+        .map(|(m, online, verified)| machine(m, online, verified))
+        .collect())
 }
 
 #[derive(Insertable)]
@@ -66,32 +148,45 @@ struct NewMachine<'a> {
     gpu_model: &'a str,
     gpu_count: i32,
     vram_gib: i32,
+    cpu_model: &'a str,
     cpu_cores: i32,
     ram_gib: i32,
     disk_gib: i32,
+    disk_type: &'a str,
+    upload_mbps: i32,
+    download_mbps: i32,
     country: &'a str,
+    region: &'a str,
+    datacenter: bool,
+    driver_version: Option<&'a str>,
+    cuda_version_code: Option<i32>,
     currency: &'a str,
     agent_token_sha256: &'a str,
     idempotency_key: &'a str,
 }
 
-fn validate(req: &RegisterMachineRequest) -> Result<(), Error> {
-    let name = req.name.trim();
-    if name.is_empty() || name.chars().count() > 200 {
-        return Err(Error::Validation("name: 1 to 200 characters".into()));
+fn text(field: &str, value: &str, max: usize) -> Result<(), Error> {
+    if value.trim().is_empty() || value.chars().count() > max {
+        return Err(Error::Validation(format!("{field}: 1 to {max} characters")));
     }
-    let model = req.gpu_model.trim();
-    if model.is_empty() || model.chars().count() > 100 {
-        return Err(Error::Validation("gpuModel: 1 to 100 characters".into()));
-    }
+    Ok(())
+}
+
+fn validate(req: &RegisterMachineRequest) -> Result<Option<i32>, Error> {
+    text("name", &req.name, 200)?;
+    text("gpuModel", &req.gpu_model, 100)?;
     for (field, value, max) in [
-        ("gpuCount", req.gpu_count, 64),
+        ("gpuCount", Some(req.gpu_count), 64),
         ("vramGib", req.vram_gib, 1024),
-        ("cpuCores", req.cpu_cores, 1024),
-        ("ramGib", req.ram_gib, 65_536),
-        ("diskGib", req.disk_gib, 1_048_576),
+        ("cpuCores", Some(req.cpu_cores), 1024),
+        ("ramGib", Some(req.ram_gib), 65_536),
+        ("diskGib", Some(req.disk_gib), 1_048_576),
+        ("uploadMbps", req.upload_mbps, 1_000_000),
+        ("downloadMbps", req.download_mbps, 1_000_000),
     ] {
-        if value < 1 || value > max {
+        if let Some(value) = value
+            && !(1..=max).contains(&value)
+        {
             return Err(Error::Validation(format!(
                 "{field}: must be between 1 and {max}"
             )));
@@ -102,83 +197,133 @@ fn validate(req: &RegisterMachineRequest) -> Result<(), Error> {
             "country: an ISO 3166-1 alpha-2 code such as US".into(),
         ));
     }
+    if let Some(region) = &req.region
+        && region.chars().count() > 100
+    {
+        return Err(Error::Validation("region: at most 100 characters".into()));
+    }
+    if let Some(cpu) = &req.cpu_model {
+        text("cpuModel", cpu, 200)?;
+    }
+    if let Some(driver) = &req.driver_version {
+        text("driverVersion", driver, 50)?;
+    }
     if req.idempotency_key.is_empty() || req.idempotency_key.len() > 200 {
         return Err(Error::Validation(
             "idempotencyKey: 1 to 200 characters".into(),
         ));
     }
-    Ok(())
+    req.cuda_version
+        .as_deref()
+        .map(|v| {
+            cuda_code(v).ok_or_else(|| {
+                Error::Validation(format!("cudaVersion: {v:?} is not a version such as 12.4"))
+            })
+        })
+        .transpose()
 }
 
 /// Registers a machine (unlisted, unpriced) and returns its agent token once.
+/// `grant` gives the token broker credentials before the row commits, so a
+/// registered machine's agent can always connect.
 pub async fn register_machine(
     db: &Db,
+    market: &Market,
     req: RegisterMachineRequest,
-    currency: String,
+    grant: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
 ) -> Result<MachineRegistered, Error> {
-    validate(&req)?;
-    db.tx(move |conn| {
-        let existing: Option<MachineRow> = machines::table
-            .filter(machines::host_tenant_id.eq(req.host_tenant_id))
-            .filter(machines::idempotency_key.eq(&req.idempotency_key))
-            .select(MachineRow::as_select())
-            .first(conn)
-            .optional()?;
-        if let Some(machine) = existing {
-            return Ok(MachineRegistered {
-                machine: machine.into(),
-                agent_token: None,
-            });
-        }
-        let mut secret = [0u8; 32];
-        rand::rngs::OsRng.fill_bytes(&mut secret);
-        let token = format!("gpa_{}", hex::encode(secret));
-        let id = Uuid::now_v7();
-        diesel::insert_into(machines::table)
-            .values(NewMachine {
-                id,
-                host_tenant_id: req.host_tenant_id,
-                name: req.name.trim(),
-                gpu_model: req.gpu_model.trim(),
-                gpu_count: req.gpu_count,
-                vram_gib: req.vram_gib,
-                cpu_cores: req.cpu_cores,
-                ram_gib: req.ram_gib,
-                disk_gib: req.disk_gib,
-                country: &req.country,
-                currency: &currency,
-                agent_token_sha256: &hex::encode(Sha256::digest(token.as_bytes())),
-                idempotency_key: &req.idempotency_key,
-            })
-            .execute(conn)?;
-        let machine = machines::table
-            .find(id)
-            .select(MachineRow::as_select())
-            .first(conn)?;
-        Ok(MachineRegistered {
-            machine: machine.into(),
-            agent_token: Some(token),
+    let cuda = validate(&req)?;
+    let market_for_lookup = market.clone();
+    let (host, key) = (req.host_tenant_id, req.idempotency_key.clone());
+    let existing = db
+        .run(move |conn| {
+            let id: Option<Uuid> = machines::table
+                .filter(machines::host_tenant_id.eq(host))
+                .filter(machines::idempotency_key.eq(&key))
+                .select(machines::id)
+                .first(conn)
+                .optional()?;
+            match id {
+                Some(id) => Ok(load_machines(conn, &market_for_lookup, host, Some(id))?.pop()),
+                None => Ok::<_, Error>(None),
+            }
         })
+        .await?;
+    if let Some(machine) = existing {
+        return Ok(MachineRegistered {
+            machine,
+            agent_token: None,
+        });
+    }
+
+    let mut secret = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut secret);
+    let token = format!("gpa_{}", hex::encode(secret));
+    let id = Uuid::now_v7();
+    grant(id, token.clone()).await?;
+
+    let market = market.clone();
+    let token_hash = hex::encode(Sha256::digest(token.as_bytes()));
+    let machine = db
+        .tx(move |conn| {
+            let Some((model, model_vram)) = gpu_models::find(conn, &req.gpu_model)? else {
+                let known = gpu_models::names(conn)?.join(", ");
+                return Err(Error::Validation(format!(
+                    "gpuModel: unknown GPU model {:?}; known models: {known}",
+                    req.gpu_model
+                )));
+            };
+            diesel::insert_into(machines::table)
+                .values(NewMachine {
+                    id,
+                    host_tenant_id: req.host_tenant_id,
+                    name: req.name.trim(),
+                    gpu_model: &model,
+                    gpu_count: req.gpu_count,
+                    vram_gib: req.vram_gib.unwrap_or(model_vram),
+                    cpu_model: req.cpu_model.as_deref().map(str::trim).unwrap_or("unknown"),
+                    cpu_cores: req.cpu_cores,
+                    ram_gib: req.ram_gib,
+                    disk_gib: req.disk_gib,
+                    disk_type: disk_type_name(req.disk_type.unwrap_or(DiskType::Nvme)),
+                    upload_mbps: req.upload_mbps.unwrap_or(100),
+                    download_mbps: req.download_mbps.unwrap_or(100),
+                    country: &req.country,
+                    region: req.region.as_deref().map(str::trim).unwrap_or(""),
+                    datacenter: req.datacenter.unwrap_or(false),
+                    driver_version: req.driver_version.as_deref().map(str::trim),
+                    cuda_version_code: cuda,
+                    currency: &market.currency,
+                    agent_token_sha256: &token_hash,
+                    idempotency_key: &req.idempotency_key,
+                })
+                .execute(conn)?;
+            load_machines(conn, &market, req.host_tenant_id, Some(id))?
+                .pop()
+                .ok_or_else(|| Error::NotFound(format!("machine {id} not found")))
+        })
+        .await?;
+    Ok(MachineRegistered {
+        machine,
+        agent_token: Some(token),
     })
-    .await
 }
 
-pub async fn host_machines(db: &Db, host_tenant_id: Uuid) -> Result<Vec<Machine>, Error> {
-    db.run(move |conn| {
-        let rows: Vec<MachineRow> = machines::table
-            .filter(machines::host_tenant_id.eq(host_tenant_id))
-            .order(machines::created_at.asc())
-            .select(MachineRow::as_select())
-            .load(conn)?;
-        Ok(rows.into_iter().map(Machine::from).collect())
-    })
-    .await
+pub async fn host_machines(
+    db: &Db,
+    market: &Market,
+    host_tenant_id: Uuid,
+) -> Result<Vec<Machine>, Error> {
+    let market = market.clone();
+    db.run(move |conn| Ok(load_machines(conn, &market, host_tenant_id, None)?))
+        .await
 }
 
 /// Applies `change` to a machine of `host_tenant_id`; another host's machine
 /// is as good as missing.
 async fn update_own<F>(
     db: &Db,
+    market: &Market,
     machine_id: Uuid,
     host_tenant_id: Uuid,
     change: F,
@@ -186,6 +331,7 @@ async fn update_own<F>(
 where
     F: FnOnce(&mut PgConnection, &MachineRow) -> Result<(), Error> + Send + 'static,
 {
+    let market = market.clone();
     db.tx(move |conn| {
         let row: MachineRow = machines::table
             .find(machine_id)
@@ -196,53 +342,125 @@ where
             .optional()?
             .ok_or_else(|| Error::NotFound(format!("machine {machine_id} not found")))?;
         change(conn, &row)?;
-        let row = machines::table
-            .find(machine_id)
-            .select(MachineRow::as_select())
-            .first(conn)?;
-        Ok(row.into())
+        load_machines(conn, &market, host_tenant_id, Some(machine_id))?
+            .pop()
+            .ok_or_else(|| Error::NotFound(format!("machine {machine_id} not found")))
     })
     .await
 }
 
-pub async fn set_pricing(
-    db: &Db,
-    machine_id: Uuid,
-    host_tenant_id: Uuid,
-    price: Decimal,
-) -> Result<Machine, Error> {
-    if price < Decimal::ZERO || price > Decimal::from(MAX_PRICE_PER_GPU_HOUR) {
+fn price(field: &str, value: Decimal) -> Result<Decimal, Error> {
+    if value < Decimal::ZERO || value > Decimal::from(MAX_PRICE_PER_GPU_HOUR) {
         return Err(Error::Validation(format!(
-            "pricePerGpuHour: must be between 0 and {MAX_PRICE_PER_GPU_HOUR}"
+            "{field}: must be between 0 and {MAX_PRICE_PER_GPU_HOUR}"
         )));
     }
-    if price.scale() > 9 {
+    if value.scale() > 9 {
+        return Err(Error::Validation(format!(
+            "{field}: at most 9 decimal places"
+        )));
+    }
+    Ok(value)
+}
+
+/// Sets the listing terms; absent optional terms keep their value.
+pub async fn set_pricing(
+    db: &Db,
+    market: &Market,
+    machine_id: Uuid,
+    req: SetPricingRequest,
+) -> Result<Machine, Error> {
+    let on_demand = price("pricePerGpuHour", req.price_per_gpu_hour)?;
+    let min_bid = req
+        .min_bid_per_gpu_hour
+        .map(|p| price("minBidPerGpuHour", p))
+        .transpose()?;
+    if let Some(bid) = min_bid
+        && bid > on_demand
+    {
         return Err(Error::Validation(
-            "pricePerGpuHour: at most 9 decimal places".into(),
+            "minBidPerGpuHour: must not exceed the on-demand pricePerGpuHour".into(),
         ));
     }
-    update_own(db, machine_id, host_tenant_id, move |conn, _| {
-        diesel::update(machines::table.find(machine_id))
-            .set((
-                machines::price_per_gpu_hour.eq(price),
-                machines::updated_at.eq(diesel::dsl::now),
-            ))
-            .execute(conn)?;
-        Ok(())
-    })
+    let storage = req
+        .storage_price_per_gb_month
+        .map(|p| price("storagePricePerGbMonth", p))
+        .transpose()?;
+    let up = req
+        .bandwidth_up_price_per_tb
+        .map(|p| price("bandwidthUpPricePerTb", p))
+        .transpose()?;
+    let down = req
+        .bandwidth_down_price_per_tb
+        .map(|p| price("bandwidthDownPricePerTb", p))
+        .transpose()?;
+    if let Some(until) = req.list_until
+        && until <= Utc::now()
+    {
+        return Err(Error::Validation("listUntil: must be in the future".into()));
+    }
+    let counts = req.allowed_gpu_counts.clone();
+    update_own(
+        db,
+        market,
+        machine_id,
+        req.host_tenant_id,
+        move |conn, row| {
+            if let Some(counts) = &counts {
+                let mut sorted = counts.clone();
+                sorted.sort_unstable();
+                sorted.dedup();
+                if sorted.len() != counts.len()
+                    || sorted.iter().any(|n| *n < 1 || *n > row.gpu_count)
+                {
+                    return Err(Error::Validation(format!(
+                        "allowedGpuCounts: distinct counts between 1 and the machine's {} GPUs",
+                        row.gpu_count
+                    )));
+                }
+            }
+            diesel::update(machines::table.find(machine_id))
+                .set((
+                    machines::price_per_gpu_hour.eq(on_demand),
+                    machines::min_bid_per_gpu_hour.eq(min_bid.or(row.min_bid_per_gpu_hour)),
+                    machines::storage_price_per_gb_month
+                        .eq(storage.unwrap_or(row.storage_price_per_gb_month)),
+                    machines::bandwidth_up_price_per_tb
+                        .eq(up.unwrap_or(row.bandwidth_up_price_per_tb)),
+                    machines::bandwidth_down_price_per_tb
+                        .eq(down.unwrap_or(row.bandwidth_down_price_per_tb)),
+                    machines::allowed_gpu_counts.eq(counts
+                        .clone()
+                        .unwrap_or_else(|| row.allowed_gpu_counts.clone())),
+                    machines::list_until.eq(req.list_until.or(row.list_until)),
+                    machines::updated_at.eq(diesel::dsl::now),
+                ))
+                .execute(conn)?;
+            Ok(())
+        },
+    )
     .await
 }
 
 pub async fn list_machine(
     db: &Db,
+    market: &Market,
     machine_id: Uuid,
     host_tenant_id: Uuid,
     listed: bool,
 ) -> Result<Machine, Error> {
-    update_own(db, machine_id, host_tenant_id, move |conn, row| {
+    update_own(db, market, machine_id, host_tenant_id, move |conn, row| {
         if listed && row.price_per_gpu_hour.is_none() {
             return Err(Error::Validation(
                 "pricePerGpuHour: set the machine's pricing before listing it".into(),
+            ));
+        }
+        if listed
+            && let Some(until) = row.list_until
+            && until <= Utc::now()
+        {
+            return Err(Error::Validation(
+                "listUntil: the listing end date has passed; set a new one".into(),
             ));
         }
         diesel::update(machines::table.find(machine_id))

@@ -1,129 +1,799 @@
-//! Offers: listed, priced machines with free GPUs, as renters search them.
-//! Pages are keyset-paginated on (price, id), so a page boundary stays put
-//! while other offers change.
+//! Offer search: listed, online, unexpired machines with free GPUs, filtered
+//! and sorted in SQL, keyset-paginated on (sort key, id) so a page boundary
+//! stays put while other offers change. When a first page is empty, the same
+//! constraints are evaluated one by one over the live offers to say why:
+//! how many offers each constraint rules out, and the nearest values, taken
+//! from the data, that would match.
 
-use contracts::api::{Offer, OfferPage, OfferQuery};
+use contracts::api::{
+    ConstraintReport, NoOffers, Offer, OfferPage, OfferSearch, OfferSort, Relaxation, RentalType,
+};
+use diesel::pg::Pg;
 use diesel::prelude::*;
+use diesel::query_builder::BoxedSqlQuery;
+use diesel::sql_types::{
+    Array, BigInt, Bool, Int4, Nullable, Numeric, Text, Timestamptz, Uuid as SqlUuid,
+};
 use platform::Db;
 use rust_decimal::Decimal;
-use schema::catalog::machines;
 use uuid::Uuid;
 
 use crate::Error;
-use crate::machines::MachineRow;
+use crate::machines::disk_type;
+use crate::market::{Market, VERIFIED_SQL, cuda_code, cuda_version};
 
 const MAX_PAGE: i64 = 100;
+const HOURS_PER_MONTH: i64 = 730;
 
-fn offer(m: MachineRow) -> Option<Offer> {
-    Some(Offer {
-        id: m.id,
-        machine_id: m.id,
-        host_tenant_id: m.host_tenant_id,
-        gpus_free: m.gpu_count - m.gpus_allocated,
-        gpu_model: m.gpu_model,
-        gpu_count: m.gpu_count,
-        vram_gib: m.vram_gib,
-        cpu_cores: m.cpu_cores,
-        ram_gib: m.ram_gib,
-        disk_gib: m.disk_gib,
-        country: m.country,
-        price_per_gpu_hour: m.price_per_gpu_hour?.normalize(),
-        currency: m.currency,
-    })
+/// A bind value of a dynamically built statement.
+#[derive(Clone)]
+enum Bind {
+    Texts(Vec<String>),
+    Int(i32),
+    Num(Decimal),
+    Id(Uuid),
 }
 
-fn encode_cursor(price: Decimal, id: Uuid) -> String {
-    hex::encode(format!("{price}|{id}"))
+/// SQL text with positional binds; a placeholder may be used many times.
+#[derive(Default, Clone)]
+struct Binds(Vec<Bind>);
+
+impl Binds {
+    fn push(&mut self, bind: Bind) -> String {
+        self.0.push(bind);
+        format!("${}", self.0.len())
+    }
+
+    fn apply<'a>(&self, sql: String) -> BoxedSqlQuery<'a, Pg, diesel::query_builder::SqlQuery> {
+        let mut query = diesel::sql_query(sql).into_boxed::<Pg>();
+        for bind in self.0.clone() {
+            query = match bind {
+                Bind::Texts(v) => query.bind::<Array<Text>, _>(v),
+                Bind::Int(v) => query.bind::<Int4, _>(v),
+                Bind::Num(v) => query.bind::<Numeric, _>(v),
+                Bind::Id(v) => query.bind::<SqlUuid, _>(v),
+            };
+        }
+        query
+    }
 }
 
-fn decode_cursor(cursor: &str) -> Result<(Decimal, Uuid), Error> {
-    let bad = || Error::Validation("after: not a cursor from this API".into());
+/// One constraint of a search, as SQL over the `live` offers.
+struct Constraint {
+    name: &'static str,
+    asked: String,
+    predicate: String,
+    relax: Relax,
+}
+
+/// How to find the nearest value that would match.
+enum Relax {
+    /// Smallest value of the expression among offers matching the rest.
+    Min(&'static str),
+    /// Largest value of the expression among offers matching the rest.
+    Max(&'static str),
+    /// The most common values of the column among offers matching the rest.
+    Common(&'static str),
+    /// Only dropping it helps.
+    Drop,
+}
+
+fn constraints(
+    q: &OfferSearch,
+    currency: &str,
+    binds: &mut Binds,
+) -> Result<Vec<Constraint>, Error> {
+    let mut out = Vec::new();
+    if !q.gpu_models.is_empty() {
+        let models: Vec<String> = q
+            .gpu_models
+            .iter()
+            .map(|m| m.trim().to_lowercase())
+            .collect();
+        out.push(Constraint {
+            name: "gpu_models",
+            asked: format!("GPU model in [{}]", q.gpu_models.join(", ")),
+            predicate: format!(
+                "lower(gpu_model) = ANY({})",
+                binds.push(Bind::Texts(models))
+            ),
+            relax: Relax::Common("gpu_model"),
+        });
+    }
+    if let Some(n) = q.gpu_count {
+        if !(1..=64).contains(&n) {
+            return Err(Error::Validation("gpuCount: between 1 and 64".into()));
+        }
+        let p = binds.push(Bind::Int(n));
+        out.push(Constraint {
+            name: "gpu_count",
+            asked: format!("{n} GPUs free and rentable together"),
+            predicate: format!(
+                "gpus_free >= {p} AND (cardinality(allowed_gpu_counts) = 0 OR {p} = ANY(allowed_gpu_counts))"
+            ),
+            relax: Relax::Max("gpus_free"),
+        });
+    }
+    let min_int = |binds: &mut Binds,
+                   out: &mut Vec<Constraint>,
+                   name,
+                   field: &str,
+                   value: Option<i32>,
+                   column,
+                   unit: &str| {
+        if let Some(v) = value {
+            if v < 0 {
+                return Err(Error::Validation(format!("{field}: must not be negative")));
+            }
+            out.push(Constraint {
+                name,
+                asked: format!("{column} >= {v} {unit}"),
+                predicate: format!("{column} >= {}", binds.push(Bind::Int(v))),
+                relax: Relax::Max(column),
+            });
+        }
+        Ok(())
+    };
+    min_int(
+        binds,
+        &mut out,
+        "min_vram_gib",
+        "minVramGib",
+        q.min_vram_gib,
+        "vram_gib",
+        "GiB per GPU",
+    )?;
+    if let Some(max) = q.max_price_per_gpu_hour {
+        if max < Decimal::ZERO {
+            return Err(Error::Validation(
+                "maxPricePerGpuHour: must not be negative".into(),
+            ));
+        }
+        out.push(Constraint {
+            name: "max_price_per_gpu_hour",
+            asked: format!("price <= {} {currency}/GPU-hour", max.normalize()),
+            predicate: format!("rental_price <= {}", binds.push(Bind::Num(max))),
+            relax: Relax::Min("rental_price"),
+        });
+    }
+    if q.rental_type == Some(RentalType::Interruptible) {
+        out.push(Constraint {
+            name: "rental_type",
+            asked: "interruptible (the host set a minimum bid)".into(),
+            predicate: "min_bid_per_gpu_hour IS NOT NULL".into(),
+            relax: Relax::Drop,
+        });
+    }
+    if !q.countries.is_empty() {
+        let countries: Vec<String> = q
+            .countries
+            .iter()
+            .map(|c| c.trim().to_uppercase())
+            .collect();
+        if countries
+            .iter()
+            .any(|c| c.len() != 2 || !c.chars().all(|x| x.is_ascii_uppercase()))
+        {
+            return Err(Error::Validation(
+                "countries: ISO 3166-1 alpha-2 codes such as US".into(),
+            ));
+        }
+        out.push(Constraint {
+            name: "countries",
+            asked: format!("country in [{}]", countries.join(", ")),
+            predicate: format!("country = ANY({})", binds.push(Bind::Texts(countries))),
+            relax: Relax::Common("country"),
+        });
+    }
+    if !q.regions.is_empty() {
+        let regions: Vec<String> = q.regions.iter().map(|r| r.trim().to_lowercase()).collect();
+        out.push(Constraint {
+            name: "regions",
+            asked: format!("region in [{}]", q.regions.join(", ")),
+            predicate: format!("lower(region) = ANY({})", binds.push(Bind::Texts(regions))),
+            relax: Relax::Common("region"),
+        });
+    }
+    if q.datacenter_only == Some(true) {
+        out.push(Constraint {
+            name: "datacenter_only",
+            asked: "in a datacenter".into(),
+            predicate: "datacenter".into(),
+            relax: Relax::Drop,
+        });
+    }
+    if q.verified_only == Some(true) {
+        out.push(Constraint {
+            name: "verified_only",
+            asked: "verified".into(),
+            predicate: "verified".into(),
+            relax: Relax::Drop,
+        });
+    }
+    if let Some(r) = q.min_reliability {
+        if r < Decimal::ZERO || r > Decimal::ONE {
+            return Err(Error::Validation("minReliability: between 0 and 1".into()));
+        }
+        out.push(Constraint {
+            name: "min_reliability",
+            asked: format!("reliability >= {}", r.normalize()),
+            predicate: format!("coalesce(reliability, 0) >= {}", binds.push(Bind::Num(r))),
+            relax: Relax::Max("coalesce(reliability, 0)"),
+        });
+    }
+    if let Some(v) = &q.min_cuda_version {
+        let code = cuda_code(v).ok_or_else(|| {
+            Error::Validation(format!(
+                "minCudaVersion: {v:?} is not a version such as 12.4"
+            ))
+        })?;
+        out.push(Constraint {
+            name: "min_cuda_version",
+            asked: format!("CUDA >= {v}"),
+            predicate: format!(
+                "coalesce(cuda_version_code, 0) >= {}",
+                binds.push(Bind::Int(code))
+            ),
+            relax: Relax::Max("cuda_version_code"),
+        });
+    }
+    let disk = match (q.min_disk_gib, q.disk_gib) {
+        (Some(a), Some(b)) => Some(a.max(b)),
+        (a, b) => a.or(b),
+    };
+    min_int(
+        binds,
+        &mut out,
+        "min_disk_gib",
+        "minDiskGib",
+        disk,
+        "disk_gib",
+        "GiB of disk",
+    )?;
+    min_int(
+        binds,
+        &mut out,
+        "min_upload_mbps",
+        "minUploadMbps",
+        q.min_upload_mbps,
+        "upload_mbps",
+        "Mbps up",
+    )?;
+    min_int(
+        binds,
+        &mut out,
+        "min_download_mbps",
+        "minDownloadMbps",
+        q.min_download_mbps,
+        "download_mbps",
+        "Mbps down",
+    )?;
+    Ok(out)
+}
+
+/// The live offers with the columns constraints and sorts refer to. The
+/// rental price is the on-demand price, or the minimum bid when searching
+/// for interruptible rentals.
+fn live_cte(q: &OfferSearch, market: &Market) -> String {
+    let rental = if q.rental_type == Some(RentalType::Interruptible) {
+        "catalog.machines.min_bid_per_gpu_hour"
+    } else {
+        "catalog.machines.price_per_gpu_hour"
+    };
+    format!(
+        "live AS (
+            SELECT catalog.machines.id, catalog.machines.host_tenant_id, catalog.machines.gpu_model,
+                   catalog.machines.gpu_count, catalog.machines.gpu_count - catalog.machines.gpus_allocated AS gpus_free,
+                   catalog.machines.allowed_gpu_counts, catalog.machines.vram_gib, catalog.gpu_models.fp16_tflops,
+                   catalog.machines.cpu_model, catalog.machines.cpu_cores, catalog.machines.ram_gib,
+                   catalog.machines.disk_gib, catalog.machines.disk_type, catalog.machines.upload_mbps,
+                   catalog.machines.download_mbps, catalog.machines.country, catalog.machines.region,
+                   catalog.machines.datacenter, catalog.machines.cuda_version_code, catalog.machines.reliability,
+                   {VERIFIED_SQL} AS verified,
+                   catalog.machines.price_per_gpu_hour, catalog.machines.min_bid_per_gpu_hour,
+                   {rental} AS rental_price,
+                   round({rental} / catalog.gpu_models.fp16_tflops, 9) AS price_per_tflop,
+                   catalog.machines.storage_price_per_gb_month, catalog.machines.bandwidth_up_price_per_tb,
+                   catalog.machines.bandwidth_down_price_per_tb, catalog.machines.list_until, catalog.machines.currency
+            FROM catalog.machines
+            JOIN catalog.gpu_models ON catalog.gpu_models.name = catalog.machines.gpu_model
+            LEFT JOIN catalog.host_profiles ON catalog.host_profiles.tenant_id = catalog.machines.host_tenant_id
+            WHERE catalog.machines.listed
+              AND catalog.machines.price_per_gpu_hour IS NOT NULL
+              AND catalog.machines.gpus_allocated < catalog.machines.gpu_count
+              AND (catalog.machines.list_until IS NULL OR catalog.machines.list_until > now())
+              AND {online}
+        )",
+        online = market.online_sql(),
+    )
+}
+
+/// Sort key expression and direction.
+fn sort_key(sort: OfferSort) -> (&'static str, bool) {
+    match sort {
+        OfferSort::Price => ("rental_price", true),
+        OfferSort::PricePerTflop => ("price_per_tflop", true),
+        OfferSort::Reliability => ("coalesce(reliability, 0)", false),
+        OfferSort::Bandwidth => ("download_mbps::numeric", false),
+    }
+}
+
+fn sort_name(sort: OfferSort) -> &'static str {
+    match sort {
+        OfferSort::Price => "price",
+        OfferSort::PricePerTflop => "price_per_tflop",
+        OfferSort::Reliability => "reliability",
+        OfferSort::Bandwidth => "bandwidth",
+    }
+}
+
+fn encode_cursor(sort: OfferSort, key: Decimal, id: Uuid) -> String {
+    hex::encode(format!("{}|{key}|{id}", sort_name(sort)))
+}
+
+fn decode_cursor(sort: OfferSort, cursor: &str) -> Result<(Decimal, Uuid), Error> {
+    let bad = || Error::Validation("after: not a cursor from this search".into());
     let raw = String::from_utf8(hex::decode(cursor).map_err(|_| bad())?).map_err(|_| bad())?;
-    let (price, id) = raw.split_once('|').ok_or_else(bad)?;
+    let mut parts = raw.split('|');
+    let (Some(name), Some(key), Some(id), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(bad());
+    };
+    if name != sort_name(sort) {
+        return Err(Error::Validation(
+            "after: the cursor belongs to a search with another sort".into(),
+        ));
+    }
     Ok((
-        price.parse().map_err(|_| bad())?,
+        key.parse().map_err(|_| bad())?,
         id.parse().map_err(|_| bad())?,
     ))
 }
 
-pub async fn search(db: &Db, q: OfferQuery) -> Result<OfferPage, Error> {
+#[derive(QueryableByName)]
+struct OfferRow {
+    #[diesel(sql_type = SqlUuid)]
+    id: Uuid,
+    #[diesel(sql_type = SqlUuid)]
+    host_tenant_id: Uuid,
+    #[diesel(sql_type = Text)]
+    gpu_model: String,
+    #[diesel(sql_type = Int4)]
+    gpu_count: i32,
+    #[diesel(sql_type = Int4)]
+    gpus_free: i32,
+    #[diesel(sql_type = Array<Int4>)]
+    allowed_gpu_counts: Vec<i32>,
+    #[diesel(sql_type = Int4)]
+    vram_gib: i32,
+    #[diesel(sql_type = Numeric)]
+    fp16_tflops: Decimal,
+    #[diesel(sql_type = Text)]
+    cpu_model: String,
+    #[diesel(sql_type = Int4)]
+    cpu_cores: i32,
+    #[diesel(sql_type = Int4)]
+    ram_gib: i32,
+    #[diesel(sql_type = Int4)]
+    disk_gib: i32,
+    #[diesel(sql_type = Text)]
+    disk_type: String,
+    #[diesel(sql_type = Int4)]
+    upload_mbps: i32,
+    #[diesel(sql_type = Int4)]
+    download_mbps: i32,
+    #[diesel(sql_type = Text)]
+    country: String,
+    #[diesel(sql_type = Text)]
+    region: String,
+    #[diesel(sql_type = Bool)]
+    datacenter: bool,
+    #[diesel(sql_type = Nullable<Int4>)]
+    cuda_version_code: Option<i32>,
+    #[diesel(sql_type = Nullable<Numeric>)]
+    reliability: Option<Decimal>,
+    #[diesel(sql_type = Bool)]
+    verified: bool,
+    #[diesel(sql_type = Numeric)]
+    price_per_gpu_hour: Decimal,
+    #[diesel(sql_type = Nullable<Numeric>)]
+    min_bid_per_gpu_hour: Option<Decimal>,
+    #[diesel(sql_type = Numeric)]
+    rental_price: Decimal,
+    #[diesel(sql_type = Numeric)]
+    price_per_tflop: Decimal,
+    #[diesel(sql_type = Numeric)]
+    storage_price_per_gb_month: Decimal,
+    #[diesel(sql_type = Numeric)]
+    bandwidth_up_price_per_tb: Decimal,
+    #[diesel(sql_type = Numeric)]
+    bandwidth_down_price_per_tb: Decimal,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    list_until: Option<chrono::DateTime<chrono::Utc>>,
+    #[diesel(sql_type = Text)]
+    currency: String,
+    #[diesel(sql_type = Numeric)]
+    sort_key: Decimal,
+}
+
+fn offer(r: OfferRow, gpus: i32, disk_gib: i32) -> Offer {
+    let gpu_only = r.rental_price * Decimal::from(gpus);
+    let storage_per_hour =
+        r.storage_price_per_gb_month * Decimal::from(disk_gib) / Decimal::from(HOURS_PER_MONTH);
+    Offer {
+        id: r.id,
+        machine_id: r.id,
+        host_tenant_id: r.host_tenant_id,
+        gpu_model: r.gpu_model,
+        gpu_count: r.gpu_count,
+        gpus_free: r.gpus_free,
+        allowed_gpu_counts: r.allowed_gpu_counts,
+        vram_gib: r.vram_gib,
+        fp16_tflops: r.fp16_tflops.normalize(),
+        cpu_model: r.cpu_model,
+        cpu_cores: r.cpu_cores,
+        ram_gib: r.ram_gib,
+        disk_gib: r.disk_gib,
+        disk_type: disk_type(&r.disk_type),
+        upload_mbps: r.upload_mbps,
+        download_mbps: r.download_mbps,
+        country: r.country,
+        region: r.region,
+        datacenter: r.datacenter,
+        cuda_version: r.cuda_version_code.map(cuda_version),
+        reliability: r.reliability.map(|x| x.normalize()),
+        verified: r.verified,
+        price_per_gpu_hour: r.price_per_gpu_hour.normalize(),
+        min_bid_per_gpu_hour: r.min_bid_per_gpu_hour.map(|x| x.normalize()),
+        rental_price_per_gpu_hour: r.rental_price.normalize(),
+        price_per_tflop_hour: r.price_per_tflop.normalize(),
+        price_per_hour_gpu_only: gpu_only.normalize(),
+        price_per_hour_all_in: (gpu_only + storage_per_hour).round_dp(9).normalize(),
+        storage_price_per_gb_month: r.storage_price_per_gb_month.normalize(),
+        bandwidth_up_price_per_tb: r.bandwidth_up_price_per_tb.normalize(),
+        bandwidth_down_price_per_tb: r.bandwidth_down_price_per_tb.normalize(),
+        list_until: r.list_until,
+        currency: r.currency,
+    }
+}
+
+/// A search turned into SQL, ready to run.
+struct Plan {
+    sql: String,
+    binds: Binds,
+    live: String,
+    constraints: Vec<Constraint>,
+    first: i64,
+    sort: OfferSort,
+    gpus: i32,
+    disk: i32,
+    explain: bool,
+}
+
+fn plan(market: &Market, q: &OfferSearch) -> Result<Plan, Error> {
     let first = q.first.unwrap_or(20);
     if !(1..=MAX_PAGE).contains(&first) {
         return Err(Error::Validation(format!(
             "first: must be between 1 and {MAX_PAGE}"
         )));
     }
-    if let Some(n) = q.min_gpus
-        && n < 1
+    if let Some(d) = q.disk_gib
+        && d < 0
     {
-        return Err(Error::Validation("minGpus: at least 1".into()));
+        return Err(Error::Validation("diskGib: must not be negative".into()));
     }
-    if let Some(p) = q.max_price_per_gpu_hour
-        && p < Decimal::ZERO
-    {
-        return Err(Error::Validation(
-            "maxPricePerGpuHour: must not be negative".into(),
-        ));
+    let sort = q.sort.unwrap_or_default();
+    let after = q
+        .after
+        .as_deref()
+        .map(|c| decode_cursor(sort, c))
+        .transpose()?;
+    let mut binds = Binds::default();
+    let constraints = constraints(q, &market.currency, &mut binds)?;
+    let live = live_cte(q, market);
+    let (key, ascending) = sort_key(sort);
+    let mut conditions: Vec<String> = constraints
+        .iter()
+        .map(|c| format!("({})", c.predicate))
+        .collect();
+    if let Some((k, id)) = after {
+        let (k, id) = (binds.push(Bind::Num(k)), binds.push(Bind::Id(id)));
+        let cmp = if ascending { ">" } else { "<" };
+        conditions.push(format!("({key} {cmp} {k} OR ({key} = {k} AND id > {id}))"));
     }
-    let after = q.after.as_deref().map(decode_cursor).transpose()?;
+    let where_clause = if conditions.is_empty() {
+        "TRUE".to_owned()
+    } else {
+        conditions.join(" AND ")
+    };
+    let direction = if ascending { "ASC" } else { "DESC" };
+    let sql = format!(
+        "WITH {live} SELECT *, {key} AS sort_key FROM live WHERE {where_clause} \
+         ORDER BY {key} {direction}, id ASC LIMIT {}",
+        first + 1
+    );
+    Ok(Plan {
+        sql,
+        binds,
+        live,
+        constraints,
+        first,
+        sort,
+        gpus: q.gpu_count.unwrap_or(1),
+        disk: q.disk_gib.unwrap_or(0),
+        explain: after.is_none(),
+    })
+}
+
+pub async fn search(db: &Db, market: &Market, q: OfferSearch) -> Result<OfferPage, Error> {
+    let plan = plan(market, &q)?;
+    let currency = market.currency.clone();
     db.run(move |conn| {
-        let min_free = q.min_gpus.unwrap_or(1);
-        let mut query = machines::table
-            .filter(machines::listed.eq(true))
-            .filter(machines::price_per_gpu_hour.is_not_null())
-            .filter((machines::gpu_count - machines::gpus_allocated).ge(min_free))
-            .select(MachineRow::as_select())
-            .order((machines::price_per_gpu_hour.asc(), machines::id.asc()))
-            .limit(first + 1)
-            .into_boxed();
-        if let Some(model) = q
-            .gpu_model
-            .as_deref()
-            .map(str::trim)
-            .filter(|m| !m.is_empty())
-        {
-            query = query
-                .filter(machines::gpu_model.ilike(model.replace('%', "\\%").replace('_', "\\_")));
-        }
-        if let Some(max) = q.max_price_per_gpu_hour {
-            query = query.filter(machines::price_per_gpu_hour.le(max));
-        }
-        if let Some((price, id)) = after {
-            query = query.filter(
-                machines::price_per_gpu_hour
-                    .gt(price)
-                    .or(machines::price_per_gpu_hour
-                        .eq(price)
-                        .and(machines::id.gt(id))),
-            );
-        }
-        let mut rows: Vec<MachineRow> = query.load(conn)?;
-        let has_next_page = rows.len() as i64 > first;
-        rows.truncate(first as usize);
-        let offers: Vec<Offer> = rows.into_iter().filter_map(offer).collect();
-        let end_cursor = offers
+        let mut rows: Vec<OfferRow> = plan.binds.apply(plan.sql.clone()).load(conn)?;
+        let has_next_page = rows.len() as i64 > plan.first;
+        rows.truncate(plan.first as usize);
+        let end_cursor = rows
             .last()
-            .map(|o| encode_cursor(o.price_per_gpu_hour, o.id));
+            .map(|r| encode_cursor(plan.sort, r.sort_key, r.id));
+        let offers: Vec<Offer> = rows
+            .into_iter()
+            .map(|r| offer(r, plan.gpus, plan.disk))
+            .collect();
+        let no_offers = if offers.is_empty() && plan.explain {
+            Some(why_none(
+                conn,
+                &plan.live,
+                &plan.constraints,
+                &plan.binds,
+                &currency,
+            )?)
+        } else {
+            None
+        };
         Ok(OfferPage {
             offers,
             end_cursor,
             has_next_page,
+            no_offers,
         })
     })
     .await
 }
 
+/// Runs only the page query of `q` on `conn` and returns the rows found: the
+/// search's SQL without HTTP, JSON or the pool, as a benchmark baseline.
+pub fn run_page_sql(
+    conn: &mut PgConnection,
+    market: &Market,
+    q: &OfferSearch,
+) -> Result<usize, Error> {
+    let plan = plan(market, q)?;
+    let rows: Vec<OfferRow> = plan.binds.apply(plan.sql).load(conn)?;
+    Ok(rows.len())
+}
+
+#[derive(QueryableByName)]
+struct ConstraintCount {
+    #[diesel(sql_type = Int4)]
+    position: i32,
+    #[diesel(sql_type = BigInt)]
+    eliminated: i64,
+    #[diesel(sql_type = BigInt)]
+    matching_without: i64,
+    #[diesel(sql_type = BigInt)]
+    live: i64,
+}
+
+#[derive(QueryableByName)]
+struct Nearest {
+    #[diesel(sql_type = Int4)]
+    position: i32,
+    #[diesel(sql_type = Nullable<Text>)]
+    value: Option<String>,
+    #[diesel(sql_type = BigInt)]
+    matching: i64,
+}
+
+fn all_but(constraints: &[Constraint], skip: usize) -> String {
+    let parts: Vec<String> = constraints
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != skip)
+        .map(|(_, c)| format!("({})", c.predicate))
+        .collect();
+    if parts.is_empty() {
+        "TRUE".into()
+    } else {
+        parts.join(" AND ")
+    }
+}
+
+/// Explains an empty result over the live offers, all in SQL.
+fn why_none(
+    conn: &mut PgConnection,
+    live: &str,
+    constraints: &[Constraint],
+    binds: &Binds,
+    currency: &str,
+) -> Result<NoOffers, Error> {
+    if constraints.is_empty() {
+        let count: Vec<ConstraintCount> = binds
+            .apply(format!(
+                "WITH {live} SELECT 0 AS position, 0::bigint AS eliminated, 0::bigint AS matching_without, count(*) AS live FROM live"
+            ))
+            .load(conn)?;
+        let live_offers = count.first().map_or(0, |c| c.live);
+        return Ok(NoOffers {
+            live_offers,
+            constraints: Vec::new(),
+            relaxations: Vec::new(),
+            summary: format!(
+                "{live_offers} offers are live and none matched; the market has no free GPUs right now."
+            ),
+        });
+    }
+    let counts: Vec<String> = constraints
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            format!(
+                "SELECT {i} AS position, count(*) FILTER (WHERE NOT ({p})) AS eliminated, \
+                 count(*) FILTER (WHERE {others}) AS matching_without, count(*) AS live FROM live",
+                p = c.predicate,
+                others = all_but(constraints, i)
+            )
+        })
+        .collect();
+    let counts: Vec<ConstraintCount> = binds
+        .apply(format!("WITH {live} {}", counts.join(" UNION ALL ")))
+        .load(conn)?;
+
+    let nearest: Vec<String> = constraints
+        .iter()
+        .enumerate()
+        .filter_map(|(i, c)| {
+            let others = all_but(constraints, i);
+            Some(match c.relax {
+                Relax::Min(expr) | Relax::Max(expr) => {
+                    let (agg, cmp) = if matches!(c.relax, Relax::Min(_)) { ("min", "<=") } else { ("max", ">=") };
+                    format!(
+                        "SELECT {i} AS position, v::text AS value, \
+                         (SELECT count(*) FROM live WHERE {others} AND {expr} {cmp} v) AS matching \
+                         FROM (SELECT {agg}({expr}) AS v FROM live WHERE {others}) s"
+                    )
+                }
+                Relax::Common(column) => format!(
+                    "SELECT {i} AS position, \
+                     (SELECT string_agg(value, ', ') FROM (SELECT {column} || ' (' || count(*) || ')' AS value \
+                       FROM live WHERE {others} GROUP BY {column} ORDER BY count(*) DESC, {column} LIMIT 3) t) AS value, \
+                     (SELECT count(*) FROM live WHERE {others}) AS matching"
+                ),
+                Relax::Drop => return None,
+            })
+        })
+        .collect();
+    let nearest: Vec<Nearest> = if nearest.is_empty() {
+        Vec::new()
+    } else {
+        binds
+            .apply(format!("WITH {live} {}", nearest.join(" UNION ALL ")))
+            .load(conn)?
+    };
+
+    let live_offers = counts.first().map_or(0, |c| c.live);
+    let reports: Vec<ConstraintReport> = counts
+        .iter()
+        .filter_map(|c| {
+            let constraint = constraints.get(c.position as usize)?;
+            Some(ConstraintReport {
+                constraint: constraint.name.to_owned(),
+                asked: constraint.asked.clone(),
+                eliminated: c.eliminated,
+                matching_without: c.matching_without,
+            })
+        })
+        .collect();
+    let mut relaxations: Vec<Relaxation> = Vec::new();
+    for n in nearest {
+        let Some(constraint) = constraints.get(n.position as usize) else {
+            continue;
+        };
+        let Some(value) = n.value.filter(|_| n.matching > 0) else {
+            continue;
+        };
+        relaxations.push(describe(constraint, value, n.matching, currency));
+    }
+    for (report, constraint) in reports.iter().zip(constraints) {
+        if matches!(constraint.relax, Relax::Drop) && report.matching_without > 0 {
+            relaxations.push(Relaxation {
+                constraint: constraint.name.to_owned(),
+                value: "dropped".into(),
+                matching: report.matching_without,
+                description: format!(
+                    "without \"{}\": {} offers",
+                    constraint.asked, report.matching_without
+                ),
+            });
+        }
+    }
+    relaxations.sort_by(|a, b| {
+        b.matching
+            .cmp(&a.matching)
+            .then(a.constraint.cmp(&b.constraint))
+    });
+
+    let asked: Vec<&str> = constraints.iter().map(|c| c.asked.as_str()).collect();
+    let mut summary = format!(
+        "0 of {live_offers} live offers match {}.",
+        asked.join(" and ")
+    );
+    if let Some(best) = relaxations.first() {
+        summary.push_str(&format!(" Nearest: {}.", best.description));
+    } else if live_offers == 0 {
+        summary.push_str(" No offers are live right now.");
+    }
+    Ok(NoOffers {
+        live_offers,
+        constraints: reports,
+        relaxations,
+        summary,
+    })
+}
+
+fn describe(c: &Constraint, value: String, matching: i64, currency: &str) -> Relaxation {
+    let shown = value
+        .parse::<Decimal>()
+        .map(|d| d.normalize().to_string())
+        .unwrap_or(value);
+    let description = match c.name {
+        "max_price_per_gpu_hour" => {
+            format!("{matching} offers at or under {shown} {currency}/GPU-hour")
+        }
+        "min_cuda_version" => {
+            let version = shown
+                .parse::<i32>()
+                .map(cuda_version)
+                .unwrap_or(shown.clone());
+            return Relaxation {
+                constraint: c.name.into(),
+                description: format!("{matching} offers with CUDA >= {version}"),
+                value: version,
+                matching,
+            };
+        }
+        "min_reliability" => format!("{matching} offers with reliability >= {shown}"),
+        "gpu_count" => format!("{matching} offers with {shown} GPUs free"),
+        "gpu_models" => format!("other models match: {shown}"),
+        "countries" => format!("other countries match: {shown}"),
+        "regions" => format!("other regions match: {shown}"),
+        _ => format!(
+            "{matching} offers with {} at {shown}",
+            c.name.trim_start_matches("min_")
+        ),
+    };
+    Relaxation {
+        constraint: c.name.into(),
+        value: shown,
+        matching,
+        description,
+    }
+}
+
 /// One offer by id, whether or not it has free GPUs right now (the order
-/// saga decides about capacity); an unlisted machine is not an offer.
-pub async fn get(db: &Db, id: Uuid) -> Result<Offer, Error> {
+/// saga decides about capacity); an unlisted, expired or offline machine is
+/// not an offer.
+pub async fn get(db: &Db, market: &Market, id: Uuid) -> Result<Offer, Error> {
+    let live = live_cte(&OfferSearch::default(), market).replace(
+        "AND catalog.machines.gpus_allocated < catalog.machines.gpu_count",
+        "",
+    );
+    let mut binds = Binds::default();
+    let p = binds.push(Bind::Id(id));
+    let sql = format!("WITH {live} SELECT *, rental_price AS sort_key FROM live WHERE id = {p}");
     db.run(move |conn| {
-        let row: Option<MachineRow> = machines::table
-            .find(id)
-            .filter(machines::listed.eq(true))
-            .select(MachineRow::as_select())
-            .first(conn)
-            .optional()?;
-        row.and_then(offer)
+        let row: Option<OfferRow> = binds.apply(sql).load(conn)?.pop();
+        row.map(|r| offer(r, 1, 0))
             .ok_or_else(|| Error::NotFound(format!("offer {id} not found")))
     })
     .await
@@ -136,12 +806,32 @@ mod tests {
     #[test]
     fn cursors_round_trip_and_reject_garbage() {
         let id = Uuid::now_v7();
-        let price: Decimal = "2.49".parse().unwrap();
-        assert_eq!(
-            decode_cursor(&encode_cursor(price, id)).unwrap(),
-            (price, id)
-        );
-        assert!(decode_cursor("zz").is_err());
-        assert!(decode_cursor(&hex::encode("nothing")).is_err());
+        let key: Decimal = "2.49".parse().unwrap();
+        let cursor = encode_cursor(OfferSort::Price, key, id);
+        assert_eq!(decode_cursor(OfferSort::Price, &cursor).unwrap(), (key, id));
+        assert!(decode_cursor(OfferSort::Reliability, &cursor).is_err());
+        assert!(decode_cursor(OfferSort::Price, "zz").is_err());
+        assert!(decode_cursor(OfferSort::Price, &hex::encode("nothing")).is_err());
+    }
+
+    #[test]
+    fn bad_constraints_name_the_field() {
+        let mut binds = Binds::default();
+        let q = OfferSearch {
+            min_reliability: Some("1.5".parse().unwrap()),
+            ..Default::default()
+        };
+        let Err(Error::Validation(msg)) = constraints(&q, "USD", &mut binds) else {
+            panic!("accepted")
+        };
+        assert!(msg.starts_with("minReliability"));
+        let q = OfferSearch {
+            min_cuda_version: Some("twelve".into()),
+            ..Default::default()
+        };
+        let Err(Error::Validation(msg)) = constraints(&q, "USD", &mut binds) else {
+            panic!("accepted")
+        };
+        assert!(msg.starts_with("minCudaVersion"));
     }
 }

@@ -1,26 +1,44 @@
 use actix_web::{HttpResponse, web};
 use contracts::api::{
-    AllocateRequest, HostMachineRequest, OfferQuery, RegisterMachineRequest, SetPricingRequest,
+    AllocateRequest, HostMachineRequest, OfferSearch, RegisterMachineRequest, SetPricingRequest,
+    SetVerificationRequest, UpdateHostProfileRequest,
 };
 use platform::Db;
 use platform::internal::ServiceCaller;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::{Error, allocations, machines, offers};
-
-/// The settlement currency every price is in.
-pub struct Currency(pub String);
+use crate::agents::AgentAccess;
+use crate::market::Market;
+use crate::{Error, allocations, gpu_models, hosts, machines, offers};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::scope("/internal")
+            .route("/gpu-models", web::get().to(gpu_model_list))
+            .route("/hosts/{tenant_id}/profile", web::get().to(host_profile))
+            .route(
+                "/hosts/{tenant_id}/profile",
+                web::put().to(update_host_profile),
+            )
+            .route(
+                "/hosts/{tenant_id}/verification",
+                web::put().to(set_verification),
+            )
             .route("/machines", web::post().to(register))
             .route("/machines", web::get().to(host_machines))
             .route("/machines/{id}/pricing", web::put().to(set_pricing))
             .route("/machines/{id}/list", web::post().to(list))
             .route("/machines/{id}/unlist", web::post().to(unlist))
-            .route("/offers", web::get().to(search))
+            .route(
+                "/machines/{id}/agent-token/revoke",
+                web::post().to(crate::agents::revoke_route),
+            )
+            .route(
+                "/machines/{id}/heartbeat-gaps",
+                web::get().to(crate::heartbeats::gaps_route),
+            )
+            .route("/offers/search", web::post().to(search))
             .route("/offers/{id}", web::get().to(get_offer))
             .route("/allocations", web::post().to(allocate))
             .route("/allocations/{order_id}/release", web::post().to(release)),
@@ -29,13 +47,53 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 type Reply = Result<HttpResponse, Error>;
 
+async fn gpu_model_list(_: ServiceCaller, db: web::Data<Db>) -> Reply {
+    Ok(HttpResponse::Ok().json(gpu_models::all(&db).await?))
+}
+
+async fn host_profile(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
+    Ok(HttpResponse::Ok().json(hosts::get(&db, path.into_inner()).await?))
+}
+
+async fn update_host_profile(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<Uuid>,
+    body: web::Json<UpdateHostProfileRequest>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(hosts::update(&db, path.into_inner(), body.into_inner()).await?))
+}
+
+#[derive(Deserialize)]
+struct OperatorQuery {
+    operator_id: Option<Uuid>,
+}
+
+async fn set_verification(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<Uuid>,
+    q: web::Query<OperatorQuery>,
+    body: web::Json<SetVerificationRequest>,
+) -> Reply {
+    let profile =
+        hosts::set_verification(&db, path.into_inner(), q.operator_id, body.into_inner()).await?;
+    tracing::info!(tenant.id = %profile.tenant_id, verification = ?profile.verification, "host verification set");
+    Ok(HttpResponse::Ok().json(profile))
+}
+
 async fn register(
     _: ServiceCaller,
     db: web::Data<Db>,
-    currency: web::Data<Currency>,
+    market: web::Data<Market>,
+    agents: web::Data<AgentAccess>,
     body: web::Json<RegisterMachineRequest>,
 ) -> Reply {
-    let registered = machines::register_machine(&db, body.into_inner(), currency.0.clone()).await?;
+    let registered =
+        machines::register_machine(&db, &market, body.into_inner(), async |id, token| {
+            agents.grant(id, &token).await
+        })
+        .await?;
     tracing::info!(machine.id = %registered.machine.id, "machine registered");
     Ok(HttpResponse::Created().json(registered))
 }
@@ -45,52 +103,66 @@ struct HostQuery {
     host_tenant_id: Uuid,
 }
 
-async fn host_machines(_: ServiceCaller, db: web::Data<Db>, q: web::Query<HostQuery>) -> Reply {
-    Ok(HttpResponse::Ok().json(machines::host_machines(&db, q.host_tenant_id).await?))
+async fn host_machines(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    market: web::Data<Market>,
+    q: web::Query<HostQuery>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(machines::host_machines(&db, &market, q.host_tenant_id).await?))
 }
 
 async fn set_pricing(
     _: ServiceCaller,
     db: web::Data<Db>,
+    market: web::Data<Market>,
     path: web::Path<Uuid>,
     body: web::Json<SetPricingRequest>,
 ) -> Reply {
-    let machine = machines::set_pricing(
-        &db,
-        path.into_inner(),
-        body.host_tenant_id,
-        body.price_per_gpu_hour,
-    )
-    .await?;
-    Ok(HttpResponse::Ok().json(machine))
+    Ok(HttpResponse::Ok()
+        .json(machines::set_pricing(&db, &market, path.into_inner(), body.into_inner()).await?))
 }
 
 async fn list(
     _: ServiceCaller,
     db: web::Data<Db>,
+    market: web::Data<Market>,
     path: web::Path<Uuid>,
     body: web::Json<HostMachineRequest>,
 ) -> Reply {
-    Ok(HttpResponse::Ok()
-        .json(machines::list_machine(&db, path.into_inner(), body.host_tenant_id, true).await?))
+    let machine =
+        machines::list_machine(&db, &market, path.into_inner(), body.host_tenant_id, true).await?;
+    Ok(HttpResponse::Ok().json(machine))
 }
 
 async fn unlist(
     _: ServiceCaller,
     db: web::Data<Db>,
+    market: web::Data<Market>,
     path: web::Path<Uuid>,
     body: web::Json<HostMachineRequest>,
 ) -> Reply {
-    Ok(HttpResponse::Ok()
-        .json(machines::list_machine(&db, path.into_inner(), body.host_tenant_id, false).await?))
+    let machine =
+        machines::list_machine(&db, &market, path.into_inner(), body.host_tenant_id, false).await?;
+    Ok(HttpResponse::Ok().json(machine))
 }
 
-async fn search(_: ServiceCaller, db: web::Data<Db>, q: web::Query<OfferQuery>) -> Reply {
-    Ok(HttpResponse::Ok().json(offers::search(&db, q.into_inner()).await?))
+async fn search(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    market: web::Data<Market>,
+    body: web::Json<OfferSearch>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(offers::search(&db, &market, body.into_inner()).await?))
 }
 
-async fn get_offer(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
-    Ok(HttpResponse::Ok().json(offers::get(&db, path.into_inner()).await?))
+async fn get_offer(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    market: web::Data<Market>,
+    path: web::Path<Uuid>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(offers::get(&db, &market, path.into_inner()).await?))
 }
 
 async fn allocate(_: ServiceCaller, db: web::Data<Db>, body: web::Json<AllocateRequest>) -> Reply {

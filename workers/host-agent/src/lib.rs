@@ -1,9 +1,428 @@
-//! The host agent: the process that runs on a host's machine, started with
-//! the machine's agent token, reporting inventory and heartbeats and carrying
-//! out provisioning commands from its own queue `host.<machine_id>` over
-//! RabbitMQ with per-machine credentials (DESIGN sections 3 and 4).
+//! The host agent: the process a host runs on each machine it rents out,
+//! started with the machine's id and agent token (`gpumarket agent ...`).
 //!
-//! Status: not implemented yet. The walking skeleton provisions through the
-//! simulated driver in `workers/provisioner`; the agent, its protocol and the
-//! `agent` driver are the subject of the catalog/host-agent and ordering
-//! issues. `registerMachine` already issues the agent token it will use.
+//! It owns the machine's side of the agent protocol (docs/host-agent.md):
+//! it connects to RabbitMQ as the machine's own user `agent-<machine_id>`
+//! (password = the agent token; the catalog creates the user when the machine
+//! is registered and deletes it when the token is revoked), and publishes to
+//! the `gpumarket.agents` exchange, under routing keys `agent.<machine_id>.*`
+//! only, with the broker-checked `user_id` property set:
+//! - `inventory` on start: GPUs, driver and CUDA version;
+//! - `self_test` on start: the checks it ran on those GPUs;
+//! - `heartbeat` every interval: per-GPU utilisation and memory in use.
+//!
+//! It reconnects with capped exponential backoff when the connection drops
+//! and ends with [`Error::Refused`] when the broker refuses its credentials
+//! (the token was revoked or rotated). GPUs are simulated by default; the
+//! `nvml` feature reads them from NVML on a real host. Consuming provisioning
+//! commands from its queue `host.<machine_id>` belongs to the `agent` driver
+//! (ordering's issue), not to this crate yet.
+
+pub mod inventory;
+pub mod protocol;
+
+use std::time::Duration;
+
+use chrono::{DateTime, SubsecRound, Utc};
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::{LongString, ShortString};
+use lapin::uri::AMQPUri;
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
+use serde::Serialize;
+use uuid::Uuid;
+
+pub use inventory::{Inventory, Sampler};
+/// The AMQP client the agent speaks with, for tools and tests that need to
+/// speak the same protocol.
+pub use lapin;
+use protocol::{HeartbeatReport, InventoryReport, Kind, SelfTestReport};
+
+const MIN_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+/// A session that lasted this long resets the backoff.
+const STABLE_SESSION: Duration = Duration::from_secs(30);
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The broker refused the agent's credentials or permissions (AMQP 403
+    /// `ACCESS_REFUSED` or 530 `NOT_ALLOWED`): the token was revoked or
+    /// rotated, or the machine is not registered. Retrying will not help.
+    #[error("refused by the broker: {0}")]
+    Refused(String),
+    #[error("broker: {0}")]
+    Broker(#[from] lapin::Error),
+    #[error("configuration: {0}")]
+    Config(String),
+    #[error("json: {0}")]
+    Json(#[from] serde_json::Error),
+    #[error("the broker did not confirm a {0} message")]
+    NotConfirmed(&'static str),
+    #[cfg(feature = "nvml")]
+    #[error("nvml: {0}")]
+    Nvml(#[from] nvml_wrapper::error::NvmlError),
+}
+
+impl Error {
+    /// Sorts a broker error: credentials or permissions refused are final.
+    fn classify(error: lapin::Error) -> Error {
+        if let lapin::ErrorKind::ProtocolError(amqp) = error.kind() {
+            let code = amqp.get_id();
+            if code == 403 || code == 530 {
+                return Error::Refused(amqp.get_message().to_string());
+            }
+        }
+        Error::Broker(error)
+    }
+}
+
+/// Everything the agent needs to run.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// `amqp://host:port/vhost` without credentials: the agent puts its own
+    /// (`agent-<machine_id>`, the token) in. Credentials present are replaced.
+    pub amqp_url: String,
+    pub machine_id: Uuid,
+    /// The agent token `registerMachine` returned once.
+    pub token: String,
+    pub heartbeat_interval: Duration,
+    pub inventory: Inventory,
+}
+
+impl AgentConfig {
+    fn uri(&self) -> Result<AMQPUri, Error> {
+        let mut uri: AMQPUri = self
+            .amqp_url
+            .parse()
+            .map_err(|e| Error::Config(format!("amqp url {:?}: {e}", self.amqp_url)))?;
+        // AMQPUri drops IP hosts (it keeps DNS names only); take the host as written.
+        if let Some(host) = host_of(&self.amqp_url) {
+            uri.authority.host = host;
+        }
+        uri.authority.userinfo.username = protocol::username(self.machine_id);
+        uri.authority.userinfo.password = self.token.clone();
+        Ok(uri)
+    }
+}
+
+/// The host of `scheme://[user[:pass]@]host[:port][/...]`.
+fn host_of(url: &str) -> Option<String> {
+    let rest = url.split_once("://")?.1;
+    let authority = rest.split('/').next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host = if let Some(v6) = host_port.strip_prefix('[') {
+        v6.split_once(']')?.0
+    } else {
+        host_port.split(':').next()?
+    };
+    (!host.is_empty()).then(|| host.to_owned())
+}
+
+/// Runs the agent until its credentials are refused (or a configuration
+/// error); broker outages are waited out with backoff.
+pub async fn run(config: AgentConfig) -> Result<(), Error> {
+    if config.heartbeat_interval.is_zero() {
+        return Err(Error::Config("heartbeat interval must be positive".into()));
+    }
+    let uri = config.uri()?;
+    let sampler = Sampler::for_inventory(&config.inventory)?;
+    let mut backoff = MIN_BACKOFF;
+    let mut seq = 0u64;
+    loop {
+        let started = tokio::time::Instant::now();
+        let error = match session(&config, uri.clone(), &sampler, &mut seq).await {
+            Ok(never) => match never {},
+            Err(error) => error,
+        };
+        if let Error::Refused(reason) = &error {
+            tracing::error!(machine.id = %config.machine_id, %reason, "broker refused the agent's credentials; stopping");
+            return Err(error);
+        }
+        if started.elapsed() >= STABLE_SESSION {
+            backoff = MIN_BACKOFF;
+        }
+        tracing::warn!(machine.id = %config.machine_id, %error, retry_in_ms = backoff.as_millis() as u64, "agent connection lost; reconnecting");
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
+
+/// One connection: inventory and self-test, then heartbeats until it fails.
+async fn session(
+    config: &AgentConfig,
+    uri: AMQPUri,
+    sampler: &Sampler,
+    seq: &mut u64,
+) -> Result<std::convert::Infallible, Error> {
+    let properties = ConnectionProperties::default().with_connection_name(LongString::from(
+        format!("gpumarket-host-agent {}", config.machine_id),
+    ));
+    let conn = Connection::connect_uri(uri, properties)
+        .await
+        .map_err(Error::classify)?;
+    let channel = conn.create_channel().await.map_err(Error::classify)?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .map_err(Error::classify)?;
+    tracing::info!(machine.id = %config.machine_id, "agent connected");
+
+    let inventory = &config.inventory;
+    publish(
+        &channel,
+        config.machine_id,
+        Kind::Inventory,
+        &InventoryReport {
+            machine_id: config.machine_id,
+            sent_at: now(),
+            agent_version: env!("CARGO_PKG_VERSION").to_owned(),
+            simulated: inventory.simulated,
+            gpus: inventory.gpus.clone(),
+            cuda_version: inventory.cuda_version.clone(),
+            driver_version: inventory.driver_version.clone(),
+        },
+    )
+    .await?;
+    let checks = inventory.self_test(sampler);
+    publish(
+        &channel,
+        config.machine_id,
+        Kind::SelfTest,
+        &SelfTestReport {
+            machine_id: config.machine_id,
+            sent_at: now(),
+            passed: checks.iter().all(|c| c.passed),
+            gpus: inventory.gpus.clone(),
+            checks,
+        },
+    )
+    .await?;
+
+    let mut ticker = tokio::time::interval(config.heartbeat_interval);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        ticker.tick().await;
+        let gpus = match sampler.sample(inventory) {
+            Ok(gpus) => gpus,
+            Err(error) => {
+                // Still alive: a heartbeat without numbers beats none.
+                tracing::warn!(%error, "sampling the GPUs failed");
+                Vec::new()
+            }
+        };
+        *seq += 1;
+        publish(
+            &channel,
+            config.machine_id,
+            Kind::Heartbeat,
+            &HeartbeatReport {
+                machine_id: config.machine_id,
+                sent_at: now(),
+                seq: *seq,
+                gpus,
+            },
+        )
+        .await?;
+        tracing::debug!(machine.id = %config.machine_id, seq = *seq, "heartbeat");
+    }
+}
+
+/// Instants go out truncated to microseconds, what Postgres stores.
+fn now() -> DateTime<Utc> {
+    Utc::now().trunc_subsecs(6)
+}
+
+/// Publishes one report with publisher confirms.
+async fn publish<T: Serialize>(
+    channel: &Channel,
+    machine_id: Uuid,
+    kind: Kind,
+    body: &T,
+) -> Result<(), Error> {
+    let payload = serde_json::to_vec(body)?;
+    let properties = BasicProperties::default()
+        .with_content_type(ShortString::from("application/json"))
+        .with_type(ShortString::from(kind.as_str()))
+        .with_message_id(ShortString::from(Uuid::now_v7().to_string()))
+        .with_user_id(ShortString::from(protocol::username(machine_id)))
+        .with_app_id(ShortString::from("gpumarket-host-agent"))
+        .with_timestamp(Utc::now().timestamp().max(0) as u64)
+        .with_delivery_mode(2);
+    let confirmation = channel
+        .basic_publish(
+            protocol::EXCHANGE.into(),
+            protocol::routing_key(machine_id, kind).as_str().into(),
+            BasicPublishOptions::default(),
+            &payload,
+            properties,
+        )
+        .await
+        .map_err(Error::classify)?
+        .await
+        .map_err(Error::classify)?;
+    if !confirmation.is_ack() {
+        return Err(Error::NotConfirmed(kind.as_str()));
+    }
+    Ok(())
+}
+
+/// `gpumarket agent ...`: run the host agent for one machine.
+#[derive(Debug, Clone, clap::Args)]
+pub struct AgentArgs {
+    /// The machine's id (from `registerMachine`).
+    #[arg(long)]
+    pub machine_id: Uuid,
+    /// The machine's agent token (from `registerMachine`, shown once).
+    #[arg(long, env = "GPUMARKET_AGENT_TOKEN", hide_env_values = true)]
+    pub token: String,
+    /// RabbitMQ `host:port`.
+    #[arg(long, default_value = "127.0.0.1:5672")]
+    pub amqp_host: String,
+    /// RabbitMQ virtual host.
+    #[arg(long, default_value = "/")]
+    pub vhost: String,
+    #[arg(long, default_value_t = 5)]
+    pub heartbeat_seconds: u64,
+    /// Simulate this many GPUs instead of reading NVML (always simulated when
+    /// built without the `nvml` feature; then 1 GPU by default).
+    #[arg(long)]
+    pub simulate_gpus: Option<u32>,
+    /// The simulated GPUs' model name.
+    #[arg(long, default_value = "RTX 4090")]
+    pub simulate_model: String,
+    /// The simulated GPUs' memory, GiB each.
+    #[arg(long, default_value_t = 24)]
+    pub simulate_vram_gib: u32,
+    /// CUDA version to report (`major.minor`); defaults to 12.4 when
+    /// simulating, to what NVML reports otherwise.
+    #[arg(long)]
+    pub cuda_version: Option<String>,
+    /// Driver version to report; defaults to 550.54.15 when simulating, to
+    /// what NVML reports otherwise.
+    #[arg(long)]
+    pub driver_version: Option<String>,
+}
+
+impl AgentArgs {
+    pub fn into_config(self) -> Result<AgentConfig, Error> {
+        if self.heartbeat_seconds == 0 {
+            return Err(Error::Config(
+                "--heartbeat-seconds must be at least 1".into(),
+            ));
+        }
+        if self.token.trim().is_empty() {
+            return Err(Error::Config(
+                "--token (or GPUMARKET_AGENT_TOKEN) is empty".into(),
+            ));
+        }
+        if let Some(cuda) = &self.cuda_version
+            && protocol::cuda_version_code(cuda).is_none()
+        {
+            return Err(Error::Config(format!(
+                "--cuda-version {cuda:?}: expected major.minor such as 12.4"
+            )));
+        }
+        let simulate = self.simulate_gpus.is_some() || !cfg!(feature = "nvml");
+        let mut inventory = if simulate {
+            Inventory::simulated(
+                self.simulate_gpus.unwrap_or(1),
+                &self.simulate_model,
+                self.simulate_vram_gib,
+                "12.4",
+                "550.54.15",
+            )
+        } else {
+            real_inventory()?
+        };
+        if let Some(cuda) = self.cuda_version {
+            inventory.cuda_version = cuda;
+        }
+        if let Some(driver) = self.driver_version {
+            inventory.driver_version = driver;
+        }
+        Ok(AgentConfig {
+            amqp_url: format!("amqp://{}/{}", self.amqp_host, encode_vhost(&self.vhost)),
+            machine_id: self.machine_id,
+            token: self.token,
+            heartbeat_interval: Duration::from_secs(self.heartbeat_seconds),
+            inventory,
+        })
+    }
+}
+
+#[cfg(feature = "nvml")]
+fn real_inventory() -> Result<Inventory, Error> {
+    Inventory::from_nvml()
+}
+
+#[cfg(not(feature = "nvml"))]
+fn real_inventory() -> Result<Inventory, Error> {
+    Err(Error::Config(
+        "built without the `nvml` feature: pass --simulate-gpus".into(),
+    ))
+}
+
+/// A vhost as one URL path segment (`/` → `%2F`).
+fn encode_vhost(vhost: &str) -> String {
+    vhost
+        .bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        agent: AgentArgs,
+    }
+
+    #[test]
+    fn arguments_become_a_config_with_the_agents_own_credentials() {
+        let id = Uuid::now_v7();
+        let cli = Cli::try_parse_from([
+            "agent",
+            "--machine-id",
+            &id.to_string(),
+            "--token",
+            "gpa_secret",
+            "--simulate-gpus",
+            "2",
+            "--simulate-vram-gib",
+            "80",
+            "--cuda-version",
+            "12.2",
+        ])
+        .unwrap();
+        let config = cli.agent.into_config().unwrap();
+        assert_eq!(config.amqp_url, "amqp://127.0.0.1:5672/%2F");
+        assert_eq!(config.heartbeat_interval, Duration::from_secs(5));
+        assert_eq!(config.inventory.gpus.len(), 2);
+        assert_eq!(config.inventory.cuda_version, "12.2");
+        let uri = config.uri().unwrap();
+        assert_eq!(uri.authority.host, "127.0.0.1");
+        assert_eq!(uri.authority.port, 5672);
+        assert_eq!(uri.vhost, "/");
+        assert_eq!(uri.authority.userinfo.username, format!("agent-{id}"));
+        assert_eq!(uri.authority.userinfo.password, "gpa_secret");
+    }
+
+    #[test]
+    fn hosts_are_read_as_written() {
+        assert_eq!(
+            host_of("amqp://u:p@10.0.0.1:5672/x").as_deref(),
+            Some("10.0.0.1")
+        );
+        assert_eq!(host_of("amqp://rabbit/%2F").as_deref(), Some("rabbit"));
+        assert_eq!(host_of("amqp://[::1]:5672/").as_deref(), Some("::1"));
+    }
+}

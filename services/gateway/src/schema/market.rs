@@ -1,13 +1,9 @@
-//! Offers renters browse and the machines hosts list.
+//! The market as renters search it: offers, why none matched, GPU models.
 
-use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
+use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use contracts::api;
 use rust_decimal::Decimal;
-use serde::Serialize;
-use uuid::Uuid;
 
-use super::instant;
-use crate::auth::{self, Access};
 use crate::clients;
 use crate::error::{GatewayError, GqlResult};
 use crate::validate;
@@ -15,27 +11,129 @@ use crate::validate;
 const DEFAULT_PAGE: i32 = 20;
 const MAX_PAGE: i32 = 100;
 
-#[derive(InputObject, Default)]
-pub struct OfferFilter {
-    gpu_model: Option<String>,
-    max_price_per_gpu_hour: Option<Decimal>,
-    min_gpus: Option<i32>,
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+pub enum RentalType {
+    OnDemand,
+    Interruptible,
 }
 
-/// The catalog's `OfferQuery` without the absent fields: a `first=` with no
-/// value would not parse on the other side.
-#[derive(Serialize)]
-struct OfferParams<'a> {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    gpu_model: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    max_price_per_gpu_hour: Option<Decimal>,
-    #[serde(skip_serializing_if = "Option::is_none")]
+impl From<RentalType> for api::RentalType {
+    fn from(r: RentalType) -> Self {
+        match r {
+            RentalType::OnDemand => api::RentalType::OnDemand,
+            RentalType::Interruptible => api::RentalType::Interruptible,
+        }
+    }
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+pub enum OfferSort {
+    /// Cheapest GPU-hour first.
+    Price,
+    /// Cheapest per dense FP16 TFLOP first.
+    PricePerTflop,
+    /// Most reliable first.
+    Reliability,
+    /// Fastest download first.
+    Bandwidth,
+}
+
+impl From<OfferSort> for api::OfferSort {
+    fn from(s: OfferSort) -> Self {
+        match s {
+            OfferSort::Price => api::OfferSort::Price,
+            OfferSort::PricePerTflop => api::OfferSort::PricePerTflop,
+            OfferSort::Reliability => api::OfferSort::Reliability,
+            OfferSort::Bandwidth => api::OfferSort::Bandwidth,
+        }
+    }
+}
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+pub enum DiskType {
+    Nvme,
+    Ssd,
+    Hdd,
+}
+
+impl From<api::DiskType> for DiskType {
+    fn from(d: api::DiskType) -> Self {
+        match d {
+            api::DiskType::Nvme => DiskType::Nvme,
+            api::DiskType::Ssd => DiskType::Ssd,
+            api::DiskType::Hdd => DiskType::Hdd,
+        }
+    }
+}
+
+impl From<DiskType> for api::DiskType {
+    fn from(d: DiskType) -> Self {
+        match d {
+            DiskType::Nvme => api::DiskType::Nvme,
+            DiskType::Ssd => api::DiskType::Ssd,
+            DiskType::Hdd => api::DiskType::Hdd,
+        }
+    }
+}
+
+/// Constraints on offers; every one given must hold.
+#[derive(InputObject, Default)]
+pub struct OfferFilter {
+    /// One GPU model (exact catalog name, any case).
+    gpu_model: Option<String>,
+    /// Any of these GPU models.
+    gpu_models: Option<Vec<String>>,
+    /// GPUs wanted: the offer must have this many free and allow renting them together.
+    gpu_count: Option<i32>,
+    #[graphql(deprecation = "use gpuCount")]
     min_gpus: Option<i32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    first: Option<i64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    after: Option<&'a str>,
+    min_vram_gib: Option<i32>,
+    /// On-demand price, or the minimum bid when `rentalType` is INTERRUPTIBLE.
+    max_price_per_gpu_hour: Option<Decimal>,
+    rental_type: Option<RentalType>,
+    /// ISO 3166-1 alpha-2 codes.
+    countries: Option<Vec<String>>,
+    regions: Option<Vec<String>>,
+    datacenter_only: Option<bool>,
+    verified_only: Option<bool>,
+    /// 0 to 1.
+    min_reliability: Option<Decimal>,
+    /// e.g. "12.4".
+    min_cuda_version: Option<String>,
+    min_disk_gib: Option<i32>,
+    min_upload_mbps: Option<i32>,
+    min_download_mbps: Option<i32>,
+    /// Storage you will ask for; priced into `pricePerHourAllIn`.
+    disk_gib: Option<i32>,
+}
+
+impl OfferFilter {
+    fn into_search(self) -> api::OfferSearch {
+        let mut gpu_models = self.gpu_models.unwrap_or_default();
+        if let Some(model) = self.gpu_model.filter(|m| !m.trim().is_empty()) {
+            gpu_models.push(model);
+        }
+        api::OfferSearch {
+            gpu_models,
+            gpu_count: self.gpu_count.or(self.min_gpus),
+            min_vram_gib: self.min_vram_gib,
+            max_price_per_gpu_hour: self.max_price_per_gpu_hour,
+            rental_type: self.rental_type.map(Into::into),
+            countries: self.countries.unwrap_or_default(),
+            regions: self.regions.unwrap_or_default(),
+            datacenter_only: self.datacenter_only,
+            verified_only: self.verified_only,
+            min_reliability: self.min_reliability,
+            min_cuda_version: self.min_cuda_version,
+            min_disk_gib: self.min_disk_gib,
+            min_upload_mbps: self.min_upload_mbps,
+            min_download_mbps: self.min_download_mbps,
+            disk_gib: self.disk_gib,
+            sort: None,
+            first: None,
+            after: None,
+        }
+    }
 }
 
 /// GPUs of one machine available to rent.
@@ -46,14 +144,42 @@ pub struct Offer {
     gpu_model: String,
     gpu_count: i32,
     gpus_free: i32,
+    /// GPU counts a rental may take; empty means any up to `gpusFree`.
+    allowed_gpu_counts: Vec<i32>,
     vram_gib: i32,
+    fp16_tflops: Decimal,
+    cpu_model: String,
     cpu_cores: i32,
     ram_gib: i32,
     disk_gib: i32,
+    disk_type: DiskType,
+    upload_mbps: i32,
+    download_mbps: i32,
     country: String,
+    region: String,
+    datacenter: bool,
+    cuda_version: Option<String>,
+    /// Rolling uptime ratio, 0 to 1; null before any evidence.
+    reliability: Option<Decimal>,
+    verified: bool,
+    /// On-demand price of one GPU for one hour.
     price_per_gpu_hour: Decimal,
-    /// `pricePerGpuHour` × `gpuCount`.
+    /// Lowest bid for interruptible use; null when not offered.
+    min_bid_per_gpu_hour: Option<Decimal>,
+    /// The per-GPU price the search ranked on (on-demand, or the minimum bid).
+    rental_price_per_gpu_hour: Decimal,
+    /// `rentalPricePerGpuHour` ÷ `fp16Tflops`.
+    price_per_tflop_hour: Decimal,
+    /// `pricePerGpuHour` × `gpuCount`, all the machine's GPUs.
     price_per_hour_all_gpus: Decimal,
+    /// GPUs only, for the searched GPU count (1 when none was given).
+    price_per_hour_gpu_only: Decimal,
+    /// GPUs plus the searched storage (`diskGib`) at the storage price.
+    price_per_hour_all_in: Decimal,
+    storage_price_per_gb_month: Decimal,
+    bandwidth_up_price_per_tb: Decimal,
+    bandwidth_down_price_per_tb: Decimal,
+    list_until: Option<String>,
     currency: String,
 }
 
@@ -62,16 +188,37 @@ impl From<api::Offer> for Offer {
         Self {
             id: o.id.into(),
             machine_id: o.machine_id.into(),
-            price_per_hour_all_gpus: o.price_per_gpu_hour * Decimal::from(o.gpu_count),
+            price_per_hour_all_gpus: (o.price_per_gpu_hour * Decimal::from(o.gpu_count))
+                .normalize(),
             gpu_model: o.gpu_model,
             gpu_count: o.gpu_count,
             gpus_free: o.gpus_free,
+            allowed_gpu_counts: o.allowed_gpu_counts,
             vram_gib: o.vram_gib,
+            fp16_tflops: o.fp16_tflops,
+            cpu_model: o.cpu_model,
             cpu_cores: o.cpu_cores,
             ram_gib: o.ram_gib,
             disk_gib: o.disk_gib,
+            disk_type: o.disk_type.into(),
+            upload_mbps: o.upload_mbps,
+            download_mbps: o.download_mbps,
             country: o.country,
+            region: o.region,
+            datacenter: o.datacenter,
+            cuda_version: o.cuda_version,
+            reliability: o.reliability,
+            verified: o.verified,
             price_per_gpu_hour: o.price_per_gpu_hour,
+            min_bid_per_gpu_hour: o.min_bid_per_gpu_hour,
+            rental_price_per_gpu_hour: o.rental_price_per_gpu_hour,
+            price_per_tflop_hour: o.price_per_tflop_hour,
+            price_per_hour_gpu_only: o.price_per_hour_gpu_only,
+            price_per_hour_all_in: o.price_per_hour_all_in,
+            storage_price_per_gb_month: o.storage_price_per_gb_month,
+            bandwidth_up_price_per_tb: o.bandwidth_up_price_per_tb,
+            bandwidth_down_price_per_tb: o.bandwidth_down_price_per_tb,
+            list_until: o.list_until.map(super::instant),
             currency: o.currency,
         }
     }
@@ -84,70 +231,83 @@ pub struct PageInfo {
     has_next_page: bool,
 }
 
+/// One constraint's share in an empty result.
 #[derive(SimpleObject)]
-pub struct OfferConnection {
-    nodes: Vec<Offer>,
-    page_info: PageInfo,
+pub struct ConstraintReport {
+    /// The search field, e.g. `max_price_per_gpu_hour`.
+    constraint: String,
+    /// The constraint as asked.
+    asked: String,
+    /// Live offers this constraint alone rules out.
+    eliminated: i64,
+    /// Offers that would match if only this constraint were dropped.
+    matching_without: i64,
 }
 
+/// A nearby search that would find offers, with a value from the data.
 #[derive(SimpleObject)]
-pub struct Machine {
-    id: ID,
-    name: String,
-    gpu_model: String,
-    gpu_count: i32,
-    gpus_allocated: i32,
-    vram_gib: i32,
-    cpu_cores: i32,
-    ram_gib: i32,
-    disk_gib: i32,
-    country: String,
-    /// Null until the host sets a price.
-    price_per_gpu_hour: Option<Decimal>,
-    currency: String,
-    listed: bool,
-    created_at: String,
+pub struct Relaxation {
+    constraint: String,
+    value: String,
+    matching: i64,
+    description: String,
 }
 
-impl From<api::Machine> for Machine {
-    fn from(m: api::Machine) -> Self {
+/// Why a search found nothing, computed over the live offers.
+#[derive(SimpleObject)]
+pub struct NoOffers {
+    live_offers: i64,
+    constraints: Vec<ConstraintReport>,
+    relaxations: Vec<Relaxation>,
+    summary: String,
+}
+
+impl From<api::NoOffers> for NoOffers {
+    fn from(n: api::NoOffers) -> Self {
         Self {
-            id: m.id.into(),
-            name: m.name,
-            gpu_model: m.gpu_model,
-            gpu_count: m.gpu_count,
-            gpus_allocated: m.gpus_allocated,
-            vram_gib: m.vram_gib,
-            cpu_cores: m.cpu_cores,
-            ram_gib: m.ram_gib,
-            disk_gib: m.disk_gib,
-            country: m.country,
-            price_per_gpu_hour: m.price_per_gpu_hour,
-            currency: m.currency,
-            listed: m.listed,
-            created_at: instant(m.created_at),
+            live_offers: n.live_offers,
+            constraints: n
+                .constraints
+                .into_iter()
+                .map(|c| ConstraintReport {
+                    constraint: c.constraint,
+                    asked: c.asked,
+                    eliminated: c.eliminated,
+                    matching_without: c.matching_without,
+                })
+                .collect(),
+            relaxations: n
+                .relaxations
+                .into_iter()
+                .map(|r| Relaxation {
+                    constraint: r.constraint,
+                    value: r.value,
+                    matching: r.matching,
+                    description: r.description,
+                })
+                .collect(),
+            summary: n.summary,
         }
     }
 }
 
-#[derive(InputObject)]
-pub struct RegisterMachineInput {
-    name: String,
-    gpu_model: String,
-    gpu_count: i32,
-    vram_gib: i32,
-    cpu_cores: i32,
-    ram_gib: i32,
-    disk_gib: i32,
-    country: String,
-    idempotency_key: String,
+#[derive(SimpleObject)]
+pub struct OfferConnection {
+    nodes: Vec<Offer>,
+    page_info: PageInfo,
+    /// Present when the first page is empty: what ruled the offers out.
+    no_offers: Option<NoOffers>,
 }
 
 #[derive(SimpleObject)]
-pub struct RegisterMachinePayload {
-    machine: Machine,
-    /// The host agent's credential. Shown only once; null on a replay.
-    agent_token: Option<String>,
+pub struct GpuModel {
+    name: String,
+    vram_gib: i32,
+    architecture: String,
+    compute_capability: String,
+    /// Dense tensor TFLOPS, FP32 accumulate.
+    fp16_tflops: Decimal,
+    bf16_tflops: Decimal,
 }
 
 #[derive(Default)]
@@ -155,11 +315,15 @@ pub struct MarketQuery;
 
 #[Object]
 impl MarketQuery {
-    /// Machines listed for rent. Needs no login.
+    /// Machines listed for rent. Needs no login. Constrain with `filter`, or
+    /// with `query` in the compact language (`gpu_name=RTX_4090 num_gpus>=2
+    /// dph<=0.6 country in [US,CA]`, see docs/cli.md), not both.
     async fn offers(
         &self,
         ctx: &Context<'_>,
         filter: Option<OfferFilter>,
+        query: Option<String>,
+        sort: Option<OfferSort>,
         #[graphql(default = 20)] first: Option<i32>,
         after: Option<String>,
     ) -> GqlResult<OfferConnection> {
@@ -172,23 +336,33 @@ impl MarketQuery {
             )
             .into());
         }
-        let filter = filter.unwrap_or_default();
-        if let Some(price) = filter.max_price_per_gpu_hour {
+        let mut search = match (filter, query.filter(|q| !q.trim().is_empty())) {
+            (Some(_), Some(_)) => {
+                return Err(GatewayError::validation(
+                    "query",
+                    "give either filter or query, not both",
+                )
+                .into());
+            }
+            (None, Some(text)) => contracts::offer_query::parse(&text).map_err(|e| {
+                GatewayError::validation(
+                    "query",
+                    format!("{} at position {} ({:?})", e.message, e.position, e.token),
+                )
+            })?,
+            (filter, None) => filter.unwrap_or_default().into_search(),
+        };
+        if let Some(price) = search.max_price_per_gpu_hour {
             validate::non_negative("maxPricePerGpuHour", price)?;
         }
-        if let Some(min) = filter.min_gpus {
-            validate::at_least("minGpus", min, 0)?;
+        if let Some(sort) = sort {
+            search.sort = Some(sort.into());
         }
-        let params = OfferParams {
-            gpu_model: filter.gpu_model.as_deref().filter(|m| !m.is_empty()),
-            max_price_per_gpu_hour: filter.max_price_per_gpu_hour,
-            min_gpus: filter.min_gpus,
-            first: Some(i64::from(first)),
-            after: after.as_deref().filter(|a| !a.is_empty()),
-        };
+        search.first = Some(i64::from(first));
+        search.after = after.filter(|a| !a.is_empty());
         let page: api::OfferPage = clients::from_context(ctx)?
             .catalog
-            .get_query("/internal/offers", &params)
+            .post("/internal/offers/search", &search)
             .await?;
         Ok(OfferConnection {
             nodes: page.offers.into_iter().map(Into::into).collect(),
@@ -196,114 +370,26 @@ impl MarketQuery {
                 end_cursor: page.end_cursor,
                 has_next_page: page.has_next_page,
             },
+            no_offers: page.no_offers.map(Into::into),
         })
     }
 
-    /// The caller's machines, listed or not.
-    async fn my_machines(&self, ctx: &Context<'_>) -> GqlResult<Vec<Machine>> {
-        let principal = auth::authorize(ctx, Access::Host).await?;
-        let machines: Vec<api::Machine> = clients::from_context(ctx)?
+    /// The GPU models the market knows, fastest first. Needs no login.
+    async fn gpu_models(&self, ctx: &Context<'_>) -> GqlResult<Vec<GpuModel>> {
+        let models: Vec<api::GpuModel> = clients::from_context(ctx)?
             .catalog
-            .get_query(
-                "/internal/machines",
-                &[("host_tenant_id", principal.tenant_id)],
-            )
+            .get("/internal/gpu-models")
             .await?;
-        Ok(machines.into_iter().map(Into::into).collect())
+        Ok(models
+            .into_iter()
+            .map(|m| GpuModel {
+                name: m.name,
+                vram_gib: m.vram_gib,
+                architecture: m.architecture,
+                compute_capability: m.compute_capability,
+                fp16_tflops: m.fp16_tflops,
+                bf16_tflops: m.bf16_tflops,
+            })
+            .collect())
     }
-}
-
-#[derive(Default)]
-pub struct MarketMutation;
-
-#[Object]
-impl MarketMutation {
-    async fn register_machine(
-        &self,
-        ctx: &Context<'_>,
-        input: RegisterMachineInput,
-    ) -> GqlResult<RegisterMachinePayload> {
-        let principal = auth::authorize(ctx, Access::Host).await?;
-        validate::not_blank("name", &input.name)?;
-        validate::not_blank("gpuModel", &input.gpu_model)?;
-        validate::at_least("gpuCount", input.gpu_count, 1)?;
-        validate::at_least("vramGib", input.vram_gib, 0)?;
-        validate::at_least("cpuCores", input.cpu_cores, 0)?;
-        validate::at_least("ramGib", input.ram_gib, 0)?;
-        validate::at_least("diskGib", input.disk_gib, 0)?;
-        validate::not_blank("country", &input.country)?;
-        validate::idempotency_key("idempotencyKey", &input.idempotency_key)?;
-        let request = api::RegisterMachineRequest {
-            host_tenant_id: principal.tenant_id,
-            name: input.name,
-            gpu_model: input.gpu_model,
-            gpu_count: input.gpu_count,
-            vram_gib: input.vram_gib,
-            cpu_cores: input.cpu_cores,
-            ram_gib: input.ram_gib,
-            disk_gib: input.disk_gib,
-            country: input.country,
-            idempotency_key: input.idempotency_key,
-        };
-        let registered: api::MachineRegistered = clients::from_context(ctx)?
-            .catalog
-            .post("/internal/machines", &request)
-            .await?;
-        Ok(RegisterMachinePayload {
-            machine: registered.machine.into(),
-            agent_token: registered.agent_token,
-        })
-    }
-
-    async fn set_machine_pricing(
-        &self,
-        ctx: &Context<'_>,
-        machine_id: ID,
-        price_per_gpu_hour: Decimal,
-    ) -> GqlResult<Machine> {
-        let principal = auth::authorize(ctx, Access::Host).await?;
-        let machine_id = validate::id("machineId", &machine_id)?;
-        validate::non_negative("pricePerGpuHour", price_per_gpu_hour)?;
-        let request = api::SetPricingRequest {
-            host_tenant_id: principal.tenant_id,
-            price_per_gpu_hour,
-        };
-        let machine: api::Machine = clients::from_context(ctx)?
-            .catalog
-            .put(
-                &format!("/internal/machines/{machine_id}/pricing"),
-                &request,
-            )
-            .await?;
-        Ok(machine.into())
-    }
-
-    /// Puts the machine on the offers list.
-    async fn list_machine(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<Machine> {
-        host_machine_action(ctx, &machine_id, "list").await
-    }
-
-    /// Takes the machine off the offers list.
-    async fn unlist_machine(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<Machine> {
-        host_machine_action(ctx, &machine_id, "unlist").await
-    }
-}
-
-async fn host_machine_action(
-    ctx: &Context<'_>,
-    machine_id: &ID,
-    action: &str,
-) -> GqlResult<Machine> {
-    let principal = auth::authorize(ctx, Access::Host).await?;
-    let machine_id: Uuid = validate::id("machineId", machine_id)?;
-    let machine: api::Machine = clients::from_context(ctx)?
-        .catalog
-        .post(
-            &format!("/internal/machines/{machine_id}/{action}"),
-            &api::HostMachineRequest {
-                host_tenant_id: principal.tenant_id,
-            },
-        )
-        .await?;
-    Ok(machine.into())
 }

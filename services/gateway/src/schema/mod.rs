@@ -1,6 +1,7 @@
 //! The GraphQL schema, one root per area merged into `Query` and `Mutation`.
 //! It knows nothing of HTTP: the caller's credential arrives as request data.
 
+mod hosting;
 mod identity;
 mod market;
 mod money;
@@ -17,6 +18,7 @@ use crate::error::ensure_codes;
 pub struct QueryRoot(
     identity::IdentityQuery,
     market::MarketQuery,
+    hosting::HostingQuery,
     rentals::RentalsQuery,
     money::MoneyQuery,
 );
@@ -25,7 +27,7 @@ pub struct QueryRoot(
 #[graphql(name = "Mutation")]
 pub struct MutationRoot(
     identity::IdentityMutation,
-    market::MarketMutation,
+    hosting::HostingMutation,
     rentals::RentalsMutation,
     money::MoneyMutation,
 );

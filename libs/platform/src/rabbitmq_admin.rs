@@ -1,0 +1,235 @@
+//! A small client of the RabbitMQ management HTTP API: the calls the catalog
+//! needs to give each host agent its own user, queue and permissions, and to
+//! take them away again (users, queues, permissions, topic permissions,
+//! connections). Plain `reqwest`; every call is idempotent on the broker side
+//! (PUT creates or replaces; DELETE of something missing is not an error).
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode, Url};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::PlatformError;
+
+#[derive(Clone)]
+pub struct RabbitAdmin {
+    base: Url,
+    user: String,
+    password: String,
+    http: reqwest::Client,
+}
+
+/// An open AMQP connection as the management API lists it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct ConnectionInfo {
+    pub name: String,
+    #[serde(default)]
+    pub user: String,
+    #[serde(default)]
+    pub vhost: String,
+}
+
+impl RabbitAdmin {
+    /// `url` is `http://user:pass@host:port` (the management listener).
+    pub fn new(url: &str) -> Result<Self, PlatformError> {
+        let mut base = Url::parse(url).map_err(|e| {
+            PlatformError::Config(format!("GPUMARKET_RABBITMQ_MANAGEMENT_URL: {e}"))
+        })?;
+        let user = crate::config::percent_decode(base.username()).unwrap_or_default();
+        let password = base
+            .password()
+            .and_then(crate::config::percent_decode)
+            .unwrap_or_default();
+        let _ = base.set_username("");
+        let _ = base.set_password(None);
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(10))
+            .build()?;
+        Ok(Self {
+            base,
+            user,
+            password,
+            http,
+        })
+    }
+
+    /// `api/<segments...>`, each segment percent-encoded (a vhost `/` is one
+    /// segment, `%2F`).
+    fn url(&self, segments: &[&str]) -> Result<Url, PlatformError> {
+        let mut url = self.base.clone();
+        {
+            let mut path = url
+                .path_segments_mut()
+                .map_err(|()| PlatformError::Config("management URL cannot be a base".into()))?;
+            path.pop_if_empty().push("api");
+            for segment in segments {
+                path.push(segment);
+            }
+        }
+        Ok(url)
+    }
+
+    async fn call(
+        &self,
+        method: Method,
+        url: Url,
+        body: Option<Value>,
+    ) -> Result<reqwest::Response, PlatformError> {
+        let mut request = self
+            .http
+            .request(method.clone(), url.clone())
+            .basic_auth(&self.user, Some(&self.password));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status();
+        if status.is_success() || (method == Method::DELETE && status == StatusCode::NOT_FOUND) {
+            return Ok(response);
+        }
+        let text = response.text().await.unwrap_or_default();
+        Err(PlatformError::Other(format!(
+            "rabbitmq management {method} {}: {status} {text}",
+            url.path()
+        )))
+    }
+
+    /// Creates the user or replaces its password and tags.
+    pub async fn put_user(
+        &self,
+        name: &str,
+        password: &str,
+        tags: &[&str],
+    ) -> Result<(), PlatformError> {
+        let url = self.url(&["users", name])?;
+        self.call(
+            Method::PUT,
+            url,
+            Some(json!({ "password": password, "tags": tags.join(",") })),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Deletes the user (and with it its permissions); a missing user is fine.
+    /// Open connections stay open: see [`RabbitAdmin::close_user_connections`].
+    pub async fn delete_user(&self, name: &str) -> Result<(), PlatformError> {
+        let url = self.url(&["users", name])?;
+        self.call(Method::DELETE, url, None).await?;
+        Ok(())
+    }
+
+    /// Declares a durable quorum queue.
+    pub async fn declare_quorum_queue(&self, vhost: &str, name: &str) -> Result<(), PlatformError> {
+        let url = self.url(&["queues", vhost, name])?;
+        self.call(
+            Method::PUT,
+            url,
+            Some(json!({
+                "durable": true,
+                "auto_delete": false,
+                "arguments": { "x-queue-type": "quorum" },
+            })),
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub async fn delete_queue(&self, vhost: &str, name: &str) -> Result<(), PlatformError> {
+        let url = self.url(&["queues", vhost, name])?;
+        self.call(Method::DELETE, url, None).await?;
+        Ok(())
+    }
+
+    /// Sets the user's configure/write/read regexes in `vhost`.
+    pub async fn set_permissions(
+        &self,
+        vhost: &str,
+        user: &str,
+        configure: &str,
+        write: &str,
+        read: &str,
+    ) -> Result<(), PlatformError> {
+        let url = self.url(&["permissions", vhost, user])?;
+        self.call(
+            Method::PUT,
+            url,
+            Some(json!({ "configure": configure, "write": write, "read": read })),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Sets the routing keys the user may publish (`write`) and bind (`read`)
+    /// on the topic exchange `exchange` in `vhost`.
+    pub async fn set_topic_permissions(
+        &self,
+        vhost: &str,
+        user: &str,
+        exchange: &str,
+        write: &str,
+        read: &str,
+    ) -> Result<(), PlatformError> {
+        let url = self.url(&["topic-permissions", vhost, user])?;
+        self.call(
+            Method::PUT,
+            url,
+            Some(json!({ "exchange": exchange, "write": write, "read": read })),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// Every open connection the broker lists.
+    pub async fn connections(&self) -> Result<Vec<ConnectionInfo>, PlatformError> {
+        let mut url = self.url(&["connections"])?;
+        url.query_pairs_mut()
+            .append_pair("columns", "name,user,vhost");
+        let response = self.call(Method::GET, url, None).await?;
+        Ok(response.json().await?)
+    }
+
+    /// Open connections authenticated as `user`.
+    pub async fn user_connections(&self, user: &str) -> Result<Vec<ConnectionInfo>, PlatformError> {
+        Ok(self
+            .connections()
+            .await?
+            .into_iter()
+            .filter(|c| c.user == user)
+            .collect())
+    }
+
+    /// Closes one connection; the client gets `CONNECTION_FORCED` with `reason`.
+    pub async fn close_connection(&self, name: &str, reason: &str) -> Result<(), PlatformError> {
+        let url = self.url(&["connections", name])?;
+        let response = self
+            .http
+            .delete(url.clone())
+            .basic_auth(&self.user, Some(&self.password))
+            .header("X-Reason", reason)
+            .send()
+            .await?;
+        let status = response.status();
+        if status.is_success() || status == StatusCode::NOT_FOUND {
+            return Ok(());
+        }
+        Err(PlatformError::Other(format!(
+            "rabbitmq management DELETE {}: {status}",
+            url.path()
+        )))
+    }
+
+    /// Closes every open connection of `user`; returns how many it closed.
+    pub async fn close_user_connections(
+        &self,
+        user: &str,
+        reason: &str,
+    ) -> Result<usize, PlatformError> {
+        let open = self.user_connections(user).await?;
+        for connection in &open {
+            self.close_connection(&connection.name, reason).await?;
+        }
+        Ok(open.len())
+    }
+}

@@ -1,0 +1,25 @@
+DROP INDEX catalog.machines_listed_download;
+DROP INDEX catalog.machines_listed_reliability;
+DROP INDEX catalog.machines_listed_country;
+DROP INDEX catalog.machines_listed_model;
+ALTER TABLE catalog.machines
+    DROP COLUMN self_test_passed_at,
+    DROP COLUMN reliability,
+    DROP COLUMN last_heartbeat_at,
+    DROP COLUMN list_until,
+    DROP COLUMN allowed_gpu_counts,
+    DROP COLUMN bandwidth_down_price_per_tb,
+    DROP COLUMN bandwidth_up_price_per_tb,
+    DROP COLUMN storage_price_per_gb_month,
+    DROP COLUMN min_bid_per_gpu_hour,
+    DROP COLUMN cuda_version_code,
+    DROP COLUMN driver_version,
+    DROP COLUMN datacenter,
+    DROP COLUMN region,
+    DROP COLUMN download_mbps,
+    DROP COLUMN upload_mbps,
+    DROP COLUMN disk_type,
+    DROP COLUMN cpu_model;
+DROP TABLE catalog.host_profiles;
+ALTER TABLE catalog.machines DROP CONSTRAINT machines_gpu_model_fk;
+DROP TABLE catalog.gpu_models;

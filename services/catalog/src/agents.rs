@@ -1,0 +1,211 @@
+//! Each machine's agent gets its own RabbitMQ user, made through the
+//! management HTTP API: `agent-<machine_id>` with the agent token as its
+//! password, allowed to publish only `agent.<machine_id>.*` to the agents
+//! exchange and to read only its queue `host.<machine_id>` (DESIGN section 3,
+//! docs/host-agent.md). Revoking deletes the user and closes its connections,
+//! so a revoked token stops working at once.
+
+use std::time::Duration;
+
+use actix_web::{HttpResponse, web};
+use contracts::api::HostMachineRequest;
+use diesel::prelude::*;
+use platform::internal::ServiceCaller;
+use platform::rabbitmq_admin::RabbitAdmin;
+use platform::{Config, Db, PlatformError};
+use rand::RngCore;
+use schema::catalog::machines;
+use sha2::{Digest, Sha256};
+use uuid::Uuid;
+
+use crate::Error;
+use crate::reliability::Settings;
+
+/// The RabbitMQ user of a machine's agent.
+pub fn agent_username(machine_id: Uuid) -> String {
+    format!("agent-{machine_id}")
+}
+
+/// The queue the platform sends a machine's commands to.
+pub fn host_queue(machine_id: Uuid) -> String {
+    format!("host.{machine_id}")
+}
+
+/// `^<name>$` with the name's regex metacharacters escaped.
+fn exact(name: &str) -> String {
+    let mut out = String::with_capacity(name.len() + 8);
+    out.push('^');
+    for c in name.chars() {
+        if "\\.+*?()|[]{}^$".contains(c) {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('$');
+    out
+}
+
+/// Grants and revokes agents' broker access.
+#[derive(Clone)]
+pub struct AgentAccess {
+    admin: Result<RabbitAdmin, String>,
+    vhost: Result<String, String>,
+    exchange: String,
+    settings: Settings,
+}
+
+impl AgentAccess {
+    /// Uses `rabbitmq_management_url`, the vhost of `amqp_url` and
+    /// `agents_exchange`. A malformed URL surfaces as an error of the first
+    /// call, so building the service never fails on it.
+    pub fn from_config(config: &Config) -> Self {
+        Self {
+            admin: RabbitAdmin::new(&config.rabbitmq_management_url).map_err(|e| e.to_string()),
+            vhost: config.amqp_vhost().map_err(|e| e.to_string()),
+            exchange: config.agents_exchange.clone(),
+            settings: Settings::from_config(config),
+        }
+    }
+
+    /// The heartbeat grace and reliability window this catalog runs with.
+    pub fn settings(&self) -> Settings {
+        self.settings
+    }
+
+    fn parts(&self) -> Result<(&RabbitAdmin, &str), Error> {
+        let admin = self
+            .admin
+            .as_ref()
+            .map_err(|e| PlatformError::Config(e.clone()))?;
+        let vhost = self
+            .vhost
+            .as_ref()
+            .map_err(|e| PlatformError::Config(e.clone()))?;
+        Ok((admin, vhost.as_str()))
+    }
+
+    /// Creates (or updates) the machine's broker user with `token` as its
+    /// password, its durable quorum queue `host.<machine_id>` and its
+    /// permissions. Idempotent. Called again with a new token (rotation) it
+    /// also closes the connections made with the old one.
+    pub async fn grant(&self, machine_id: Uuid, token: &str) -> Result<(), Error> {
+        let (admin, vhost) = self.parts()?;
+        let user = agent_username(machine_id);
+        let queue = host_queue(machine_id);
+        admin.put_user(&user, token, &[]).await?;
+        admin.declare_quorum_queue(vhost, &queue).await?;
+        // configure nothing; write only the agents exchange; read only its queue.
+        admin
+            .set_permissions(vhost, &user, "^$", &exact(&self.exchange), &exact(&queue))
+            .await?;
+        // On that exchange, publish only under its own machine's routing keys.
+        admin
+            .set_topic_permissions(
+                vhost,
+                &user,
+                &self.exchange,
+                &format!("^agent\\.{machine_id}\\..*"),
+                "^$",
+            )
+            .await?;
+        let closed = admin
+            .close_user_connections(&user, "agent token replaced")
+            .await?;
+        tracing::info!(machine.id = %machine_id, closed, "agent broker access granted");
+        Ok(())
+    }
+
+    /// Deletes the machine's broker user and closes its open connections: the
+    /// token stops working at once. The queue stays (a rotated token reuses
+    /// it). Idempotent.
+    pub async fn revoke(&self, machine_id: Uuid) -> Result<(), Error> {
+        let (admin, _) = self.parts()?;
+        let user = agent_username(machine_id);
+        // Deleted first, so no new connection can authenticate while the
+        // existing ones are being closed.
+        admin.delete_user(&user).await?;
+        let reason = "agent token revoked";
+        let mut closed = admin.close_user_connections(&user, reason).await?;
+        // A connection that authenticated just before the deletion may not be
+        // listed yet; look once more.
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        closed += admin.close_user_connections(&user, reason).await?;
+        tracing::info!(machine.id = %machine_id, closed, "agent broker access revoked");
+        Ok(())
+    }
+}
+
+/// Whether `host_tenant_id` owns the machine; another host's machine is as
+/// good as missing.
+pub(crate) async fn ensure_owner(
+    db: &Db,
+    machine_id: Uuid,
+    host_tenant_id: Uuid,
+) -> Result<(), Error> {
+    let found: Option<Uuid> = db
+        .run(move |conn| {
+            machines::table
+                .find(machine_id)
+                .filter(machines::host_tenant_id.eq(host_tenant_id))
+                .select(machines::id)
+                .first(conn)
+                .optional()
+                .map_err(Error::from)
+        })
+        .await?;
+    found
+        .map(|_| ())
+        .ok_or_else(|| Error::NotFound(format!("machine {machine_id} not found")))
+}
+
+/// `POST /internal/machines/{id}/agent-token/revoke` with
+/// [`HostMachineRequest`]: revokes the agent's broker access and replaces the
+/// stored token hash with a random one, so the old token is worthless
+/// everywhere. The host must own the machine (404 otherwise).
+pub async fn revoke_route(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    access: web::Data<AgentAccess>,
+    path: web::Path<Uuid>,
+    body: web::Json<HostMachineRequest>,
+) -> Result<HttpResponse, Error> {
+    let machine_id = path.into_inner();
+    let host_tenant_id = body.host_tenant_id;
+    ensure_owner(&db, machine_id, host_tenant_id).await?;
+    // The broker first: it is what the token opens. A failure after it
+    // leaves the token dead there, and a retry finishes the job.
+    access.revoke(machine_id).await?;
+    db.run(move |conn| {
+        let mut secret = [0u8; 32];
+        rand::rngs::OsRng.fill_bytes(&mut secret);
+        diesel::update(
+            machines::table
+                .find(machine_id)
+                .filter(machines::host_tenant_id.eq(host_tenant_id)),
+        )
+        .set((
+            machines::agent_token_sha256.eq(hex::encode(Sha256::digest(secret))),
+            machines::updated_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+        .map_err(Error::from)
+    })
+    .await?;
+    tracing::info!(machine.id = %machine_id, "agent token revoked");
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "machine_id": machine_id, "revoked": true })))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_become_exact_patterns() {
+        assert_eq!(exact("gpumarket.agents"), "^gpumarket\\.agents$");
+        let id = Uuid::nil();
+        assert_eq!(
+            exact(&host_queue(id)),
+            "^host\\.00000000-0000-0000-0000-000000000000$"
+        );
+    }
+}

@@ -1,0 +1,435 @@
+//! Ingestion of the host agents' reports from the `catalog.agents` queue:
+//! inventory (driver and CUDA version), self-tests and heartbeats
+//! (`machines.last_heartbeat_at`, heartbeat gaps, reliability).
+//!
+//! A report is accepted only from its machine's own broker user: the routing
+//! key names the machine (`agent.<machine_id>.<kind>`), the broker allows
+//! each agent user to publish only its own routing keys, and this consumer
+//! dead-letters any message whose broker-validated `user_id` is not
+//! `agent-<machine_id>`, so no agent can report for another machine.
+//!
+//! Every effect is idempotent by nature: a heartbeat is dated by its
+//! `sent_at` (clamped to the database clock) and only ever moves
+//! `last_heartbeat_at` forward, so applying one twice changes nothing.
+
+use std::sync::Arc;
+
+use actix_web::{HttpResponse, web};
+use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
+use diesel::pg::PgConnection;
+use diesel::prelude::*;
+use diesel::sql_types::{Jsonb, Nullable, Timestamptz, Uuid as SqlUuid};
+use platform::consumer::{HandlerError, RawMessage};
+use platform::internal::ServiceCaller;
+use platform::{Config, Db};
+use schema::catalog::{heartbeat_gaps, machines};
+use serde::Deserialize;
+use uuid::Uuid;
+
+use crate::Error;
+use crate::agents::{AgentAccess, agent_username, ensure_owner};
+use crate::reliability::{self, Settings};
+
+/// What an agent reports (the last word of the routing key).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    Inventory,
+    Heartbeat,
+    SelfTest,
+}
+
+#[derive(Debug, Deserialize)]
+struct GpuInfo {
+    #[serde(default)]
+    memory_total_mib: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct Inventory {
+    machine_id: Uuid,
+    sent_at: DateTime<Utc>,
+    cuda_version: String,
+    driver_version: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct Heartbeat {
+    machine_id: Uuid,
+    sent_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Deserialize)]
+struct SelfTest {
+    machine_id: Uuid,
+    sent_at: DateTime<Utc>,
+    passed: bool,
+    #[serde(default)]
+    gpus: Vec<GpuInfo>,
+}
+
+fn permanent(reason: impl Into<String>) -> HandlerError {
+    HandlerError::Permanent(reason.into())
+}
+
+/// The machine and kind of a report, provided its sender is that machine's
+/// agent: `agent.<machine_id>.<kind>` published by `agent-<machine_id>`.
+pub fn sender(message: &RawMessage) -> Result<(Uuid, Kind), HandlerError> {
+    let words: Vec<&str> = message.routing_key.split('.').collect();
+    let ["agent", id, kind] = words.as_slice() else {
+        return Err(permanent(format!(
+            "routing key {:?} is not agent.<machine_id>.<kind>",
+            message.routing_key
+        )));
+    };
+    let machine_id: Uuid = id
+        .parse()
+        .map_err(|_| permanent(format!("routing key names no machine: {id:?}")))?;
+    let kind = match *kind {
+        "inventory" => Kind::Inventory,
+        "heartbeat" => Kind::Heartbeat,
+        "self_test" => Kind::SelfTest,
+        other => return Err(permanent(format!("unknown agent report kind {other:?}"))),
+    };
+    let expected = agent_username(machine_id);
+    if message.user_id.as_deref() != Some(expected.as_str()) {
+        tracing::warn!(
+            routing_key = %message.routing_key,
+            user_id = message.user_id.as_deref().unwrap_or(""),
+            "agent report rejected: its sender is not the machine's agent"
+        );
+        return Err(permanent(format!(
+            "user_id {:?} may not report for machine {machine_id}",
+            message.user_id
+        )));
+    }
+    Ok((machine_id, kind))
+}
+
+fn decode<'a, T: Deserialize<'a>>(
+    message: &'a RawMessage,
+    machine_id: Uuid,
+    body_machine: impl Fn(&T) -> Uuid,
+) -> Result<T, HandlerError> {
+    let body: T = serde_json::from_slice(&message.data)
+        .map_err(|e| permanent(format!("undecodable agent report: {e}")))?;
+    if body_machine(&body) != machine_id {
+        return Err(permanent(
+            "the body names another machine than the routing key",
+        ));
+    }
+    Ok(body)
+}
+
+/// Consumes `catalog.agents` forever.
+pub async fn run_consumer(config: Arc<Config>, db: Db) {
+    let settings = Settings::from_config(&config);
+    let queue = config.agents_queue.clone();
+    platform::consumer::run_raw(config, queue, move |message: RawMessage| {
+        let db = db.clone();
+        async move { handle(&db, settings, message).await }
+    })
+    .await
+}
+
+/// Applies one agent report.
+pub async fn handle(db: &Db, settings: Settings, message: RawMessage) -> Result<(), HandlerError> {
+    let (machine_id, kind) = sender(&message)?;
+    let raw: serde_json::Value = serde_json::from_slice(&message.data)
+        .map_err(|e| permanent(format!("undecodable agent report: {e}")))?;
+    match kind {
+        Kind::Heartbeat => {
+            let body: Heartbeat = decode(&message, machine_id, |b: &Heartbeat| b.machine_id)?;
+            db.tx(move |conn| apply_heartbeat(conn, settings, machine_id, body.sent_at, &raw))
+                .await
+        }
+        Kind::Inventory => {
+            let body: Inventory = decode(&message, machine_id, |b: &Inventory| b.machine_id)?;
+            let code = cuda_code(&body.cuda_version).ok_or_else(|| {
+                permanent(format!(
+                    "cuda_version {:?} is not major.minor",
+                    body.cuda_version
+                ))
+            })?;
+            let driver = body.driver_version.trim().to_owned();
+            if driver.is_empty() || driver.len() > 64 {
+                return Err(permanent("driver_version: 1 to 64 characters"));
+            }
+            db.tx(move |conn| apply_inventory(conn, machine_id, body.sent_at, code, &driver, &raw))
+                .await
+        }
+        Kind::SelfTest => {
+            let body: SelfTest = decode(&message, machine_id, |b: &SelfTest| b.machine_id)?;
+            db.tx(move |conn| apply_self_test(conn, machine_id, &body, &raw))
+                .await
+        }
+    }
+}
+
+/// `12.4` → 12040 (NVML's encoding: major × 1000 + minor × 10).
+fn cuda_code(version: &str) -> Option<i32> {
+    let mut parts = version.trim().split('.');
+    let major: i32 = parts.next()?.parse().ok()?;
+    let minor: i32 = parts.next().unwrap_or("0").parse().ok()?;
+    if !(1..=99).contains(&major) || !(0..=99).contains(&minor) {
+        return None;
+    }
+    Some(major * 1000 + minor * 10)
+}
+
+#[derive(QueryableByName)]
+struct Locked {
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    last_heartbeat_at: Option<DateTime<Utc>>,
+    #[diesel(sql_type = Timestamptz)]
+    now: DateTime<Utc>,
+}
+
+/// Locks the machine row (heartbeats of one machine apply one at a time, and
+/// the sweeper skips it meanwhile); returns its last heartbeat and the
+/// database's now. A machine that does not exist is a permanent failure.
+fn lock_machine(conn: &mut PgConnection, machine_id: Uuid) -> Result<Locked, HandlerError> {
+    let row: Option<Locked> = diesel::sql_query(
+        "SELECT last_heartbeat_at, now() AS now FROM catalog.machines WHERE id = $1 FOR UPDATE",
+    )
+    .bind::<SqlUuid, _>(machine_id)
+    .get_result(conn)
+    .optional()?;
+    row.ok_or_else(|| permanent(format!("machine {machine_id} does not exist")))
+}
+
+/// The instant a report counts at: its `sent_at`, never later than now.
+fn dated(sent_at: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
+    sent_at.min(now).trunc_subsecs(6)
+}
+
+/// A heartbeat at `t`: moves `last_heartbeat_at` forward to `t`; closes the
+/// open gap (or drops it, when the silence turns out shorter than the grace:
+/// the heartbeat was only late in the queue), or records a closed gap when
+/// the previous heartbeat is older than the grace; recomputes reliability.
+/// Heartbeats older than the grace at arrival prove nothing about now and
+/// cannot shorten recorded downtime: they are ignored, as are heartbeats not
+/// newer than the last one (duplicates, reordering).
+fn apply_heartbeat(
+    conn: &mut PgConnection,
+    settings: Settings,
+    machine_id: Uuid,
+    sent_at: DateTime<Utc>,
+    raw: &serde_json::Value,
+) -> Result<(), HandlerError> {
+    let locked = lock_machine(conn, machine_id)?;
+    let grace = TimeDelta::seconds(settings.grace_seconds);
+    let t = dated(sent_at, locked.now);
+    if t < locked.now - grace {
+        tracing::info!(machine.id = %machine_id, %sent_at, "stale heartbeat ignored");
+        return Ok(());
+    }
+    if locked.last_heartbeat_at.is_some_and(|last| t <= last) {
+        tracing::debug!(machine.id = %machine_id, "heartbeat not newer than the last one");
+        return Ok(());
+    }
+    let open: Option<DateTime<Utc>> = heartbeat_gaps::table
+        .filter(heartbeat_gaps::machine_id.eq(machine_id))
+        .filter(heartbeat_gaps::ended_at.is_null())
+        .select(heartbeat_gaps::started_at)
+        .first(conn)
+        .optional()?;
+    let open_gap = heartbeat_gaps::table
+        .filter(heartbeat_gaps::machine_id.eq(machine_id))
+        .filter(heartbeat_gaps::ended_at.is_null());
+    match (open, locked.last_heartbeat_at) {
+        (Some(started), _) if t - started > grace => {
+            diesel::update(open_gap)
+                .set(heartbeat_gaps::ended_at.eq(t))
+                .execute(conn)?;
+            tracing::info!(machine.id = %machine_id, seconds = (t - started).num_seconds(), "machine back online");
+        }
+        (Some(_), _) => {
+            diesel::delete(open_gap).execute(conn)?;
+        }
+        (None, Some(last)) if t - last > grace => {
+            diesel::insert_into(heartbeat_gaps::table)
+                .values((
+                    heartbeat_gaps::machine_id.eq(machine_id),
+                    heartbeat_gaps::started_at.eq(last),
+                    heartbeat_gaps::ended_at.eq(Some(t)),
+                    heartbeat_gaps::detected_by.eq("heartbeat"),
+                ))
+                .on_conflict_do_nothing()
+                .execute(conn)?;
+            tracing::info!(machine.id = %machine_id, seconds = (t - last).num_seconds(), "heartbeat gap recorded");
+        }
+        (None, _) => {}
+    }
+    diesel::update(machines::table.find(machine_id))
+        .set(machines::last_heartbeat_at.eq(Some(t)))
+        .execute(conn)?;
+    diesel::sql_query(
+        "INSERT INTO catalog.agent_reports (machine_id, last_sample, last_sample_at)
+         VALUES ($1, $2, $3)
+         ON CONFLICT (machine_id) DO UPDATE
+         SET last_sample = EXCLUDED.last_sample, last_sample_at = EXCLUDED.last_sample_at
+         WHERE agent_reports.last_sample_at IS NULL
+            OR agent_reports.last_sample_at < EXCLUDED.last_sample_at",
+    )
+    .bind::<SqlUuid, _>(machine_id)
+    .bind::<Jsonb, _>(raw)
+    .bind::<Timestamptz, _>(t)
+    .execute(conn)?;
+    reliability::recompute(conn, Some(machine_id), settings.window_days)?;
+    Ok(())
+}
+
+/// The newest inventory sets the machine's driver and CUDA version.
+fn apply_inventory(
+    conn: &mut PgConnection,
+    machine_id: Uuid,
+    sent_at: DateTime<Utc>,
+    cuda_version_code: i32,
+    driver_version: &str,
+    raw: &serde_json::Value,
+) -> Result<(), HandlerError> {
+    let locked = lock_machine(conn, machine_id)?;
+    let t = dated(sent_at, locked.now);
+    let newer = diesel::sql_query(
+        "INSERT INTO catalog.agent_reports (machine_id, inventory, inventory_at)
+         VALUES ($1, $2, $3)
+         ON CONFLICT (machine_id) DO UPDATE
+         SET inventory = EXCLUDED.inventory, inventory_at = EXCLUDED.inventory_at
+         WHERE agent_reports.inventory_at IS NULL
+            OR agent_reports.inventory_at < EXCLUDED.inventory_at",
+    )
+    .bind::<SqlUuid, _>(machine_id)
+    .bind::<Jsonb, _>(raw)
+    .bind::<Timestamptz, _>(t)
+    .execute(conn)?;
+    if newer == 1 {
+        diesel::update(machines::table.find(machine_id))
+            .set((
+                machines::cuda_version_code.eq(Some(cuda_version_code)),
+                machines::driver_version.eq(Some(driver_version)),
+            ))
+            .execute(conn)?;
+        tracing::info!(machine.id = %machine_id, cuda_version_code, driver_version, "inventory reported");
+    }
+    Ok(())
+}
+
+/// The newest self-test sets `self_test_passed_at` to its instant when it
+/// passed on at least the registered number of GPUs, each with at least 90 %
+/// of the registered VRAM (drivers report a little less than the marketing
+/// size), and clears it otherwise.
+fn apply_self_test(
+    conn: &mut PgConnection,
+    machine_id: Uuid,
+    body: &SelfTest,
+    raw: &serde_json::Value,
+) -> Result<(), HandlerError> {
+    let locked = lock_machine(conn, machine_id)?;
+    let t = dated(body.sent_at, locked.now);
+    let newer = diesel::sql_query(
+        "INSERT INTO catalog.agent_reports (machine_id, self_test, self_test_at)
+         VALUES ($1, $2, $3)
+         ON CONFLICT (machine_id) DO UPDATE
+         SET self_test = EXCLUDED.self_test, self_test_at = EXCLUDED.self_test_at
+         WHERE agent_reports.self_test_at IS NULL
+            OR agent_reports.self_test_at < EXCLUDED.self_test_at",
+    )
+    .bind::<SqlUuid, _>(machine_id)
+    .bind::<Jsonb, _>(raw)
+    .bind::<Timestamptz, _>(t)
+    .execute(conn)?;
+    if newer != 1 {
+        return Ok(());
+    }
+    let (gpu_count, vram_gib): (i32, i32) = machines::table
+        .find(machine_id)
+        .select((machines::gpu_count, machines::vram_gib))
+        .first(conn)?;
+    let min_mib = u64::try_from(vram_gib).unwrap_or(0) * 1024 * 9 / 10;
+    let enough_gpus = body.gpus.len() >= usize::try_from(gpu_count).unwrap_or(usize::MAX);
+    let enough_vram = body.gpus.iter().all(|g| g.memory_total_mib >= min_mib);
+    let passed = body.passed && enough_gpus && enough_vram;
+    if !passed {
+        tracing::warn!(
+            machine.id = %machine_id,
+            reported_passed = body.passed,
+            gpus = body.gpus.len(),
+            gpu_count,
+            enough_vram,
+            "self-test not passed"
+        );
+    }
+    diesel::update(machines::table.find(machine_id))
+        .set(machines::self_test_passed_at.eq(passed.then_some(t)))
+        .execute(conn)?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+pub struct GapsQuery {
+    pub host_tenant_id: Uuid,
+}
+
+/// `GET /internal/machines/{id}/heartbeat-gaps?host_tenant_id=`: the gaps
+/// reliability is computed from, within the window, newest first, as
+/// `[{started_at, ended_at, seconds}]` (`ended_at` null while still silent).
+/// The host must own the machine (404 otherwise).
+pub async fn gaps_route(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    access: web::Data<AgentAccess>,
+    path: web::Path<Uuid>,
+    query: web::Query<GapsQuery>,
+) -> Result<HttpResponse, Error> {
+    let machine_id = path.into_inner();
+    ensure_owner(&db, machine_id, query.host_tenant_id).await?;
+    let window_days = access.settings().window_days;
+    let gaps = db
+        .run(move |conn| reliability::gaps(conn, machine_id, window_days).map_err(Error::from))
+        .await?;
+    Ok(HttpResponse::Ok().json(gaps))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(routing_key: &str, user_id: Option<&str>) -> RawMessage {
+        RawMessage {
+            routing_key: routing_key.into(),
+            user_id: user_id.map(Into::into),
+            message_id: None,
+            data: b"{}".to_vec(),
+            delivery_count: 0,
+        }
+    }
+
+    #[test]
+    fn only_the_machines_own_agent_may_report_for_it() {
+        let a = Uuid::now_v7();
+        let b = Uuid::now_v7();
+        let ok = message(&format!("agent.{a}.heartbeat"), Some(&format!("agent-{a}")));
+        assert_eq!(sender(&ok).unwrap(), (a, Kind::Heartbeat));
+        for bad in [
+            message(&format!("agent.{b}.heartbeat"), Some(&format!("agent-{a}"))),
+            message(&format!("agent.{a}.heartbeat"), None),
+            message(&format!("agent.{a}.heartbeat"), Some("guest")),
+            message(&format!("agent.{a}.reboot"), Some(&format!("agent-{a}"))),
+            message(
+                &format!("agent.{a}.heartbeat.x"),
+                Some(&format!("agent-{a}")),
+            ),
+            message("agent.nope.heartbeat", Some("agent-nope")),
+        ] {
+            assert!(matches!(sender(&bad), Err(HandlerError::Permanent(_))));
+        }
+    }
+
+    #[test]
+    fn cuda_versions_become_nvml_codes() {
+        assert_eq!(cuda_code("12.4"), Some(12040));
+        assert_eq!(cuda_code("11.8"), Some(11080));
+        assert_eq!(cuda_code("12"), Some(12000));
+        assert_eq!(cuda_code("twelve"), None);
+    }
+}

@@ -1,0 +1,400 @@
+//! The host's side of the market: the host profile, machines with their
+//! specification and listing terms, and operators' verification of hosts.
+
+use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
+use contracts::api;
+use rust_decimal::Decimal;
+use uuid::Uuid;
+
+use super::instant;
+use super::market::DiskType;
+use crate::auth::{self, Access};
+use crate::clients;
+use crate::error::{GatewayError, GqlResult};
+use crate::validate;
+
+#[derive(Enum, Clone, Copy, PartialEq, Eq)]
+pub enum Verification {
+    Unverified,
+    Verified,
+    Suspended,
+}
+
+impl From<api::Verification> for Verification {
+    fn from(v: api::Verification) -> Self {
+        match v {
+            api::Verification::Unverified => Verification::Unverified,
+            api::Verification::Verified => Verification::Verified,
+            api::Verification::Suspended => Verification::Suspended,
+        }
+    }
+}
+
+impl From<Verification> for api::Verification {
+    fn from(v: Verification) -> Self {
+        match v {
+            Verification::Unverified => api::Verification::Unverified,
+            Verification::Verified => api::Verification::Verified,
+            Verification::Suspended => api::Verification::Suspended,
+        }
+    }
+}
+
+#[derive(SimpleObject)]
+pub struct HostProfile {
+    tenant_id: ID,
+    legal_name: Option<String>,
+    country: Option<String>,
+    payout_currency: Option<String>,
+    /// Set by an operator, with a reason.
+    verification: Verification,
+    verification_reason: Option<String>,
+    updated_at: String,
+}
+
+impl From<api::HostProfile> for HostProfile {
+    fn from(p: api::HostProfile) -> Self {
+        Self {
+            tenant_id: p.tenant_id.into(),
+            legal_name: p.legal_name,
+            country: p.country,
+            payout_currency: p.payout_currency,
+            verification: p.verification.into(),
+            verification_reason: p.verification_reason,
+            updated_at: instant(p.updated_at),
+        }
+    }
+}
+
+#[derive(InputObject)]
+pub struct HostProfileInput {
+    legal_name: String,
+    /// ISO 3166-1 alpha-2.
+    country: String,
+    /// ISO 4217, e.g. USD.
+    payout_currency: String,
+}
+
+#[derive(SimpleObject)]
+pub struct Machine {
+    id: ID,
+    name: String,
+    gpu_model: String,
+    gpu_count: i32,
+    gpus_allocated: i32,
+    vram_gib: i32,
+    cpu_model: String,
+    cpu_cores: i32,
+    ram_gib: i32,
+    disk_gib: i32,
+    disk_type: DiskType,
+    upload_mbps: i32,
+    download_mbps: i32,
+    country: String,
+    region: String,
+    datacenter: bool,
+    driver_version: Option<String>,
+    cuda_version: Option<String>,
+    /// Null until the host sets a price.
+    price_per_gpu_hour: Option<Decimal>,
+    min_bid_per_gpu_hour: Option<Decimal>,
+    storage_price_per_gb_month: Decimal,
+    bandwidth_up_price_per_tb: Decimal,
+    bandwidth_down_price_per_tb: Decimal,
+    allowed_gpu_counts: Vec<i32>,
+    list_until: Option<String>,
+    currency: String,
+    listed: bool,
+    /// Heard from its agent within the grace period.
+    online: bool,
+    last_heartbeat_at: Option<String>,
+    reliability: Option<Decimal>,
+    verified: bool,
+    created_at: String,
+}
+
+impl From<api::Machine> for Machine {
+    fn from(m: api::Machine) -> Self {
+        Self {
+            id: m.id.into(),
+            name: m.name,
+            gpu_model: m.gpu_model,
+            gpu_count: m.gpu_count,
+            gpus_allocated: m.gpus_allocated,
+            vram_gib: m.vram_gib,
+            cpu_model: m.cpu_model,
+            cpu_cores: m.cpu_cores,
+            ram_gib: m.ram_gib,
+            disk_gib: m.disk_gib,
+            disk_type: m.disk_type.into(),
+            upload_mbps: m.upload_mbps,
+            download_mbps: m.download_mbps,
+            country: m.country,
+            region: m.region,
+            datacenter: m.datacenter,
+            driver_version: m.driver_version,
+            cuda_version: m.cuda_version,
+            price_per_gpu_hour: m.price_per_gpu_hour,
+            min_bid_per_gpu_hour: m.min_bid_per_gpu_hour,
+            storage_price_per_gb_month: m.storage_price_per_gb_month,
+            bandwidth_up_price_per_tb: m.bandwidth_up_price_per_tb,
+            bandwidth_down_price_per_tb: m.bandwidth_down_price_per_tb,
+            allowed_gpu_counts: m.allowed_gpu_counts,
+            list_until: m.list_until.map(instant),
+            currency: m.currency,
+            listed: m.listed,
+            online: m.online,
+            last_heartbeat_at: m.last_heartbeat_at.map(instant),
+            reliability: m.reliability,
+            verified: m.verified,
+            created_at: instant(m.created_at),
+        }
+    }
+}
+
+#[derive(InputObject)]
+pub struct RegisterMachineInput {
+    name: String,
+    /// A name from `gpuModels`.
+    gpu_model: String,
+    gpu_count: i32,
+    /// Per GPU; the catalog's figure for the model when left out.
+    vram_gib: Option<i32>,
+    cpu_model: Option<String>,
+    cpu_cores: i32,
+    ram_gib: i32,
+    disk_gib: i32,
+    disk_type: Option<DiskType>,
+    upload_mbps: Option<i32>,
+    download_mbps: Option<i32>,
+    /// ISO 3166-1 alpha-2.
+    country: String,
+    region: Option<String>,
+    datacenter: Option<bool>,
+    driver_version: Option<String>,
+    /// e.g. "12.4".
+    cuda_version: Option<String>,
+    idempotency_key: String,
+}
+
+#[derive(SimpleObject)]
+pub struct RegisterMachinePayload {
+    machine: Machine,
+    /// The host agent's credential. Shown only once; null on a replay.
+    agent_token: Option<String>,
+}
+
+#[derive(Default)]
+pub struct HostingQuery;
+
+#[Object]
+impl HostingQuery {
+    /// The caller's machines, listed or not.
+    async fn my_machines(&self, ctx: &Context<'_>) -> GqlResult<Vec<Machine>> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let machines: Vec<api::Machine> = clients::from_context(ctx)?
+            .catalog
+            .get_query(
+                "/internal/machines",
+                &[("host_tenant_id", principal.tenant_id)],
+            )
+            .await?;
+        Ok(machines.into_iter().map(Into::into).collect())
+    }
+
+    /// The caller's host profile and verification; operators may name a tenant.
+    async fn host_profile(
+        &self,
+        ctx: &Context<'_>,
+        tenant_id: Option<ID>,
+    ) -> GqlResult<HostProfile> {
+        let tenant = match tenant_id {
+            Some(id) => {
+                auth::authorize(ctx, Access::Operator).await?;
+                validate::id("tenantId", &id)?
+            }
+            None => auth::authorize(ctx, Access::Host).await?.tenant_id,
+        };
+        let profile: api::HostProfile = clients::from_context(ctx)?
+            .catalog
+            .get(&format!("/internal/hosts/{tenant}/profile"))
+            .await?;
+        Ok(profile.into())
+    }
+}
+
+#[derive(Default)]
+pub struct HostingMutation;
+
+#[Object]
+impl HostingMutation {
+    async fn update_host_profile(
+        &self,
+        ctx: &Context<'_>,
+        input: HostProfileInput,
+    ) -> GqlResult<HostProfile> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        validate::not_blank("legalName", &input.legal_name)?;
+        let profile: api::HostProfile = clients::from_context(ctx)?
+            .catalog
+            .put(
+                &format!("/internal/hosts/{}/profile", principal.tenant_id),
+                &api::UpdateHostProfileRequest {
+                    legal_name: input.legal_name,
+                    country: input.country,
+                    payout_currency: input.payout_currency,
+                },
+            )
+            .await?;
+        Ok(profile.into())
+    }
+
+    /// Verifies, suspends or un-verifies a host. Operators only; a reason is required.
+    async fn set_host_verification(
+        &self,
+        ctx: &Context<'_>,
+        tenant_id: ID,
+        verification: Verification,
+        reason: String,
+    ) -> GqlResult<HostProfile> {
+        let operator = auth::authorize(ctx, Access::Operator).await?;
+        let tenant: Uuid = validate::id("tenantId", &tenant_id)?;
+        validate::not_blank("reason", &reason)?;
+        let profile: api::HostProfile = clients::from_context(ctx)?
+            .catalog
+            .put(
+                &format!(
+                    "/internal/hosts/{tenant}/verification?operator_id={}",
+                    operator.user_id
+                ),
+                &api::SetVerificationRequest {
+                    verification: verification.into(),
+                    reason,
+                },
+            )
+            .await?;
+        Ok(profile.into())
+    }
+
+    async fn register_machine(
+        &self,
+        ctx: &Context<'_>,
+        input: RegisterMachineInput,
+    ) -> GqlResult<RegisterMachinePayload> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        validate::not_blank("name", &input.name)?;
+        validate::not_blank("gpuModel", &input.gpu_model)?;
+        validate::at_least("gpuCount", input.gpu_count, 1)?;
+        validate::at_least("cpuCores", input.cpu_cores, 1)?;
+        validate::at_least("ramGib", input.ram_gib, 1)?;
+        validate::at_least("diskGib", input.disk_gib, 1)?;
+        validate::not_blank("country", &input.country)?;
+        validate::idempotency_key("idempotencyKey", &input.idempotency_key)?;
+        let request = api::RegisterMachineRequest {
+            host_tenant_id: principal.tenant_id,
+            name: input.name,
+            gpu_model: input.gpu_model,
+            gpu_count: input.gpu_count,
+            vram_gib: input.vram_gib,
+            cpu_model: input.cpu_model,
+            cpu_cores: input.cpu_cores,
+            ram_gib: input.ram_gib,
+            disk_gib: input.disk_gib,
+            disk_type: input.disk_type.map(Into::into),
+            upload_mbps: input.upload_mbps,
+            download_mbps: input.download_mbps,
+            country: input.country,
+            region: input.region,
+            datacenter: input.datacenter,
+            driver_version: input.driver_version,
+            cuda_version: input.cuda_version,
+            idempotency_key: input.idempotency_key,
+        };
+        let registered: api::MachineRegistered = clients::from_context(ctx)?
+            .catalog
+            .post("/internal/machines", &request)
+            .await?;
+        Ok(RegisterMachinePayload {
+            machine: registered.machine.into(),
+            agent_token: registered.agent_token,
+        })
+    }
+
+    /// Sets the listing terms. Terms left out keep their current value.
+    #[allow(clippy::too_many_arguments)]
+    async fn set_machine_pricing(
+        &self,
+        ctx: &Context<'_>,
+        machine_id: ID,
+        price_per_gpu_hour: Decimal,
+        min_bid_per_gpu_hour: Option<Decimal>,
+        storage_price_per_gb_month: Option<Decimal>,
+        bandwidth_up_price_per_tb: Option<Decimal>,
+        bandwidth_down_price_per_tb: Option<Decimal>,
+        allowed_gpu_counts: Option<Vec<i32>>,
+        #[graphql(desc = "RFC 3339; the machine is unlisted after it.")] list_until: Option<String>,
+    ) -> GqlResult<Machine> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let machine_id = validate::id("machineId", &machine_id)?;
+        validate::non_negative("pricePerGpuHour", price_per_gpu_hour)?;
+        let list_until = list_until
+            .map(|s| {
+                chrono::DateTime::parse_from_rfc3339(&s)
+                    .map(|t| t.with_timezone(&chrono::Utc))
+                    .map_err(|_| {
+                        GatewayError::validation(
+                            "listUntil",
+                            "an RFC 3339 instant such as 2027-06-30T00:00:00Z",
+                        )
+                    })
+            })
+            .transpose()?;
+        let request = api::SetPricingRequest {
+            host_tenant_id: principal.tenant_id,
+            price_per_gpu_hour,
+            min_bid_per_gpu_hour,
+            storage_price_per_gb_month,
+            bandwidth_up_price_per_tb,
+            bandwidth_down_price_per_tb,
+            allowed_gpu_counts,
+            list_until,
+        };
+        let machine: api::Machine = clients::from_context(ctx)?
+            .catalog
+            .put(
+                &format!("/internal/machines/{machine_id}/pricing"),
+                &request,
+            )
+            .await?;
+        Ok(machine.into())
+    }
+
+    /// Puts the machine on the offers list.
+    async fn list_machine(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<Machine> {
+        host_machine_action(ctx, &machine_id, "list").await
+    }
+
+    /// Takes the machine off the offers list.
+    async fn unlist_machine(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<Machine> {
+        host_machine_action(ctx, &machine_id, "unlist").await
+    }
+}
+
+async fn host_machine_action(
+    ctx: &Context<'_>,
+    machine_id: &ID,
+    action: &str,
+) -> GqlResult<Machine> {
+    let principal = auth::authorize(ctx, Access::Host).await?;
+    let machine_id: Uuid = validate::id("machineId", machine_id)?;
+    let machine: api::Machine = clients::from_context(ctx)?
+        .catalog
+        .post(
+            &format!("/internal/machines/{machine_id}/{action}"),
+            &api::HostMachineRequest {
+                host_tenant_id: principal.tenant_id,
+            },
+        )
+        .await?;
+    Ok(machine.into())
+}

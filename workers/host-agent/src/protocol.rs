@@ -1,0 +1,165 @@
+//! The wire protocol between a host agent and the catalog (docs/host-agent.md).
+//!
+//! Every message is a JSON body published to the topic exchange
+//! [`EXCHANGE`] with routing key `agent.<machine_id>.<kind>`, the AMQP
+//! `user_id` property set to the agent's RabbitMQ user `agent-<machine_id>`
+//! (which the broker checks against the connection's user), `type` = kind,
+//! `message_id` a UUIDv7 and `content_type` `application/json`.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The exchange agents publish to (`Config::agents_exchange` on the platform
+/// side; both default to this name).
+pub const EXCHANGE: &str = "gpumarket.agents";
+
+/// The RabbitMQ user of a machine's agent.
+pub fn username(machine_id: Uuid) -> String {
+    format!("agent-{machine_id}")
+}
+
+/// The queue the platform sends a machine's commands to.
+pub fn command_queue(machine_id: Uuid) -> String {
+    format!("host.{machine_id}")
+}
+
+/// What an agent reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// On start: the GPUs, driver and CUDA version found.
+    Inventory,
+    /// Every interval: proof of life plus per-GPU utilisation.
+    Heartbeat,
+    /// On start: the result of the agent's checks of its GPUs.
+    SelfTest,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Inventory => "inventory",
+            Kind::Heartbeat => "heartbeat",
+            Kind::SelfTest => "self_test",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<Kind> {
+        match word {
+            "inventory" => Some(Kind::Inventory),
+            "heartbeat" => Some(Kind::Heartbeat),
+            "self_test" => Some(Kind::SelfTest),
+            _ => None,
+        }
+    }
+}
+
+/// `agent.<machine_id>.<kind>`.
+pub fn routing_key(machine_id: Uuid, kind: Kind) -> String {
+    format!("agent.{machine_id}.{}", kind.as_str())
+}
+
+/// One GPU as the agent found it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuInfo {
+    pub index: u32,
+    /// The device name NVML reports, e.g. `NVIDIA GeForce RTX 4090`.
+    pub name: String,
+    pub uuid: String,
+    pub memory_total_mib: u64,
+}
+
+/// `agent.<id>.inventory`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InventoryReport {
+    pub machine_id: Uuid,
+    pub sent_at: DateTime<Utc>,
+    pub agent_version: String,
+    /// True when the GPUs are simulated (no NVML).
+    pub simulated: bool,
+    pub gpus: Vec<GpuInfo>,
+    /// The CUDA version the driver supports, `major.minor` (e.g. `12.4`).
+    pub cuda_version: String,
+    pub driver_version: String,
+}
+
+/// One GPU's live numbers in a heartbeat.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GpuSample {
+    pub index: u32,
+    pub utilization_percent: u32,
+    pub memory_used_mib: u64,
+}
+
+/// `agent.<id>.heartbeat`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HeartbeatReport {
+    pub machine_id: Uuid,
+    pub sent_at: DateTime<Utc>,
+    /// Counts up from 1 within one run of the agent.
+    pub seq: u64,
+    pub gpus: Vec<GpuSample>,
+}
+
+/// One check of a self-test.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelfTestCheck {
+    pub name: String,
+    pub passed: bool,
+    pub detail: String,
+}
+
+/// `agent.<id>.self_test`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SelfTestReport {
+    pub machine_id: Uuid,
+    pub sent_at: DateTime<Utc>,
+    /// All checks passed.
+    pub passed: bool,
+    /// The GPUs the test ran on (the catalog compares them with the machine's
+    /// registered GPU count and VRAM).
+    pub gpus: Vec<GpuInfo>,
+    pub checks: Vec<SelfTestCheck>,
+}
+
+/// `12.4` → 12040 (NVML's encoding: major × 1000 + minor × 10).
+pub fn cuda_version_code(version: &str) -> Option<i32> {
+    let mut parts = version.trim().split('.');
+    let major: i32 = parts.next()?.parse().ok()?;
+    let minor: i32 = parts.next().unwrap_or("0").parse().ok()?;
+    if !(1..=99).contains(&major) || !(0..=99).contains(&minor) {
+        return None;
+    }
+    Some(major * 1000 + minor * 10)
+}
+
+/// 12040 → `12.4`.
+pub fn cuda_version_string(code: i32) -> String {
+    format!("{}.{}", code / 1000, (code % 1000) / 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuda_versions_round_trip_through_nvml_codes() {
+        assert_eq!(cuda_version_code("12.4"), Some(12040));
+        assert_eq!(cuda_version_code("11"), Some(11000));
+        assert_eq!(cuda_version_code("12.x"), None);
+        assert_eq!(cuda_version_string(12040), "12.4");
+        assert_eq!(cuda_version_string(11080), "11.8");
+    }
+
+    #[test]
+    fn routing_keys_name_the_machine_and_kind() {
+        let id = Uuid::nil();
+        assert_eq!(
+            routing_key(id, Kind::SelfTest),
+            "agent.00000000-0000-0000-0000-000000000000.self_test"
+        );
+        for kind in [Kind::Inventory, Kind::Heartbeat, Kind::SelfTest] {
+            assert_eq!(Kind::parse(kind.as_str()), Some(kind));
+        }
+    }
+}
