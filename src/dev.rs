@@ -12,7 +12,8 @@ use tokio::task::JoinHandle;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Parts {
     pub services: bool,
-    /// Outbox relays and the metering and billing consumers.
+    /// Outbox relays, the metering, billing and heartbeat consumers, and the
+    /// offline sweeper.
     pub messaging: bool,
     pub provisioner: bool,
 }
@@ -42,6 +43,11 @@ impl Stack {
         for task in self.tasks.drain(..) {
             task.abort();
         }
+    }
+
+    /// Keeps `task` running as long as the stack.
+    pub fn adopt(&mut self, task: JoinHandle<()>) {
+        self.tasks.push(task);
     }
 
     /// Waits until a task ends (they run forever unless something is wrong).
@@ -74,6 +80,33 @@ fn pool(config: &Config, service: &str) -> anyhow::Result<Db> {
 
 fn local(port: u16) -> String {
     format!("http://127.0.0.1:{port}")
+}
+
+/// Runs a simulated host agent for a machine in this process, as a host would
+/// run `gpumarket agent` next to its GPUs.
+pub fn spawn_agent(
+    config: &Config,
+    agent: &crate::seed::DemoAgent,
+) -> anyhow::Result<JoinHandle<()>> {
+    let agent_config = host_agent::AgentConfig {
+        amqp_url: config.amqp_url_for_agents()?,
+        machine_id: agent.machine_id,
+        token: agent.token.clone(),
+        heartbeat_interval: std::time::Duration::from_secs(config.agent_heartbeat_seconds.max(1)),
+        inventory: host_agent::Inventory::simulated(
+            agent.gpu_count,
+            &agent.gpu_model,
+            agent.vram_gib,
+            &agent.cuda_version,
+            "550.90.07",
+        ),
+    };
+    let machine_id = agent.machine_id;
+    Ok(tokio::spawn(async move {
+        if let Err(error) = host_agent::run(agent_config).await {
+            tracing::warn!(machine.id = %machine_id, %error, "simulated agent stopped");
+        }
+    }))
 }
 
 /// Starts `parts` with `config`. Migrations must have run.
@@ -125,6 +158,15 @@ pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
         tasks.push(tokio::spawn(metering::run_consumer(
             config.clone(),
             pool(&config, "metering")?,
+        )));
+        // Agents' heartbeats, and the sweeper that notices when they stop.
+        tasks.push(tokio::spawn(catalog::heartbeats::run_consumer(
+            config.clone(),
+            pool(&config, "catalog")?,
+        )));
+        tasks.push(tokio::spawn(catalog::reliability::run_offline_sweeper(
+            config.clone(),
+            pool(&config, "catalog")?,
         )));
         let billing_db = pool(&config, "billing")?;
         let billing_config = config.clone();

@@ -41,6 +41,8 @@ enum Command {
     Host(gpumarket::cli::HostArgs),
     /// Renter: search offers with the compact query language.
     Offers(gpumarket::cli::OffersArgs),
+    /// Run the host agent on a GPU host (simulated GPUs unless built with `nvml`).
+    Agent(host_agent::AgentArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -106,6 +108,10 @@ async fn main() -> anyhow::Result<()> {
             print!("{}", gateway::sdl());
             Ok(())
         }
+        Command::Agent(args) => {
+            host_agent::run(args.into_config()?).await?;
+            Ok(())
+        }
         // Handled above, before the configuration is read.
         Command::Host(_) | Command::Offers(_) => Ok(()),
     }
@@ -144,10 +150,15 @@ async fn run_dev(config: Config) -> anyhow::Result<()> {
         Ok(_) | Err(quota::Error::Conflict(_)) => {}
         Err(e) => return Err(e).context("creating the demo operator"),
     }
-    let stack = dev::start(config, Parts::ALL).await?;
+    let mut stack = dev::start(config, Parts::ALL).await?;
     let seeded = gpumarket::seed::demo_market(&stack.gateway_url)
         .await
         .context("seeding the demo market")?;
+    // The demo hosts' agents: simulated GPUs, the real protocol.
+    for agent in &seeded.agents {
+        let task = dev::spawn_agent(&stack.config, agent)?;
+        stack.adopt(task);
+    }
     println!();
     println!("gpumarket is running.");
     println!("  GraphiQL:        {}/graphql", stack.gateway_url);
@@ -172,7 +183,17 @@ async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
     let mut tasks = tokio::task::JoinSet::new();
     let server = match service {
         Service::Gateway => gateway::build(config.clone())?.0,
-        Service::Catalog => catalog::build(config.clone(), db("catalog")?)?.0,
+        Service::Catalog => {
+            tasks.spawn(catalog::heartbeats::run_consumer(
+                config.clone(),
+                db("catalog")?,
+            ));
+            tasks.spawn(catalog::reliability::run_offline_sweeper(
+                config.clone(),
+                db("catalog")?,
+            ));
+            catalog::build(config.clone(), db("catalog")?)?.0
+        }
         Service::Quota => quota::build(config.clone(), db("quota")?)?.0,
         Service::Ordering => {
             tasks.spawn(platform::outbox::run_relay(

@@ -1,7 +1,8 @@
 //! The demo market, created through the public API like any user would:
 //! an operator, three hosts with real GPU models at realistic prices, and a
-//! renter with credit. Safe to run again: sign-ups fall back to login and
-//! machines are registered with idempotency keys.
+//! renter with credit. Safe to run again: sign-ups fall back to login,
+//! machines are registered with idempotency keys, and agent tokens are
+//! rotated when a replayed registration does not show one.
 
 use anyhow::Context;
 use serde_json::{Value, json};
@@ -79,7 +80,18 @@ const HOSTS: &[(&str, &str, &[MachineSpec])] = &[
     ),
 ];
 
+/// A demo machine's agent credentials and what its simulated GPUs report.
+pub struct DemoAgent {
+    pub machine_id: uuid::Uuid,
+    pub token: String,
+    pub gpu_model: String,
+    pub gpu_count: u32,
+    pub vram_gib: u32,
+    pub cuda_version: String,
+}
+
 pub struct Seeded {
+    pub agents: Vec<DemoAgent>,
     pub renter_api_key: String,
     pub host_api_key: String,
     pub operator_email: &'static str,
@@ -129,21 +141,49 @@ async fn api_key(client: &Client, name: &str, scopes: &[&str]) -> anyhow::Result
 pub async fn demo_market(gateway_url: &str) -> anyhow::Result<Seeded> {
     let anonymous = Client::new(gateway_url);
     let mut host_api_key = String::new();
+    let mut agents = Vec::new();
     for (i, (name, country, machines)) in HOSTS.iter().enumerate() {
         let email = format!("host{}@demo.gpumarket.dev", i + 1);
         let host = account(&anonymous, &email, name, &["HOST"]).await?;
         for (machine, model, gpus, vram, cpus, ram, disk, price) in machines.iter() {
+            let datacenter = *country != "CA";
+            let cuda = if datacenter { "12.4" } else { "12.2" };
             let data = host
                 .run(
-                    "mutation($input: RegisterMachineInput!) { registerMachine(input: $input) { machine { id } } }",
+                    "mutation($input: RegisterMachineInput!) { registerMachine(input: $input) { machine { id } agentToken } }",
                     json!({ "input": {
                         "name": machine, "gpuModel": model, "gpuCount": gpus, "vramGib": vram,
                         "cpuCores": cpus, "ramGib": ram, "diskGib": disk, "country": country,
+                        "datacenter": datacenter, "cudaVersion": cuda, "driverVersion": "550.90.07",
+                        "cpuModel": if datacenter { "AMD EPYC 9454" } else { "AMD Ryzen 9 7950X" },
+                        "downloadMbps": if datacenter { 10000 } else { 1000 },
+                        "uploadMbps": if datacenter { 10000 } else { 500 },
                         "idempotencyKey": format!("demo-{machine}"),
                     }}),
                 )
                 .await?;
             let id: Value = data["registerMachine"]["machine"]["id"].clone();
+            // A second run gets no token from the replayed registration: issue a new one.
+            let token = match data["registerMachine"]["agentToken"].as_str() {
+                Some(token) => token.to_owned(),
+                None => host
+                    .run(
+                        "mutation($id: ID!) { rotateAgentToken(machineId: $id) { agentToken } }",
+                        json!({ "id": id }),
+                    )
+                    .await?["rotateAgentToken"]["agentToken"]
+                    .as_str()
+                    .context("no agent token")?
+                    .to_owned(),
+            };
+            agents.push(DemoAgent {
+                machine_id: id.as_str().context("no machine id")?.parse()?,
+                token,
+                gpu_model: (*model).to_owned(),
+                gpu_count: *gpus as u32,
+                vram_gib: *vram as u32,
+                cuda_version: cuda.to_owned(),
+            });
             host.run(
                 "mutation($id: ID!, $price: Decimal!) { setMachinePricing(machineId: $id, pricePerGpuHour: $price) { id } }",
                 json!({ "id": id, "price": price }),
@@ -176,8 +216,31 @@ pub async fn demo_market(gateway_url: &str) -> anyhow::Result<Seeded> {
             json!({ "t": me["me"]["tenantId"] }),
         )
         .await?;
+    // An operator has checked the first host's papers; its machines can show
+    // as verified once their agents' evidence meets the criteria.
+    let host_one = Client::new(gateway_url)
+        .run(
+            LOGIN,
+            json!({ "email": "host1@demo.gpumarket.dev", "password": DEMO_PASSWORD }),
+        )
+        .await?;
+    let host_one = anonymous.with_token(host_one["login"]["token"].as_str().context("no token")?);
+    host_one
+        .run(
+            "mutation { updateHostProfile(input: {legalName: \"Nordic Compute AB\", country: \"SE\", payoutCurrency: \"SEK\"}) { tenantId } }",
+            json!({}),
+        )
+        .await?;
+    let tenant = host_one.run("{ me { tenantId } }", json!({})).await?;
+    operator
+        .run(
+            "mutation($t: ID!) { setHostVerification(tenantId: $t, verification: VERIFIED, reason: \"demo: identity and agreement checked\") { verification } }",
+            json!({ "t": tenant["me"]["tenantId"] }),
+        )
+        .await?;
     let renter_api_key = api_key(&renter, "demo renter key", &["READ", "RENT", "BILLING"]).await?;
     Ok(Seeded {
+        agents,
         renter_api_key,
         host_api_key,
         operator_email: OPERATOR_EMAIL,

@@ -152,9 +152,9 @@ fn render_no_offers(no: &Value) -> String {
         return "No offers match.".into();
     }
     let mut out = format!(
-        "No offers match. {}\n(live offers before any constraint: {})",
-        text(&no["summary"]),
-        text(&no["liveOffers"])
+        "No offers match ({} live offers in all).\n{}",
+        text(&no["liveOffers"]),
+        text(&no["summary"])
     );
     let list = |key: &str| no[key].as_array().cloned().unwrap_or_default();
     let constraints = list("constraints");

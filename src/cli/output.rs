@@ -40,7 +40,7 @@ pub fn table(headers: &[&str], right: &[&str], rows: Vec<Vec<String>>) -> String
             column.set_cell_alignment(CellAlignment::Right);
         }
     }
-    table.to_string()
+    table.trim_fmt()
 }
 
 /// Two columns: a label and its value.
@@ -50,5 +50,5 @@ pub fn pairs(rows: &[(&str, String)]) -> String {
     for (label, value) in rows {
         table.add_row(vec![Cell::new(*label), Cell::new(value)]);
     }
-    table.to_string()
+    table.trim_fmt()
 }

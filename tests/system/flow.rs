@@ -44,8 +44,8 @@ async fn a_rental_is_billed_for_exactly_the_seconds_between_running_and_stop() {
 
     // Host: sign up, register, price, list.
     let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
-    let offer = listed_machine(&host, "RTX 4090", 2, "0.42").await;
-    env.heartbeat_all();
+    // Its agent runs (simulated GPUs, real protocol): the offer is online because it reports.
+    let offer = machine_with_agent(&stack, &host, "RTX 4090", 2, 24, "0.42").await;
 
     // Renter: sign up; without credit the order is refused and nothing is held.
     let (renter, renter_tenant) = sign_up(&api, &["RENTER"]).await;

@@ -147,6 +147,30 @@ impl TestEnv {
 
     pub async fn cleanup(self) {
         let (base, user, pass) = management(&self.config);
+        // Agent users are broker-wide, not per vhost: remove this test's.
+        #[derive(diesel::QueryableByName)]
+        struct Id {
+            #[diesel(sql_type = diesel::sql_types::Uuid)]
+            id: uuid::Uuid,
+        }
+        let machines: Vec<Id> = PgConnection::establish(&self.config.database_url)
+            .ok()
+            .and_then(|mut c| {
+                diesel::sql_query("SELECT id FROM catalog.machines")
+                    .load(&mut c)
+                    .ok()
+            })
+            .unwrap_or_default();
+        for machine in machines {
+            let _ = reqwest::Client::new()
+                .delete(
+                    base.join(&format!("api/users/agent-{}", machine.id))
+                        .expect("url"),
+                )
+                .basic_auth(&user, Some(&pass))
+                .send()
+                .await;
+        }
         let _ = reqwest::Client::new()
             .delete(
                 base.join(&format!("api/vhosts/{}", self.vhost))
@@ -290,6 +314,73 @@ pub async fn wait_running(renter: &Client, id: &str, limit: Duration) -> Value {
         (i["status"] == "running").then_some(i)
     })
     .await
+}
+
+/// Registers, prices and lists a machine and runs a simulated host agent for
+/// it in this process (the real protocol over RabbitMQ); returns once the
+/// machine is online.
+pub async fn machine_with_agent(
+    stack: &Stack,
+    host: &Client,
+    model: &str,
+    gpus: i32,
+    vram: i32,
+    price: &str,
+) -> String {
+    let data = host
+        .run(
+            "mutation($input: RegisterMachineInput!) { registerMachine(input: $input) { machine { id } agentToken } }",
+            json!({ "input": {
+                "name": "agent-rig", "gpuModel": model, "gpuCount": gpus, "cpuCores": 16, "ramGib": 64,
+                "diskGib": 1000, "country": "US", "cudaVersion": "12.4",
+                "idempotencyKey": uuid::Uuid::now_v7().to_string(),
+            }}),
+        )
+        .await
+        .expect("registerMachine");
+    let id = data["registerMachine"]["machine"]["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    let token = data["registerMachine"]["agentToken"]
+        .as_str()
+        .expect("token")
+        .to_owned();
+    host.run(
+        "mutation($id: ID!, $p: Decimal!) { setMachinePricing(machineId: $id, pricePerGpuHour: $p) { id } }",
+        json!({ "id": id, "p": price }),
+    )
+    .await
+    .expect("setMachinePricing");
+    host.run(
+        "mutation($id: ID!) { listMachine(machineId: $id) { listed } }",
+        json!({ "id": id }),
+    )
+    .await
+    .expect("listMachine");
+    let agent = gpumarket::seed::DemoAgent {
+        machine_id: id.parse().expect("uuid"),
+        token,
+        gpu_model: model.to_owned(),
+        gpu_count: gpus as u32,
+        vram_gib: vram as u32,
+        cuda_version: "12.4".into(),
+    };
+    // The task ends with the test's runtime.
+    let _agent = gpumarket::dev::spawn_agent(&stack.config, &agent).expect("agent");
+    eventually("machine online", Duration::from_secs(20), || async {
+        let machines = host
+            .run("{ myMachines { id online } }", json!({}))
+            .await
+            .expect("myMachines");
+        machines["myMachines"]
+            .as_array()
+            .and_then(|ms| ms.iter().find(|m| m["id"] == id.as_str()))
+            .filter(|m| m["online"] == true)
+            .map(|_| ())
+    })
+    .await;
+    id
 }
 
 /// Registers, prices and lists a machine with a full specification, and

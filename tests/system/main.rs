@@ -4,6 +4,7 @@
 // Test code: a failed expectation is the test's verdict.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod agents;
 mod cli;
 mod crash;
 mod flow;

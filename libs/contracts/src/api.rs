@@ -260,6 +260,23 @@ pub struct MachineRegistered {
     pub agent_token: Option<String>,
 }
 
+/// A new agent token, shown once.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentTokenIssued {
+    pub machine_id: Uuid,
+    pub agent_token: String,
+}
+
+/// A stretch of time a listed machine's agent was silent past the grace
+/// period: the evidence behind its reliability.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeartbeatGap {
+    pub started_at: DateTime<Utc>,
+    /// None while the machine is still silent.
+    pub ended_at: Option<DateTime<Utc>>,
+    pub seconds: i64,
+}
+
 /// Listing terms. Absent optional fields keep their current value.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SetPricingRequest {

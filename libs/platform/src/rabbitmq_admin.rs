@@ -220,16 +220,34 @@ impl RabbitAdmin {
         )))
     }
 
-    /// Closes every open connection of `user`; returns how many it closed.
+    /// Closes every open connection of `user` and returns once the broker
+    /// lists none (a closed connection can stay listed, and refuse to be
+    /// closed again, for a moment); returns how many it closed.
     pub async fn close_user_connections(
         &self,
         user: &str,
         reason: &str,
     ) -> Result<usize, PlatformError> {
-        let open = self.user_connections(user).await?;
-        for connection in &open {
-            self.close_connection(&connection.name, reason).await?;
+        let mut closed = std::collections::HashSet::new();
+        let mut last_error = None;
+        for round in 0..20u64 {
+            let open = self.user_connections(user).await?;
+            if open.is_empty() {
+                return Ok(closed.len());
+            }
+            for connection in &open {
+                match self.close_connection(&connection.name, reason).await {
+                    Ok(()) => {
+                        closed.insert(connection.name.clone());
+                    }
+                    Err(error) => last_error = Some(error),
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(50 * (round + 1).min(4))).await;
         }
-        Ok(open.len())
+        Err(PlatformError::Other(format!(
+            "connections of {user} still open after closing them: {}",
+            last_error.map_or_else(|| "no error reported".to_owned(), |e| e.to_string())
+        )))
     }
 }

@@ -28,7 +28,7 @@ pub const SCHEMA: &str = "catalog";
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
     let market = actix_web::web::Data::new(Market {
         currency: config.currency.clone(),
-        heartbeat_grace_seconds: 60,
+        heartbeat_grace_seconds: config.heartbeat_grace_seconds,
     });
     let agents = actix_web::web::Data::new(agents::AgentAccess::from_config(&config));
     Ok(platform::http::serve(

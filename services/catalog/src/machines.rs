@@ -442,6 +442,46 @@ pub async fn set_pricing(
     .await
 }
 
+/// Issues a new agent token (the old one stops working at once: the broker
+/// user's password changes and its connections are closed). Shown once.
+pub async fn rotate_agent_token(
+    db: &Db,
+    machine_id: Uuid,
+    host_tenant_id: Uuid,
+    grant: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
+) -> Result<String, Error> {
+    let owned: i64 = db
+        .run(move |conn| {
+            machines::table
+                .find(machine_id)
+                .filter(machines::host_tenant_id.eq(host_tenant_id))
+                .count()
+                .get_result(conn)
+                .map_err(Error::from)
+        })
+        .await?;
+    if owned == 0 {
+        return Err(Error::NotFound(format!("machine {machine_id} not found")));
+    }
+    let mut secret = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut secret);
+    let token = format!("gpa_{}", hex::encode(secret));
+    grant(machine_id, token.clone()).await?;
+    let hash = hex::encode(Sha256::digest(token.as_bytes()));
+    db.run(move |conn| {
+        diesel::update(machines::table.find(machine_id))
+            .set((
+                machines::agent_token_sha256.eq(hash),
+                machines::updated_at.eq(diesel::dsl::now),
+            ))
+            .execute(conn)
+            .map_err(Error::from)
+    })
+    .await?;
+    tracing::info!(machine.id = %machine_id, "agent token rotated");
+    Ok(token)
+}
+
 pub async fn list_machine(
     db: &Db,
     market: &Market,

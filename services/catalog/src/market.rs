@@ -24,22 +24,13 @@ pub fn cuda_version(code: i32) -> String {
     format!("{}.{}", code / 1000, (code % 1000) / 10)
 }
 
-/// The SQL predicate for a verified machine, over `catalog.machines` left
-/// joined with `catalog.host_profiles`: the host is verified by an operator
-/// and the machine meets the technical criteria of docs/host-agent.md.
-pub const VERIFIED_SQL: &str = "coalesce(catalog.host_profiles.verification = 'verified' \
-     AND catalog.machines.cuda_version_code >= 12000 \
-     AND coalesce(catalog.machines.reliability, 0) >= 0.90 \
-     AND catalog.machines.download_mbps >= 100 \
-     AND catalog.machines.self_test_passed_at > now() - interval '7 days', false)";
+/// The verified predicate lives with the criteria it encodes.
+pub use crate::reliability::VERIFIED_SQL;
 
 impl Market {
     /// The SQL predicate for a machine heard from within the grace period.
     pub fn online_sql(&self) -> String {
-        format!(
-            "coalesce(catalog.machines.last_heartbeat_at > now() - interval '{} seconds', false)",
-            self.heartbeat_grace_seconds.max(0)
-        )
+        crate::reliability::online_sql(self.heartbeat_grace_seconds)
     }
 }
 

@@ -38,6 +38,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 "/machines/{id}/heartbeat-gaps",
                 web::get().to(crate::heartbeats::gaps_route),
             )
+            .route(
+                "/machines/{id}/agent-token/rotate",
+                web::post().to(rotate_token),
+            )
             .route("/offers/search", web::post().to(search))
             .route("/offers/{id}", web::get().to(get_offer))
             .route("/allocations", web::post().to(allocate))
@@ -145,6 +149,23 @@ async fn unlist(
     let machine =
         machines::list_machine(&db, &market, path.into_inner(), body.host_tenant_id, false).await?;
     Ok(HttpResponse::Ok().json(machine))
+}
+
+async fn rotate_token(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    agents: web::Data<AgentAccess>,
+    path: web::Path<Uuid>,
+    body: web::Json<HostMachineRequest>,
+) -> Reply {
+    let machine_id = path.into_inner();
+    let token =
+        machines::rotate_agent_token(&db, machine_id, body.host_tenant_id, async |id, token| {
+            agents.grant(id, &token).await
+        })
+        .await?;
+    Ok(HttpResponse::Ok()
+        .json(serde_json::json!({ "machine_id": machine_id, "agent_token": token })))
 }
 
 async fn search(

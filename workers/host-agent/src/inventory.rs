@@ -100,7 +100,7 @@ impl Inventory {
 pub enum Sampler {
     Simulated,
     #[cfg(feature = "nvml")]
-    Nvml(nvml_wrapper::Nvml),
+    Nvml(Box<nvml_wrapper::Nvml>),
 }
 
 impl Sampler {
@@ -112,7 +112,7 @@ impl Sampler {
         }
         #[cfg(feature = "nvml")]
         {
-            Ok(Sampler::Nvml(nvml_wrapper::Nvml::init()?))
+            Ok(Sampler::Nvml(Box::new(nvml_wrapper::Nvml::init()?)))
         }
         #[cfg(not(feature = "nvml"))]
         {

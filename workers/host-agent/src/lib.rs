@@ -41,6 +41,8 @@ const MIN_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 /// A session that lasted this long resets the backoff.
 const STABLE_SESSION: Duration = Duration::from_secs(30);
+/// Longest wait for the broker to open a connection or confirm a message.
+const BROKER_TIMEOUT: Duration = Duration::from_secs(30);
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
@@ -57,6 +59,12 @@ pub enum Error {
     Json(#[from] serde_json::Error),
     #[error("the broker did not confirm a {0} message")]
     NotConfirmed(&'static str),
+    /// No queue is bound for the report yet (the platform has not declared
+    /// its topology): retried like a lost connection.
+    #[error("the broker could not route a {0} message")]
+    Unroutable(&'static str),
+    #[error("the broker did not answer within {0:?}")]
+    Timeout(Duration),
     #[cfg(feature = "nvml")]
     #[error("nvml: {0}")]
     Nvml(#[from] nvml_wrapper::error::NvmlError),
@@ -156,8 +164,9 @@ async fn session(
     let properties = ConnectionProperties::default().with_connection_name(LongString::from(
         format!("gpumarket-host-agent {}", config.machine_id),
     ));
-    let conn = Connection::connect_uri(uri, properties)
+    let conn = tokio::time::timeout(BROKER_TIMEOUT, Connection::connect_uri(uri, properties))
         .await
+        .map_err(|_| Error::Timeout(BROKER_TIMEOUT))?
         .map_err(Error::classify)?;
     let channel = conn.create_channel().await.map_err(Error::classify)?;
     channel
@@ -231,8 +240,24 @@ fn now() -> DateTime<Utc> {
     Utc::now().trunc_subsecs(6)
 }
 
-/// Publishes one report with publisher confirms.
+/// Publishes one report with publisher confirms, mandatory: a report no
+/// queue took (the catalog has not bound its queue yet) is an error, so the
+/// session starts over and the inventory is not silently lost.
 async fn publish<T: Serialize>(
+    channel: &Channel,
+    machine_id: Uuid,
+    kind: Kind,
+    body: &T,
+) -> Result<(), Error> {
+    tokio::time::timeout(
+        BROKER_TIMEOUT,
+        publish_confirmed(channel, machine_id, kind, body),
+    )
+    .await
+    .map_err(|_| Error::Timeout(BROKER_TIMEOUT))?
+}
+
+async fn publish_confirmed<T: Serialize>(
     channel: &Channel,
     machine_id: Uuid,
     kind: Kind,
@@ -251,7 +276,10 @@ async fn publish<T: Serialize>(
         .basic_publish(
             protocol::EXCHANGE.into(),
             protocol::routing_key(machine_id, kind).as_str().into(),
-            BasicPublishOptions::default(),
+            BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            },
             &payload,
             properties,
         )
@@ -261,6 +289,9 @@ async fn publish<T: Serialize>(
         .map_err(Error::classify)?;
     if !confirmation.is_ack() {
         return Err(Error::NotConfirmed(kind.as_str()));
+    }
+    if confirmation.take_message().is_some() {
+        return Err(Error::Unroutable(kind.as_str()));
     }
     Ok(())
 }

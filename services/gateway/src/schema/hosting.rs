@@ -184,6 +184,22 @@ pub struct RegisterMachinePayload {
     agent_token: Option<String>,
 }
 
+#[derive(SimpleObject)]
+pub struct AgentToken {
+    machine_id: ID,
+    /// Shown once: the old token stopped working when this one was issued.
+    agent_token: String,
+}
+
+/// The agent was silent past the grace period.
+#[derive(SimpleObject)]
+pub struct HeartbeatGap {
+    started_at: String,
+    /// Null while the machine is still silent.
+    ended_at: Option<String>,
+    seconds: i64,
+}
+
 #[derive(Default)]
 pub struct HostingQuery;
 
@@ -200,6 +216,32 @@ impl HostingQuery {
             )
             .await?;
         Ok(machines.into_iter().map(Into::into).collect())
+    }
+
+    /// Heartbeat gaps of one of the caller's machines within the reliability
+    /// window, newest first: the evidence behind its reliability.
+    async fn heartbeat_gaps(
+        &self,
+        ctx: &Context<'_>,
+        machine_id: ID,
+    ) -> GqlResult<Vec<HeartbeatGap>> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let machine_id: Uuid = validate::id("machineId", &machine_id)?;
+        let gaps: Vec<api::HeartbeatGap> = clients::from_context(ctx)?
+            .catalog
+            .get_query(
+                &format!("/internal/machines/{machine_id}/heartbeat-gaps"),
+                &[("host_tenant_id", principal.tenant_id)],
+            )
+            .await?;
+        Ok(gaps
+            .into_iter()
+            .map(|g| HeartbeatGap {
+                started_at: instant(g.started_at),
+                ended_at: g.ended_at.map(instant),
+                seconds: g.seconds,
+            })
+            .collect())
     }
 
     /// The caller's host profile and verification; operators may name a tenant.
@@ -367,6 +409,42 @@ impl HostingMutation {
             )
             .await?;
         Ok(machine.into())
+    }
+
+    /// Issues a new agent token; the old one stops working at once.
+    async fn rotate_agent_token(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<AgentToken> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let machine_id: Uuid = validate::id("machineId", &machine_id)?;
+        let issued: api::AgentTokenIssued = clients::from_context(ctx)?
+            .catalog
+            .post(
+                &format!("/internal/machines/{machine_id}/agent-token/rotate"),
+                &api::HostMachineRequest {
+                    host_tenant_id: principal.tenant_id,
+                },
+            )
+            .await?;
+        Ok(AgentToken {
+            machine_id: issued.machine_id.into(),
+            agent_token: issued.agent_token,
+        })
+    }
+
+    /// Revokes the machine's agent token: its broker user is deleted and its
+    /// connections closed at once. `rotateAgentToken` issues a new one.
+    async fn revoke_agent_token(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<bool> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let machine_id: Uuid = validate::id("machineId", &machine_id)?;
+        let _: serde_json::Value = clients::from_context(ctx)?
+            .catalog
+            .post(
+                &format!("/internal/machines/{machine_id}/agent-token/revoke"),
+                &api::HostMachineRequest {
+                    host_tenant_id: principal.tenant_id,
+                },
+            )
+            .await?;
+        Ok(true)
     }
 
     /// Puts the machine on the offers list.

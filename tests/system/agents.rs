@@ -1,0 +1,647 @@
+//! Host agents end to end: the real agent (simulated GPUs) connects to
+//! RabbitMQ with its machine's own credentials, its heartbeats keep the
+//! machine online, silence past the grace period opens a gap and costs
+//! reliability, an agent cannot report for another machine, and a revoked
+//! token stops working at once.
+
+use std::time::Duration;
+
+use catalog::agents::AgentAccess;
+use catalog::reliability::{self, Settings};
+use chrono::{DateTime, Utc};
+use diesel::RunQueryDsl;
+use diesel::sql_types::{BigInt, Bool, Integer, Nullable, Numeric, Text, Timestamptz};
+use gpumarket::client::Client;
+use gpumarket::dev::{Parts, Stack};
+use host_agent::lapin::options::{BasicGetOptions, BasicPublishOptions, ConfirmSelectOptions};
+use host_agent::lapin::types::ShortString;
+use host_agent::lapin::{BasicProperties, Connection, ConnectionProperties};
+use host_agent::{AgentConfig, Inventory};
+use platform::consumer::RawMessage;
+use platform::rabbitmq_admin::RabbitAdmin;
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+use tokio::task::JoinHandle;
+
+use crate::harness::*;
+
+/// Short, so that a test can wait it out.
+const GRACE_SECONDS: i64 = 2;
+const HEARTBEAT: Duration = Duration::from_millis(200);
+
+async fn setup() -> (TestEnv, Stack, platform::Db) {
+    let mut env = TestEnv::new().await;
+    env.config.heartbeat_grace_seconds = GRACE_SECONDS;
+    env.config.offline_sweep_ms = 200;
+    let stack = env
+        .start(Parts {
+            messaging: false,
+            provisioner: false,
+            ..Parts::ALL
+        })
+        .await;
+    let db = platform::Db::connect(&env.config.database_url, 2).expect("db");
+    (env, stack, db)
+}
+
+/// Registers a 2 × RTX 4090 machine, prices and lists it; returns its id and
+/// agent token.
+async fn machine(host: &Client) -> (uuid::Uuid, String) {
+    let data = host
+        .run(
+            "mutation($input: RegisterMachineInput!) { registerMachine(input: $input) { machine { id } agentToken } }",
+            json!({ "input": {
+                "name": "agent-rig", "gpuModel": "RTX 4090", "gpuCount": 2, "vramGib": 24,
+                "cpuCores": 16, "ramGib": 64, "diskGib": 1000, "country": "US",
+                "idempotencyKey": uuid::Uuid::now_v7().to_string(),
+            }}),
+        )
+        .await
+        .expect("registerMachine");
+    let id: uuid::Uuid = data["registerMachine"]["machine"]["id"]
+        .as_str()
+        .expect("id")
+        .parse()
+        .expect("uuid");
+    let token = data["registerMachine"]["agentToken"]
+        .as_str()
+        .expect("agent token")
+        .to_owned();
+    host.run(
+        "mutation($id: ID!, $p: Decimal!) { setMachinePricing(machineId: $id, pricePerGpuHour: $p) { id } }",
+        json!({ "id": id, "p": "0.40" }),
+    )
+    .await
+    .expect("setMachinePricing");
+    host.run(
+        "mutation($id: ID!) { listMachine(machineId: $id) { listed } }",
+        json!({ "id": id }),
+    )
+    .await
+    .expect("listMachine");
+    (id, token)
+}
+
+fn agent_config(stack: &Stack, machine_id: uuid::Uuid, token: &str) -> AgentConfig {
+    AgentConfig {
+        amqp_url: stack
+            .config
+            .amqp_url_for_agents()
+            .expect("agents' amqp url"),
+        machine_id,
+        token: token.to_owned(),
+        heartbeat_interval: HEARTBEAT,
+        inventory: Inventory::simulated(2, "NVIDIA GeForce RTX 4090", 24, "12.4", "550.54.15"),
+    }
+}
+
+fn start_agent(config: AgentConfig) -> JoinHandle<Result<(), host_agent::Error>> {
+    tokio::spawn(host_agent::run(config))
+}
+
+/// An AMQP URL with the agent's own credentials, for speaking as it by hand.
+fn agent_url(stack: &Stack, machine_id: uuid::Uuid, token: &str) -> String {
+    let base = stack
+        .config
+        .amqp_url_for_agents()
+        .expect("agents' amqp url");
+    base.replacen("amqp://", &format!("amqp://agent-{machine_id}:{token}@"), 1)
+}
+
+#[derive(diesel::QueryableByName, Debug, Clone, PartialEq)]
+struct State {
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    last_heartbeat_at: Option<DateTime<Utc>>,
+    #[diesel(sql_type = Bool)]
+    online: bool,
+    #[diesel(sql_type = Nullable<Numeric>)]
+    reliability: Option<Decimal>,
+    #[diesel(sql_type = Nullable<Integer>)]
+    cuda_version_code: Option<i32>,
+    #[diesel(sql_type = Nullable<Text>)]
+    driver_version: Option<String>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    self_test_passed_at: Option<DateTime<Utc>>,
+    #[diesel(sql_type = BigInt)]
+    open_gaps: i64,
+    #[diesel(sql_type = BigInt)]
+    closed_gaps: i64,
+    #[diesel(sql_type = BigInt)]
+    reports: i64,
+}
+
+fn state(env: &TestEnv, id: uuid::Uuid) -> State {
+    diesel::sql_query(format!(
+        "SELECT m.last_heartbeat_at,
+                coalesce(m.last_heartbeat_at > now() - make_interval(secs => {GRACE_SECONDS}), false) AS online,
+                m.reliability, m.cuda_version_code, m.driver_version, m.self_test_passed_at,
+                (SELECT count(*) FROM catalog.heartbeat_gaps g WHERE g.machine_id = m.id AND g.ended_at IS NULL) AS open_gaps,
+                (SELECT count(*) FROM catalog.heartbeat_gaps g WHERE g.machine_id = m.id AND g.ended_at IS NOT NULL) AS closed_gaps,
+                (SELECT count(*) FROM catalog.agent_reports r WHERE r.machine_id = m.id) AS reports
+         FROM catalog.machines m WHERE m.id = '{id}'"
+    ))
+    .get_result(&mut env.conn())
+    .expect("machine state")
+}
+
+#[derive(diesel::QueryableByName, Debug, Clone, PartialEq)]
+struct GapRow {
+    #[diesel(sql_type = Timestamptz)]
+    started_at: DateTime<Utc>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    ended_at: Option<DateTime<Utc>>,
+    #[diesel(sql_type = Text)]
+    detected_by: String,
+}
+
+fn gap_rows(env: &TestEnv, id: uuid::Uuid) -> Vec<GapRow> {
+    diesel::sql_query(format!(
+        "SELECT started_at, ended_at, detected_by FROM catalog.heartbeat_gaps
+         WHERE machine_id = '{id}' ORDER BY started_at"
+    ))
+    .load(&mut env.conn())
+    .expect("gaps")
+}
+
+#[derive(diesel::QueryableByName)]
+struct Instant {
+    #[diesel(sql_type = Timestamptz)]
+    at: DateTime<Utc>,
+}
+
+fn db_now(env: &TestEnv) -> DateTime<Utc> {
+    diesel::sql_query("SELECT now() AS at")
+        .get_result::<Instant>(&mut env.conn())
+        .expect("now")
+        .at
+}
+
+fn listed_since(env: &TestEnv, id: uuid::Uuid) -> DateTime<Utc> {
+    diesel::sql_query(format!(
+        "SELECT started_at AS at FROM catalog.listing_periods WHERE machine_id = '{id}' AND ended_at IS NULL"
+    ))
+    .get_result::<Instant>(&mut env.conn())
+    .expect("open listing period")
+    .at
+}
+
+async fn wait_state<F>(env: &TestEnv, id: uuid::Uuid, what: &str, limit: Duration, f: F) -> State
+where
+    F: Fn(&State) -> bool,
+{
+    eventually(what, limit, || async {
+        let s = state(env, id);
+        f(&s).then_some(s)
+    })
+    .await
+}
+
+fn catalog_url(stack: &Stack, path: &str) -> String {
+    format!("{}{path}", stack.config.urls.catalog)
+}
+
+async fn internal_get(stack: &Stack, path: &str) -> reqwest::Response {
+    reqwest::Client::new()
+        .get(catalog_url(stack, path))
+        .header("x-service-token", &stack.config.service_token)
+        .send()
+        .await
+        .expect("catalog")
+}
+
+async fn internal_post(stack: &Stack, path: &str, body: Value) -> reqwest::Response {
+    reqwest::Client::new()
+        .post(catalog_url(stack, path))
+        .header("x-service-token", &stack.config.service_token)
+        .json(&body)
+        .send()
+        .await
+        .expect("catalog")
+}
+
+fn heartbeat_message(id: uuid::Uuid, sent_at: DateTime<Utc>) -> RawMessage {
+    RawMessage {
+        routing_key: format!("agent.{id}.heartbeat"),
+        user_id: Some(format!("agent-{id}")),
+        message_id: Some(uuid::Uuid::now_v7().to_string()),
+        data: serde_json::to_vec(&json!({
+            "machine_id": id, "sent_at": sent_at, "seq": 1,
+            "gpus": [{ "index": 0, "utilization_percent": 50, "memory_used_mib": 1024 }],
+        }))
+        .expect("json"),
+        delivery_count: 0,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn heartbeats_keep_a_machine_online_and_silence_costs_reliability() {
+    let (env, stack, db) = setup().await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
+    let (other_host, other_tenant) = sign_up(&api, &["HOST"]).await;
+    drop(other_host);
+    let (id, token) = machine(&host).await;
+    let access = AgentAccess::from_config(&stack.config);
+    access.grant(id, &token).await.expect("grant");
+    let consumer = tokio::spawn(catalog::heartbeats::run_consumer(
+        stack.config.clone(),
+        db.clone(),
+    ));
+
+    // The agent reports inventory and a self-test, then heartbeats.
+    let agent = start_agent(agent_config(&stack, id, &token));
+    let online = wait_state(&env, id, "agent online", Duration::from_secs(20), |s| {
+        s.online && s.cuda_version_code.is_some() && s.self_test_passed_at.is_some()
+    })
+    .await;
+    assert_eq!(online.cuda_version_code, Some(12040));
+    assert_eq!(online.driver_version.as_deref(), Some("550.54.15"));
+    assert_eq!(online.reports, 1);
+
+    // Heard from since shortly after listing: no gap, fully reliable.
+    let sweeper = tokio::spawn(catalog::reliability::run_offline_sweeper(
+        stack.config.clone(),
+        db.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    let steady = state(&env, id);
+    assert!(steady.online);
+    assert_eq!((steady.open_gaps, steady.closed_gaps), (0, 0));
+    assert_eq!(steady.reliability, Some(Decimal::ONE));
+    let before_stop = steady.last_heartbeat_at.expect("heartbeat");
+    assert!(
+        state(&env, id).last_heartbeat_at > Some(before_stop - chrono::TimeDelta::seconds(1)),
+        "heartbeats keep coming"
+    );
+
+    // The agent stops: past the grace the machine is offline, the sweeper
+    // opens a gap from the last heartbeat, and reliability falls while the
+    // silence lasts.
+    agent.abort();
+    let _ = agent.await;
+    let silent = wait_state(&env, id, "gap opened", Duration::from_secs(15), |s| {
+        !s.online && s.open_gaps == 1 && s.reliability.is_some_and(|r| r < Decimal::ONE)
+    })
+    .await;
+    let opened = gap_rows(&env, id);
+    assert_eq!(opened.len(), 1);
+    assert_eq!(opened[0].detected_by, "sweeper");
+    assert_eq!(Some(opened[0].started_at), silent.last_heartbeat_at);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let later = state(&env, id);
+    assert!(
+        later.reliability < silent.reliability,
+        "downtime keeps counting: {:?} then {:?}",
+        silent.reliability,
+        later.reliability
+    );
+
+    // The agent comes back: online again, the gap is closed at its first
+    // heartbeat, and the downtime stays on the record.
+    let agent = start_agent(agent_config(&stack, id, &token));
+    let back = wait_state(&env, id, "back online", Duration::from_secs(20), |s| {
+        s.online && s.open_gaps == 0
+    })
+    .await;
+    assert_eq!(back.closed_gaps, 1);
+    let gap = gap_rows(&env, id).remove(0);
+    let ended = gap.ended_at.expect("closed gap");
+    assert!(ended - gap.started_at > chrono::TimeDelta::seconds(GRACE_SECONDS));
+    let reliability_back = back.reliability.expect("reliability");
+    assert!(reliability_back < Decimal::ONE, "{reliability_back}");
+
+    // The formula, at a fixed instant: 1 − gap / listed time, floored to 4 places.
+    let as_of = db_now(&env);
+    let listed = (as_of - listed_since(&env, id))
+        .num_microseconds()
+        .expect("µs") as f64;
+    let down = (ended - gap.started_at).num_microseconds().expect("µs") as f64;
+    let expected = ((1.0 - down / listed) * 10_000.0).floor() / 10_000.0;
+    let computed = db
+        .run(move |c| reliability::compute(c, id, as_of, 30).map_err(platform::PlatformError::from))
+        .await
+        .expect("compute")
+        .expect("listed in the window");
+    assert_eq!(computed.to_string().parse::<f64>().expect("f64"), expected);
+
+    // The evidence, to the host who owns the machine only.
+    let response = internal_get(
+        &stack,
+        &format!("/internal/machines/{id}/heartbeat-gaps?host_tenant_id={host_tenant}"),
+    )
+    .await;
+    assert_eq!(response.status(), 200);
+    let gaps: Value = response.json().await.expect("gaps json");
+    assert_eq!(gaps.as_array().map(Vec::len), Some(1));
+    assert!(gaps[0]["seconds"].as_i64().expect("seconds") >= GRACE_SECONDS);
+    assert!(gaps[0]["ended_at"].is_string());
+    let response = internal_get(
+        &stack,
+        &format!("/internal/machines/{id}/heartbeat-gaps?host_tenant_id={other_tenant}"),
+    )
+    .await;
+    assert_eq!(response.status(), 404);
+
+    // Heartbeats are idempotent: the same one applied twice changes nothing
+    // the second time, and a stale one (older than the grace) changes nothing.
+    agent.abort();
+    let _ = agent.await;
+    sweeper.abort();
+    let settings = Settings {
+        grace_seconds: GRACE_SECONDS,
+        window_days: 30,
+    };
+    let duplicate = heartbeat_message(id, Utc::now());
+    catalog::heartbeats::handle(&db, settings, duplicate.clone())
+        .await
+        .expect("first delivery");
+    let once = (state(&env, id), gap_rows(&env, id));
+    let as_of = db_now(&env);
+    let reliability_once = db
+        .run(move |c| reliability::compute(c, id, as_of, 30).map_err(platform::PlatformError::from))
+        .await
+        .expect("compute");
+    catalog::heartbeats::handle(&db, settings, duplicate)
+        .await
+        .expect("second delivery");
+    let stale = heartbeat_message(id, Utc::now() - chrono::TimeDelta::hours(1));
+    catalog::heartbeats::handle(&db, settings, stale)
+        .await
+        .expect("stale heartbeat");
+    let twice = (state(&env, id), gap_rows(&env, id));
+    assert_eq!(once.0.last_heartbeat_at, twice.0.last_heartbeat_at);
+    assert_eq!(once.1, twice.1);
+    let reliability_twice = db
+        .run(move |c| reliability::compute(c, id, as_of, 30).map_err(platform::PlatformError::from))
+        .await
+        .expect("compute");
+    assert_eq!(reliability_once, reliability_twice);
+
+    consumer.abort();
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+/// Publishes one heartbeat-shaped message with `user_id` on `channel` and
+/// waits for the broker's confirm; the error when the broker refuses it.
+async fn publish(
+    connection: &Connection,
+    routing_key: &str,
+    user_id: Option<&str>,
+    body: &Value,
+    message_id: &str,
+) -> Result<(), host_agent::lapin::Error> {
+    let channel = connection.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let mut properties = BasicProperties::default()
+        .with_content_type(ShortString::from("application/json"))
+        .with_message_id(ShortString::from(message_id));
+    if let Some(user) = user_id {
+        properties = properties.with_user_id(ShortString::from(user));
+    }
+    channel
+        .basic_publish(
+            "gpumarket.agents".into(),
+            routing_key.into(),
+            BasicPublishOptions::default(),
+            &serde_json::to_vec(body).expect("json"),
+            properties,
+        )
+        .await?
+        .await?;
+    // A refusal closes the channel; make sure it has arrived before judging.
+    channel.basic_qos(1, Default::default()).await?;
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_cannot_report_for_another_machine() {
+    let (env, stack, db) = setup().await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let (a, token_a) = machine(&host).await;
+    let (b, token_b) = machine(&host).await;
+    let access = AgentAccess::from_config(&stack.config);
+    access.grant(a, &token_a).await.expect("grant a");
+    access.grant(b, &token_b).await.expect("grant b");
+    let consumer = tokio::spawn(catalog::heartbeats::run_consumer(
+        stack.config.clone(),
+        db.clone(),
+    ));
+    // The exchange exists once any catalog process has declared the topology;
+    // do not race the consumer's start.
+    let admin = Connection::connect(&stack.config.amqp_url, ConnectionProperties::default())
+        .await
+        .expect("admin connects");
+    platform::broker::declare_topology(
+        &admin.create_channel().await.expect("channel"),
+        &stack.config,
+    )
+    .await
+    .expect("topology");
+    let heartbeat =
+        |id: uuid::Uuid| json!({ "machine_id": id, "sent_at": Utc::now(), "seq": 1, "gpus": [] });
+
+    let as_a = Connection::connect(
+        &agent_url(&stack, a, &token_a),
+        ConnectionProperties::default(),
+    )
+    .await
+    .expect("agent A connects");
+    // B's routing key with A's credentials: the topic permission refuses it.
+    let refused = publish(
+        &as_a,
+        &format!("agent.{b}.heartbeat"),
+        Some(&format!("agent-{a}")),
+        &heartbeat(b),
+        "a-as-b-key",
+    )
+    .await
+    .expect_err("A may not publish under B's routing key");
+    assert!(refused.to_string().contains("ACCESS_REFUSED"), "{refused}");
+    // A claiming to be B in user_id: the broker checks it against the login.
+    let refused = publish(
+        &as_a,
+        &format!("agent.{a}.heartbeat"),
+        Some(&format!("agent-{b}")),
+        &heartbeat(a),
+        "a-claims-b",
+    )
+    .await
+    .expect_err("A may not claim to be B");
+    assert!(
+        refused.to_string().contains("PRECONDITION_FAILED"),
+        "{refused}"
+    );
+    // A's own report with its own identity goes through (the control).
+    publish(
+        &as_a,
+        &format!("agent.{a}.heartbeat"),
+        Some(&format!("agent-{a}")),
+        &heartbeat(a),
+        "a-itself",
+    )
+    .await
+    .expect("A reports for itself");
+    wait_state(&env, a, "A online", Duration::from_secs(10), |s| s.online).await;
+
+    // A user allowed to publish anything (the platform's own) but who is not
+    // B's agent: the consumer dead-letters it, with or without a user_id.
+    publish(
+        &admin,
+        &format!("agent.{b}.heartbeat"),
+        None,
+        &heartbeat(b),
+        "no-user-id",
+    )
+    .await
+    .expect("published");
+    let inventory = json!({
+        "machine_id": b, "sent_at": Utc::now(), "agent_version": "x", "simulated": true,
+        "gpus": [], "cuda_version": "12.4", "driver_version": "550",
+    });
+    publish(
+        &admin,
+        &format!("agent.{b}.inventory"),
+        Some("guest"),
+        &inventory,
+        "guest-inventory",
+    )
+    .await
+    .expect("published");
+    let channel = admin.create_channel().await.expect("channel");
+    let mut dead: Vec<String> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !(dead.iter().any(|m| m == "no-user-id") && dead.iter().any(|m| m == "guest-inventory")) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "not dead-lettered: {dead:?}"
+        );
+        while let Some(message) = channel
+            .basic_get(
+                "gpumarket.dlx.dead".into(),
+                BasicGetOptions { no_ack: true },
+            )
+            .await
+            .expect("basic_get")
+        {
+            let id = message
+                .delivery
+                .properties
+                .message_id()
+                .as_ref()
+                .map(|m| m.to_string());
+            dead.push(id.unwrap_or_default());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+
+    // Nothing changed for B.
+    let b_state = state(&env, b);
+    assert_eq!(b_state.last_heartbeat_at, None);
+    assert_eq!(b_state.cuda_version_code, None);
+    assert_eq!(b_state.driver_version, None);
+    assert_eq!(b_state.reports, 0);
+
+    consumer.abort();
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_revoked_token_stops_working_at_once() {
+    let (env, stack, db) = setup().await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
+    let (_, other_tenant) = sign_up(&api, &["HOST"]).await;
+    let (id, token) = machine(&host).await;
+    let access = AgentAccess::from_config(&stack.config);
+    access.grant(id, &token).await.expect("grant");
+    let consumer = tokio::spawn(catalog::heartbeats::run_consumer(
+        stack.config.clone(),
+        db.clone(),
+    ));
+    let agent = start_agent(agent_config(&stack, id, &token));
+    wait_state(&env, id, "agent online", Duration::from_secs(20), |s| {
+        s.online
+    })
+    .await;
+    let admin = RabbitAdmin::new(&env.config.rabbitmq_management_url).expect("management");
+    let user = format!("agent-{id}");
+    eventually(
+        "agent connection listed",
+        Duration::from_secs(15),
+        || async {
+            (!admin
+                .user_connections(&user)
+                .await
+                .expect("connections")
+                .is_empty())
+            .then_some(())
+        },
+    )
+    .await;
+
+    // Another host cannot revoke it.
+    let path = format!("/internal/machines/{id}/agent-token/revoke");
+    let response = internal_post(&stack, &path, json!({ "host_tenant_id": other_tenant })).await;
+    assert_eq!(response.status(), 404);
+    assert!(!agent.is_finished());
+
+    // The owner revokes: by the time the call returns the connection is gone,
+    // and the agent, refused on reconnecting, stops with an error.
+    let response = internal_post(&stack, &path, json!({ "host_tenant_id": host_tenant })).await;
+    let status = response.status();
+    assert_eq!(status, 200, "{}", response.text().await.unwrap_or_default());
+    assert!(
+        admin
+            .user_connections(&user)
+            .await
+            .expect("connections")
+            .is_empty()
+    );
+    let ended = tokio::time::timeout(Duration::from_secs(10), agent)
+        .await
+        .expect("the agent stops")
+        .expect("join");
+    assert!(
+        matches!(ended, Err(host_agent::Error::Refused(_))),
+        "{ended:?}"
+    );
+
+    // The old token opens nothing any more.
+    let retry = tokio::time::timeout(
+        Duration::from_secs(10),
+        host_agent::run(agent_config(&stack, id, &token)),
+    )
+    .await
+    .expect("refused promptly");
+    assert!(
+        matches!(retry, Err(host_agent::Error::Refused(_))),
+        "{retry:?}"
+    );
+    let connect = Connection::connect(
+        &agent_url(&stack, id, &token),
+        ConnectionProperties::default(),
+    )
+    .await;
+    assert!(connect.is_err());
+    // And its hash no longer matches the stored one.
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.machines WHERE id = '{id}' \
+             AND agent_token_sha256 = encode(sha256('{token}'::bytea), 'hex')"
+        )),
+        0
+    );
+    // No heartbeat arrives after the revocation.
+    let last = state(&env, id).last_heartbeat_at;
+    tokio::time::sleep(HEARTBEAT * 3).await;
+    assert_eq!(state(&env, id).last_heartbeat_at, last);
+
+    consumer.abort();
+    stack.stop().await;
+    env.cleanup().await;
+}
