@@ -23,6 +23,8 @@ services:
 lint:
 	cargo fmt --all --check
 	cargo clippy --workspace --all-targets -- -D warnings
+	# NVML is compiled (not run: no GPU here) so the real-host path cannot rot.
+	cargo clippy -p gpumarket-host-agent --features nvml -- -D warnings
 
 fmt:
 	cargo fmt --all

@@ -150,6 +150,9 @@ async fn main() -> anyhow::Result<()> {
     let admin = platform::config::replace_db_name(&base.database_url, "postgres");
     let mut config = base.with_database(&db_name);
     config.ports.catalog = 0;
+    // No agents run here: a day of grace keeps the filled heartbeats fresh
+    // for the whole run, so every case sees the same live market.
+    config.heartbeat_grace_seconds = 86_400;
     config.db_pool_size = 4;
     let url = config.database_url.clone();
     platform::db::create_database(&admin, &db_name)?;
@@ -177,7 +180,7 @@ async fn main() -> anyhow::Result<()> {
     );
     let market = catalog::Market {
         currency: config.currency.clone(),
-        heartbeat_grace_seconds: 60,
+        heartbeat_grace_seconds: config.heartbeat_grace_seconds,
     };
 
     let mut rows = Vec::new();

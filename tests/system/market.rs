@@ -204,6 +204,19 @@ async fn every_filter_and_sort_selects_and_orders_the_right_offers() {
         m.ids["m4"]
     ));
     assert_eq!(m.names_of(json!({}), "PRICE").await, ["m3", "m2", "m1"]);
+    // The sweeper turns an expired listing into an unlisted machine.
+    let db = platform::Db::connect(&m.env.config.database_url, 1).unwrap();
+    catalog::reliability::sweep(
+        &db,
+        catalog::reliability::Settings::from_config(&m.env.config),
+    )
+    .await
+    .unwrap();
+    let listed = m.env.count(&format!(
+        "SELECT count(*) AS n FROM catalog.machines WHERE listed AND id = '{}'",
+        m.ids["m4"]
+    ));
+    assert_eq!(listed, 0, "an expired listing is unlisted");
     let relist = m
         .host
         .run(

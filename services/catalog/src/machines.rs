@@ -11,7 +11,7 @@ use diesel::sql_types::Bool;
 use platform::Db;
 use rand::RngCore;
 use rust_decimal::Decimal;
-use schema::catalog::{host_profiles, machines};
+use schema::catalog::machines;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -120,7 +120,6 @@ fn load_machines(
     machine_id: Option<Uuid>,
 ) -> QueryResult<Vec<Machine>> {
     let mut query = machines::table
-        .left_join(host_profiles::table.on(host_profiles::tenant_id.eq(machines::host_tenant_id)))
         .filter(machines::host_tenant_id.eq(host_tenant_id))
         .select((
             MachineRow::as_select(),
@@ -480,6 +479,18 @@ pub async fn rotate_agent_token(
     .await?;
     tracing::info!(machine.id = %machine_id, "agent token rotated");
     Ok(token)
+}
+
+/// Unlists machines whose listing end date has passed; returns how many.
+pub fn unlist_expired(conn: &mut PgConnection) -> QueryResult<usize> {
+    diesel::update(machines::table)
+        .filter(machines::listed.eq(true))
+        .filter(machines::list_until.le(diesel::dsl::now))
+        .set((
+            machines::listed.eq(false),
+            machines::updated_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
 }
 
 pub async fn list_machine(

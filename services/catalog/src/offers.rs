@@ -81,22 +81,26 @@ enum Relax {
 fn constraints(
     q: &OfferSearch,
     currency: &str,
+    known_models: &[String],
     binds: &mut Binds,
 ) -> Result<Vec<Constraint>, Error> {
     let mut out = Vec::new();
     if !q.gpu_models.is_empty() {
-        let models: Vec<String> = q
+        // Matched against the catalog's spelling so the (model, price) index applies.
+        let wanted: Vec<String> = q
             .gpu_models
             .iter()
             .map(|m| m.trim().to_lowercase())
             .collect();
+        let models: Vec<String> = known_models
+            .iter()
+            .filter(|name| wanted.contains(&name.to_lowercase()))
+            .cloned()
+            .collect();
         out.push(Constraint {
             name: "gpu_models",
             asked: format!("GPU model in [{}]", q.gpu_models.join(", ")),
-            predicate: format!(
-                "lower(gpu_model) = ANY({})",
-                binds.push(Bind::Texts(models))
-            ),
+            predicate: format!("gpu_model = ANY({})", binds.push(Bind::Texts(models))),
             relax: Relax::Common("gpu_model"),
         });
     }
@@ -297,7 +301,6 @@ fn live_cte(q: &OfferSearch, market: &Market) -> String {
                    catalog.machines.bandwidth_down_price_per_tb, catalog.machines.list_until, catalog.machines.currency
             FROM catalog.machines
             JOIN catalog.gpu_models ON catalog.gpu_models.name = catalog.machines.gpu_model
-            LEFT JOIN catalog.host_profiles ON catalog.host_profiles.tenant_id = catalog.machines.host_tenant_id
             WHERE catalog.machines.listed
               AND catalog.machines.price_per_gpu_hour IS NOT NULL
               AND catalog.machines.gpus_allocated < catalog.machines.gpu_count
@@ -471,7 +474,7 @@ struct Plan {
     explain: bool,
 }
 
-fn plan(market: &Market, q: &OfferSearch) -> Result<Plan, Error> {
+fn plan(market: &Market, q: &OfferSearch, known_models: &[String]) -> Result<Plan, Error> {
     let first = q.first.unwrap_or(20);
     if !(1..=MAX_PAGE).contains(&first) {
         return Err(Error::Validation(format!(
@@ -490,7 +493,7 @@ fn plan(market: &Market, q: &OfferSearch) -> Result<Plan, Error> {
         .map(|c| decode_cursor(sort, c))
         .transpose()?;
     let mut binds = Binds::default();
-    let constraints = constraints(q, &market.currency, &mut binds)?;
+    let constraints = constraints(q, &market.currency, known_models, &mut binds)?;
     let live = live_cte(q, market);
     let (key, ascending) = sort_key(sort);
     let mut conditions: Vec<String> = constraints
@@ -527,9 +530,11 @@ fn plan(market: &Market, q: &OfferSearch) -> Result<Plan, Error> {
 }
 
 pub async fn search(db: &Db, market: &Market, q: OfferSearch) -> Result<OfferPage, Error> {
-    let plan = plan(market, &q)?;
-    let currency = market.currency.clone();
+    let market = market.clone();
     db.run(move |conn| {
+        let known = crate::gpu_models::names(conn)?;
+        let plan = plan(&market, &q, &known)?;
+        let currency = market.currency.clone();
         let mut rows: Vec<OfferRow> = plan.binds.apply(plan.sql.clone()).load(conn)?;
         let has_next_page = rows.len() as i64 > plan.first;
         rows.truncate(plan.first as usize);
@@ -568,7 +573,8 @@ pub fn run_page_sql(
     market: &Market,
     q: &OfferSearch,
 ) -> Result<usize, Error> {
-    let plan = plan(market, q)?;
+    let known = crate::gpu_models::names(conn)?;
+    let plan = plan(market, q, &known)?;
     let rows: Vec<OfferRow> = plan.binds.apply(plan.sql).load(conn)?;
     Ok(rows.len())
 }
@@ -821,7 +827,7 @@ mod tests {
             min_reliability: Some("1.5".parse().unwrap()),
             ..Default::default()
         };
-        let Err(Error::Validation(msg)) = constraints(&q, "USD", &mut binds) else {
+        let Err(Error::Validation(msg)) = constraints(&q, "USD", &[], &mut binds) else {
             panic!("accepted")
         };
         assert!(msg.starts_with("minReliability"));
@@ -829,7 +835,7 @@ mod tests {
             min_cuda_version: Some("twelve".into()),
             ..Default::default()
         };
-        let Err(Error::Validation(msg)) = constraints(&q, "USD", &mut binds) else {
+        let Err(Error::Validation(msg)) = constraints(&q, "USD", &[], &mut binds) else {
             panic!("accepted")
         };
         assert!(msg.starts_with("minCudaVersion"));

@@ -48,11 +48,13 @@ pub fn online_sql(grace_seconds: i64) -> String {
     )
 }
 
-/// A machine is verified iff this holds, over `catalog.machines` LEFT JOIN
-/// `catalog.host_profiles ON host_profiles.tenant_id = machines.host_tenant_id`
-/// (docs/host-agent.md, "Verification"). NULLs count as not verified.
+/// A machine is verified iff this holds, over `catalog.machines`
+/// (docs/host-agent.md, "Verification"). NULLs count as not verified. The
+/// host's verdict is a primary-key lookup rather than a join, so the offer
+/// search can walk an index in price order and stop at a page.
 pub const VERIFIED_SQL: &str = "coalesce(\
-     catalog.host_profiles.verification = 'verified' \
+     (SELECT hp.verification FROM catalog.host_profiles hp \
+       WHERE hp.tenant_id = catalog.machines.host_tenant_id) = 'verified' \
      AND catalog.machines.cuda_version_code >= 12000 \
      AND catalog.machines.reliability >= 0.90 \
      AND catalog.machines.download_mbps >= greatest(100, catalog.machines.gpu_count * catalog.machines.vram_gib) \
@@ -187,6 +189,12 @@ pub fn open_gaps(conn: &mut PgConnection, grace_seconds: i64) -> QueryResult<usi
 /// machine's reliability. Returns (gaps opened, reliabilities changed).
 pub async fn sweep(db: &Db, settings: Settings) -> Result<(usize, usize), PlatformError> {
     db.tx(move |conn| {
+        // A listing past its end date is over: unlisting it also closes its
+        // listing period, so reliability stops counting that time.
+        let expired = crate::machines::unlist_expired(conn)?;
+        if expired > 0 {
+            tracing::info!(machines = expired, "expired listings unlisted");
+        }
         let opened = open_gaps(conn, settings.grace_seconds)?;
         let changed = recompute(conn, None, settings.window_days)?;
         Ok((opened, changed))
