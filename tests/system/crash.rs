@@ -133,3 +133,87 @@ async fn a_provisioner_killed_mid_step_resumes_and_reports_running_exactly_once(
     stack.stop().await;
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provisioning_that_keeps_failing_fails_the_instance_releases_everything_and_charges_nothing()
+ {
+    let env = TestEnv::new().await;
+    let stack = env
+        .start(Parts {
+            services: true,
+            messaging: true,
+            provisioner: false,
+        })
+        .await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let offer = listed_machine(&host, "L40S", 4, "0.89").await;
+    env.heartbeat_all();
+    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
+    let operator = env.operator(&api).await;
+    grant(&operator, &tenant, "100").await;
+    let placed = order(&renter, &offer, 2, "doomed").await.expect("order");
+    let id = placed["id"].as_str().expect("id").to_owned();
+
+    // Every readiness check fails: the worker gives up after its bounded attempts.
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpumarket"));
+    cmd.args(["worker", "provisioner"])
+        .env("GPUMARKET_DATABASE_URL", &stack.config.database_url)
+        .env("GPUMARKET_AMQP_URL", &stack.config.amqp_url)
+        .env("GPUMARKET_ORDERING_URL", &stack.config.urls.ordering)
+        .env("GPUMARKET_SERVICE_TOKEN", &stack.config.service_token)
+        .env("GPUMARKET_DB_POOL_SIZE", "2")
+        .env("GPUMARKET_STEP_ATTEMPTS", "3")
+        .env("GPUMARKET_SIM_STEP_FAILURES", "readiness_check=99")
+        .env("RUST_LOG", "error")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let mut worker = cmd.spawn().expect("worker");
+    let failed = eventually("instance failed", Duration::from_secs(60), || async {
+        let i = instance_status(&renter, &id).await;
+        (i["status"] == "failed").then_some(i)
+    })
+    .await;
+    worker.kill().expect("kill");
+    worker.wait().expect("reap");
+    assert!(
+        failed["statusReason"]
+            .as_str()
+            .is_some_and(|r| r.contains("readiness_check")),
+        "{failed}"
+    );
+    let attempts = format!(
+        "SELECT s.attempts::bigint AS n FROM provisioner.job_steps s JOIN provisioner.jobs j ON j.id = s.job_id \
+         WHERE j.instance_id = '{id}' AND s.step = 'readiness_check'"
+    );
+    assert_eq!(env.count(&attempts), 3, "bounded attempts");
+    assert_eq!(
+        env.count("SELECT gpus_allocated::bigint AS n FROM catalog.machines"),
+        0,
+        "GPUs released"
+    );
+    assert_eq!(
+        env.count("SELECT count(*) AS n FROM quota.reservations WHERE released_at IS NULL"),
+        0,
+        "quota released"
+    );
+    assert_eq!(
+        env.count("SELECT count(*) AS n FROM ordering.outbox WHERE routing_key = 'ordering.instance.running'"),
+        0,
+        "never ran"
+    );
+    let balance = renter
+        .run("{ balance { amount } usage { id } }", serde_json::json!({}))
+        .await
+        .expect("balance");
+    let amount: rust_decimal::Decimal = balance["balance"]["amount"]
+        .as_str()
+        .expect("amount")
+        .parse()
+        .expect("decimal");
+    assert_eq!(amount, rust_decimal::Decimal::from(100), "nothing charged");
+    assert_eq!(balance["usage"], serde_json::json!([]));
+
+    stack.stop().await;
+    env.cleanup().await;
+}

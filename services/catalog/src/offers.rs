@@ -279,6 +279,13 @@ fn constraints(
 /// rental price is the on-demand price, or the minimum bid when searching
 /// for interruptible rentals.
 fn live_cte(q: &OfferSearch, market: &Market) -> String {
+    live_cte_with(q, market, true)
+}
+
+/// `verified` costs a lookup per row; the why-no-offers statements scan every
+/// live offer, so they skip it unless the search constrains it.
+fn live_cte_with(q: &OfferSearch, market: &Market, with_verified: bool) -> String {
+    let verified = if with_verified { VERIFIED_SQL } else { "false" };
     let rental = if q.rental_type == Some(RentalType::Interruptible) {
         "catalog.machines.min_bid_per_gpu_hour"
     } else {
@@ -293,7 +300,7 @@ fn live_cte(q: &OfferSearch, market: &Market) -> String {
                    catalog.machines.disk_gib, catalog.machines.disk_type, catalog.machines.upload_mbps,
                    catalog.machines.download_mbps, catalog.machines.country, catalog.machines.region,
                    catalog.machines.datacenter, catalog.machines.cuda_version_code, catalog.machines.reliability,
-                   {VERIFIED_SQL} AS verified,
+                   {verified} AS verified,
                    catalog.machines.price_per_gpu_hour, catalog.machines.min_bid_per_gpu_hour,
                    {rental} AS rental_price,
                    round({rental} / catalog.gpu_models.fp16_tflops, 9) AS price_per_tflop,
@@ -312,12 +319,15 @@ fn live_cte(q: &OfferSearch, market: &Market) -> String {
 }
 
 /// Sort key expression and direction.
+/// Sort key expression and direction. Reliability and bandwidth keys match
+/// the expression indexes on listed machines, so a page is read in index
+/// order and the scan stops at the page's end.
 fn sort_key(sort: OfferSort) -> (&'static str, bool) {
     match sort {
         OfferSort::Price => ("rental_price", true),
         OfferSort::PricePerTflop => ("price_per_tflop", true),
         OfferSort::Reliability => ("coalesce(reliability, 0)", false),
-        OfferSort::Bandwidth => ("download_mbps::numeric", false),
+        OfferSort::Bandwidth => ("download_mbps", false),
     }
 }
 
@@ -465,7 +475,6 @@ fn offer(r: OfferRow, gpus: i32, disk_gib: i32) -> Offer {
 struct Plan {
     sql: String,
     binds: Binds,
-    live: String,
     constraints: Vec<Constraint>,
     first: i64,
     sort: OfferSort,
@@ -512,14 +521,13 @@ fn plan(market: &Market, q: &OfferSearch, known_models: &[String]) -> Result<Pla
     };
     let direction = if ascending { "ASC" } else { "DESC" };
     let sql = format!(
-        "WITH {live} SELECT *, {key} AS sort_key FROM live WHERE {where_clause} \
+        "WITH {live} SELECT *, ({key})::numeric AS sort_key FROM live WHERE {where_clause} \
          ORDER BY {key} {direction}, id ASC LIMIT {}",
         first + 1
     );
     Ok(Plan {
         sql,
         binds,
-        live,
         constraints,
         first,
         sort,
@@ -546,9 +554,10 @@ pub async fn search(db: &Db, market: &Market, q: OfferSearch) -> Result<OfferPag
             .map(|r| offer(r, plan.gpus, plan.disk))
             .collect();
         let no_offers = if offers.is_empty() && plan.explain {
+            let live = live_cte_with(&q, &market, q.verified_only == Some(true));
             Some(why_none(
                 conn,
-                &plan.live,
+                &live,
                 &plan.constraints,
                 &plan.binds,
                 &currency,

@@ -107,6 +107,49 @@ mod tests {
         }
     }
 
+    /// States reachable from `from` by legal transitions, `from` included.
+    fn reachable(from: InstanceState) -> Vec<InstanceState> {
+        let mut seen = vec![from];
+        let mut i = 0;
+        while i < seen.len() {
+            for next in InstanceState::ALL {
+                if seen[i].can_become(next) && !seen.contains(&next) {
+                    seen.push(next);
+                }
+            }
+            i += 1;
+        }
+        seen
+    }
+
+    fn terminal(s: InstanceState) -> bool {
+        matches!(s, InstanceState::Destroyed | InstanceState::Failed)
+    }
+
+    proptest::proptest! {
+        /// Random walks that try any transition and take only the legal ones:
+        /// a terminal state is never left, `running` is entered only once
+        /// provisioning (or a returning host) says the machine is ready, and
+        /// every state on the way can still reach a terminal state (no
+        /// instance can get stuck holding GPUs forever).
+        #[test]
+        fn random_walks_keep_the_lifecycle_invariants(tries in proptest::collection::vec(0usize..11, 1..60)) {
+            let mut state = InstanceState::Pending;
+            for t in tries {
+                let next = InstanceState::ALL[t];
+                if !state.can_become(next) {
+                    continue;
+                }
+                proptest::prop_assert!(!terminal(state), "left terminal {state}");
+                if next == InstanceState::Running {
+                    proptest::prop_assert!(matches!(state, InstanceState::Provisioning | InstanceState::HostLost));
+                }
+                state = next;
+                proptest::prop_assert!(reachable(state).into_iter().any(terminal), "{state} cannot end");
+            }
+        }
+    }
+
     #[test]
     fn billing_states_are_reached_only_through_provisioning() {
         for from in InstanceState::ALL {
