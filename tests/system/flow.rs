@@ -143,7 +143,7 @@ async fn a_rental_is_billed_for_exactly_the_seconds_between_running_and_stop() {
     );
 
     let running = wait_running(&renter, &id, Duration::from_secs(30)).await;
-    assert_eq!(running["allowedActions"], json!(["stop"]));
+    assert_eq!(running["allowedActions"], json!(["stop", "destroy"]));
     let gpus_free = renter
         .run(
             "query { offers(filter: {gpuModel: \"RTX 4090\"}) { nodes { id gpusFree } } }",

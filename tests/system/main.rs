@@ -9,6 +9,7 @@ mod cli;
 mod crash;
 mod flow;
 mod harness;
+mod lifecycle;
 mod market;
 mod race;
 mod replay;

@@ -555,3 +555,11 @@ pub struct ProvisioningResult {
     pub ready: bool,
     pub reason: Option<String>,
 }
+
+/// Provisioner's report on a deprovisioning job: `clean` only when the
+/// machine validated that nothing of the instance remains.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DeprovisioningResult {
+    pub clean: bool,
+    pub reason: Option<String>,
+}

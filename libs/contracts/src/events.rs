@@ -85,3 +85,28 @@ pub struct StopInstance {
     pub instance_id: Uuid,
     pub machine_id: Uuid,
 }
+
+/// A provisioning command for one attempt of an instance, published under
+/// [`PROVISION_INSTANCE`] when a stopped instance is started again. `attempt`
+/// numbers the instance's provisioning attempts (1 is the order's, 2 the
+/// first start after a stop); a plain [`ProvisionInstance`] decodes as this
+/// with `attempt` 0, so the worker can key its job per attempt.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProvisionRun {
+    #[serde(flatten)]
+    pub instance: ProvisionInstance,
+    #[serde(default)]
+    pub attempt: i32,
+}
+
+pub const DEPROVISION_INSTANCE: &str = "provisioner.jobs.deprovision";
+
+/// Command to the provisioning workers: take everything of a destroyed
+/// instance off its machine (credentials, network, tenant data, container,
+/// GPU bindings) and validate that nothing is left.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct DeprovisionInstance {
+    pub instance_id: Uuid,
+    pub machine_id: Uuid,
+    pub tenant_id: Uuid,
+}

@@ -49,6 +49,58 @@ impl InstanceRow {
     }
 }
 
+/// GPU allocations and quota reservations are idempotent by key. The first
+/// provisioning attempt (the order's) holds them under the order id (the
+/// saga's key); every start after a stop is a new attempt that takes fresh
+/// ones under a key derived from the order id and the attempt number, so a
+/// repeated start request finds what it took, and a new attempt never
+/// collides with the released holdings of an earlier one.
+pub fn holding_key(order_id: Uuid, attempt: i32) -> Uuid {
+    use sha2::{Digest, Sha256};
+    if attempt <= 1 {
+        return order_id;
+    }
+    let digest = Sha256::digest(format!("gpumarket:attempt:{order_id}:{attempt}").as_bytes());
+    let mut bytes = [0u8; 16];
+    bytes.copy_from_slice(&digest[..16]);
+    uuid::Builder::from_sha1_bytes(bytes).into_uuid()
+}
+
+/// The instance's latest provisioning attempt: 1 for the order's, plus one
+/// per start (each start is a transition into `provisioning`; the order's
+/// instance is created in it).
+pub fn attempt(conn: &mut PgConnection, id: Uuid) -> QueryResult<i32> {
+    let starts: i64 = instance_transitions::table
+        .filter(instance_transitions::instance_id.eq(id))
+        .filter(instance_transitions::to_state.eq(InstanceState::Provisioning.as_str()))
+        .count()
+        .get_result(conn)?;
+    Ok(1 + starts as i32)
+}
+
+/// The instance as it is when a provisioning report names an attempt other
+/// than the latest (a late duplicate); None when the report is current.
+pub async fn stale_report(
+    db: &Db,
+    id: Uuid,
+    reported: i32,
+) -> Result<Option<api::Instance>, Error> {
+    db.run(move |conn| {
+        let row = load(conn, id)?.ok_or_else(|| Error::NotFound(format!("instance {id} not found")))?;
+        if attempt(conn, id)? == reported {
+            return Ok(None);
+        }
+        tracing::warn!(instance.id = %id, reported, "ignoring a report about an earlier provisioning attempt");
+        Ok(Some(row.into()))
+    })
+    .await
+}
+
+/// The key of what the instance's latest attempt holds (or held).
+pub fn current_holding_key(conn: &mut PgConnection, row: &InstanceRow) -> QueryResult<Uuid> {
+    Ok(holding_key(row.order_id, attempt(conn, row.id)?))
+}
+
 impl From<InstanceRow> for api::Instance {
     fn from(row: InstanceRow) -> Self {
         let allowed_actions = InstanceState::parse(&row.state)
@@ -87,7 +139,7 @@ pub fn load(conn: &mut PgConnection, id: Uuid) -> QueryResult<Option<InstanceRow
         .optional()
 }
 
-fn lock(conn: &mut PgConnection, id: Uuid) -> Result<InstanceRow, Error> {
+pub(crate) fn lock(conn: &mut PgConnection, id: Uuid) -> Result<InstanceRow, Error> {
     instances::table
         .find(id)
         .select(InstanceRow::as_select())
@@ -231,26 +283,47 @@ pub async fn mark_ready(db: &Db, deps: &Deps, id: Uuid) -> Result<api::Instance,
     .await
 }
 
-/// The provisioner gave up: the instance failed, nothing is charged, and its
-/// GPUs and quota go back.
+/// The provisioner gave up. On a first run the instance failed, nothing is
+/// charged, and its GPUs and quota go back. On a start after a stop the
+/// renter's disk is still on the machine: the instance goes back to `stopped`
+/// with the reason (it can be started again or destroyed), whatever the
+/// failed run bound is unbound, and the run's GPUs and quota go back.
 pub async fn mark_failed(
     db: &Db,
     deps: &Deps,
     id: Uuid,
     reason: String,
 ) -> Result<api::Instance, Error> {
-    let exchange = deps.config.events_exchange.clone();
-    let (row, failed_now) = db
-        .tx(move |conn| -> Result<(InstanceRow, bool), Error> {
+    let events = deps.config.events_exchange.clone();
+    let commands = deps.config.commands_exchange.clone();
+    let (row, key, failed_now) = db
+        .tx(move |conn| -> Result<(InstanceRow, Uuid, bool), Error> {
             let row = lock(conn, id)?;
+            let key = current_holding_key(conn, &row)?;
             if row.state()? != InstanceState::Provisioning {
-                return Ok((row, false));
+                return Ok((row, key, false));
             }
             let at = contracts::time::now();
+            if row.run_seq >= 1 {
+                let reason = format!("start failed: {reason}");
+                transition(conn, &row, InstanceState::Stopped, Some(&reason), at)?;
+                publish(
+                    conn,
+                    &commands,
+                    STOP_INSTANCE,
+                    at,
+                    row.tenant_id,
+                    &StopInstance {
+                        instance_id: row.id,
+                        machine_id: row.machine_id,
+                    },
+                )?;
+                return Ok((row, key, true));
+            }
             transition(conn, &row, InstanceState::Failed, Some(&reason), at)?;
             publish(
                 conn,
-                &exchange,
+                &events,
                 INSTANCE_FAILED,
                 at,
                 row.tenant_id,
@@ -260,13 +333,13 @@ pub async fn mark_failed(
                     reason: reason.clone(),
                 },
             )?;
-            Ok((row, true))
+            Ok((row, key, true))
         })
         .await?;
-    // Only the call that failed the instance gives its holdings back; a late
+    // Only the call that failed the run gives its holdings back; a late
     // report about an instance that is running must not free its GPUs.
     if failed_now {
-        crate::saga::release_holdings(deps, row.order_id).await?;
+        crate::saga::release_holdings(deps, key).await?;
     }
     get(db, id, row.tenant_id).await
 }
@@ -277,15 +350,16 @@ pub async fn mark_failed(
 pub async fn stop(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<api::Instance, Error> {
     let events = deps.config.events_exchange.clone();
     let commands = deps.config.commands_exchange.clone();
-    let row = db
-        .tx(move |conn| -> Result<InstanceRow, Error> {
+    let (_, key) = db
+        .tx(move |conn| -> Result<(InstanceRow, Uuid), Error> {
             let row = lock(conn, id)?;
             if row.tenant_id != tenant_id {
                 return Err(Error::NotFound(format!("instance {id} not found")));
             }
+            let key = current_holding_key(conn, &row)?;
             match row.state()? {
                 InstanceState::Running => {}
-                InstanceState::Stopping | InstanceState::Stopped => return Ok(row),
+                InstanceState::Stopping | InstanceState::Stopped => return Ok((row, key)),
                 other => {
                     return Err(Error::Conflict(format!(
                         "instance is {other}; it can be stopped only while running"
@@ -328,10 +402,10 @@ pub async fn stop(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<api
                     machine_id: row.machine_id,
                 },
             )?;
-            Ok(row)
+            Ok((row, key))
         })
         .await?;
-    crate::saga::release_holdings(deps, row.order_id).await?;
+    crate::saga::release_holdings(deps, key).await?;
     db.tx(move |conn| {
         let row = lock(conn, id)?;
         if row.state()? == InstanceState::Stopping {
@@ -348,4 +422,34 @@ pub async fn stop(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<api
             .ok_or_else(|| Error::NotFound(id.to_string()))
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_first_attempt_holds_under_the_order_id_and_later_ones_under_fresh_keys() {
+        let order = Uuid::now_v7();
+        assert_eq!(holding_key(order, 1), order);
+        let second = holding_key(order, 2);
+        assert_ne!(second, order);
+        assert_eq!(holding_key(order, 2), second);
+        assert_ne!(holding_key(order, 3), second);
+        assert_ne!(holding_key(Uuid::now_v7(), 2), second);
+    }
+
+    #[test]
+    fn renters_are_offered_start_and_destroy_where_they_work() {
+        assert_eq!(
+            InstanceState::Running.allowed_actions(),
+            vec!["stop", "destroy"]
+        );
+        assert_eq!(
+            InstanceState::Stopped.allowed_actions(),
+            vec!["start", "destroy"]
+        );
+        assert!(InstanceState::Deprovisioning.allowed_actions().is_empty());
+        assert!(InstanceState::Destroyed.allowed_actions().is_empty());
+    }
 }

@@ -2,10 +2,13 @@
 //! into a provisioned instance (quota reserve → funds check → GPU
 //! allocation → provisioning command), and the instance state machine whose
 //! every transition is a compare-and-set that writes its outgoing message in
-//! the same transaction.
+//! the same transaction. Stopped instances start again on their machine;
+//! destroyed ones are deprovisioned and validated clean before their
+//! capacity returns (see `lifecycle`).
 
 pub mod error;
 mod instances;
+mod lifecycle;
 mod routes;
 mod saga;
 pub mod state;

@@ -1,11 +1,11 @@
 use actix_web::{HttpResponse, web};
-use contracts::api::{CreateOrderRequest, ProvisioningResult, TenantRequest};
+use contracts::api::{CreateOrderRequest, DeprovisioningResult, ProvisioningResult, TenantRequest};
 use platform::Db;
 use platform::internal::ServiceCaller;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::{Deps, Error, instances, saga};
+use crate::{Deps, Error, instances, lifecycle, saga};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -14,6 +14,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/instances", web::get().to(list))
             .route("/instances/{id}", web::get().to(get))
             .route("/instances/{id}/stop", web::post().to(stop))
+            .route("/instances/{id}/start", web::post().to(start))
+            .route("/instances/{id}/destroy", web::post().to(destroy))
+            .route(
+                "/instances/{id}/deprovisioning-result",
+                web::post().to(deprovisioning_result),
+            )
             .route(
                 "/instances/{id}/provisioning-result",
                 web::post().to(provisioning_result),
@@ -26,6 +32,12 @@ type Reply = Result<HttpResponse, Error>;
 #[derive(Deserialize)]
 struct TenantQuery {
     tenant_id: Uuid,
+}
+
+/// Which provisioning attempt a report is about (absent: the current one).
+#[derive(Deserialize)]
+struct AttemptQuery {
+    attempt: Option<i32>,
 }
 
 async fn create_order(
@@ -61,15 +73,56 @@ async fn stop(
         .json(instances::stop(&db, &deps, path.into_inner(), body.tenant_id).await?))
 }
 
+async fn start(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    deps: web::Data<Deps>,
+    path: web::Path<Uuid>,
+    body: web::Json<TenantRequest>,
+) -> Reply {
+    Ok(HttpResponse::Ok()
+        .json(lifecycle::start(&db, &deps, path.into_inner(), body.tenant_id).await?))
+}
+
+async fn destroy(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    deps: web::Data<Deps>,
+    path: web::Path<Uuid>,
+    body: web::Json<TenantRequest>,
+) -> Reply {
+    Ok(HttpResponse::Ok()
+        .json(lifecycle::destroy(&db, &deps, path.into_inner(), body.tenant_id).await?))
+}
+
+async fn deprovisioning_result(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    deps: web::Data<Deps>,
+    path: web::Path<Uuid>,
+    body: web::Json<DeprovisioningResult>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(
+        lifecycle::deprovisioning_result(&db, &deps, path.into_inner(), body.into_inner()).await?,
+    ))
+}
+
 async fn provisioning_result(
     _: ServiceCaller,
     db: web::Data<Db>,
     deps: web::Data<Deps>,
     path: web::Path<Uuid>,
     body: web::Json<ProvisioningResult>,
+    q: web::Query<AttemptQuery>,
 ) -> Reply {
     let id = path.into_inner();
     let body = body.into_inner();
+    // A late report about an earlier provisioning attempt changes nothing.
+    if let Some(attempt) = q.attempt
+        && let Some(current) = instances::stale_report(&db, id, attempt).await?
+    {
+        return Ok(HttpResponse::Ok().json(current));
+    }
     let instance = if body.ready {
         instances::mark_ready(&db, &deps, id).await?
     } else {

@@ -309,8 +309,9 @@ async fn create_instance(
     }
 }
 
-/// Gives back what an order holds: its GPUs, then its quota. Both calls are
-/// idempotent, so this is safe to repeat.
+/// Gives back what a holding key (an order id, or a later provisioning attempt's key, see
+/// [`crate::instances::holding_key`]) holds: its GPUs, then its quota. Both
+/// calls are idempotent, so this is safe to repeat.
 pub async fn release_holdings(deps: &Deps, order_id: Uuid) -> Result<(), Error> {
     let _: serde_json::Value = deps
         .catalog

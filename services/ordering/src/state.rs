@@ -61,7 +61,8 @@ impl InstanceState {
             (self, next),
             (Pending, Allocating | Failed)
                 | (Allocating, Provisioning | Failed)
-                | (Provisioning, Running | Failed | Deprovisioning)
+                // Stopped: a start after a stop that failed to provision.
+                | (Provisioning, Running | Failed | Deprovisioning | Stopped)
                 | (Running, Stopping | Deprovisioning | HostLost | Preempted)
                 | (Stopping, Stopped)
                 | (Stopped, Provisioning | Deprovisioning)
@@ -74,10 +75,12 @@ impl InstanceState {
     /// What a renter may ask for now, as the API reports it. Only actions the
     /// service implements are listed.
     pub fn allowed_actions(self) -> Vec<String> {
-        match self {
-            InstanceState::Running => vec!["stop".to_owned()],
-            _ => Vec::new(),
-        }
+        let actions: &[&str] = match self {
+            InstanceState::Running => &["stop", "destroy"],
+            InstanceState::Stopped => &["start", "destroy"],
+            _ => &[],
+        };
+        actions.iter().map(|a| (*a).to_owned()).collect()
     }
 }
 

@@ -1,14 +1,17 @@
 //! The steps of the service model and the driver that carries them out.
 
-use contracts::events::{ProvisionInstance, StopInstance};
+use chrono::{DateTime, Utc};
+use contracts::events::{DeprovisionInstance, ProvisionInstance, StopInstance};
 
 use crate::Error;
 
 /// Boxed futures keep the trait object-safe without an extra crate.
 pub type BoxFuture<'a, T> = std::pin::Pin<Box<dyn std::future::Future<Output = T> + Send + 'a>>;
 
-/// What it takes to give a renter a usable GPU environment, in order. The
-/// result is user-ready (SSH works, GPUs visible), not "task finished".
+/// What it takes to give a renter a usable GPU environment, in order
+/// ([`Step::PROVISION`]; the result is user-ready — SSH works, GPUs visible —
+/// not "task finished"), and to take it off the machine again
+/// ([`Step::DEPROVISION`], which ends by validating the machine clean).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Step {
     ValidateHost,
@@ -19,10 +22,16 @@ pub enum Step {
     StartContainer,
     AuthorizeSsh,
     ReadinessCheck,
+    RevokeSsh,
+    StopContainer,
+    UnbindGpus,
+    DetachNetwork,
+    WipeVolume,
+    ValidateClean,
 }
 
 impl Step {
-    pub const ALL: [Step; 8] = [
+    pub const PROVISION: [Step; 8] = [
         Step::ValidateHost,
         Step::PullImage,
         Step::BindGpus,
@@ -31,6 +40,34 @@ impl Step {
         Step::StartContainer,
         Step::AuthorizeSsh,
         Step::ReadinessCheck,
+    ];
+
+    /// Credentials first (the renter loses access at once), tenant data wiped
+    /// before the machine is declared clean.
+    pub const DEPROVISION: [Step; 6] = [
+        Step::RevokeSsh,
+        Step::StopContainer,
+        Step::UnbindGpus,
+        Step::DetachNetwork,
+        Step::WipeVolume,
+        Step::ValidateClean,
+    ];
+
+    pub const ALL: [Step; 14] = [
+        Step::ValidateHost,
+        Step::PullImage,
+        Step::BindGpus,
+        Step::AttachNetwork,
+        Step::CreateVolume,
+        Step::StartContainer,
+        Step::AuthorizeSsh,
+        Step::ReadinessCheck,
+        Step::RevokeSsh,
+        Step::StopContainer,
+        Step::UnbindGpus,
+        Step::DetachNetwork,
+        Step::WipeVolume,
+        Step::ValidateClean,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -43,6 +80,12 @@ impl Step {
             Step::StartContainer => "start_container",
             Step::AuthorizeSsh => "authorize_ssh",
             Step::ReadinessCheck => "readiness_check",
+            Step::RevokeSsh => "revoke_ssh",
+            Step::StopContainer => "stop_container",
+            Step::UnbindGpus => "unbind_gpus",
+            Step::DetachNetwork => "detach_network",
+            Step::WipeVolume => "wipe_volume",
+            Step::ValidateClean => "validate_clean",
         }
     }
 
@@ -54,12 +97,28 @@ impl Step {
 /// Carries out steps on a machine. Every step must be idempotent: after a
 /// crash the step that was in flight runs again.
 pub trait Driver: Send + Sync {
+    /// One of [`Step::PROVISION`].
     fn run_step<'a>(
         &'a self,
         step: Step,
         job: &'a ProvisionInstance,
     ) -> BoxFuture<'a, Result<(), Error>>;
 
+    /// One of [`Step::DEPROVISION`]. `ValidateClean` must fail while anything
+    /// of the instance remains on the machine.
+    fn deprovision_step<'a>(
+        &'a self,
+        step: Step,
+        job: &'a DeprovisionInstance,
+    ) -> BoxFuture<'a, Result<(), Error>>;
+
     /// Unbinds a stopped instance's GPUs and container; the volume stays.
-    fn stop<'a>(&'a self, command: &'a StopInstance) -> BoxFuture<'a, Result<(), Error>>;
+    /// Only what was bound before `issued_at` (when the stop was decided) is
+    /// undone, so a stop handled late cannot unbind the GPUs of a start that
+    /// followed it.
+    fn stop<'a>(
+        &'a self,
+        command: &'a StopInstance,
+        issued_at: DateTime<Utc>,
+    ) -> BoxFuture<'a, Result<(), Error>>;
 }

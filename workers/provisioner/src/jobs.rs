@@ -1,13 +1,18 @@
 //! Jobs and their step log. A step row is written as started (and committed)
 //! before the driver runs it and stamped finished after; a job that is
 //! redelivered after a crash skips finished steps and re-runs the one that
-//! was in flight.
+//! was in flight. Provisioning (one job per run of an instance) and
+//! deprovisioning (one job per instance) share this machinery; they differ
+//! in their steps and in the report they send ordering.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use contracts::api::{Instance, ProvisioningResult};
-use contracts::events::{PROVISION_INSTANCE, ProvisionInstance, STOP_INSTANCE, StopInstance};
+use contracts::api::{DeprovisioningResult, Instance, ProvisioningResult};
+use contracts::events::{
+    DEPROVISION_INSTANCE, DeprovisionInstance, PROVISION_INSTANCE, ProvisionInstance, ProvisionRun,
+    STOP_INSTANCE, StopInstance,
+};
 use contracts::{Envelope, ErrorCode};
 use diesel::prelude::*;
 use platform::Db;
@@ -33,19 +38,79 @@ enum Outcome {
     Failed(String),
 }
 
+/// What a job carries out.
+#[derive(Clone, Copy)]
+enum Job<'a> {
+    Provision(&'a ProvisionInstance),
+    Deprovision(&'a DeprovisionInstance),
+}
+
+impl Job<'_> {
+    fn instance_id(&self) -> Uuid {
+        match self {
+            Job::Provision(job) => job.instance_id,
+            Job::Deprovision(job) => job.instance_id,
+        }
+    }
+
+    fn machine_id(&self) -> Uuid {
+        match self {
+            Job::Provision(job) => job.machine_id,
+            Job::Deprovision(job) => job.machine_id,
+        }
+    }
+
+    fn steps(&self) -> &'static [Step] {
+        match self {
+            Job::Provision(_) => &Step::PROVISION,
+            Job::Deprovision(_) => &Step::DEPROVISION,
+        }
+    }
+
+    fn payload(&self) -> Result<serde_json::Value, serde_json::Error> {
+        match self {
+            Job::Provision(job) => serde_json::to_value(job),
+            Job::Deprovision(job) => serde_json::to_value(job),
+        }
+    }
+
+    async fn run(&self, driver: &dyn Driver, step: Step) -> Result<(), Error> {
+        match self {
+            Job::Provision(job) => driver.run_step(step, job).await,
+            Job::Deprovision(job) => driver.deprovision_step(step, job).await,
+        }
+    }
+}
+
+/// The job kind of a provisioning attempt: the order's keeps the plain kind,
+/// each start after a stop gets its own job (and step log).
+fn provision_kind(attempt: i32) -> String {
+    if attempt <= 1 {
+        "provision".to_owned()
+    } else {
+        format!("provision:{attempt}")
+    }
+}
+
+const DEPROVISION_KIND: &str = "deprovision";
+
 impl Worker {
     pub async fn handle(&self, envelope: Envelope) -> Result<(), HandlerError> {
         let bad =
             |e: serde_json::Error| HandlerError::Permanent(format!("bad {}: {e}", envelope.kind));
         match envelope.kind.as_str() {
             PROVISION_INSTANCE => {
-                let job: ProvisionInstance = envelope.payload().map_err(bad)?;
-                self.provision(job).await
+                let job: ProvisionRun = envelope.payload().map_err(bad)?;
+                self.provision(job.instance, job.attempt.max(1)).await
+            }
+            DEPROVISION_INSTANCE => {
+                let job: DeprovisionInstance = envelope.payload().map_err(bad)?;
+                self.deprovision(job).await
             }
             STOP_INSTANCE => {
                 let command: StopInstance = envelope.payload().map_err(bad)?;
                 self.driver
-                    .stop(&command)
+                    .stop(&command, envelope.occurred_at)
                     .await
                     .map_err(|e| HandlerError::Transient(e.to_string()))
             }
@@ -53,13 +118,21 @@ impl Worker {
         }
     }
 
-    async fn provision(&self, job: ProvisionInstance) -> Result<(), HandlerError> {
-        let job_id = self.open_job(&job).await?;
-        let outcome = match self.job_status(job_id).await?.as_str() {
+    /// Opens (or resumes) the job and runs its unfinished steps; a job that
+    /// already ended answers its recorded outcome.
+    async fn execute(&self, kind: &str, job: Job<'_>) -> Result<Outcome, HandlerError> {
+        let job_id = self.open_job(kind, job).await?;
+        Ok(match self.job_status(job_id).await?.as_str() {
             "succeeded" => Outcome::Ready,
             "failed" => Outcome::Failed(self.job_error(job_id).await?),
-            _ => self.run_steps(job_id, &job).await?,
-        };
+            _ => self.run_steps(job_id, job).await?,
+        })
+    }
+
+    async fn provision(&self, job: ProvisionInstance, attempt: i32) -> Result<(), HandlerError> {
+        let outcome = self
+            .execute(&provision_kind(attempt), Job::Provision(&job))
+            .await?;
         let result = match &outcome {
             Outcome::Ready => ProvisioningResult {
                 ready: true,
@@ -76,29 +149,47 @@ impl Worker {
             .ordering
             .post(
                 &format!(
-                    "/internal/instances/{}/provisioning-result",
+                    "/internal/instances/{}/provisioning-result?attempt={attempt}",
                     job.instance_id
                 ),
                 &result,
             )
             .await;
-        match reported {
-            Ok(instance) => {
-                tracing::info!(instance.id = %job.instance_id, status = %instance.status, "provisioning reported");
-                Ok(())
-            }
-            Err(e) if e.code == ErrorCode::NotFound => Err(HandlerError::Permanent(e.to_string())),
-            Err(e) => Err(HandlerError::Transient(e.to_string())),
-        }
+        report(reported, job.instance_id, "provisioning")
     }
 
-    async fn run_steps(
-        &self,
-        job_id: Uuid,
-        job: &ProvisionInstance,
-    ) -> Result<Outcome, HandlerError> {
+    /// Takes the instance off its machine and validates the machine clean;
+    /// ordering returns the capacity only on a clean report.
+    async fn deprovision(&self, job: DeprovisionInstance) -> Result<(), HandlerError> {
+        let outcome = self
+            .execute(DEPROVISION_KIND, Job::Deprovision(&job))
+            .await?;
+        let result = match outcome {
+            Outcome::Ready => DeprovisioningResult {
+                clean: true,
+                reason: None,
+            },
+            Outcome::Failed(reason) => DeprovisioningResult {
+                clean: false,
+                reason: Some(reason),
+            },
+        };
+        let reported: Result<Instance, _> = self
+            .ordering
+            .post(
+                &format!(
+                    "/internal/instances/{}/deprovisioning-result",
+                    job.instance_id
+                ),
+                &result,
+            )
+            .await;
+        report(reported, job.instance_id, "deprovisioning")
+    }
+
+    async fn run_steps(&self, job_id: Uuid, job: Job<'_>) -> Result<Outcome, HandlerError> {
         let done = self.finished_steps(job_id).await?;
-        for (position, step) in Step::ALL.into_iter().enumerate() {
+        for (position, &step) in job.steps().iter().enumerate() {
             if done.contains(&step.as_str().to_owned()) {
                 continue;
             }
@@ -107,9 +198,10 @@ impl Worker {
                 attempt += 1;
                 self.start_step(job_id, step, position as i32).await?;
                 let started = Instant::now();
-                let span = tracing::info_span!("step", step = step.as_str(), attempt, instance.id = %job.instance_id);
+                let span = tracing::info_span!("step", step = step.as_str(), attempt, instance.id = %job.instance_id());
                 let result =
-                    tracing::Instrument::instrument(self.driver.run_step(step, job), span).await;
+                    tracing::Instrument::instrument(job.run(self.driver.as_ref(), step), span)
+                        .await;
                 let elapsed_ms = started.elapsed().as_millis() as i64;
                 match result {
                     Ok(()) => {
@@ -141,18 +233,20 @@ impl Worker {
         Ok(Outcome::Ready)
     }
 
-    async fn open_job(&self, job: &ProvisionInstance) -> Result<Uuid, HandlerError> {
-        let job = job.clone();
+    async fn open_job(&self, kind: &str, job: Job<'_>) -> Result<Uuid, HandlerError> {
+        let payload = job
+            .payload()
+            .map_err(|e| HandlerError::Permanent(e.to_string()))?;
+        let (instance_id, machine_id) = (job.instance_id(), job.machine_id());
+        let kind = kind.to_owned();
         self.db
             .tx(move |conn| -> Result<Uuid, HandlerError> {
-                let payload = serde_json::to_value(&job)
-                    .map_err(|e| HandlerError::Permanent(e.to_string()))?;
                 diesel::insert_into(jobs::table)
                     .values((
                         jobs::id.eq(Uuid::now_v7()),
-                        jobs::instance_id.eq(job.instance_id),
-                        jobs::kind.eq("provision"),
-                        jobs::machine_id.eq(job.machine_id),
+                        jobs::instance_id.eq(instance_id),
+                        jobs::kind.eq(&kind),
+                        jobs::machine_id.eq(machine_id),
                         jobs::payload.eq(payload),
                         jobs::status.eq("running"),
                     ))
@@ -160,8 +254,8 @@ impl Worker {
                     .do_nothing()
                     .execute(conn)?;
                 let id: Uuid = jobs::table
-                    .filter(jobs::instance_id.eq(job.instance_id))
-                    .filter(jobs::kind.eq("provision"))
+                    .filter(jobs::instance_id.eq(instance_id))
+                    .filter(jobs::kind.eq(&kind))
                     .select(jobs::id)
                     .first(conn)?;
                 diesel::update(jobs::table.find(id))
@@ -188,7 +282,7 @@ impl Worker {
                     .find(job_id)
                     .select(jobs::last_error)
                     .first(conn)?;
-                Ok(e.unwrap_or_else(|| "provisioning failed".into()))
+                Ok(e.unwrap_or_else(|| "job failed".into()))
             })
             .await
     }
@@ -299,6 +393,23 @@ impl Worker {
                 Ok(())
             })
             .await
+    }
+}
+
+/// Until ordering has heard a job's result, the message stays unacked and
+/// comes back; the reports are idempotent on ordering's side.
+fn report(
+    reported: Result<Instance, platform::internal::RemoteError>,
+    instance_id: Uuid,
+    what: &str,
+) -> Result<(), HandlerError> {
+    match reported {
+        Ok(instance) => {
+            tracing::info!(instance.id = %instance_id, status = %instance.status, "{what} reported");
+            Ok(())
+        }
+        Err(e) if e.code == ErrorCode::NotFound => Err(HandlerError::Permanent(e.to_string())),
+        Err(e) => Err(HandlerError::Transient(e.to_string())),
     }
 }
 

@@ -4,12 +4,20 @@
 //! `provisioner.sim_resources`, so the state survives a worker crash like a
 //! real host's would). Readiness passes only when that state is complete and
 //! consistent. Latency and failures are injectable per step.
+//!
+//! Deprovisioning removes the instance's resources kind by kind, then
+//! `validate_clean` fails while any row of the instance remains. An injected
+//! failure on a cleanup step (`revoke_ssh`, `stop_container`, `unbind_gpus`,
+//! `detach_network`, `wipe_volume`) is *silent*: the step reports success but
+//! leaves its resource behind — the fault the validation exists to catch (a
+//! loud failure would merely be retried).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use contracts::events::{ProvisionInstance, StopInstance};
+use chrono::{DateTime, Utc};
+use contracts::events::{DeprovisionInstance, ProvisionInstance, StopInstance};
 use diesel::prelude::*;
 use platform::{Config, Db};
 use schema::provisioner::sim_resources;
@@ -115,9 +123,67 @@ impl SimulatedDriver {
                     None => Ok(()),
                 },
                 Step::ReadinessCheck => readiness(conn, &job),
+                other => Err(fail(other, "not a provisioning step")),
             })
             .await
     }
+}
+
+impl SimulatedDriver {
+    async fn deprovision(&self, step: Step, job: DeprovisionInstance) -> Result<(), Error> {
+        if let Some(delay) = self.latency.get(&step) {
+            tokio::time::sleep(*delay).await;
+        }
+        let kinds: &'static [&'static str] = match step {
+            Step::RevokeSsh => &["ssh_key"],
+            Step::StopContainer => &["container"],
+            Step::UnbindGpus => &["gpu"],
+            Step::DetachNetwork => &["network"],
+            Step::WipeVolume => &["volume"],
+            Step::ValidateClean => {
+                if self.injected_failure(step) {
+                    return Err(fail(step, "injected failure"));
+                }
+                return self.db.run(move |conn| validate_clean(conn, &job)).await;
+            }
+            other => return Err(fail(other, "not a deprovisioning step")),
+        };
+        if self.injected_failure(step) {
+            tracing::warn!(step = step.as_str(), instance.id = %job.instance_id, "injected silent failure: resource left behind");
+            return Ok(());
+        }
+        self.db
+            .run(move |conn| {
+                diesel::delete(
+                    sim_resources::table
+                        .filter(sim_resources::machine_id.eq(job.machine_id))
+                        .filter(sim_resources::instance_id.eq(job.instance_id))
+                        .filter(sim_resources::kind.eq_any(kinds)),
+                )
+                .execute(conn)
+                .map(|_| ())
+                .map_err(Error::from)
+            })
+            .await
+    }
+}
+
+/// Clean means: nothing on the machine belongs to the instance any more.
+fn validate_clean(conn: &mut PgConnection, job: &DeprovisionInstance) -> Result<(), Error> {
+    let left: Vec<(String, String)> = sim_resources::table
+        .filter(sim_resources::machine_id.eq(job.machine_id))
+        .filter(sim_resources::instance_id.eq(job.instance_id))
+        .select((sim_resources::kind, sim_resources::name))
+        .order((sim_resources::kind, sim_resources::name))
+        .load(conn)?;
+    if left.is_empty() {
+        return Ok(());
+    }
+    let what: Vec<String> = left.iter().map(|(k, n)| format!("{k} {n}")).collect();
+    Err(fail(
+        Step::ValidateClean,
+        &format!("machine not clean: {} left", what.join(", ")),
+    ))
 }
 
 fn fail(step: Step, reason: &str) -> Error {
@@ -220,7 +286,19 @@ impl Driver for SimulatedDriver {
         Box::pin(self.apply(step, job.clone()))
     }
 
-    fn stop<'a>(&'a self, command: &'a StopInstance) -> BoxFuture<'a, Result<(), Error>> {
+    fn deprovision_step<'a>(
+        &'a self,
+        step: Step,
+        job: &'a DeprovisionInstance,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.deprovision(step, job.clone()))
+    }
+
+    fn stop<'a>(
+        &'a self,
+        command: &'a StopInstance,
+        issued_at: DateTime<Utc>,
+    ) -> BoxFuture<'a, Result<(), Error>> {
         let command = command.clone();
         Box::pin(async move {
             self.db
@@ -229,7 +307,8 @@ impl Driver for SimulatedDriver {
                         sim_resources::table
                             .filter(sim_resources::machine_id.eq(command.machine_id))
                             .filter(sim_resources::instance_id.eq(command.instance_id))
-                            .filter(sim_resources::kind.eq_any(["gpu", "container"])),
+                            .filter(sim_resources::kind.eq_any(["gpu", "container"]))
+                            .filter(sim_resources::created_at.lt(issued_at)),
                     )
                     .execute(conn)
                     .map(|_| ())
@@ -249,6 +328,10 @@ mod tests {
         let map = parse_map("bind_gpus=300, readiness_check=5", "x").unwrap();
         assert_eq!(map[&Step::BindGpus], 300);
         assert_eq!(map[&Step::ReadinessCheck], 5);
+        assert_eq!(
+            parse_map("wipe_volume=1", "x").unwrap()[&Step::WipeVolume],
+            1
+        );
         assert!(parse_map("warp_drive=1", "x").is_err());
         assert!(parse_map("bind_gpus", "x").is_err());
         assert!(parse_map("", "x").unwrap().is_empty());

@@ -182,18 +182,37 @@ impl RentalsMutation {
         Ok(instance.into())
     }
 
+    /// Stops billing now and gives the GPUs back; the disk stays.
     async fn stop_instance(&self, ctx: &Context<'_>, id: ID) -> GqlResult<Instance> {
-        let principal = auth::authorize(ctx, Access::Rent).await?;
-        let id = validate::id("id", &id)?;
-        let instance: api::Instance = clients::from_context(ctx)?
-            .ordering
-            .post(
-                &format!("/internal/instances/{id}/stop"),
-                &api::TenantRequest {
-                    tenant_id: principal.tenant_id,
-                },
-            )
-            .await?;
-        Ok(instance.into())
+        instance_action(ctx, &id, "stop").await
     }
+
+    /// Starts a stopped instance again on the same machine (or fails with
+    /// INSUFFICIENT_CAPACITY when its GPUs are taken).
+    async fn start_instance(&self, ctx: &Context<'_>, id: ID) -> GqlResult<Instance> {
+        instance_action(ctx, &id, "start").await
+    }
+
+    /// Stops billing now (if running) and deprovisions the instance; it is
+    /// `destroyed` once its machine validates clean. Destroying a destroyed
+    /// instance changes nothing.
+    async fn destroy_instance(&self, ctx: &Context<'_>, id: ID) -> GqlResult<Instance> {
+        instance_action(ctx, &id, "destroy").await
+    }
+}
+
+/// A renter's action on one of its tenant's instances.
+async fn instance_action(ctx: &Context<'_>, id: &ID, action: &str) -> GqlResult<Instance> {
+    let principal = auth::authorize(ctx, Access::Rent).await?;
+    let id = validate::id("id", id)?;
+    let instance: api::Instance = clients::from_context(ctx)?
+        .ordering
+        .post(
+            &format!("/internal/instances/{id}/{action}"),
+            &api::TenantRequest {
+                tenant_id: principal.tenant_id,
+            },
+        )
+        .await?;
+    Ok(instance.into())
 }

@@ -1,0 +1,355 @@
+//! Start after stop, and destroy with its deprovisioning.
+//!
+//! **Start** (`stopped → provisioning → running`): quota and GPUs are taken
+//! again on the instance's own machine under a fresh key per provisioning
+//! attempt ([`crate::instances::holding_key`]), so a repeated start request
+//! is idempotent and a new attempt never collides with the released holdings
+//! of an earlier one; then the provisioning command for that attempt leaves
+//! with the transition. The provisioner keeps one job per attempt, and
+//! `mark_ready` counts the run (`run_seq + 1`), so metering pairs each run's
+//! start and stop. A start that fails to provision goes back to `stopped`
+//! (the disk is still there) and releases what it took.
+//!
+//! **Destroy** (`running | stopped → deprovisioning → destroyed`): from
+//! running, billing stops first exactly as a stop does (T1 recorded, the
+//! `stopped` event for the current run), in the transaction that moves the
+//! instance to `deprovisioning` and sends the deprovisioning command. The
+//! provisioner revokes credentials, stops the container, unbinds GPUs,
+//! detaches the network, wipes the volume and validates the machine clean.
+//! Only a clean report releases the GPUs (if still held) and the quota and
+//! makes the instance `destroyed`. A failed clean leaves the instance
+//! `deprovisioning` with the reason, keeps the capacity out of the market and
+//! unlists the machine (the catalog has no maintenance state yet; the host
+//! re-lists it after fixing it).
+
+use contracts::api::{
+    AllocateRequest, Allocation, Balance, DeprovisioningResult, FundsCheckRequest,
+    HostMachineRequest, Instance, Offer, QuotaReservation, ReserveQuotaRequest,
+};
+use contracts::events::{
+    DEPROVISION_INSTANCE, DeprovisionInstance, INSTANCE_STOPPED, InstanceStopped,
+    PROVISION_INSTANCE, ProvisionInstance, ProvisionRun,
+};
+use contracts::{ErrorCode, api};
+use diesel::prelude::*;
+use platform::Db;
+use platform::internal::RemoteError;
+use rust_decimal::Decimal;
+use schema::ordering::instances;
+use uuid::Uuid;
+
+use crate::instances::{
+    InstanceRow, attempt, current_holding_key, holding_key, load, lock, publish, transition,
+};
+use crate::state::InstanceState;
+use crate::{Deps, Error};
+
+fn owned(row: Option<InstanceRow>, id: Uuid, tenant_id: Uuid) -> Result<InstanceRow, Error> {
+    row.filter(|row| row.tenant_id == tenant_id)
+        .ok_or_else(|| Error::NotFound(format!("instance {id} not found")))
+}
+
+fn reload(conn: &mut PgConnection, id: Uuid) -> Result<Instance, Error> {
+    load(conn, id)?
+        .map(api::Instance::from)
+        .ok_or_else(|| Error::NotFound(id.to_string()))
+}
+
+/// Starts a stopped instance again on the same machine.
+pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<Instance, Error> {
+    let (row, current) = db
+        .run(move |conn| {
+            let row = owned(load(conn, id)?, id, tenant_id)?;
+            let current = attempt(conn, id)?;
+            Ok::<_, Error>((row, current))
+        })
+        .await?;
+    match row.state()? {
+        InstanceState::Stopped => {}
+        // Already started (a repeated request): answer the instance.
+        InstanceState::Provisioning | InstanceState::Running => return Ok(row.into()),
+        other => {
+            return Err(Error::Conflict(format!(
+                "instance is {other}; it can be started only when stopped"
+            )));
+        }
+    }
+    let next = current + 1;
+    let key = holding_key(row.order_id, next);
+
+    let offer: Offer = deps
+        .catalog
+        .get(&format!("/internal/offers/{}", row.machine_id))
+        .await
+        .map_err(|e| match e.code {
+            ErrorCode::NotFound => Error::Conflict(format!(
+                "the instance's machine {} is not on the market now (offline or unlisted); \
+                 it cannot be started until it is back",
+                row.machine_id
+            )),
+            _ => Error::Remote(e),
+        })?;
+
+    if let Err(error) = take_holdings(deps, &row, key).await {
+        if let Err(release_error) = crate::saga::release_holdings(deps, key).await {
+            tracing::error!(instance.id = %id, %release_error, "start compensation failed; reconciler must release");
+        }
+        return Err(error);
+    }
+
+    let commands = deps.config.commands_exchange.clone();
+    let (latest, started) = db
+        .tx(move |conn| -> Result<(InstanceRow, bool), Error> {
+            let row = lock(conn, id)?;
+            if row.state()? != InstanceState::Stopped || attempt(conn, id)? != current {
+                return Ok((row, false));
+            }
+            let at = contracts::time::now();
+            transition(
+                conn,
+                &row,
+                InstanceState::Provisioning,
+                Some("start requested"),
+                at,
+            )?;
+            let ssh_public_key: Option<String> = instances::table
+                .find(id)
+                .select(instances::ssh_public_key)
+                .first(conn)?;
+            publish(
+                conn,
+                &commands,
+                PROVISION_INSTANCE,
+                at,
+                row.tenant_id,
+                &ProvisionRun {
+                    instance: ProvisionInstance {
+                        instance_id: row.id,
+                        order_id: row.order_id,
+                        tenant_id: row.tenant_id,
+                        machine_id: row.machine_id,
+                        gpu_count: row.gpu_count,
+                        machine_gpu_count: offer.gpu_count,
+                        image: row.image.clone(),
+                        ssh_public_key,
+                    },
+                    attempt: next,
+                },
+            )?;
+            tracing::info!(instance.id = %id, attempt = next, "instance starting");
+            Ok((row, true))
+        })
+        .await?;
+    if !started {
+        // A concurrent start of the same attempt shares the holdings and owns
+        // them now; otherwise (a destroy meanwhile) nobody will use them.
+        let holding = matches!(
+            latest.state()?,
+            InstanceState::Provisioning | InstanceState::Running | InstanceState::Stopping
+        );
+        let owner = db
+            .run(move |conn| current_holding_key(conn, &latest).map_err(Error::from))
+            .await?;
+        if owner != key || !holding {
+            crate::saga::release_holdings(deps, key).await?;
+        }
+    }
+    db.run(move |conn| reload(conn, id)).await
+}
+
+/// Quota, funds, then the GPUs on the instance's own machine, under `key`.
+async fn take_holdings(deps: &Deps, row: &InstanceRow, key: Uuid) -> Result<(), Error> {
+    let _: QuotaReservation = deps
+        .quota
+        .post(
+            "/internal/reservations",
+            &ReserveQuotaRequest {
+                order_id: key,
+                tenant_id: row.tenant_id,
+                gpu_count: row.gpu_count,
+            },
+        )
+        .await?;
+    let hourly = row.price_per_gpu_hour * Decimal::from(row.gpu_count);
+    let required = contracts::money::rate(deps.config.min_runway_seconds, hourly);
+    let _: Balance = deps
+        .billing
+        .post(
+            "/internal/funds-checks",
+            &FundsCheckRequest {
+                tenant_id: row.tenant_id,
+                required,
+            },
+        )
+        .await?;
+    let _: Allocation = deps
+        .catalog
+        .post(
+            "/internal/allocations",
+            &AllocateRequest {
+                order_id: key,
+                tenant_id: row.tenant_id,
+                machine_id: row.machine_id,
+                gpu_count: row.gpu_count,
+            },
+        )
+        .await
+        .map_err(|e| match e.code {
+            ErrorCode::InsufficientCapacity => Error::Remote(RemoteError {
+                code: e.code,
+                message: format!(
+                    "the instance's machine cannot take its {} GPUs back now ({}); \
+                     start it later or destroy it",
+                    row.gpu_count, e.message
+                ),
+            }),
+            ErrorCode::NotFound => Error::Conflict(format!(
+                "the instance's machine {} is not on the market now; it cannot be started",
+                row.machine_id
+            )),
+            _ => Error::Remote(e),
+        })?;
+    Ok(())
+}
+
+/// Destroys a running or stopped instance: billing stops now (if running)
+/// and the deprovisioning command leaves in the same transaction.
+pub async fn destroy(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<Instance, Error> {
+    let events = deps.config.events_exchange.clone();
+    let commands = deps.config.commands_exchange.clone();
+    db.tx(move |conn| {
+        let row = owned(Some(lock(conn, id)?), id, tenant_id)?;
+        let state = row.state()?;
+        match state {
+            InstanceState::Running | InstanceState::Stopped => {}
+            // Idempotent: already on its way out, or gone.
+            InstanceState::Deprovisioning | InstanceState::Destroyed => return reload(conn, id),
+            other => {
+                return Err(Error::Conflict(format!(
+                    "instance is {other}; it can be destroyed only while running or stopped"
+                )));
+            }
+        }
+        let at = contracts::time::now();
+        transition(
+            conn,
+            &row,
+            InstanceState::Deprovisioning,
+            Some("destroy requested"),
+            at,
+        )?;
+        if state == InstanceState::Running {
+            // Billing stops at the request (T1), exactly as a stop.
+            diesel::update(instances::table.find(id))
+                .set(instances::stopped_at.eq(at))
+                .execute(conn)?;
+            publish(
+                conn,
+                &events,
+                INSTANCE_STOPPED,
+                at,
+                row.tenant_id,
+                &InstanceStopped {
+                    instance_id: row.id,
+                    tenant_id: row.tenant_id,
+                    run_seq: row.run_seq,
+                    stopped_at: at,
+                    reason: "destroy requested".into(),
+                },
+            )?;
+        }
+        publish(
+            conn,
+            &commands,
+            DEPROVISION_INSTANCE,
+            at,
+            row.tenant_id,
+            &DeprovisionInstance {
+                instance_id: row.id,
+                machine_id: row.machine_id,
+                tenant_id: row.tenant_id,
+            },
+        )?;
+        tracing::info!(instance.id = %id, from = %state, "instance deprovisioning");
+        reload(conn, id)
+    })
+    .await
+}
+
+/// The provisioner's report. Clean: GPUs (if still held) and quota go back,
+/// then `destroyed`. Not clean: the instance stays `deprovisioning` with the
+/// reason, its capacity stays out of the market, and the machine is unlisted.
+/// Both are idempotent.
+pub async fn deprovisioning_result(
+    db: &Db,
+    deps: &Deps,
+    id: Uuid,
+    result: DeprovisioningResult,
+) -> Result<Instance, Error> {
+    let (row, key) = db
+        .run(move |conn| {
+            let row = load(conn, id)?
+                .ok_or_else(|| Error::NotFound(format!("instance {id} not found")))?;
+            let key = current_holding_key(conn, &row)?;
+            Ok::<_, Error>((row, key))
+        })
+        .await?;
+    if row.state()? != InstanceState::Deprovisioning {
+        return Ok(row.into());
+    }
+    if result.clean {
+        // From running the run's GPUs are still held; from stopped this
+        // release finds them released already.
+        crate::saga::release_holdings(deps, key).await?;
+        return db
+            .tx(move |conn| {
+                let row = lock(conn, id)?;
+                if row.state()? == InstanceState::Deprovisioning {
+                    transition(
+                        conn,
+                        &row,
+                        InstanceState::Destroyed,
+                        Some("machine validated clean"),
+                        contracts::time::now(),
+                    )?;
+                    tracing::info!(instance.id = %id, "instance destroyed");
+                }
+                reload(conn, id)
+            })
+            .await;
+    }
+    let reason = format!(
+        "deprovisioning failed; the machine is held for maintenance and its GPUs stay out of the market: {}",
+        result.reason.as_deref().unwrap_or("machine not clean")
+    );
+    let instance = db
+        .tx(move |conn| {
+            let row = lock(conn, id)?;
+            if row.state()? == InstanceState::Deprovisioning {
+                diesel::update(instances::table.find(id))
+                    .filter(instances::version.eq(row.version))
+                    .set((
+                        instances::status_reason.eq(&reason),
+                        instances::version.eq(row.version + 1),
+                        instances::updated_at.eq(contracts::time::now()),
+                    ))
+                    .execute(conn)?;
+            }
+            reload(conn, id)
+        })
+        .await?;
+    tracing::error!(instance.id = %id, machine.id = %row.machine_id, "machine failed clean validation; unlisting it");
+    let unlisted: Result<serde_json::Value, _> = deps
+        .catalog
+        .post(
+            &format!("/internal/machines/{}/unlist", row.machine_id),
+            &HostMachineRequest {
+                host_tenant_id: row.host_tenant_id,
+            },
+        )
+        .await;
+    if let Err(error) = unlisted {
+        tracing::error!(machine.id = %row.machine_id, %error, "could not unlist a dirty machine");
+    }
+    Ok(instance)
+}
