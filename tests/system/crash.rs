@@ -3,7 +3,7 @@
 //! process finishes the job. Each instance ends `running` exactly once with
 //! one row per step. Repeated with the kill placed at each step.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use gpumarket::client::Client;
@@ -24,21 +24,14 @@ const STEPS: [&str; 8] = [
 ];
 
 fn worker(config: &Config, slow_step: Option<&str>) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpumarket"));
-    cmd.args(["worker", "provisioner"])
-        .env("GPUMARKET_DATABASE_URL", &config.database_url)
-        .env("GPUMARKET_AMQP_URL", &config.amqp_url)
-        .env("GPUMARKET_ORDERING_URL", &config.urls.ordering)
-        .env("GPUMARKET_SERVICE_TOKEN", &config.service_token)
-        .env("GPUMARKET_DB_POOL_SIZE", "2")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    if let Some(step) = slow_step {
+    match slow_step {
         // Long enough that the kill always lands inside the step.
-        cmd.env("GPUMARKET_SIM_STEP_LATENCY_MS", format!("{step}=60000"));
+        Some(step) => worker_process(
+            config,
+            &[("GPUMARKET_SIM_STEP_LATENCY_MS", &format!("{step}=60000"))],
+        ),
+        None => worker_process(config, &[]),
     }
-    cmd.spawn().expect("spawn worker")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -156,19 +149,13 @@ async fn provisioning_that_keeps_failing_fails_the_instance_releases_everything_
     let id = placed["id"].as_str().expect("id").to_owned();
 
     // Every readiness check fails: the worker gives up after its bounded attempts.
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpumarket"));
-    cmd.args(["worker", "provisioner"])
-        .env("GPUMARKET_DATABASE_URL", &stack.config.database_url)
-        .env("GPUMARKET_AMQP_URL", &stack.config.amqp_url)
-        .env("GPUMARKET_ORDERING_URL", &stack.config.urls.ordering)
-        .env("GPUMARKET_SERVICE_TOKEN", &stack.config.service_token)
-        .env("GPUMARKET_DB_POOL_SIZE", "2")
-        .env("GPUMARKET_STEP_ATTEMPTS", "3")
-        .env("GPUMARKET_SIM_STEP_FAILURES", "readiness_check=99")
-        .env("RUST_LOG", "error")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let mut worker = cmd.spawn().expect("worker");
+    let mut worker = worker_process(
+        &stack.config,
+        &[
+            ("GPUMARKET_STEP_ATTEMPTS", "3"),
+            ("GPUMARKET_SIM_STEP_FAILURES", "readiness_check=99"),
+        ],
+    );
     let failed = eventually("instance failed", Duration::from_secs(60), || async {
         let i = instance_status(&renter, &id).await;
         (i["status"] == "failed").then_some(i)

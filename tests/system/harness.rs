@@ -427,3 +427,23 @@ pub async fn spec_machine(env: &TestEnv, host: &Client, spec: Value, pricing: Va
     ));
     id
 }
+
+/// A provisioning worker as its own OS process (so a test can SIGKILL it),
+/// pointed at the stack; `env` adds settings such as injected latency or
+/// failures of the simulated driver.
+pub fn worker_process(config: &Config, env: &[(&str, &str)]) -> std::process::Child {
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_gpumarket"));
+    cmd.args(["worker", "provisioner"])
+        .env("GPUMARKET_DATABASE_URL", &config.database_url)
+        .env("GPUMARKET_AMQP_URL", &config.amqp_url)
+        .env("GPUMARKET_ORDERING_URL", &config.urls.ordering)
+        .env("GPUMARKET_SERVICE_TOKEN", &config.service_token)
+        .env("GPUMARKET_DB_POOL_SIZE", "2")
+        .env("RUST_LOG", "error")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::inherit());
+    for (key, value) in env {
+        cmd.env(key, value);
+    }
+    cmd.spawn().expect("spawn worker")
+}

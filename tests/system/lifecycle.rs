@@ -5,7 +5,7 @@
 //! validation keeps the instance `deprovisioning` and its GPUs out of the
 //! market.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -15,22 +15,11 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 
-/// A provisioning worker as its own OS process (so it can be SIGKILLed).
 fn worker(config: &platform::Config, latency: Option<&str>) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gpumarket"));
-    cmd.args(["worker", "provisioner"])
-        .env("GPUMARKET_DATABASE_URL", &config.database_url)
-        .env("GPUMARKET_AMQP_URL", &config.amqp_url)
-        .env("GPUMARKET_ORDERING_URL", &config.urls.ordering)
-        .env("GPUMARKET_SERVICE_TOKEN", &config.service_token)
-        .env("GPUMARKET_DB_POOL_SIZE", "2")
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
-    if let Some(latency) = latency {
-        cmd.env("GPUMARKET_SIM_STEP_LATENCY_MS", latency);
+    match latency {
+        Some(latency) => worker_process(config, &[("GPUMARKET_SIM_STEP_LATENCY_MS", latency)]),
+        None => worker_process(config, &[]),
     }
-    cmd.spawn().expect("spawn worker")
 }
 
 const FIELDS: &str = "id status statusReason allowedActions runningAt stoppedAt";
