@@ -598,6 +598,17 @@ struct ConstraintCount {
     matching_without: i64,
     #[diesel(sql_type = BigInt)]
     live: i64,
+    /// The nearest value for min/max relaxations.
+    #[diesel(sql_type = Nullable<Text>)]
+    value: Option<String>,
+}
+
+#[derive(QueryableByName)]
+struct Matched {
+    #[diesel(sql_type = Int4)]
+    position: i32,
+    #[diesel(sql_type = BigInt)]
+    matching: i64,
 }
 
 #[derive(QueryableByName)]
@@ -635,7 +646,7 @@ fn why_none(
     if constraints.is_empty() {
         let count: Vec<ConstraintCount> = binds
             .apply(format!(
-                "WITH {live} SELECT 0 AS position, 0::bigint AS eliminated, 0::bigint AS matching_without, count(*) AS live FROM live"
+                "WITH {live} SELECT 0 AS position, 0::bigint AS eliminated, 0::bigint AS matching_without, count(*) AS live, NULL::text AS value FROM live"
             ))
             .load(conn)?;
         let live_offers = count.first().map_or(0, |c| c.live);
@@ -648,65 +659,108 @@ fn why_none(
             ),
         });
     }
-    let counts: Vec<String> = constraints
+    // One pass over the live offers: each offer is paired with every
+    // constraint (a lateral VALUES row per constraint) and the pairs are
+    // grouped by constraint.
+    let rows: Vec<String> = constraints
         .iter()
         .enumerate()
         .map(|(i, c)| {
+            let (kind, expr) = match c.relax {
+                Relax::Min(expr) => ("min", expr),
+                Relax::Max(expr) => ("max", expr),
+                Relax::Common(_) | Relax::Drop => ("none", "NULL"),
+            };
             format!(
-                "SELECT {i} AS position, count(*) FILTER (WHERE NOT ({p})) AS eliminated, \
-                 count(*) FILTER (WHERE {others}) AS matching_without, count(*) AS live FROM live",
+                "({i}, '{kind}', ({p}), ({others}), ({expr})::numeric)",
                 p = c.predicate,
                 others = all_but(constraints, i)
             )
         })
         .collect();
     let counts: Vec<ConstraintCount> = binds
-        .apply(format!("WITH {live} {}", counts.join(" UNION ALL ")))
+        .apply(format!(
+            "WITH {live} SELECT c.position, count(*) FILTER (WHERE NOT c.pass) AS eliminated, \
+             count(*) FILTER (WHERE c.others_ok) AS matching_without, count(*) AS live, \
+             (CASE c.kind WHEN 'min' THEN min(c.v) FILTER (WHERE c.others_ok) \
+                          WHEN 'max' THEN max(c.v) FILTER (WHERE c.others_ok) END)::text AS value \
+             FROM live CROSS JOIN LATERAL (VALUES {}) AS c(position, kind, pass, others_ok, v) \
+             GROUP BY c.position, c.kind ORDER BY c.position",
+            rows.join(", ")
+        ))
         .load(conn)?;
 
-    let nearest: Vec<String> = constraints
+    // How many offers the nearest values admit, in a second single pass;
+    // the values come from the data (parsed, so safe to inline).
+    let hits: Vec<String> = counts
         .iter()
-        .enumerate()
-        .filter_map(|(i, c)| {
-            let others = all_but(constraints, i);
-            Some(match c.relax {
-                Relax::Min(expr) | Relax::Max(expr) => {
-                    let (agg, cmp) = if matches!(c.relax, Relax::Min(_)) { ("min", "<=") } else { ("max", ">=") };
-                    format!(
-                        "SELECT {i} AS position, v::text AS value, \
-                         (SELECT count(*) FROM live WHERE {others} AND {expr} {cmp} v) AS matching \
-                         FROM (SELECT {agg}({expr}) AS v FROM live WHERE {others}) s"
-                    )
-                }
-                Relax::Common(column) => format!(
-                    "SELECT {i} AS position, \
-                     (SELECT string_agg(value, ', ') FROM (SELECT {column} || ' (' || count(*) || ')' AS value \
-                       FROM live WHERE {others} GROUP BY {column} ORDER BY count(*) DESC, {column} LIMIT 3) t) AS value, \
-                     (SELECT count(*) FROM live WHERE {others}) AS matching"
-                ),
-                Relax::Drop => return None,
-            })
+        .filter_map(|count| {
+            let c = constraints.get(count.position as usize)?;
+            let value: Decimal = count.value.as_deref()?.parse().ok()?;
+            let (expr, cmp) = match c.relax {
+                Relax::Min(expr) => (expr, "<="),
+                Relax::Max(expr) => (expr, ">="),
+                Relax::Common(_) | Relax::Drop => return None,
+            };
+            let others = all_but(constraints, count.position as usize);
+            Some(format!(
+                "({}, ({others}) AND ({expr})::numeric {cmp} '{value}'::numeric)",
+                count.position
+            ))
         })
         .collect();
-    let nearest: Vec<Nearest> = if nearest.is_empty() {
+    let mut nearest: Vec<Nearest> = if hits.is_empty() {
         Vec::new()
     } else {
-        binds
-            .apply(format!("WITH {live} {}", nearest.join(" UNION ALL ")))
-            .load(conn)?
+        let matched: Vec<Matched> = binds
+            .apply(format!(
+                "WITH {live} SELECT c.position, count(*) FILTER (WHERE c.hit) AS matching \
+                 FROM live CROSS JOIN LATERAL (VALUES {}) AS c(position, hit) GROUP BY c.position",
+                hits.join(", ")
+            ))
+            .load(conn)?;
+        matched
+            .into_iter()
+            .map(|m| Nearest {
+                position: m.position,
+                value: counts
+                    .iter()
+                    .find(|c| c.position == m.position)
+                    .and_then(|c| c.value.clone()),
+                matching: m.matching,
+            })
+            .collect()
     };
+    // Set constraints: the most common values among offers matching the rest.
+    for (i, c) in constraints.iter().enumerate() {
+        let Relax::Common(column) = c.relax else {
+            continue;
+        };
+        let others = all_but(constraints, i);
+        let mut common: Vec<Nearest> = binds
+            .apply(format!(
+                "WITH {live} SELECT {i} AS position, \
+                 (SELECT string_agg(value, ', ') FROM (SELECT {column} || ' (' || count(*) || ')' AS value \
+                   FROM live WHERE {others} GROUP BY {column} ORDER BY count(*) DESC, {column} LIMIT 3) t) AS value, \
+                 (SELECT count(*) FROM live WHERE {others}) AS matching"
+            ))
+            .load(conn)?;
+        nearest.append(&mut common);
+    }
 
+    // No live offers means no groups: every count is then zero.
     let live_offers = counts.first().map_or(0, |c| c.live);
-    let reports: Vec<ConstraintReport> = counts
+    let reports: Vec<ConstraintReport> = constraints
         .iter()
-        .filter_map(|c| {
-            let constraint = constraints.get(c.position as usize)?;
-            Some(ConstraintReport {
+        .enumerate()
+        .map(|(i, constraint)| {
+            let count = counts.iter().find(|c| c.position as usize == i);
+            ConstraintReport {
                 constraint: constraint.name.to_owned(),
                 asked: constraint.asked.clone(),
-                eliminated: c.eliminated,
-                matching_without: c.matching_without,
-            })
+                eliminated: count.map_or(0, |c| c.eliminated),
+                matching_without: count.map_or(0, |c| c.matching_without),
+            }
         })
         .collect();
     let mut relaxations: Vec<Relaxation> = Vec::new();
