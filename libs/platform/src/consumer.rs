@@ -52,17 +52,24 @@ where
     Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
 {
     loop {
-        if let Err(error) = consume_once(&config, &queue, handler.clone()).await {
+        let on_delivery = |delivery| handle_delivery(delivery, handler.clone());
+        if let Err(error) = consume_once(&config, &queue, on_delivery).await {
             tracing::warn!(%error, queue, "consumer restarting");
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
 
-async fn consume_once<H, Fut>(config: &Config, queue: &str, handler: H) -> Result<(), PlatformError>
+/// One connection's worth of consuming: each delivery goes to `on_delivery`
+/// on its own task; prefetch bounds how many run at once.
+async fn consume_once<D, Fut>(
+    config: &Config,
+    queue: &str,
+    on_delivery: D,
+) -> Result<(), PlatformError>
 where
-    H: Fn(Envelope) -> Fut + Send + Sync + Clone + 'static,
-    Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+    D: Fn(Delivery) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
 {
     let conn = broker::connect(&config.amqp_url).await;
     let channel = conn.create_channel().await?;
@@ -80,9 +87,7 @@ where
         .await?;
     tracing::info!(queue, "consuming");
     while let Some(delivery) = deliveries.next().await {
-        let delivery = delivery?;
-        let handler = handler.clone();
-        tokio::spawn(handle_delivery(delivery, handler));
+        tokio::spawn(on_delivery(delivery?));
     }
     Err(PlatformError::Other(format!("consumer of {queue} ended")))
 }
@@ -254,43 +259,12 @@ where
     Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
 {
     loop {
-        if let Err(error) = consume_raw_once(&config, &queue, handler.clone()).await {
+        let on_delivery = |delivery| handle_raw_delivery(delivery, handler.clone());
+        if let Err(error) = consume_once(&config, &queue, on_delivery).await {
             tracing::warn!(%error, queue, "consumer restarting");
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
-}
-
-async fn consume_raw_once<H, Fut>(
-    config: &Config,
-    queue: &str,
-    handler: H,
-) -> Result<(), PlatformError>
-where
-    H: Fn(RawMessage) -> Fut + Send + Sync + Clone + 'static,
-    Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
-{
-    let conn = broker::connect(&config.amqp_url).await;
-    let channel = conn.create_channel().await?;
-    broker::declare_topology(&channel, config).await?;
-    channel
-        .basic_qos(config.prefetch, BasicQosOptions::default())
-        .await?;
-    let mut deliveries = channel
-        .basic_consume(
-            queue.into(),
-            "".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
-    tracing::info!(queue, "consuming");
-    while let Some(delivery) = deliveries.next().await {
-        let delivery = delivery?;
-        let handler = handler.clone();
-        tokio::spawn(handle_raw_delivery(delivery, handler));
-    }
-    Err(PlatformError::Other(format!("consumer of {queue} ended")))
 }
 
 async fn handle_raw_delivery<H, Fut>(delivery: Delivery, handler: H)
