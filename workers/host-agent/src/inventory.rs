@@ -1,6 +1,7 @@
 //! What the agent knows about its machine's GPUs: the inventory found once
-//! on start and the live numbers sampled for each heartbeat. Simulated by
-//! default; read from NVML with the `nvml` feature on a real host.
+//! on start and the live numbers sampled for each heartbeat. Simulated with
+//! `--simulate-gpus`; on a real host read from NVML (the `nvml` feature),
+//! falling back to `nvidia-smi`.
 
 use rand::Rng;
 
@@ -99,6 +100,8 @@ impl Inventory {
 /// Where heartbeat numbers come from.
 pub enum Sampler {
     Simulated,
+    /// A real host without a loadable NVML.
+    NvidiaSmi,
     #[cfg(feature = "nvml")]
     Nvml(Box<nvml_wrapper::Nvml>),
 }
@@ -111,15 +114,10 @@ impl Sampler {
             return Ok(Sampler::Simulated);
         }
         #[cfg(feature = "nvml")]
-        {
-            Ok(Sampler::Nvml(Box::new(nvml_wrapper::Nvml::init()?)))
+        if let Ok(nvml) = nvml_wrapper::Nvml::init() {
+            return Ok(Sampler::Nvml(Box::new(nvml)));
         }
-        #[cfg(not(feature = "nvml"))]
-        {
-            Err(Error::Config(
-                "a real inventory needs the agent built with the `nvml` feature".into(),
-            ))
-        }
+        Ok(Sampler::NvidiaSmi)
     }
 
     /// Utilisation and memory in use of each GPU.
@@ -137,6 +135,7 @@ impl Sampler {
                     })
                     .collect())
             }
+            Sampler::NvidiaSmi => crate::nvidia_smi::samples(),
             #[cfg(feature = "nvml")]
             Sampler::Nvml(nvml) => inventory
                 .gpus

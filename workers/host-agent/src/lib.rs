@@ -19,6 +19,7 @@
 //! (ordering's issue), not to this crate yet.
 
 pub mod inventory;
+pub mod nvidia_smi;
 pub mod protocol;
 
 use std::time::Duration;
@@ -55,6 +56,8 @@ pub enum Error {
     Broker(#[from] lapin::Error),
     #[error("configuration: {0}")]
     Config(String),
+    #[error("inventory: {0}")]
+    Inventory(String),
     #[error("json: {0}")]
     Json(#[from] serde_json::Error),
     #[error("the broker did not confirm a {0} message")]
@@ -352,7 +355,7 @@ impl AgentArgs {
                 "--cuda-version {cuda:?}: expected major.minor such as 12.4"
             )));
         }
-        let simulate = self.simulate_gpus.is_some() || !cfg!(feature = "nvml");
+        let simulate = self.simulate_gpus.is_some();
         let mut inventory = if simulate {
             Inventory::simulated(
                 self.simulate_gpus.unwrap_or(1),
@@ -380,16 +383,19 @@ impl AgentArgs {
     }
 }
 
-#[cfg(feature = "nvml")]
+/// The host's GPUs: NVML when built with it and the driver library loads,
+/// else `nvidia-smi`; neither means this is no GPU host.
 fn real_inventory() -> Result<Inventory, Error> {
-    Inventory::from_nvml()
-}
-
-#[cfg(not(feature = "nvml"))]
-fn real_inventory() -> Result<Inventory, Error> {
-    Err(Error::Config(
-        "built without the `nvml` feature: pass --simulate-gpus".into(),
-    ))
+    #[cfg(feature = "nvml")]
+    match Inventory::from_nvml() {
+        Ok(inventory) => return Ok(inventory),
+        Err(error) => tracing::warn!(%error, "NVML unavailable; trying nvidia-smi"),
+    }
+    nvidia_smi::inventory().map_err(|error| {
+        Error::Config(format!(
+            "no GPUs found ({error}); on a machine without NVIDIA GPUs pass --simulate-gpus N"
+        ))
+    })
 }
 
 /// A vhost as one URL path segment (`/` → `%2F`).
