@@ -107,6 +107,48 @@ fn delivery_count(delivery: &Delivery) -> i64 {
         })
 }
 
+/// Acks a handled message, dead-letters a permanent failure, and retries a
+/// transient one after a delay that grows with the broker's delivery count.
+async fn settle(delivery: &Delivery, kind: &str, result: Result<(), HandlerError>) {
+    let count = |outcome: &str| {
+        crate::metrics::MESSAGES_CONSUMED
+            .with_label_values(&[kind, outcome])
+            .inc();
+    };
+    match result {
+        Ok(()) => {
+            count("ack");
+            if let Err(error) = delivery.acker.ack(Default::default()).await {
+                // The effect is committed; a redelivery is dropped by the inbox
+                // (or is idempotent by nature for raw consumers).
+                tracing::warn!(%error, "ack failed");
+            }
+        }
+        Err(HandlerError::Permanent(reason)) => {
+            count("dead_letter");
+            tracing::error!(%reason, "message dead-lettered");
+            let _ = delivery
+                .acker
+                .reject(BasicRejectOptions { requeue: false })
+                .await;
+        }
+        Err(HandlerError::Transient(reason)) => {
+            count("retry");
+            let attempt = delivery_count(delivery);
+            let delay = Duration::from_millis((100u64 << attempt.clamp(0, 6) as u32).min(5_000));
+            tracing::warn!(%reason, retry_in_ms = delay.as_millis() as u64, "message will be retried");
+            tokio::time::sleep(delay).await;
+            let _ = delivery
+                .acker
+                .nack(BasicNackOptions {
+                    requeue: true,
+                    ..Default::default()
+                })
+                .await;
+        }
+    }
+}
+
 async fn handle_delivery<H, Fut>(delivery: Delivery, handler: H)
 where
     H: Fn(Envelope) -> Fut,
@@ -135,45 +177,10 @@ where
         attempt = delivery_count(&delivery) + 1,
     );
     let kind = envelope.kind.clone();
-    let count = move |outcome: &str| {
-        crate::metrics::MESSAGES_CONSUMED
-            .with_label_values(&[kind.as_str(), outcome])
-            .inc();
-    };
     let work = async move {
         // Calls this handler makes carry the message's correlation id.
-        match crate::http::with_correlation_id(correlation_id, handler(envelope)).await {
-            Ok(()) => {
-                count("ack");
-                if let Err(error) = delivery.acker.ack(Default::default()).await {
-                    // The effect is committed; the redelivery will be dropped by the inbox.
-                    tracing::warn!(%error, "ack failed");
-                }
-            }
-            Err(HandlerError::Permanent(reason)) => {
-                count("dead_letter");
-                tracing::error!(%reason, "message dead-lettered");
-                let _ = delivery
-                    .acker
-                    .reject(BasicRejectOptions { requeue: false })
-                    .await;
-            }
-            Err(HandlerError::Transient(reason)) => {
-                count("retry");
-                let attempt = delivery_count(&delivery);
-                let delay =
-                    Duration::from_millis((100u64 << attempt.clamp(0, 6) as u32).min(5_000));
-                tracing::warn!(%reason, retry_in_ms = delay.as_millis() as u64, "message will be retried");
-                tokio::time::sleep(delay).await;
-                let _ = delivery
-                    .acker
-                    .nack(BasicNackOptions {
-                        requeue: true,
-                        ..Default::default()
-                    })
-                    .await;
-            }
-        }
+        let result = crate::http::with_correlation_id(correlation_id, handler(envelope)).await;
+        settle(&delivery, &kind, result).await;
     };
     work.instrument(span).await;
 }
@@ -303,42 +310,9 @@ where
             _ => message.routing_key.clone(),
         }
     };
-    let count = move |outcome: &str| {
-        crate::metrics::MESSAGES_CONSUMED
-            .with_label_values(&[kind.as_str(), outcome])
-            .inc();
-    };
     let work = async move {
-        match handler(message).await {
-            Ok(()) => {
-                count("ack");
-                if let Err(error) = delivery.acker.ack(Default::default()).await {
-                    tracing::warn!(%error, "ack failed");
-                }
-            }
-            Err(HandlerError::Permanent(reason)) => {
-                count("dead_letter");
-                tracing::error!(%reason, "message dead-lettered");
-                let _ = delivery
-                    .acker
-                    .reject(BasicRejectOptions { requeue: false })
-                    .await;
-            }
-            Err(HandlerError::Transient(reason)) => {
-                count("retry");
-                let delay =
-                    Duration::from_millis((100u64 << attempt.clamp(0, 6) as u32).min(5_000));
-                tracing::warn!(%reason, retry_in_ms = delay.as_millis() as u64, "message will be retried");
-                tokio::time::sleep(delay).await;
-                let _ = delivery
-                    .acker
-                    .nack(BasicNackOptions {
-                        requeue: true,
-                        ..Default::default()
-                    })
-                    .await;
-            }
-        }
+        let result = handler(message).await;
+        settle(&delivery, &kind, result).await;
     };
     work.instrument(span).await;
 }
