@@ -6,7 +6,6 @@
 use std::process::Child;
 use std::time::Duration;
 
-use gpumarket::client::Client;
 use gpumarket::dev::Parts;
 use platform::Config;
 
@@ -37,20 +36,25 @@ fn worker(config: &Config, slow_step: Option<&str>) -> Child {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provisioner_killed_mid_step_resumes_and_reports_running_exactly_once() {
     let env = TestEnv::new().await;
-    let stack = env
-        .start(Parts {
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(
+        env,
+        Parts {
             services: true,
             messaging: true,
             provisioner: false,
-        })
-        .await;
-    let api = Client::new(&stack.gateway_url);
-    let (host, _) = sign_up(&api, &["HOST"]).await;
-    let offer = listed_machine(&host, "A100 80GB SXM", 8, "1.10").await;
-    env.heartbeat_all();
-    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
-    let operator = env.operator(&api).await;
-    grant(&operator, &tenant, "1000").await;
+        },
+        "A100 80GB SXM",
+        8,
+        "1.10",
+        "1000",
+    )
+    .await;
 
     for step in STEPS {
         let placed = order(&renter, &offer, 1, &format!("crash-{step}"))
@@ -131,20 +135,25 @@ async fn a_provisioner_killed_mid_step_resumes_and_reports_running_exactly_once(
 async fn provisioning_that_keeps_failing_fails_the_instance_releases_everything_and_charges_nothing()
  {
     let env = TestEnv::new().await;
-    let stack = env
-        .start(Parts {
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(
+        env,
+        Parts {
             services: true,
             messaging: true,
             provisioner: false,
-        })
-        .await;
-    let api = Client::new(&stack.gateway_url);
-    let (host, _) = sign_up(&api, &["HOST"]).await;
-    let offer = listed_machine(&host, "L40S", 4, "0.89").await;
-    env.heartbeat_all();
-    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
-    let operator = env.operator(&api).await;
-    grant(&operator, &tenant, "100").await;
+        },
+        "L40S",
+        4,
+        "0.89",
+        "100",
+    )
+    .await;
     let placed = order(&renter, &offer, 2, "doomed").await.expect("order");
     let id = placed["id"].as_str().expect("id").to_owned();
 

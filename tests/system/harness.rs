@@ -447,3 +447,40 @@ pub fn worker_process(config: &Config, env: &[(&str, &str)]) -> std::process::Ch
     }
     cmd.spawn().expect("spawn worker")
 }
+
+/// The usual cast of a rental test: a host's listed machine that is heard
+/// from (`offer`), a renter with credit, and an operator, on a running stack.
+pub struct Rental {
+    pub env: TestEnv,
+    pub stack: Stack,
+    pub renter: Client,
+    pub tenant: String,
+    pub operator: Client,
+    pub offer: String,
+}
+
+pub async fn rental(
+    env: TestEnv,
+    parts: Parts,
+    model: &str,
+    gpus: i32,
+    price: &str,
+    credit: &str,
+) -> Rental {
+    let stack = env.start(parts).await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let offer = listed_machine(&host, model, gpus, price).await;
+    env.heartbeat_all();
+    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
+    let operator = env.operator(&api).await;
+    grant(&operator, &tenant, credit).await;
+    Rental {
+        env,
+        stack,
+        renter,
+        tenant,
+        operator,
+        offer,
+    }
+}

@@ -246,14 +246,13 @@ async fn a_machine_that_fails_the_clean_check_keeps_its_gpus_out_of_the_market()
     let mut env = TestEnv::new().await;
     // The first wipe silently leaves the volume behind.
     env.config.sim_step_failures = "wipe_volume=1".into();
-    let stack = env.start(Parts::ALL).await;
-    let api = Client::new(&stack.gateway_url);
-    let (host, _) = sign_up(&api, &["HOST"]).await;
-    let offer = listed_machine(&host, "L40S", 2, "0.89").await;
-    env.heartbeat_all();
-    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
-    let operator = env.operator(&api).await;
-    grant(&operator, &tenant, "100").await;
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(env, Parts::ALL, "L40S", 2, "0.89", "100").await;
 
     let placed = order(&renter, &offer, 1, "dirty").await.expect("order");
     let id = placed["id"].as_str().expect("id").to_owned();
@@ -332,14 +331,13 @@ async fn a_machine_that_fails_the_clean_check_keeps_its_gpus_out_of_the_market()
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_start_that_fails_to_provision_leaves_the_instance_stopped_with_its_disk() {
     let env = TestEnv::new().await;
-    let stack = env.start(Parts::ALL).await;
-    let api = Client::new(&stack.gateway_url);
-    let (host, _) = sign_up(&api, &["HOST"]).await;
-    let offer = listed_machine(&host, "RTX 4090", 1, "0.42").await;
-    env.heartbeat_all();
-    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
-    let operator = env.operator(&api).await;
-    grant(&operator, &tenant, "100").await;
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(env, Parts::ALL, "RTX 4090", 1, "0.42", "100").await;
 
     let placed = order(&renter, &offer, 1, "restart").await.expect("order");
     let id = placed["id"].as_str().expect("id").to_owned();
@@ -400,20 +398,25 @@ async fn a_start_that_fails_to_provision_leaves_the_instance_stopped_with_its_di
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_provisioner_killed_mid_deprovision_resumes_and_destroys_exactly_once() {
     let env = TestEnv::new().await;
-    let stack = env
-        .start(Parts {
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(
+        env,
+        Parts {
             services: true,
             messaging: true,
             provisioner: false,
-        })
-        .await;
-    let api = Client::new(&stack.gateway_url);
-    let (host, _) = sign_up(&api, &["HOST"]).await;
-    let offer = listed_machine(&host, "L40S", 2, "0.89").await;
-    env.heartbeat_all();
-    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
-    let operator = env.operator(&api).await;
-    grant(&operator, &tenant, "100").await;
+        },
+        "L40S",
+        2,
+        "0.89",
+        "100",
+    )
+    .await;
 
     // This worker provisions normally but hangs in the wipe.
     let mut doomed = worker(&stack.config, Some("wipe_volume=60000"));

@@ -10,20 +10,27 @@ use crate::harness::*;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_hundred_concurrent_orders_never_get_more_gpus_than_a_machine_has() {
     let env = TestEnv::new().await;
-    let stack = env
-        .start(Parts {
+    let Rental {
+        env,
+        stack,
+        renter,
+        tenant,
+        operator,
+        offer,
+        ..
+    } = rental(
+        env,
+        Parts {
             services: true,
             messaging: false,
             provisioner: false,
-        })
-        .await;
-    let api = Client::new(&stack.gateway_url);
-    let (host, _) = sign_up(&api, &["HOST"]).await;
-    let offer = listed_machine(&host, "H100 80GB SXM", 8, "2.49").await;
-    env.heartbeat_all();
-    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
-    let operator = env.operator(&api).await;
-    grant(&operator, &tenant, "100000").await;
+        },
+        "H100 80GB SXM",
+        8,
+        "2.49",
+        "100000",
+    )
+    .await;
     operator
         .run(
             "mutation($t: ID!) { setTenantQuota(tenantId: $t, maxGpus: 1000) { maxGpus } }",
@@ -129,20 +136,25 @@ async fn concurrent_orders_never_exceed_a_tenants_gpu_quota() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_same_order_sent_concurrently_is_placed_once() {
     let env = TestEnv::new().await;
-    let stack = env
-        .start(Parts {
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(
+        env,
+        Parts {
             services: true,
             messaging: false,
             provisioner: false,
-        })
-        .await;
-    let api = Client::new(&stack.gateway_url);
-    let (host, _) = sign_up(&api, &["HOST"]).await;
-    let offer = listed_machine(&host, "A100 80GB SXM", 8, "1.29").await;
-    env.heartbeat_all();
-    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
-    let operator = env.operator(&api).await;
-    grant(&operator, &tenant, "1000").await;
+        },
+        "A100 80GB SXM",
+        8,
+        "1.29",
+        "1000",
+    )
+    .await;
 
     let racers: Vec<_> = (0..12)
         .map(|_| {
