@@ -290,19 +290,7 @@ fn apply_inventory(
 ) -> Result<(), HandlerError> {
     let locked = lock_machine(conn, machine_id)?;
     let t = dated(sent_at, locked.now);
-    let newer = diesel::sql_query(
-        "INSERT INTO catalog.agent_reports (machine_id, inventory, inventory_at)
-         VALUES ($1, $2, $3)
-         ON CONFLICT (machine_id) DO UPDATE
-         SET inventory = EXCLUDED.inventory, inventory_at = EXCLUDED.inventory_at
-         WHERE agent_reports.inventory_at IS NULL
-            OR agent_reports.inventory_at < EXCLUDED.inventory_at",
-    )
-    .bind::<SqlUuid, _>(machine_id)
-    .bind::<Jsonb, _>(raw)
-    .bind::<Timestamptz, _>(t)
-    .execute(conn)?;
-    if newer == 1 {
+    if store_if_newer(conn, machine_id, Report::Inventory, raw, t)? {
         diesel::update(machines::table.find(machine_id))
             .set((
                 machines::cuda_version_code.eq(Some(cuda_version_code)),
@@ -312,6 +300,41 @@ fn apply_inventory(
         tracing::info!(machine.id = %machine_id, cuda_version_code, driver_version, "inventory reported");
     }
     Ok(())
+}
+
+/// The reports kept per machine in `catalog.agent_reports`.
+#[derive(Clone, Copy)]
+enum Report {
+    Inventory,
+    SelfTest,
+}
+
+/// Keeps `raw` as the machine's latest report of its kind unless a newer one
+/// is stored already; true when it was stored (so its effects apply).
+fn store_if_newer(
+    conn: &mut PgConnection,
+    machine_id: Uuid,
+    report: Report,
+    raw: &serde_json::Value,
+    at: DateTime<Utc>,
+) -> QueryResult<bool> {
+    let column = match report {
+        Report::Inventory => "inventory",
+        Report::SelfTest => "self_test",
+    };
+    let stored = diesel::sql_query(format!(
+        "INSERT INTO catalog.agent_reports (machine_id, {column}, {column}_at)
+         VALUES ($1, $2, $3)
+         ON CONFLICT (machine_id) DO UPDATE
+         SET {column} = EXCLUDED.{column}, {column}_at = EXCLUDED.{column}_at
+         WHERE agent_reports.{column}_at IS NULL
+            OR agent_reports.{column}_at < EXCLUDED.{column}_at"
+    ))
+    .bind::<SqlUuid, _>(machine_id)
+    .bind::<Jsonb, _>(raw)
+    .bind::<Timestamptz, _>(at)
+    .execute(conn)?;
+    Ok(stored == 1)
 }
 
 /// The newest self-test sets `self_test_passed_at` to its instant when it
@@ -326,19 +349,7 @@ fn apply_self_test(
 ) -> Result<(), HandlerError> {
     let locked = lock_machine(conn, machine_id)?;
     let t = dated(body.sent_at, locked.now);
-    let newer = diesel::sql_query(
-        "INSERT INTO catalog.agent_reports (machine_id, self_test, self_test_at)
-         VALUES ($1, $2, $3)
-         ON CONFLICT (machine_id) DO UPDATE
-         SET self_test = EXCLUDED.self_test, self_test_at = EXCLUDED.self_test_at
-         WHERE agent_reports.self_test_at IS NULL
-            OR agent_reports.self_test_at < EXCLUDED.self_test_at",
-    )
-    .bind::<SqlUuid, _>(machine_id)
-    .bind::<Jsonb, _>(raw)
-    .bind::<Timestamptz, _>(t)
-    .execute(conn)?;
-    if newer != 1 {
+    if !store_if_newer(conn, machine_id, Report::SelfTest, raw, t)? {
         return Ok(());
     }
     let (gpu_count, vram_gib): (i32, i32) = machines::table
