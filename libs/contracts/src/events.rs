@@ -110,3 +110,25 @@ pub struct DeprovisionInstance {
     pub machine_id: Uuid,
     pub tenant_id: Uuid,
 }
+
+/// Every change an instance goes through, as the renter sees it: state
+/// transitions (from ordering) and provisioning steps (from the workers).
+/// `instanceEvents` streams these; `seq` orders one instance's events as
+/// ordering recorded them (0 for worker step events, which carry `at`).
+pub const INSTANCE_EVENT: &str = "ordering.instance.event";
+pub const PROVISIONING_STEP: &str = "provisioner.instance.step";
+
+/// One provisioning or deprovisioning step of a worker job.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProvisioningStep {
+    pub instance_id: Uuid,
+    /// `provision`, `provision:N` (a start after a stop) or `deprovision`.
+    pub job_kind: String,
+    pub step: String,
+    /// `started`, `finished` or `failed`.
+    pub status: String,
+    pub attempt: i32,
+    pub duration_ms: Option<i64>,
+    pub error: Option<String>,
+    pub at: DateTime<Utc>,
+}
