@@ -36,6 +36,8 @@ sdl:
 deploy-validate:
 	bash deploy/validate.sh
 
-## make bench: offer search on 100k machines (flags: make bench BENCH_ARGS="--machines 1000000").
+## make bench: offer search on 100k machines, then createOrder at 1/16/64 clients and order-to-running
+## (flags: make bench BENCH_ARGS="--machines 1000000" ORDER_BENCH_ARGS="--orders 1024").
 bench: services
 	cargo bench --bench search -- $(BENCH_ARGS)
+	cargo bench --bench orders -- $(ORDER_BENCH_ARGS)

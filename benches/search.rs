@@ -7,7 +7,7 @@
 //!
 //! Flags: `--machines N` (default 100000), `--queries N` per case (default 200).
 
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use anyhow::Context;
 use contracts::api::{OfferPage, OfferSearch, OfferSort};
@@ -15,14 +15,8 @@ use diesel::{Connection, PgConnection, RunQueryDsl};
 use platform::internal::InternalClient;
 use platform::{Config, Db};
 
-fn arg(name: &str, default: usize) -> usize {
-    let args: Vec<String> = std::env::args().collect();
-    args.iter()
-        .position(|a| a == name)
-        .and_then(|i| args.get(i + 1))
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod common;
+use common::{arg, machine_facts, percentile};
 
 const FILL: &str = "
 SELECT setseed(0.42);
@@ -108,39 +102,6 @@ fn cases() -> Vec<Case> {
     ]
 }
 
-fn percentile(sorted: &[Duration], p: f64) -> f64 {
-    if sorted.is_empty() {
-        return 0.0;
-    }
-    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
-    sorted[idx.min(sorted.len() - 1)].as_secs_f64() * 1000.0
-}
-
-fn machine_facts() -> String {
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find(|l| l.starts_with("model name"))
-                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
-        })
-        .unwrap_or_else(|| "unknown CPU".into());
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(0);
-    let mem = std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .next()
-                .map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_owned())
-        })
-        .and_then(|kb| kb.parse::<u64>().ok())
-        .map(|kb| format!("{:.0} GiB", kb as f64 / 1024.0 / 1024.0))
-        .unwrap_or_default();
-    format!("{cores} cores ({cpu}), {mem} RAM")
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let machines = arg("--machines", 100_000);
@@ -218,19 +179,7 @@ async fn main() -> anyhow::Result<()> {
     drop(conn);
     platform::db::drop_database(&admin, &db_name)?;
 
-    #[derive(diesel::QueryableByName)]
-    struct Version {
-        #[diesel(sql_type = diesel::sql_types::Text)]
-        v: String,
-    }
-    let pg_version = PgConnection::establish(&admin)
-        .ok()
-        .and_then(|mut c| {
-            diesel::sql_query("SELECT current_setting('server_version') AS v")
-                .get_result::<Version>(&mut c)
-                .ok()
-        })
-        .map_or_else(|| "unknown".to_owned(), |v| v.v);
+    let pg_version = common::pg_version(&admin);
     let section = format!(
         "## Offer search\n\n\
          `make bench` (`cargo bench --bench search -- --machines {machines} --queries {queries}`), run {date} on {facts}, \
@@ -243,19 +192,7 @@ async fn main() -> anyhow::Result<()> {
         date = chrono::Utc::now().format("%Y-%m-%d"),
         facts = machine_facts(),
     );
-    let path = "docs/benchmarks.md";
-    let existing = std::fs::read_to_string(path).unwrap_or_else(|_| "# Benchmarks\n\nNumbers from `make bench`; each section says the machine it ran on.\n\n".into());
-    let updated = match existing.find("## Offer search") {
-        Some(start) => {
-            let end = existing[start + 3..]
-                .find("\n## ")
-                .map(|i| start + 3 + i + 1)
-                .unwrap_or(existing.len());
-            format!("{}{}{}", &existing[..start], section, &existing[end..])
-        }
-        None => format!("{existing}{section}"),
-    };
-    std::fs::write(path, updated)?;
+    common::write_section("## Offer search", &section)?;
     println!("{section}");
     Ok(())
 }

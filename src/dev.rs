@@ -83,7 +83,9 @@ fn local(port: u16) -> String {
 }
 
 /// Runs a simulated host agent for a machine in this process, as a host would
-/// run `gpumarket agent` next to its GPUs.
+/// run `gpumarket agent` next to its GPUs. It carries out the `agent`
+/// driver's commands on the simulated machine state (the provisioner's
+/// `sim_resources`, standing in for the host's own disk).
 pub fn spawn_agent(
     config: &Config,
     agent: &crate::seed::DemoAgent,
@@ -101,9 +103,14 @@ pub fn spawn_agent(
             "550.90.07",
         ),
     };
+    let mut agent_config = agent_config;
+    agent_config.inventory.simulated_utilization_percent = config.sim_gpu_utilization_percent;
     let machine_id = agent.machine_id;
+    let executor: std::sync::Arc<dyn host_agent::Executor> = std::sync::Arc::new(
+        provisioner::SimulatedDriver::from_config(pool(config, "provisioner")?, config)?,
+    );
     Ok(tokio::spawn(async move {
-        if let Err(error) = host_agent::run(agent_config).await {
+        if let Err(error) = host_agent::run_with_executor(agent_config, Some(executor)).await {
             tracing::warn!(machine.id = %machine_id, %error, "simulated agent stopped");
         }
     }))
@@ -147,7 +154,7 @@ pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
     let config = Arc::new(config);
 
     if parts.messaging {
-        for schema in [ordering::SCHEMA, metering::SCHEMA] {
+        for schema in [ordering::SCHEMA, metering::SCHEMA, catalog::SCHEMA] {
             let db = pool(&config, schema)?;
             tasks.push(tokio::spawn(platform::outbox::run_relay(
                 db,
@@ -158,6 +165,11 @@ pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
         tasks.push(tokio::spawn(metering::run_consumer(
             config.clone(),
             pool(&config, "metering")?,
+        )));
+        // The catalog's preemptions, applied to the instances they hit.
+        tasks.push(tokio::spawn(ordering::preemption::run_consumer(
+            config.clone(),
+            pool(&config, "ordering")?,
         )));
         // Agents' heartbeats, and the sweeper that notices when they stop.
         tasks.push(tokio::spawn(catalog::heartbeats::run_consumer(

@@ -192,6 +192,12 @@ async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
                 config.clone(),
                 db("catalog")?,
             ));
+            // Preemption events leave through the catalog's outbox.
+            tasks.spawn(platform::outbox::run_relay(
+                db("catalog")?,
+                config.clone(),
+                catalog::SCHEMA,
+            ));
             catalog::build(config.clone(), db("catalog")?)?.0
         }
         Service::Quota => quota::build(config.clone(), db("quota")?)?.0,
@@ -200,6 +206,10 @@ async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
                 db("ordering")?,
                 config.clone(),
                 ordering::SCHEMA,
+            ));
+            tasks.spawn(ordering::preemption::run_consumer(
+                config.clone(),
+                db("ordering")?,
             ));
             ordering::build(config.clone(), db("ordering")?)?.0
         }

@@ -3,84 +3,7 @@
 //! here, as `diesel print-schema` would; every query in the system tests runs
 //! against the migrated database, so a drift fails there).
 
-pub mod quota {
-    diesel::table! {
-        use diesel::sql_types::*;
-
-        quota.tenants (id) {
-            id -> Uuid,
-            name -> Text,
-            roles -> Array<Text>,
-            is_platform -> Bool,
-            created_at -> Timestamptz,
-        }
-    }
-
-    diesel::table! {
-        use diesel::sql_types::*;
-
-        quota.users (id) {
-            id -> Uuid,
-            tenant_id -> Uuid,
-            email -> Text,
-            password_hash -> Text,
-            role -> Text,
-            is_operator -> Bool,
-            created_at -> Timestamptz,
-        }
-    }
-
-    diesel::table! {
-        use diesel::sql_types::*;
-
-        quota.api_keys (id) {
-            id -> Uuid,
-            tenant_id -> Uuid,
-            user_id -> Uuid,
-            name -> Text,
-            prefix -> Text,
-            secret_sha256 -> Text,
-            scopes -> Array<Text>,
-            idempotency_key -> Text,
-            created_at -> Timestamptz,
-            revoked_at -> Nullable<Timestamptz>,
-        }
-    }
-
-    diesel::table! {
-        use diesel::sql_types::*;
-
-        quota.tenant_quotas (tenant_id) {
-            tenant_id -> Uuid,
-            max_gpus -> Int4,
-            updated_at -> Timestamptz,
-        }
-    }
-
-    diesel::table! {
-        use diesel::sql_types::*;
-
-        quota.reservations (order_id) {
-            order_id -> Uuid,
-            tenant_id -> Uuid,
-            gpu_count -> Int4,
-            created_at -> Timestamptz,
-            released_at -> Nullable<Timestamptz>,
-        }
-    }
-    diesel::joinable!(users -> tenants (tenant_id));
-    diesel::joinable!(api_keys -> users (user_id));
-    diesel::joinable!(api_keys -> tenants (tenant_id));
-    diesel::joinable!(tenant_quotas -> tenants (tenant_id));
-    diesel::joinable!(reservations -> tenants (tenant_id));
-    diesel::allow_tables_to_appear_in_same_query!(
-        tenants,
-        users,
-        api_keys,
-        tenant_quotas,
-        reservations
-    );
-}
+pub mod quota;
 
 pub mod catalog {
     diesel::table! {
@@ -135,6 +58,16 @@ pub mod catalog {
             gpu_count -> Int4,
             created_at -> Timestamptz,
             released_at -> Nullable<Timestamptz>,
+            rental_type -> Text,
+            bid_per_gpu_hour -> Nullable<Numeric>,
+            instance_id -> Nullable<Uuid>,
+            price_per_gpu_hour -> Nullable<Numeric>,
+            storage_price_per_gb_month -> Nullable<Numeric>,
+            bandwidth_up_price_per_tb -> Nullable<Numeric>,
+            bandwidth_down_price_per_tb -> Nullable<Numeric>,
+            currency -> Nullable<Text>,
+            preempted_at -> Nullable<Timestamptz>,
+            preempted_by -> Nullable<Uuid>,
         }
     }
     diesel::table! {
@@ -228,7 +161,7 @@ pub mod ordering {
             user_id -> Uuid,
             idempotency_key -> Text,
             request_fingerprint -> Text,
-            offer_id -> Uuid,
+            offer_id -> Nullable<Uuid>,
             machine_id -> Nullable<Uuid>,
             gpu_count -> Int4,
             max_price_per_gpu_hour -> Nullable<Numeric>,
@@ -240,6 +173,9 @@ pub mod ordering {
             failure_reason -> Nullable<Text>,
             created_at -> Timestamptz,
             updated_at -> Timestamptz,
+            bid_per_gpu_hour -> Nullable<Numeric>,
+            constraints -> Nullable<Jsonb>,
+            gpu_model -> Nullable<Text>,
         }
     }
 
@@ -267,6 +203,24 @@ pub mod ordering {
             stopped_at -> Nullable<Timestamptz>,
             created_at -> Timestamptz,
             updated_at -> Timestamptz,
+            storage_price_per_gb_month -> Numeric,
+            bandwidth_up_price_per_tb -> Numeric,
+            bandwidth_down_price_per_tb -> Numeric,
+            preempted_at -> Nullable<Timestamptz>,
+        }
+    }
+
+    // Migration 000013: preempted allocations by holding key.
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        ordering.preemptions (allocation_key) {
+            allocation_key -> Uuid,
+            instance_id -> Nullable<Uuid>,
+            machine_id -> Uuid,
+            preempted_at -> Timestamptz,
+            reason -> Text,
+            recorded_at -> Timestamptz,
         }
     }
 
@@ -282,9 +236,47 @@ pub mod ordering {
             at -> Timestamptz,
         }
     }
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        ordering.instance_events (id) {
+            id -> Int8,
+            instance_id -> Uuid,
+            seq -> Int4,
+            kind -> Text,
+            from_state -> Nullable<Text>,
+            to_state -> Nullable<Text>,
+            reason -> Nullable<Text>,
+            detail -> Nullable<Jsonb>,
+            snapshot -> Jsonb,
+            dedupe_key -> Nullable<Text>,
+            at -> Timestamptz,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        ordering.instance_rules (instance_id) {
+            instance_id -> Uuid,
+            max_duration_seconds -> Nullable<Int8>,
+            idle_stop_after_seconds -> Nullable<Int8>,
+            idle_threshold_percent -> Nullable<Int4>,
+            auto_destroy_after_stopped_seconds -> Nullable<Int8>,
+            updated_at -> Timestamptz,
+        }
+    }
     diesel::joinable!(instances -> orders (order_id));
     diesel::joinable!(instance_transitions -> instances (instance_id));
-    diesel::allow_tables_to_appear_in_same_query!(orders, instances, instance_transitions);
+    diesel::joinable!(instance_events -> instances (instance_id));
+    diesel::joinable!(instance_rules -> instances (instance_id));
+    diesel::allow_tables_to_appear_in_same_query!(
+        orders,
+        instances,
+        instance_transitions,
+        instance_events,
+        instance_rules
+    );
 }
 
 pub mod metering {
@@ -354,51 +346,4 @@ pub mod billing {
     diesel::allow_tables_to_appear_in_same_query!(accounts, transactions, entries);
 }
 
-pub mod provisioner {
-    diesel::table! {
-        use diesel::sql_types::*;
-
-        provisioner.jobs (id) {
-            id -> Uuid,
-            instance_id -> Uuid,
-            kind -> Text,
-            machine_id -> Uuid,
-            payload -> Jsonb,
-            status -> Text,
-            attempts -> Int4,
-            last_error -> Nullable<Text>,
-            created_at -> Timestamptz,
-            updated_at -> Timestamptz,
-            finished_at -> Nullable<Timestamptz>,
-        }
-    }
-
-    diesel::table! {
-        use diesel::sql_types::*;
-
-        provisioner.job_steps (job_id,step) {
-            job_id -> Uuid,
-            step -> Text,
-            position -> Int4,
-            attempts -> Int4,
-            started_at -> Timestamptz,
-            finished_at -> Nullable<Timestamptz>,
-            duration_ms -> Nullable<Int8>,
-            last_error -> Nullable<Text>,
-        }
-    }
-
-    diesel::table! {
-        use diesel::sql_types::*;
-
-        provisioner.sim_resources (machine_id,kind,name) {
-            machine_id -> Uuid,
-            kind -> Text,
-            name -> Text,
-            instance_id -> Uuid,
-            created_at -> Timestamptz,
-        }
-    }
-    diesel::joinable!(job_steps -> jobs (job_id));
-    diesel::allow_tables_to_appear_in_same_query!(jobs, job_steps, sim_resources);
-}
+pub mod provisioner;

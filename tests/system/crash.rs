@@ -1,7 +1,10 @@
 //! The provisioner is an OS process killed with SIGKILL in the middle of a
 //! step (after the database shows the step started and not finished); a new
-//! process finishes the job. Each instance ends `running` exactly once with
-//! one row per step. Repeated with the kill placed at each step.
+//! process takes the job over once the dead one's lease expires and finishes
+//! it. Each instance ends `running` exactly once with one row per step (its
+//! `attempts` counts the starts: 2 for the killed step, 1 for the others)
+//! and one `finished` step event per step. Repeated with the kill placed at
+//! each step.
 
 use std::process::Child;
 use std::time::Duration;
@@ -22,15 +25,33 @@ const STEPS: [&str; 8] = [
     "readiness_check",
 ];
 
+/// A killed worker's job is taken over once its lease runs out; a short
+/// lease keeps the test quick.
+const LEASE: (&str, &str) = ("GPUMARKET_JOB_LEASE_MS", "1500");
+
 fn worker(config: &Config, slow_step: Option<&str>) -> Child {
     match slow_step {
         // Long enough that the kill always lands inside the step.
         Some(step) => worker_process(
             config,
-            &[("GPUMARKET_SIM_STEP_LATENCY_MS", &format!("{step}=60000"))],
+            &[
+                ("GPUMARKET_SIM_STEP_LATENCY_MS", &format!("{step}=60000")),
+                LEASE,
+            ],
         ),
-        None => worker_process(config, &[]),
+        None => worker_process(config, &[LEASE]),
     }
+}
+
+/// Step events of one instance in the provisioner's outbox.
+fn step_events(env: &TestEnv, id: &str, step: Option<&str>, status: &str) -> i64 {
+    let step = step.map_or(String::new(), |s| {
+        format!(" AND body->'payload'->>'step' = '{s}'")
+    });
+    env.count(&format!(
+        "SELECT count(*) AS n FROM provisioner.outbox WHERE routing_key = 'provisioner.instance.step' \
+         AND body->'payload'->>'instance_id' = '{id}' AND body->'payload'->>'status' = '{status}'{step}"
+    ))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,6 +137,14 @@ async fn a_provisioner_killed_mid_step_resumes_and_reports_running_exactly_once(
         assert_eq!(env.count(&retried), 2, "{step} ran again after the kill");
         let jobs = format!("SELECT count(*) AS n FROM provisioner.jobs WHERE instance_id = '{id}'");
         assert_eq!(env.count(&jobs), 1);
+        // Progress events: one start per attempt, one finish per step.
+        assert_eq!(step_events(&env, &id, None, "finished"), STEPS.len() as i64);
+        assert_eq!(step_events(&env, &id, Some(step), "started"), 2);
+        assert_eq!(
+            step_events(&env, &id, None, "started"),
+            STEPS.len() as i64 + 1
+        );
+        assert_eq!(step_events(&env, &id, None, "failed"), 0);
     }
     // The simulated host bound exactly one GPU index per instance, never one twice.
     assert_eq!(

@@ -484,3 +484,189 @@ pub async fn rental(
         offer,
     }
 }
+
+/// Signs up like [`sign_up`] and also returns the bearer token (for
+/// WebSocket subscriptions, which carry it in `connection_init`).
+pub async fn sign_up_with_token(api: &Client, roles: &[&str]) -> (Client, String, String) {
+    let email = format!("u-{}@test.dev", uuid::Uuid::now_v7().simple());
+    let data = api
+        .run(
+            "mutation($input: SignUpInput!) { signUp(input: $input) { token me { tenantId } } }",
+            json!({ "input": { "email": email, "password": PASSWORD, "tenantName": "Test Org", "roles": roles } }),
+        )
+        .await
+        .expect("signUp");
+    let token = data["signUp"]["token"].as_str().expect("token").to_owned();
+    let tenant = data["signUp"]["me"]["tenantId"]
+        .as_str()
+        .expect("tenant")
+        .to_owned();
+    (api.with_token(&token), tenant, token)
+}
+
+/// The fields of `instanceEvents` the tests read.
+pub const INSTANCE_EVENTS: &str = "subscription($id: ID!) { instanceEvents(instanceId: $id) {
+    seq kind fromState toState reason at
+    step { jobKind step status attempt durationMs error at }
+    rule { rule action dueAt }
+    instance { id status rentalType pricePerGpuHour pricePerHourTotal currency }
+} }";
+
+/// One `instanceEvents` subscription over a real WebSocket speaking
+/// graphql-transport-ws.
+pub struct EventStream {
+    ws: tokio_tungstenite::WebSocketStream<
+        tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>,
+    >,
+}
+
+/// What the server sent for the subscription.
+#[derive(Debug)]
+pub enum Frame {
+    /// A `next` message's payload (`data` or `errors`).
+    Next(Value),
+    /// The server's `error` message payload.
+    Error(Value),
+    Complete,
+    /// The server closed the socket (code, reason).
+    Closed(u16, String),
+}
+
+impl EventStream {
+    /// Connects to `{gateway_url}/graphql`, initialises the connection with
+    /// `token` (if any) and subscribes to `instance_id`'s events.
+    pub async fn open(gateway_url: &str, token: Option<&str>, instance_id: &str) -> EventStream {
+        Self::open_query(
+            gateway_url,
+            token,
+            INSTANCE_EVENTS,
+            json!({ "id": instance_id }),
+        )
+        .await
+    }
+
+    /// Like [`EventStream::open`] with any subscription document.
+    pub async fn open_query(
+        gateway_url: &str,
+        token: Option<&str>,
+        query: &str,
+        variables: Value,
+    ) -> EventStream {
+        use futures_util::SinkExt;
+        use tokio_tungstenite::tungstenite::Message;
+        use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+        let url = format!("{}/graphql", gateway_url.replacen("http://", "ws://", 1));
+        let mut request = url.into_client_request().expect("ws request");
+        request.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            "graphql-transport-ws".parse().expect("header"),
+        );
+        let (ws, response) = tokio_tungstenite::connect_async(request)
+            .await
+            .expect("websocket connect");
+        assert_eq!(
+            response
+                .headers()
+                .get("sec-websocket-protocol")
+                .and_then(|v| v.to_str().ok()),
+            Some("graphql-transport-ws")
+        );
+        let mut stream = EventStream { ws };
+        let payload = match token {
+            Some(t) => json!({ "authorization": format!("Bearer {t}") }),
+            None => json!({}),
+        };
+        stream
+            .ws
+            .send(Message::text(
+                json!({ "type": "connection_init", "payload": payload }).to_string(),
+            ))
+            .await
+            .expect("connection_init");
+        let ack = stream.message(Duration::from_secs(10)).await;
+        assert_eq!(ack["type"], "connection_ack", "{ack}");
+        stream
+            .ws
+            .send(Message::text(
+                json!({ "id": "1", "type": "subscribe", "payload": {
+                    "query": query, "variables": variables } })
+                .to_string(),
+            ))
+            .await
+            .expect("subscribe");
+        stream
+    }
+
+    /// The next protocol message as JSON (answering pings on the way).
+    async fn message(&mut self, limit: Duration) -> Value {
+        use futures_util::{SinkExt, StreamExt};
+        use tokio_tungstenite::tungstenite::Message;
+        loop {
+            let next = tokio::time::timeout(limit, self.ws.next())
+                .await
+                .expect("timed out waiting for a WebSocket message");
+            match next {
+                Some(Ok(Message::Text(text))) => {
+                    let value: Value = serde_json::from_str(&text).expect("JSON message");
+                    if value["type"] == "ping" {
+                        let _ = self
+                            .ws
+                            .send(Message::text(json!({ "type": "pong" }).to_string()))
+                            .await;
+                        continue;
+                    }
+                    return value;
+                }
+                Some(Ok(Message::Close(frame))) => {
+                    let (code, reason) = frame
+                        .map(|f| (u16::from(f.code), f.reason.to_string()))
+                        .unwrap_or((1005, String::new()));
+                    return json!({ "type": "__closed", "code": code, "reason": reason });
+                }
+                Some(Ok(_)) => continue,
+                Some(Err(e)) => {
+                    return json!({ "type": "__closed", "code": 1006, "reason": e.to_string() });
+                }
+                None => return json!({ "type": "__closed", "code": 1006, "reason": "eof" }),
+            }
+        }
+    }
+
+    pub async fn frame(&mut self, limit: Duration) -> Frame {
+        let m = self.message(limit).await;
+        match m["type"].as_str() {
+            Some("next") => Frame::Next(m["payload"].clone()),
+            Some("error") => Frame::Error(m["payload"].clone()),
+            Some("complete") => Frame::Complete,
+            Some("__closed") => Frame::Closed(
+                m["code"].as_u64().unwrap_or(0) as u16,
+                m["reason"].as_str().unwrap_or_default().to_owned(),
+            ),
+            _ => panic!("unexpected message {m}"),
+        }
+    }
+
+    /// Events until one satisfies `stop` (included); fails on an error, the
+    /// end of the stream or `limit` without a new event.
+    pub async fn until(&mut self, limit: Duration, stop: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let mut events = Vec::new();
+        loop {
+            match self.frame(limit).await {
+                Frame::Next(payload) => {
+                    assert!(payload.get("errors").is_none(), "{payload}");
+                    let event = payload["data"]["instanceEvents"].clone();
+                    let done = stop(&event);
+                    events.push(event);
+                    if done {
+                        return events;
+                    }
+                }
+                Frame::Closed(code, reason) => {
+                    panic!("socket closed ({code} {reason}) after {events:?}")
+                }
+                other => panic!("subscription ended: {other:?} after {events:?}"),
+            }
+        }
+    }
+}

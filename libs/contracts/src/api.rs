@@ -110,11 +110,24 @@ pub struct TenantSummary {
     pub roles: Vec<TenantRole>,
 }
 
+/// A hold on quota for one provisioning attempt (`order_id` is the holding
+/// key: the order id, or a start attempt's key). It counts against the
+/// tenant's quota and, when `team_id` is set, the team's.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReserveQuotaRequest {
     pub order_id: Uuid,
     pub tenant_id: Uuid,
     pub gpu_count: i32,
+    pub gpu_model: String,
+    /// The all-in hourly rate the order will be billed at (GPUs and any
+    /// storage), in the settlement currency; the monthly budget projects it.
+    pub hourly_rate: Decimal,
+    #[serde(default)]
+    pub team_id: Option<Uuid>,
+    /// A start after a stop renews the holding of this earlier key (the
+    /// order id): the new hold counts against the same team.
+    #[serde(default)]
+    pub renews: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -123,11 +136,54 @@ pub struct QuotaReservation {
     pub tenant_id: Uuid,
     pub gpu_count: i32,
     pub released: bool,
+    #[serde(default)]
+    pub gpu_model: String,
+    #[serde(default)]
+    pub hourly_rate: Decimal,
+    #[serde(default)]
+    pub team_id: Option<Uuid>,
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
+/// Limits of a tenant or a team. An absent dimension is not limited at that
+/// level (a team is then bounded by its tenant only); in a team's
+/// `borrowing_limit` an absent dimension means no borrowing on it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuotaLimits {
+    #[serde(default)]
+    pub max_gpus: Option<i32>,
+    /// GPU model name (as the catalog spells it) → concurrent GPUs.
+    #[serde(default)]
+    pub max_gpus_per_model: std::collections::BTreeMap<String, i32>,
+    #[serde(default)]
+    pub max_running_instances: Option<i32>,
+    /// Hard budget per calendar month (UTC), settlement currency.
+    #[serde(default)]
+    pub monthly_budget: Option<Decimal>,
+}
+
+/// What a tenant or team holds now, and its spend this calendar month as
+/// the quota service measures it (see docs/quotas.md).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct QuotaUsage {
+    pub gpus: i32,
+    pub gpus_by_model: std::collections::BTreeMap<String, i32>,
+    /// Live holdings: instances from allocation until they stop or end.
+    pub running_instances: i32,
+    pub month_to_date_spend: Decimal,
+    /// Month-to-date spend plus every live holding at its rate until the
+    /// end of the month.
+    pub projected_month_spend: Decimal,
+    pub currency: String,
+}
+
+/// Either `limits` (every dimension, replacing the current ones) or the
+/// older `max_gpus` alone (changes only that dimension).
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct SetTenantQuotaRequest {
-    pub max_gpus: i32,
+    #[serde(default)]
+    pub max_gpus: Option<i32>,
+    #[serde(default)]
+    pub limits: Option<QuotaLimits>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -135,6 +191,46 @@ pub struct TenantQuota {
     pub tenant_id: Uuid,
     pub max_gpus: i32,
     pub gpus_in_use: i32,
+    #[serde(default)]
+    pub limits: QuotaLimits,
+    #[serde(default)]
+    pub usage: QuotaUsage,
+    #[serde(default)]
+    pub teams: Vec<Team>,
+}
+
+/// A team (project) inside a tenant, with its own quota.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Team {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub name: String,
+    /// Nominal quota; no dimension above the tenant's.
+    pub limits: QuotaLimits,
+    /// How far beyond `limits` the team may use the tenant's unused quota.
+    pub borrowing_limit: QuotaLimits,
+    pub usage: QuotaUsage,
+    pub created_at: DateTime<Utc>,
+}
+
+/// `user_id` is the caller: only the tenant's owners and admins manage teams.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateTeamRequest {
+    pub user_id: Uuid,
+    pub name: String,
+    pub idempotency_key: String,
+    #[serde(default)]
+    pub limits: QuotaLimits,
+    #[serde(default)]
+    pub borrowing_limit: QuotaLimits,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetTeamQuotaRequest {
+    pub user_id: Uuid,
+    pub limits: QuotaLimits,
+    #[serde(default)]
+    pub borrowing_limit: QuotaLimits,
 }
 
 // ---------------------------------------------------------------- catalog
@@ -303,6 +399,21 @@ pub enum RentalType {
     Interruptible,
 }
 
+impl RentalType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RentalType::OnDemand => "on_demand",
+            RentalType::Interruptible => "interruptible",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Self> {
+        [RentalType::OnDemand, RentalType::Interruptible]
+            .into_iter()
+            .find(|r| r.as_str() == s)
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum OfferSort {
@@ -393,6 +504,15 @@ pub struct Offer {
     pub currency: String,
 }
 
+/// Where an order by constraints could go: `search` with its `gpu_count`
+/// set, counting GPUs held by interruptible rentals the order outranks (all
+/// of them for on-demand; bids below `bid_per_gpu_hour` for interruptible).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlacementSearch {
+    pub search: OfferSearch,
+    pub bid_per_gpu_hour: Option<Decimal>,
+}
+
 /// Why a search found nothing, computed over the live offers.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct NoOffers {
@@ -436,12 +556,29 @@ pub struct OfferPage {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AllocateRequest {
+    /// The holding key: the order id, or a start attempt's key.
     pub order_id: Uuid,
     pub tenant_id: Uuid,
     pub machine_id: Uuid,
     pub gpu_count: i32,
+    #[serde(default)]
+    pub rental_type: RentalType,
+    /// Interruptible only: what the renter pays per GPU-hour, at least the
+    /// machine's minimum bid; higher bids preempt lower ones.
+    #[serde(default)]
+    pub bid_per_gpu_hour: Option<Decimal>,
+    /// On-demand only: refused with `PRICE_ABOVE_MAX` when the machine's
+    /// price at commit is above it.
+    #[serde(default)]
+    pub max_price_per_gpu_hour: Option<Decimal>,
+    /// The instance these GPUs are for, when it exists already (a start).
+    #[serde(default)]
+    pub instance_id: Option<Uuid>,
 }
 
+/// GPUs held for an order, with the rates committed with them: the billed
+/// GPU price (the bid for interruptible rentals) and the machine's storage
+/// and bandwidth prices at that instant.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Allocation {
     pub order_id: Uuid,
@@ -449,6 +586,24 @@ pub struct Allocation {
     pub host_tenant_id: Uuid,
     pub gpu_count: i32,
     pub released: bool,
+    #[serde(default)]
+    pub preempted: bool,
+    #[serde(default)]
+    pub gpu_model: String,
+    #[serde(default)]
+    pub machine_gpu_count: i32,
+    #[serde(default)]
+    pub rental_type: RentalType,
+    #[serde(default)]
+    pub price_per_gpu_hour: Decimal,
+    #[serde(default)]
+    pub storage_price_per_gb_month: Decimal,
+    #[serde(default)]
+    pub bandwidth_up_price_per_tb: Decimal,
+    #[serde(default)]
+    pub bandwidth_down_price_per_tb: Decimal,
+    #[serde(default)]
+    pub currency: String,
 }
 
 // ---------------------------------------------------------------- billing
@@ -514,11 +669,37 @@ pub struct CreateOrderRequest {
     pub tenant_id: Uuid,
     pub user_id: Uuid,
     pub idempotency_key: String,
-    pub offer_id: Uuid,
+    /// An offer, or `constraints` for auto-placement: exactly one of them.
+    pub offer_id: Option<Uuid>,
+    #[serde(default)]
+    pub constraints: Option<PlacementConstraints>,
     pub gpu_count: i32,
     pub max_price_per_gpu_hour: Option<Decimal>,
+    #[serde(default)]
+    pub rental_type: RentalType,
+    /// Required for interruptible orders; refused for on-demand ones.
+    #[serde(default)]
+    pub bid_per_gpu_hour: Option<Decimal>,
     pub ssh_public_key: Option<String>,
     pub image: Option<String>,
+    /// The team (of the tenant) the order counts against, besides the tenant.
+    #[serde(default)]
+    pub team_id: Option<Uuid>,
+}
+
+/// What an order by constraints asks of a machine; it gets the cheapest
+/// live offer that matches and has the GPUs free when it is placed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlacementConstraints {
+    /// Any of these models (exact catalog names, case-insensitive).
+    #[serde(default)]
+    pub gpu_models: Vec<String>,
+    #[serde(default)]
+    pub regions: Vec<String>,
+    #[serde(default)]
+    pub countries: Vec<String>,
+    pub min_reliability: Option<Decimal>,
+    pub min_vram_gib: Option<i32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -530,9 +711,22 @@ pub struct Instance {
     pub gpu_model: String,
     pub gpu_count: i32,
     pub rental_type: String,
+    /// The billed GPU rate: the on-demand price committed at allocation, or
+    /// the bid for interruptible rentals.
     pub price_per_gpu_hour: Decimal,
     pub price_per_hour_total: Decimal,
+    /// Storage and bandwidth rates in the machine's listing units, as
+    /// committed at allocation.
+    #[serde(default)]
+    pub storage_price_per_gb_month: Decimal,
+    #[serde(default)]
+    pub bandwidth_up_price_per_tb: Decimal,
+    #[serde(default)]
+    pub bandwidth_down_price_per_tb: Decimal,
     pub currency: String,
+    /// When the catalog took the GPUs back for a higher-priority order.
+    #[serde(default)]
+    pub preempted_at: Option<DateTime<Utc>>,
     pub status: String,
     pub status_reason: Option<String>,
     pub allowed_actions: Vec<String>,
@@ -562,4 +756,43 @@ pub struct ProvisioningResult {
 pub struct DeprovisioningResult {
     pub clean: bool,
     pub reason: Option<String>,
+}
+
+/// Lifecycle rules of one instance, enforced by ordering. Durations are in
+/// seconds; an absent field is no rule. Idle-stop needs both its fields.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq, Eq)]
+pub struct InstanceRules {
+    /// Stop once a run has lasted this long (counted from its `running_at`).
+    pub max_duration_seconds: Option<i64>,
+    /// Stop once every GPU of the machine stayed below
+    /// `idle_threshold_percent` utilisation for this long.
+    pub idle_stop_after_seconds: Option<i64>,
+    pub idle_threshold_percent: Option<i32>,
+    /// Destroy once stopped for this long.
+    pub auto_destroy_after_stopped_seconds: Option<i64>,
+}
+
+/// `POST /internal/orders` body: the order and, optionally, its rules (kept
+/// apart from [`CreateOrderRequest`] so the order's fingerprint is the order's).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateOrderWithRules {
+    #[serde(flatten)]
+    pub order: CreateOrderRequest,
+    #[serde(default)]
+    pub rules: Option<InstanceRules>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetInstanceRulesRequest {
+    pub tenant_id: Uuid,
+    pub rules: InstanceRules,
+}
+
+/// When catalog last heard a machine's GPUs, and when any of them was last at
+/// or above a utilisation threshold (`GET /internal/machines/{id}/gpu-activity`).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GpuActivity {
+    pub machine_id: Uuid,
+    pub last_sample_at: Option<DateTime<Utc>>,
+    pub last_busy_at: Option<DateTime<Utc>>,
 }

@@ -14,6 +14,8 @@ pub enum ErrorCode {
     InsufficientCapacity,
     InsufficientFunds,
     Conflict,
+    /// The machine's price at commit is above the order's maximum.
+    PriceAboveMax,
     Unavailable,
     Internal,
 }
@@ -29,6 +31,7 @@ impl ErrorCode {
             ErrorCode::InsufficientCapacity => "INSUFFICIENT_CAPACITY",
             ErrorCode::InsufficientFunds => "INSUFFICIENT_FUNDS",
             ErrorCode::Conflict => "CONFLICT",
+            ErrorCode::PriceAboveMax => "PRICE_ABOVE_MAX",
             ErrorCode::Unavailable => "UNAVAILABLE",
             ErrorCode::Internal => "INTERNAL",
         }
@@ -45,6 +48,7 @@ impl ErrorCode {
             ErrorCode::InsufficientCapacity => 409,
             ErrorCode::InsufficientFunds => 402,
             ErrorCode::Conflict => 409,
+            ErrorCode::PriceAboveMax => 409,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
         }
@@ -56,6 +60,10 @@ impl ErrorCode {
 pub struct ErrorBody {
     pub code: ErrorCode,
     pub message: String,
+    /// Structured detail for the client (e.g. which quota and its numbers);
+    /// the gateway adds its fields to `extensions`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
 }
 
 #[cfg(test)]

@@ -132,3 +132,62 @@ pub struct ProvisioningStep {
     pub error: Option<String>,
     pub at: DateTime<Utc>,
 }
+
+pub const ALLOCATION_PREEMPTED: &str = "catalog.allocation.preempted";
+
+/// The catalog took an interruptible allocation's GPUs back for an order of
+/// higher priority (on-demand, or a higher bid), in the transaction that gave
+/// them to that order. `preempted_at` is when the GPUs stopped being the
+/// renter's: billing ends there. `notice_seconds` is 0: the GPUs are gone at
+/// once (a graceful notice window is a documented follow-up).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AllocationPreempted {
+    /// The holding key of the preempted allocation (an order id, or a start
+    /// attempt's key).
+    pub allocation_key: Uuid,
+    /// The instance, when the allocation was made for an existing one.
+    pub instance_id: Option<Uuid>,
+    pub tenant_id: Uuid,
+    pub machine_id: Uuid,
+    pub gpu_count: i32,
+    pub bid_per_gpu_hour: Decimal,
+    pub preempted_at: DateTime<Utc>,
+    pub notice_seconds: i64,
+    pub reason: String,
+    /// The holding key of the order that got the GPUs.
+    pub preempted_by: Uuid,
+}
+
+/// One recorded change of an instance, published under [`INSTANCE_EVENT`]
+/// in the transaction that records it, and what the history of
+/// `instanceEvents` replays. `kind` is `state_changed`, `provisioning_step`,
+/// `rule_warning`, `rule_enforced` or `rules_changed`; `seq` numbers one
+/// instance's events (from 1) in the order ordering recorded them.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InstanceEvent {
+    pub instance_id: Uuid,
+    pub tenant_id: Uuid,
+    pub seq: i32,
+    pub kind: String,
+    pub from_state: Option<String>,
+    pub to_state: Option<String>,
+    pub reason: Option<String>,
+    /// Set on `provisioning_step` events.
+    pub step: Option<ProvisioningStep>,
+    /// Set on `rule_warning` and `rule_enforced` events.
+    pub rule: Option<RuleNotice>,
+    /// The instance as it was after the event, with its rental type and rates.
+    pub instance: crate::api::Instance,
+    pub at: DateTime<Utc>,
+}
+
+/// A lifecycle rule that is about to act (or acts): which rule, what it does
+/// and when.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RuleNotice {
+    /// `max_duration`, `idle` or `auto_destroy`.
+    pub rule: String,
+    /// `stop` or `destroy`.
+    pub action: String,
+    pub due_at: DateTime<Utc>,
+}

@@ -86,8 +86,35 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
             &config.events_exchange,
             "metering.usage.*",
         ),
-        // Inventory, heartbeats and self-tests of every host agent.
-        (&config.agents_queue, &config.agents_exchange, "agent.#"),
+        // Preemptions decided by the catalog.
+        (
+            &config.ordering_queue,
+            &config.events_exchange,
+            "catalog.allocation.*",
+        ),
+        // Inventory, heartbeats and self-tests of every host agent (named
+        // kinds only: step results are the provisioners').
+        (
+            &config.agents_queue,
+            &config.agents_exchange,
+            "agent.*.inventory",
+        ),
+        (
+            &config.agents_queue,
+            &config.agents_exchange,
+            "agent.*.heartbeat",
+        ),
+        (
+            &config.agents_queue,
+            &config.agents_exchange,
+            "agent.*.self_test",
+        ),
+        // Host agents' answers to the `agent` driver's commands.
+        (
+            &config.agent_results_queue,
+            &config.agents_exchange,
+            "agent.*.step_result",
+        ),
     ];
     for (queue, exchange, key) in consumers {
         declare_quorum(

@@ -28,6 +28,8 @@ pub struct Config {
     pub provisioner_queue: String,
     pub metering_queue: String,
     pub billing_queue: String,
+    /// Ordering's queue of catalog events (preemptions).
+    pub ordering_queue: String,
     /// Deliveries of one message before the broker dead-letters it.
     pub delivery_limit: u32,
     /// Unacked deliveries a consumer holds at once.
@@ -61,6 +63,25 @@ pub struct Config {
     pub sim_step_failures: String,
     /// Attempts of one provisioning step before the job fails.
     pub step_attempts: u32,
+    /// `simulated` or `agent` (commands go to the host agent of the machine).
+    /// `GPUMARKET_PROVISIONER_DRIVER`.
+    pub provisioner_driver: String,
+    /// How long a worker's claim on a job lasts unless renewed; a killed
+    /// worker's jobs are taken over after it. `GPUMARKET_JOB_LEASE_MS`.
+    pub job_lease_ms: u64,
+    /// A job not finished this long after it arrived is failed (and its
+    /// command dead-lettered). `GPUMARKET_JOB_DEADLINE_SECONDS`.
+    pub job_deadline_seconds: i64,
+    /// How often an idle worker looks for runnable jobs. `GPUMARKET_JOB_POLL_MS`.
+    pub job_poll_ms: u64,
+    /// Jobs one worker process runs at once. `GPUMARKET_WORKER_CONCURRENCY`.
+    pub worker_concurrency: usize,
+    /// How long the `agent` driver waits for a host agent to answer a step.
+    /// `GPUMARKET_AGENT_STEP_TIMEOUT_MS`.
+    pub agent_step_timeout_ms: u64,
+    /// The provisioners' queue of host agents' step results, bound to
+    /// `agent.*.step_result`. `GPUMARKET_AGENT_RESULTS_QUEUE`.
+    pub agent_results_queue: String,
     /// `json` or `pretty`. `GPUMARKET_LOG_FORMAT`.
     pub log_format: String,
     /// Topic exchange host agents publish to (`agent.<machine_id>.<kind>`).
@@ -82,6 +103,20 @@ pub struct Config {
     /// How often the catalog looks for silent machines and recomputes
     /// reliability. `GPUMARKET_OFFLINE_SWEEP_MS`.
     pub offline_sweep_ms: u64,
+    /// How often ordering's rules task looks for instances whose lifecycle
+    /// rules are due. `GPUMARKET_RULES_TICK_MS`.
+    pub rules_tick_ms: u64,
+    /// How long before a lifecycle rule acts its `rule_warning` event is
+    /// published. `GPUMARKET_RULES_WARNING_LEAD_SECONDS`.
+    pub rules_warning_lead_seconds: i64,
+    /// How long catalog keeps per-heartbeat GPU utilisation; also the longest
+    /// idle-stop window a rule may ask for.
+    /// `GPUMARKET_GPU_ACTIVITY_RETENTION_SECONDS`.
+    pub gpu_activity_retention_seconds: i64,
+    /// Fixed utilisation (percent) for simulated agents started by this
+    /// process; unset, they report random numbers.
+    /// `GPUMARKET_SIM_GPU_UTILIZATION_PERCENT`.
+    pub sim_gpu_utilization_percent: Option<u32>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -160,6 +195,7 @@ impl Config {
             provisioner_queue: var("GPUMARKET_PROVISIONER_QUEUE", "provisioner.jobs"),
             metering_queue: var("GPUMARKET_METERING_QUEUE", "metering.lifecycle"),
             billing_queue: var("GPUMARKET_BILLING_QUEUE", "billing.usage"),
+            ordering_queue: var("GPUMARKET_ORDERING_QUEUE", "ordering.catalog"),
             delivery_limit: parsed("GPUMARKET_DELIVERY_LIMIT", 5)?,
             prefetch: parsed("GPUMARKET_PREFETCH", 16)?,
             bind_host,
@@ -176,6 +212,13 @@ impl Config {
             sim_step_latency_ms: var("GPUMARKET_SIM_STEP_LATENCY_MS", ""),
             sim_step_failures: var("GPUMARKET_SIM_STEP_FAILURES", ""),
             step_attempts: parsed("GPUMARKET_STEP_ATTEMPTS", 3)?,
+            provisioner_driver: var("GPUMARKET_PROVISIONER_DRIVER", "simulated"),
+            job_lease_ms: parsed("GPUMARKET_JOB_LEASE_MS", 10_000)?,
+            job_deadline_seconds: parsed("GPUMARKET_JOB_DEADLINE_SECONDS", 1800)?,
+            job_poll_ms: parsed("GPUMARKET_JOB_POLL_MS", 500)?,
+            worker_concurrency: parsed("GPUMARKET_WORKER_CONCURRENCY", 8)?,
+            agent_step_timeout_ms: parsed("GPUMARKET_AGENT_STEP_TIMEOUT_MS", 30_000)?,
+            agent_results_queue: var("GPUMARKET_AGENT_RESULTS_QUEUE", "provisioner.agent-results"),
             log_format: var("GPUMARKET_LOG_FORMAT", "pretty"),
             agents_exchange: var("GPUMARKET_AGENTS_EXCHANGE", "gpumarket.agents"),
             agents_queue: var("GPUMARKET_AGENTS_QUEUE", "catalog.agents"),
@@ -183,6 +226,20 @@ impl Config {
             agent_heartbeat_seconds: parsed("GPUMARKET_AGENT_HEARTBEAT_SECONDS", 5)?,
             reliability_window_days: parsed("GPUMARKET_RELIABILITY_WINDOW_DAYS", 30)?,
             offline_sweep_ms: parsed("GPUMARKET_OFFLINE_SWEEP_MS", 5000)?,
+            rules_tick_ms: parsed("GPUMARKET_RULES_TICK_MS", 1000)?,
+            rules_warning_lead_seconds: parsed("GPUMARKET_RULES_WARNING_LEAD_SECONDS", 300)?,
+            gpu_activity_retention_seconds: parsed(
+                "GPUMARKET_GPU_ACTIVITY_RETENTION_SECONDS",
+                172_800,
+            )?,
+            sim_gpu_utilization_percent: match env::var("GPUMARKET_SIM_GPU_UTILIZATION_PERCENT") {
+                Ok(raw) => Some(raw.parse().map_err(|_| {
+                    PlatformError::Config(format!(
+                        "GPUMARKET_SIM_GPU_UTILIZATION_PERCENT: cannot parse {raw:?}"
+                    ))
+                })?),
+                Err(_) => None,
+            },
         })
     }
 

@@ -36,6 +36,7 @@ pub async fn with_correlation_id<F: std::future::Future>(cid: String, fut: F) ->
 pub struct ApiError {
     pub code: ErrorCode,
     pub message: String,
+    pub details: Option<serde_json::Value>,
 }
 
 impl ApiError {
@@ -43,6 +44,7 @@ impl ApiError {
         Self {
             code,
             message: message.into(),
+            details: None,
         }
     }
 }
@@ -56,6 +58,7 @@ impl ResponseError for ApiError {
         HttpResponse::build(self.status_code()).json(ErrorBody {
             code: self.code,
             message: self.message.clone(),
+            details: self.details.clone(),
         })
     }
 }
@@ -194,13 +197,28 @@ where
 /// The response for a service error with `code`: the message for the caller's
 /// mistakes, an opaque one (and a log line with the cause) for ours.
 pub fn error_response(code: ErrorCode, error: &dyn std::fmt::Display) -> HttpResponse {
-    let message = if matches!(code, ErrorCode::Internal | ErrorCode::Unavailable) {
+    error_response_with_details(code, error, None)
+}
+
+/// [`error_response`] with structured detail for the client; dropped with
+/// the message when the error is internal.
+pub fn error_response_with_details(
+    code: ErrorCode,
+    error: &dyn std::fmt::Display,
+    details: Option<serde_json::Value>,
+) -> HttpResponse {
+    let internal = matches!(code, ErrorCode::Internal | ErrorCode::Unavailable);
+    let message = if internal {
         tracing::error!(error = %error, "internal error");
         "internal error".to_owned()
     } else {
         error.to_string()
     };
-    ApiError::new(code, message).error_response()
+    let mut api = ApiError::new(code, message);
+    if !internal {
+        api.details = details;
+    }
+    api.error_response()
 }
 
 /// The HTTP status for `code`.

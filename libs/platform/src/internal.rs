@@ -59,6 +59,8 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 pub struct RemoteError {
     pub code: ErrorCode,
     pub message: String,
+    /// The service's structured detail, passed on unchanged.
+    pub details: Option<serde_json::Value>,
 }
 
 #[derive(Clone)]
@@ -123,26 +125,31 @@ impl InternalClient {
         let resp = req.send().await.map_err(|e| RemoteError {
             code: ErrorCode::Unavailable,
             message: format!("service unreachable: {e}"),
+            details: None,
         })?;
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(|e| RemoteError {
             code: ErrorCode::Unavailable,
             message: format!("reading response: {e}"),
+            details: None,
         })?;
         if status.is_success() {
             return serde_json::from_slice(&bytes).map_err(|e| RemoteError {
                 code: ErrorCode::Internal,
                 message: format!("unexpected response: {e}"),
+                details: None,
             });
         }
         match serde_json::from_slice::<ErrorBody>(&bytes) {
             Ok(body) => Err(RemoteError {
                 code: body.code,
                 message: body.message,
+                details: body.details,
             }),
             Err(_) => Err(RemoteError {
                 code: ErrorCode::Internal,
                 message: format!("service answered {status}"),
+                details: None,
             }),
         }
     }

@@ -1,48 +1,120 @@
-//! GPU allocations, all-or-nothing per order and idempotent by order id.
-//! Capacity is taken by one conditional `UPDATE ... WHERE gpus_allocated + n
-//! <= gpu_count`: the row lock it takes serialises racing orders, and the
-//! check constraint on the column is the last line of defence.
+//! GPU allocations, all-or-nothing per order and idempotent by order id (the
+//! holding key). An allocation locks the machine's row, so racing orders for
+//! one machine are serialised; under that lock it checks the price against
+//! the order's maximum (or the bid against the minimum bid), frees GPUs by
+//! preempting lower-priority interruptible holdings when needed (see
+//! [`crate::preemption`]), and takes the GPUs, all in one transaction. The
+//! check constraint on `gpus_allocated` is the last line of defence.
+//!
+//! The rates committed with the allocation (GPU price or bid, storage and
+//! bandwidth prices, currency) are stored on it: they are what the renter is
+//! billed, and a repeated allocate answers the same snapshot.
 
-use contracts::api::{AllocateRequest, Allocation};
+use chrono::{DateTime, Utc};
+use contracts::api::{AllocateRequest, Allocation, RentalType};
 use diesel::prelude::*;
 use platform::Db;
+use rust_decimal::Decimal;
 use schema::catalog::{allocations, machines};
 use uuid::Uuid;
 
-use crate::Error;
+use crate::{Error, preemption};
+
+/// Where the catalog's events go (the `catalog.*` routing keys).
+#[derive(Clone)]
+pub struct Events(pub String);
+
+type StoredRow = (
+    (
+        Uuid,
+        Uuid,
+        i32,
+        Option<DateTime<Utc>>,
+        Option<DateTime<Utc>>,
+    ),
+    (String, Option<Decimal>, Option<Decimal>),
+    (Option<Decimal>, Option<Decimal>, Option<String>),
+    (Uuid, String, i32),
+);
 
 fn existing(conn: &mut PgConnection, order_id: Uuid) -> QueryResult<Option<Allocation>> {
-    allocations::table
+    let row: Option<StoredRow> = allocations::table
         .inner_join(machines::table)
         .filter(allocations::order_id.eq(order_id))
         .select((
-            allocations::order_id,
-            allocations::machine_id,
-            machines::host_tenant_id,
-            allocations::gpu_count,
-            allocations::released_at.is_not_null(),
+            (
+                allocations::order_id,
+                allocations::machine_id,
+                allocations::gpu_count,
+                allocations::released_at,
+                allocations::preempted_at,
+            ),
+            (
+                allocations::rental_type,
+                allocations::price_per_gpu_hour,
+                allocations::storage_price_per_gb_month,
+            ),
+            (
+                allocations::bandwidth_up_price_per_tb,
+                allocations::bandwidth_down_price_per_tb,
+                allocations::currency,
+            ),
+            (
+                machines::host_tenant_id,
+                machines::gpu_model,
+                machines::gpu_count,
+            ),
         ))
-        .first::<(Uuid, Uuid, Uuid, i32, bool)>(conn)
-        .optional()
-        .map(|row| {
-            row.map(
-                |(order_id, machine_id, host_tenant_id, gpu_count, released)| Allocation {
-                    order_id,
-                    machine_id,
-                    host_tenant_id,
-                    gpu_count,
-                    released,
-                },
-            )
-        })
+        .first(conn)
+        .optional()?;
+    Ok(row.map(
+        |(
+            (order_id, machine_id, gpu_count, released_at, preempted_at),
+            (rental_type, price, storage),
+            (up, down, currency),
+            (host_tenant_id, gpu_model, machine_gpu_count),
+        )| Allocation {
+            order_id,
+            machine_id,
+            host_tenant_id,
+            gpu_count,
+            released: released_at.is_some(),
+            preempted: preempted_at.is_some(),
+            gpu_model,
+            machine_gpu_count,
+            rental_type: RentalType::parse(&rental_type).unwrap_or_default(),
+            price_per_gpu_hour: price.unwrap_or_default().normalize(),
+            storage_price_per_gb_month: storage.unwrap_or_default().normalize(),
+            bandwidth_up_price_per_tb: up.unwrap_or_default().normalize(),
+            bandwidth_down_price_per_tb: down.unwrap_or_default().normalize(),
+            currency: currency.unwrap_or_default(),
+        },
+    ))
 }
 
-pub async fn allocate(db: &Db, req: AllocateRequest) -> Result<Allocation, Error> {
+fn validate(req: &AllocateRequest) -> Result<(), Error> {
     if req.gpu_count < 1 {
         return Err(Error::Validation("gpuCount: at least 1".into()));
     }
+    match (req.rental_type, req.bid_per_gpu_hour) {
+        (RentalType::Interruptible, None) => Err(Error::Validation(
+            "bidPerGpuHour: required for an interruptible rental".into(),
+        )),
+        (RentalType::Interruptible, Some(bid)) if bid <= Decimal::ZERO => {
+            Err(Error::Validation("bidPerGpuHour: must be positive".into()))
+        }
+        (RentalType::OnDemand, Some(_)) => Err(Error::Validation(
+            "bidPerGpuHour: only for interruptible rentals".into(),
+        )),
+        _ => Ok(()),
+    }
+}
+
+pub async fn allocate(db: &Db, events: &Events, req: AllocateRequest) -> Result<Allocation, Error> {
+    validate(&req)?;
     let order_id = req.order_id;
-    match take(db, req).await {
+    let exchange = events.0.clone();
+    match db.tx(move |conn| take(conn, &exchange, &req)).await {
         // The same order allocated concurrently: the other transaction won
         // and ours rolled back with its capacity; answer what it got.
         Err(Error::Database(diesel::result::Error::DatabaseError(
@@ -56,71 +128,200 @@ pub async fn allocate(db: &Db, req: AllocateRequest) -> Result<Allocation, Error
     }
 }
 
-async fn take(db: &Db, req: AllocateRequest) -> Result<Allocation, Error> {
-    db.tx(move |conn| {
-        if let Some(found) = existing(conn, req.order_id)? {
-            return Ok(found);
-        }
-        let host: Option<Uuid> = diesel::update(machines::table.find(req.machine_id))
-            .filter(machines::listed.eq(true))
-            .filter((machines::gpus_allocated + req.gpu_count).le(machines::gpu_count))
-            .set((
-                machines::gpus_allocated.eq(machines::gpus_allocated + req.gpu_count),
-                machines::updated_at.eq(diesel::dsl::now),
-            ))
-            .returning(machines::host_tenant_id)
-            .get_result(conn)
-            .optional()?;
-        let Some(host_tenant_id) = host else {
-            let machine: Option<(i32, i32, bool)> = machines::table
-                .find(req.machine_id)
-                .select((
-                    machines::gpu_count,
-                    machines::gpus_allocated,
-                    machines::listed,
-                ))
-                .first(conn)
-                .optional()?;
-            return Err(match machine {
-                None | Some((_, _, false)) => {
-                    Error::NotFound(format!("offer {} not found", req.machine_id))
-                }
-                Some((total, allocated, true)) => Error::InsufficientCapacity(format!(
-                    "machine has {} of {total} GPUs free; the order asks for {}",
-                    total - allocated,
-                    req.gpu_count
-                )),
-            });
-        };
-        diesel::insert_into(allocations::table)
-            .values((
-                allocations::order_id.eq(req.order_id),
-                allocations::machine_id.eq(req.machine_id),
-                allocations::tenant_id.eq(req.tenant_id),
-                allocations::gpu_count.eq(req.gpu_count),
-            ))
-            .execute(conn)?;
-        Ok(Allocation {
-            order_id: req.order_id,
-            machine_id: req.machine_id,
-            host_tenant_id,
-            gpu_count: req.gpu_count,
-            released: false,
-        })
-    })
-    .await
+/// The machine as the allocation sees it under its row lock.
+#[derive(Queryable)]
+struct Locked {
+    host_tenant_id: Uuid,
+    gpu_model: String,
+    gpu_count: i32,
+    gpus_allocated: i32,
+    listed: bool,
+    price_per_gpu_hour: Option<Decimal>,
+    min_bid_per_gpu_hour: Option<Decimal>,
+    storage_price_per_gb_month: Decimal,
+    bandwidth_up_price_per_tb: Decimal,
+    bandwidth_down_price_per_tb: Decimal,
+    currency: String,
 }
 
-/// Returns an order's GPUs to the machine; releasing twice changes nothing.
+fn take(
+    conn: &mut PgConnection,
+    exchange: &str,
+    req: &AllocateRequest,
+) -> Result<Allocation, Error> {
+    if let Some(found) = existing(conn, req.order_id)? {
+        return Ok(found);
+    }
+    let machine: Option<Locked> = machines::table
+        .find(req.machine_id)
+        .select((
+            machines::host_tenant_id,
+            machines::gpu_model,
+            machines::gpu_count,
+            machines::gpus_allocated,
+            machines::listed,
+            machines::price_per_gpu_hour,
+            machines::min_bid_per_gpu_hour,
+            machines::storage_price_per_gb_month,
+            machines::bandwidth_up_price_per_tb,
+            machines::bandwidth_down_price_per_tb,
+            machines::currency,
+        ))
+        .for_update()
+        .first(conn)
+        .optional()?;
+    let Some(m) = machine.filter(|m| m.listed) else {
+        return Err(Error::NotFound(format!(
+            "offer {} not found",
+            req.machine_id
+        )));
+    };
+    let price = billed_price(&m, req)?;
+    if req.gpu_count > m.gpu_count {
+        return Err(Error::InsufficientCapacity(format!(
+            "the machine has {} GPUs; the order asks for {}",
+            m.gpu_count, req.gpu_count
+        )));
+    }
+    let free = m.gpu_count - m.gpus_allocated;
+    let needed = req.gpu_count - free;
+    let victims = if needed > 0 {
+        let holdings = preemption::holdings(conn, req.machine_id)?;
+        preemption::choose(&holdings, req.rental_type, req.bid_per_gpu_hour, needed).ok_or_else(
+            || {
+                Error::InsufficientCapacity(format!(
+                    "machine has {free} of {} GPUs free and not enough held by lower-priority \
+                     interruptible rentals; the order asks for {}",
+                    m.gpu_count, req.gpu_count
+                ))
+            },
+        )?
+    } else {
+        Vec::new()
+    };
+    let at = contracts::time::now();
+    let mut freed = 0;
+    for victim in &victims {
+        freed += preemption::preempt(conn, exchange, req.machine_id, victim, req.order_id, at)?;
+    }
+    let updated = diesel::update(machines::table.find(req.machine_id))
+        .filter((machines::gpus_allocated - freed + req.gpu_count).le(machines::gpu_count))
+        .set((
+            machines::gpus_allocated.eq(machines::gpus_allocated - freed + req.gpu_count),
+            machines::updated_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)?;
+    if updated != 1 {
+        return Err(Error::Conflict(
+            "machine changed concurrently; retry".into(),
+        ));
+    }
+    diesel::insert_into(allocations::table)
+        .values((
+            allocations::order_id.eq(req.order_id),
+            allocations::machine_id.eq(req.machine_id),
+            allocations::tenant_id.eq(req.tenant_id),
+            allocations::gpu_count.eq(req.gpu_count),
+            allocations::rental_type.eq(req.rental_type.as_str()),
+            allocations::bid_per_gpu_hour.eq(req.bid_per_gpu_hour),
+            allocations::instance_id.eq(req.instance_id),
+            allocations::price_per_gpu_hour.eq(price),
+            allocations::storage_price_per_gb_month.eq(m.storage_price_per_gb_month),
+            allocations::bandwidth_up_price_per_tb.eq(m.bandwidth_up_price_per_tb),
+            allocations::bandwidth_down_price_per_tb.eq(m.bandwidth_down_price_per_tb),
+            allocations::currency.eq(&m.currency),
+        ))
+        .execute(conn)?;
+    Ok(Allocation {
+        order_id: req.order_id,
+        machine_id: req.machine_id,
+        host_tenant_id: m.host_tenant_id,
+        gpu_count: req.gpu_count,
+        released: false,
+        preempted: false,
+        gpu_model: m.gpu_model,
+        machine_gpu_count: m.gpu_count,
+        rental_type: req.rental_type,
+        price_per_gpu_hour: price.normalize(),
+        storage_price_per_gb_month: m.storage_price_per_gb_month.normalize(),
+        bandwidth_up_price_per_tb: m.bandwidth_up_price_per_tb.normalize(),
+        bandwidth_down_price_per_tb: m.bandwidth_down_price_per_tb.normalize(),
+        currency: m.currency,
+    })
+}
+
+/// The GPU rate the renter will pay, checked against the machine's terms as
+/// they are now: the on-demand price within the order's maximum, or the bid
+/// at or above the machine's minimum bid.
+fn billed_price(m: &Locked, req: &AllocateRequest) -> Result<Decimal, Error> {
+    match req.rental_type {
+        RentalType::OnDemand => {
+            let Some(price) = m.price_per_gpu_hour else {
+                return Err(Error::NotFound(format!(
+                    "offer {} not found",
+                    req.machine_id
+                )));
+            };
+            if let Some(max) = req.max_price_per_gpu_hour
+                && price > max
+            {
+                return Err(Error::PriceAboveMax(format!(
+                    "the machine now costs {} {} per GPU-hour, above the order's maximum of {}",
+                    price.normalize(),
+                    m.currency,
+                    max.normalize()
+                )));
+            }
+            Ok(price)
+        }
+        RentalType::Interruptible => {
+            let bid = req.bid_per_gpu_hour.unwrap_or_default();
+            let Some(min_bid) = m.min_bid_per_gpu_hour else {
+                return Err(Error::Validation(
+                    "rentalType: this machine takes no interruptible rentals (no minimum bid set)"
+                        .into(),
+                ));
+            };
+            if bid < min_bid {
+                return Err(Error::Validation(format!(
+                    "bidPerGpuHour: {} is below the machine's minimum bid of {} {} per GPU-hour",
+                    bid.normalize(),
+                    min_bid.normalize(),
+                    m.currency
+                )));
+            }
+            Ok(bid)
+        }
+    }
+}
+
+/// Returns an order's GPUs to the machine; releasing twice (or releasing a
+/// preempted allocation, whose GPUs went to its preemptor) changes nothing.
+/// The machine row is locked first, in the order an allocation locks, so a
+/// release and a preempting allocation cannot deadlock.
 pub async fn release(db: &Db, order_id: Uuid) -> Result<(), Error> {
     db.tx(move |conn| {
-        let released: Option<(Uuid, i32)> = diesel::update(allocations::table.find(order_id))
+        let machine_id: Option<Uuid> = allocations::table
+            .find(order_id)
+            .filter(allocations::released_at.is_null())
+            .select(allocations::machine_id)
+            .first(conn)
+            .optional()?;
+        let Some(machine_id) = machine_id else {
+            return Ok(());
+        };
+        machines::table
+            .find(machine_id)
+            .select(machines::id)
+            .for_update()
+            .first::<Uuid>(conn)?;
+        let released: Option<i32> = diesel::update(allocations::table.find(order_id))
             .filter(allocations::released_at.is_null())
             .set(allocations::released_at.eq(diesel::dsl::now))
-            .returning((allocations::machine_id, allocations::gpu_count))
+            .returning(allocations::gpu_count)
             .get_result(conn)
             .optional()?;
-        if let Some((machine_id, gpu_count)) = released {
+        if let Some(gpu_count) = released {
             diesel::update(machines::table.find(machine_id))
                 .set((
                     machines::gpus_allocated.eq(machines::gpus_allocated - gpu_count),

@@ -12,6 +12,8 @@ pub enum Error {
     Conflict(String),
     #[error("{0}")]
     InsufficientCapacity(String),
+    #[error("{0}")]
+    PriceAboveMax(String),
     #[error(transparent)]
     Platform(#[from] platform::PlatformError),
     #[error("database: {0}")]
@@ -27,6 +29,7 @@ impl Error {
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::Conflict(_) => ErrorCode::Conflict,
             Error::InsufficientCapacity(_) => ErrorCode::InsufficientCapacity,
+            Error::PriceAboveMax(_) => ErrorCode::PriceAboveMax,
             Error::Platform(_) | Error::Database(_) | Error::Io(_) => ErrorCode::Internal,
         }
     }

@@ -56,6 +56,14 @@ struct Inventory {
 struct Heartbeat {
     machine_id: Uuid,
     sent_at: DateTime<Utc>,
+    #[serde(default)]
+    gpus: Vec<GpuSample>,
+}
+
+#[derive(Debug, Deserialize)]
+struct GpuSample {
+    #[serde(default)]
+    utilization_percent: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -124,23 +132,52 @@ fn decode<'a, T: Deserialize<'a>>(
 pub async fn run_consumer(config: Arc<Config>, db: Db) {
     let settings = Settings::from_config(&config);
     let queue = config.agents_queue.clone();
+    let retention = config.gpu_activity_retention_seconds;
     platform::consumer::run_raw(config, queue, move |message: RawMessage| {
         let db = db.clone();
-        async move { handle(&db, settings, message).await }
+        async move { handle_report(&db, settings, retention, message).await }
     })
     .await
 }
 
+/// How long GPU utilisation is kept when no configuration says otherwise.
+pub const DEFAULT_GPU_ACTIVITY_RETENTION_SECONDS: i64 = 172_800;
+
 /// Applies one agent report.
 pub async fn handle(db: &Db, settings: Settings, message: RawMessage) -> Result<(), HandlerError> {
+    handle_report(
+        db,
+        settings,
+        DEFAULT_GPU_ACTIVITY_RETENTION_SECONDS,
+        message,
+    )
+    .await
+}
+
+/// [`handle`], keeping GPU utilisation for `retention_seconds`.
+pub async fn handle_report(
+    db: &Db,
+    settings: Settings,
+    retention_seconds: i64,
+    message: RawMessage,
+) -> Result<(), HandlerError> {
     let (machine_id, kind) = sender(&message)?;
     let raw: serde_json::Value = serde_json::from_slice(&message.data)
         .map_err(|e| permanent(format!("undecodable agent report: {e}")))?;
     match kind {
         Kind::Heartbeat => {
             let body: Heartbeat = decode(&message, machine_id, |b: &Heartbeat| b.machine_id)?;
-            db.tx(move |conn| apply_heartbeat(conn, settings, machine_id, body.sent_at, &raw))
-                .await
+            // The busiest GPU stands for the machine (see `gpu_activity`).
+            let busiest = body
+                .gpus
+                .iter()
+                .map(|g| g.utilization_percent.min(100) as i32)
+                .max();
+            db.tx(move |conn| {
+                apply_heartbeat(conn, settings, machine_id, body.sent_at, &raw)?;
+                record_utilisation(conn, machine_id, body.sent_at, busiest, retention_seconds)
+            })
+            .await
         }
         Kind::Inventory => {
             let body: Inventory = decode(&message, machine_id, |b: &Inventory| b.machine_id)?;
@@ -374,6 +411,91 @@ fn apply_self_test(
         .set(machines::self_test_passed_at.eq(passed.then_some(t)))
         .execute(conn)?;
     Ok(())
+}
+
+/// Keeps the busiest GPU's utilisation of an accepted heartbeat (dated like
+/// the heartbeat) and forgets samples older than the retention.
+fn record_utilisation(
+    conn: &mut PgConnection,
+    machine_id: Uuid,
+    sent_at: DateTime<Utc>,
+    busiest: Option<i32>,
+    retention_seconds: i64,
+) -> Result<(), HandlerError> {
+    let Some(percent) = busiest else {
+        return Ok(());
+    };
+    diesel::sql_query(
+        "INSERT INTO catalog.gpu_utilisation (machine_id, at, max_percent)
+         SELECT $1, least($2, now()), $3
+         ON CONFLICT DO NOTHING",
+    )
+    .bind::<SqlUuid, _>(machine_id)
+    .bind::<Timestamptz, _>(sent_at.trunc_subsecs(6))
+    .bind::<diesel::sql_types::Integer, _>(percent)
+    .execute(conn)?;
+    diesel::sql_query(
+        "DELETE FROM catalog.gpu_utilisation
+         WHERE machine_id = $1 AND at < now() - make_interval(secs => $2)",
+    )
+    .bind::<SqlUuid, _>(machine_id)
+    .bind::<diesel::sql_types::Double, _>(retention_seconds as f64)
+    .execute(conn)?;
+    Ok(())
+}
+
+#[derive(Deserialize)]
+pub struct ActivityQuery {
+    /// Utilisation (percent) at or above which a GPU counts as busy.
+    pub threshold: i32,
+    /// Only heartbeats at or after this instant count.
+    pub since: DateTime<Utc>,
+}
+
+#[derive(QueryableByName)]
+struct Activity {
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    last_sample_at: Option<DateTime<Utc>>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    last_busy_at: Option<DateTime<Utc>>,
+}
+
+/// `GET /internal/machines/{id}/gpu-activity?threshold=&since=`: the newest
+/// heartbeat since `since`, and the newest one in which any GPU of the
+/// machine was at or above `threshold` percent. Ordering's idle-stop rule
+/// reads it; utilisation is per machine, so another renter's busy GPU keeps
+/// an instance from being called idle, never the reverse.
+pub async fn gpu_activity_route(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<Uuid>,
+    query: web::Query<ActivityQuery>,
+) -> Result<HttpResponse, Error> {
+    let machine_id = path.into_inner();
+    let ActivityQuery { threshold, since } = query.into_inner();
+    if !(0..=100).contains(&threshold) {
+        return Err(Error::Validation("threshold: 0 to 100".into()));
+    }
+    let activity = db
+        .run(move |conn| {
+            diesel::sql_query(
+                "SELECT max(at) AS last_sample_at,
+                        max(at) FILTER (WHERE max_percent >= $3) AS last_busy_at
+                 FROM catalog.gpu_utilisation
+                 WHERE machine_id = $1 AND at >= $2",
+            )
+            .bind::<SqlUuid, _>(machine_id)
+            .bind::<Timestamptz, _>(since)
+            .bind::<diesel::sql_types::Integer, _>(threshold)
+            .get_result::<Activity>(conn)
+            .map_err(Error::from)
+        })
+        .await?;
+    Ok(HttpResponse::Ok().json(contracts::api::GpuActivity {
+        machine_id,
+        last_sample_at: activity.last_sample_at,
+        last_busy_at: activity.last_busy_at,
+    }))
 }
 
 #[derive(Deserialize)]

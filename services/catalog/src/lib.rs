@@ -10,6 +10,7 @@ mod gpu_models;
 pub mod heartbeats;
 mod hosts;
 mod machines;
+pub mod preemption;
 pub mod market;
 pub mod offers;
 pub mod reliability;
@@ -31,13 +32,16 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
         heartbeat_grace_seconds: config.heartbeat_grace_seconds,
     });
     let agents = actix_web::web::Data::new(agents::AgentAccess::from_config(&config));
+    let events = actix_web::web::Data::new(allocations::Events(config.events_exchange.clone()));
     Ok(platform::http::serve(
         &config.bind_host,
         config.ports.catalog,
         db,
         config.service_token.clone(),
         move |cfg| {
-            cfg.app_data(market.clone()).app_data(agents.clone());
+            cfg.app_data(market.clone())
+                .app_data(agents.clone())
+                .app_data(events.clone());
             routes::configure(cfg);
         },
     )?)

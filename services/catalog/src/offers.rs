@@ -6,7 +6,8 @@
 //! from the data, that would match.
 
 use contracts::api::{
-    ConstraintReport, NoOffers, Offer, OfferPage, OfferSearch, OfferSort, Relaxation, RentalType,
+    ConstraintReport, NoOffers, Offer, OfferPage, OfferSearch, OfferSort, PlacementSearch,
+    Relaxation, RentalType,
 };
 use diesel::pg::Pg;
 use diesel::prelude::*;
@@ -847,6 +848,71 @@ fn describe(c: &Constraint, value: String, matching: i64, currency: &str) -> Rel
         matching,
         description,
     }
+}
+
+/// The offers an order by constraints can be placed on now, cheapest first
+/// (at equal price, those that need no preemption first): live offers that
+/// match every constraint and have the order's GPU count either free or held
+/// by interruptible rentals the order outranks (any bid for an on-demand
+/// order, strictly lower bids for an interruptible one). The search's own
+/// constraints and liveness rules apply unchanged; only the capacity test
+/// differs from [`search`], which counts free GPUs alone.
+pub async fn placement_candidates(
+    db: &Db,
+    market: &Market,
+    p: PlacementSearch,
+) -> Result<Vec<Offer>, Error> {
+    let n = p
+        .search
+        .gpu_count
+        .filter(|n| (1..=64).contains(n))
+        .ok_or_else(|| Error::Validation("gpuCount: between 1 and 64".into()))?;
+    let first = p.search.first.unwrap_or(10).clamp(1, MAX_PAGE);
+    let q = OfferSearch {
+        gpu_count: None,
+        first: None,
+        after: None,
+        sort: None,
+        ..p.search.clone()
+    };
+    let market = market.clone();
+    db.run(move |conn| {
+        let known = crate::gpu_models::names(conn)?;
+        let mut binds = Binds::default();
+        let constraints = constraints(&q, &market.currency, &known, &mut binds)?;
+        let live = live_cte(&q, &market).replace(
+            "AND catalog.machines.gpus_allocated < catalog.machines.gpu_count",
+            "",
+        );
+        let np = binds.push(Bind::Int(n));
+        let outranked = match (q.rental_type, p.bid_per_gpu_hour) {
+            (Some(RentalType::Interruptible), Some(bid)) => {
+                format!("AND a.bid_per_gpu_hour < {}", binds.push(Bind::Num(bid)))
+            }
+            (Some(RentalType::Interruptible), None) => "AND false".to_owned(),
+            _ => String::new(),
+        };
+        let mut conditions: Vec<String> = constraints
+            .iter()
+            .map(|c| format!("({})", c.predicate))
+            .collect();
+        conditions.push(format!(
+            "gpu_count >= {np} AND (cardinality(allowed_gpu_counts) = 0 OR {np} = ANY(allowed_gpu_counts))"
+        ));
+        conditions.push(format!(
+            "gpus_free + coalesce((SELECT sum(a.gpu_count) FROM catalog.allocations a
+                 WHERE a.machine_id = live.id AND a.released_at IS NULL
+                   AND a.rental_type = 'interruptible' {outranked}), 0) >= {np}"
+        ));
+        let sql = format!(
+            "WITH {live} SELECT *, rental_price AS sort_key FROM live WHERE {} \
+             ORDER BY rental_price ASC, (gpus_free >= {np}) DESC, id ASC LIMIT {first}",
+            conditions.join(" AND ")
+        );
+        let rows: Vec<OfferRow> = binds.apply(sql).load(conn)?;
+        Ok(rows.into_iter().map(|r| offer(r, n, 0)).collect())
+    })
+    .await
 }
 
 /// One offer by id, whether or not it has free GPUs right now (the order

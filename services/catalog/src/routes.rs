@@ -39,10 +39,15 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::get().to(crate::heartbeats::gaps_route),
             )
             .route(
+                "/machines/{id}/gpu-activity",
+                web::get().to(crate::heartbeats::gpu_activity_route),
+            )
+            .route(
                 "/machines/{id}/agent-token/rotate",
                 web::post().to(rotate_token),
             )
             .route("/offers/search", web::post().to(search))
+            .route("/offers/placement", web::post().to(placement))
             .route("/offers/{id}", web::get().to(get_offer))
             .route("/allocations", web::post().to(allocate))
             .route("/allocations/{order_id}/release", web::post().to(release)),
@@ -186,8 +191,23 @@ async fn get_offer(
     Ok(HttpResponse::Ok().json(offers::get(&db, &market, path.into_inner()).await?))
 }
 
-async fn allocate(_: ServiceCaller, db: web::Data<Db>, body: web::Json<AllocateRequest>) -> Reply {
-    Ok(HttpResponse::Ok().json(allocations::allocate(&db, body.into_inner()).await?))
+async fn placement(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    market: web::Data<Market>,
+    body: web::Json<contracts::api::PlacementSearch>,
+) -> Reply {
+    Ok(HttpResponse::Ok()
+        .json(offers::placement_candidates(&db, &market, body.into_inner()).await?))
+}
+
+async fn allocate(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    events: web::Data<allocations::Events>,
+    body: web::Json<AllocateRequest>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(allocations::allocate(&db, &events, body.into_inner()).await?))
 }
 
 async fn release(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {

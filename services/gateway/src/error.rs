@@ -70,8 +70,24 @@ impl ErrorExtensions for GatewayError {
         } else if code == ErrorCode::Unavailable {
             tracing::warn!(error = %self, "dependency unavailable");
         }
-        async_graphql::Error::new(self.public_message())
-            .extend_with(|_, ext| ext.set("code", code.as_str()))
+        // A service's structured detail (e.g. which quota refused, its limit
+        // and usage) becomes extension fields beside the code.
+        let details = match self {
+            Self::Remote(remote) if code != ErrorCode::Internal => remote.details.clone(),
+            _ => None,
+        };
+        async_graphql::Error::new(self.public_message()).extend_with(|_, ext| {
+            if let Some(serde_json::Value::Object(fields)) = details {
+                for (key, value) in fields {
+                    if key != "code"
+                        && let Ok(value) = async_graphql::Value::from_json(value)
+                    {
+                        ext.set(key, value);
+                    }
+                }
+            }
+            ext.set("code", code.as_str());
+        })
     }
 }
 
@@ -157,6 +173,7 @@ mod tests {
             let remote = RemoteError {
                 code,
                 message: "the service said no".into(),
+                details: None,
             };
             let gql: async_graphql::Error = GqlError::from(remote).into();
             assert_eq!(gql.message, "the service said no");
@@ -169,10 +186,37 @@ mod tests {
         let remote = RemoteError {
             code: ErrorCode::Internal,
             message: "connection to 10.0.0.7:5432 refused".into(),
+            details: Some(serde_json::json!({ "host": "10.0.0.7" })),
         };
         let gql: async_graphql::Error = GqlError::from(remote).into();
         assert_eq!(gql.message, "internal error");
+        let extensions = gql.extensions.clone().unwrap();
+        assert!(extensions.get("host").is_none(), "internal detail leaked");
         assert_eq!(code_of(gql).as_deref(), Some("INTERNAL"));
+    }
+
+    #[test]
+    fn a_services_details_become_extensions_beside_the_code() {
+        let remote = RemoteError {
+            code: ErrorCode::QuotaExceeded,
+            message: "quota max_gpus exceeded".into(),
+            details: Some(serde_json::json!({
+                "quota": "max_gpus", "limit": 8, "used": 8, "requested": 1,
+                "code": "NOT_A_CODE",
+            })),
+        };
+        let gql: async_graphql::Error = GqlError::from(remote).into();
+        let extensions = gql.extensions.clone().unwrap();
+        assert_eq!(
+            extensions.get("quota"),
+            Some(&async_graphql::Value::from("max_gpus"))
+        );
+        assert_eq!(
+            extensions.get("limit"),
+            Some(&async_graphql::Value::from(8))
+        );
+        // The code is the gateway's, never overwritten by a detail.
+        assert_eq!(code_of(gql).as_deref(), Some("QUOTA_EXCEEDED"));
     }
 
     #[test]

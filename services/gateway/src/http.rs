@@ -4,15 +4,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::Server;
-use actix_web::http::header::AUTHORIZATION;
+use actix_web::http::header::{AUTHORIZATION, UPGRADE};
 use actix_web::{App, HttpRequest, HttpResponse, HttpServer, Responder, middleware, web};
 use async_graphql::http::GraphiQLSource;
-use async_graphql_actix_web::GraphQLResponse;
+use async_graphql_actix_web::{GraphQLResponse, GraphQLSubscription};
 use platform::Config;
 use platform::internal::InternalClient;
 use tracing::Instrument;
 
-use crate::auth::{Credential, JwtKeys};
+use crate::auth::{Credential, JwtKeys, RequestAuth};
 use crate::clients::Clients;
 use crate::error::{GatewayError, ensure_codes};
 use crate::schema::{self, GatewaySchema};
@@ -28,9 +28,16 @@ struct AppState {
 pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
     let keys = JwtKeys::new(&config.jwt_keys, config.jwt_ttl_seconds)?;
     let clients = Clients::new(&config);
+    // Live instance events for `instanceEvents`, fed from the broker.
+    let hub = Arc::new(schema::events::Hub::default());
+    tokio::spawn(schema::events::run_hub(config.clone(), hub.clone()));
     let state = web::Data::new(AppState {
         quota: clients.quota.clone(),
-        schema: schema::builder().data(keys).data(clients).finish(),
+        schema: schema::builder()
+            .data(keys)
+            .data(clients)
+            .data(hub)
+            .finish(),
     });
 
     let addr = format!("{}:{}", config.bind_host, config.ports.gateway);
@@ -45,7 +52,7 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
             .app_data(state.clone())
             .wrap(middleware::from_fn(platform::http::correlation))
             .route("/graphql", web::post().to(graphql))
-            .route("/graphql", web::get().to(graphiql))
+            .route("/graphql", web::get().to(graphql_get))
             .route("/healthz", web::get().to(healthz))
             .route("/readyz", web::get().to(readyz))
             .route("/metrics", web::get().to(platform::metrics::handler))
@@ -88,10 +95,51 @@ async fn graphql(state: web::Data<AppState>, req: HttpRequest, body: web::Bytes)
     GraphQLResponse::from(response).respond_to(&req)
 }
 
-async fn graphiql() -> HttpResponse {
+/// `GET /graphql`: a WebSocket upgrade is a subscription connection
+/// (graphql-transport-ws), anything else gets GraphiQL.
+async fn graphql_get(
+    state: web::Data<AppState>,
+    req: HttpRequest,
+    payload: web::Payload,
+) -> actix_web::Result<HttpResponse> {
+    let upgrade = req
+        .headers()
+        .get(UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
+    if !upgrade {
+        return Ok(graphiql());
+    }
+    // Browsers cannot set headers on a WebSocket: the token comes in the
+    // `connection_init` payload (`{"authorization": "Bearer ..."}`), or, for
+    // other clients, in the upgrade request's Authorization header.
+    let header = req
+        .headers()
+        .get(AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_owned);
+    GraphQLSubscription::new(schema::events::CodedExecutor(state.schema.clone()))
+        .on_connection_init(move |init: serde_json::Value| async move {
+            let from_payload = ["authorization", "Authorization"]
+                .iter()
+                .find_map(|k| init.get(*k).and_then(|v| v.as_str()).map(str::to_owned));
+            let credential = Credential::from_header(from_payload.or(header).as_deref());
+            let mut data = async_graphql::Data::default();
+            data.insert(RequestAuth::new(credential));
+            Ok(data)
+        })
+        .start(&req, payload)
+}
+
+fn graphiql() -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/html; charset=utf-8")
-        .body(GraphiQLSource::build().endpoint("/graphql").finish())
+        .body(
+            GraphiQLSource::build()
+                .endpoint("/graphql")
+                .subscription_endpoint("/graphql")
+                .finish(),
+        )
 }
 
 async fn healthz() -> HttpResponse {

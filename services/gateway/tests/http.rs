@@ -28,6 +28,7 @@ async fn authenticate(body: web::Json<AuthenticateKeyRequest>) -> HttpResponse {
         HttpResponse::Unauthorized().json(ErrorBody {
             code: ErrorCode::Unauthenticated,
             message: "unknown key".into(),
+            details: None,
         })
     }
 }

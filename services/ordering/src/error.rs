@@ -38,6 +38,11 @@ impl ResponseError for Error {
     }
 
     fn error_response(&self) -> actix_web::HttpResponse {
-        platform::http::error_response(self.code(), self)
+        // A remote verdict (e.g. which quota refused) reaches the gateway whole.
+        let details = match self {
+            Error::Remote(remote) => remote.details.clone(),
+            _ => None,
+        };
+        platform::http::error_response_with_details(self.code(), self, details)
     }
 }

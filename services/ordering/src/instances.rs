@@ -40,6 +40,10 @@ pub struct InstanceRow {
     pub stopped_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    pub storage_price_per_gb_month: Decimal,
+    pub bandwidth_up_price_per_tb: Decimal,
+    pub bandwidth_down_price_per_tb: Decimal,
+    pub preempted_at: Option<DateTime<Utc>>,
 }
 
 impl InstanceRow {
@@ -117,7 +121,11 @@ impl From<InstanceRow> for api::Instance {
             price_per_hour_total: (row.price_per_gpu_hour * Decimal::from(row.gpu_count))
                 .normalize(),
             price_per_gpu_hour: row.price_per_gpu_hour.normalize(),
+            storage_price_per_gb_month: row.storage_price_per_gb_month.normalize(),
+            bandwidth_up_price_per_tb: row.bandwidth_up_price_per_tb.normalize(),
+            bandwidth_down_price_per_tb: row.bandwidth_down_price_per_tb.normalize(),
             currency: row.currency,
+            preempted_at: row.preempted_at,
             status: row.state,
             status_reason: row.status_reason,
             allowed_actions,
@@ -171,7 +179,10 @@ pub fn publish<P: Serialize>(
 }
 
 /// Moves `row` to `next` if the state machine allows it, with a
-/// compare-and-set on the version read, and records the transition.
+/// compare-and-set on the version read, and records the transition and its
+/// instance event (published through the outbox) in the caller's transaction.
+/// Columns that change with the transition (`running_at`, `stopped_at`) are
+/// best written before calling it, so the event's snapshot shows them.
 pub fn transition(
     conn: &mut PgConnection,
     row: &InstanceRow,
@@ -209,6 +220,18 @@ pub fn transition(
             instance_transitions::at.eq(at),
         ))
         .execute(conn)?;
+    crate::events::record(
+        conn,
+        row.id,
+        "state_changed",
+        crate::events::Detail {
+            from_state: Some(current.as_str()),
+            to_state: Some(next.as_str()),
+            reason,
+            ..Default::default()
+        },
+        at,
+    )?;
     Ok(())
 }
 
@@ -247,7 +270,6 @@ pub async fn mark_ready(db: &Db, deps: &Deps, id: Uuid) -> Result<api::Instance,
             return Ok(row.into());
         }
         let at = contracts::time::now();
-        transition(conn, &row, InstanceState::Running, None, at)?;
         let run_seq = row.run_seq + 1;
         diesel::update(instances::table.find(id))
             .set((
@@ -256,6 +278,7 @@ pub async fn mark_ready(db: &Db, deps: &Deps, id: Uuid) -> Result<api::Instance,
                 instances::run_seq.eq(run_seq),
             ))
             .execute(conn)?;
+        transition(conn, &row, InstanceState::Running, None, at)?;
         publish(
             conn,
             &exchange,
@@ -348,6 +371,18 @@ pub async fn mark_failed(
 /// `stopped` event leaves in the transaction that records T1; capacity and
 /// quota are released after it commits, and a repeated stop resumes there.
 pub async fn stop(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<api::Instance, Error> {
+    stop_because(db, deps, id, tenant_id, "stop requested").await
+}
+
+/// [`stop`] with the reason the instance's status and events will show (a
+/// renter's request, or a lifecycle rule).
+pub async fn stop_because(
+    db: &Db,
+    deps: &Deps,
+    id: Uuid,
+    tenant_id: Uuid,
+    reason: &'static str,
+) -> Result<api::Instance, Error> {
     let events = deps.config.events_exchange.clone();
     let commands = deps.config.commands_exchange.clone();
     let (_, key) = db
@@ -367,16 +402,10 @@ pub async fn stop(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<api
                 }
             }
             let at = contracts::time::now();
-            transition(
-                conn,
-                &row,
-                InstanceState::Stopping,
-                Some("stop requested"),
-                at,
-            )?;
             diesel::update(instances::table.find(id))
                 .set(instances::stopped_at.eq(at))
                 .execute(conn)?;
+            transition(conn, &row, InstanceState::Stopping, Some(reason), at)?;
             publish(
                 conn,
                 &events,
@@ -388,7 +417,7 @@ pub async fn stop(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<api
                     tenant_id: row.tenant_id,
                     run_seq: row.run_seq,
                     stopped_at: at,
-                    reason: "stop requested".into(),
+                    reason: reason.into(),
                 },
             )?;
             publish(

@@ -7,9 +7,12 @@
 //! capacity returns (see `lifecycle`).
 
 pub mod error;
+pub mod events;
 mod instances;
 mod lifecycle;
+pub mod preemption;
 mod routes;
+pub mod rules;
 mod saga;
 pub mod state;
 
@@ -46,6 +49,11 @@ impl Deps {
 /// Starts the ordering service's HTTP API; returns the server and its port.
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
     let deps = actix_web::web::Data::new(Deps::new(config.clone()));
+    events::configure(&config);
+    // Background work of this service: the lifecycle rules and the record of
+    // provisioning steps. Both are safe with several replicas.
+    rules::spawn(deps.get_ref().clone(), db.clone());
+    tokio::spawn(events::run_step_consumer(config.clone(), db.clone()));
     Ok(platform::http::serve(
         &config.bind_host,
         config.ports.ordering,

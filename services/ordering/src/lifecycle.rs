@@ -104,6 +104,17 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
             if row.state()? != InstanceState::Stopped || attempt(conn, id)? != current {
                 return Ok((row, false));
             }
+            // The catalog preempted this start's GPUs already (its consumer
+            // gives back the quota; the GPUs went to the preemptor).
+            if crate::preemption::preempted(conn, key)? {
+                return Err(Error::Remote(RemoteError {
+                    code: ErrorCode::InsufficientCapacity,
+                    message: "the GPUs were taken by a higher-priority order while the instance \
+                              was starting; start it later or destroy it"
+                        .into(),
+                    details: None,
+                }));
+            }
             let at = contracts::time::now();
             transition(
                 conn,
@@ -167,6 +178,11 @@ async fn take_holdings(deps: &Deps, row: &InstanceRow, key: Uuid) -> Result<(), 
                 order_id: key,
                 tenant_id: row.tenant_id,
                 gpu_count: row.gpu_count,
+                gpu_model: row.gpu_model.clone(),
+                hourly_rate: row.price_per_gpu_hour * Decimal::from(row.gpu_count),
+                team_id: None,
+                // The restarted instance counts against the order's team.
+                renews: Some(row.order_id),
             },
         )
         .await?;
@@ -191,6 +207,14 @@ async fn take_holdings(deps: &Deps, row: &InstanceRow, key: Uuid) -> Result<(), 
                 tenant_id: row.tenant_id,
                 machine_id: row.machine_id,
                 gpu_count: row.gpu_count,
+                // The instance keeps its rental type and its billed rate (an
+                // interruptible one bids it again).
+                rental_type: contracts::api::RentalType::parse(&row.rental_type)
+                    .unwrap_or_default(),
+                bid_per_gpu_hour: (row.rental_type == "interruptible")
+                    .then_some(row.price_per_gpu_hour),
+                max_price_per_gpu_hour: None,
+                instance_id: Some(row.id),
             },
         )
         .await
@@ -202,6 +226,7 @@ async fn take_holdings(deps: &Deps, row: &InstanceRow, key: Uuid) -> Result<(), 
                      start it later or destroy it",
                     row.gpu_count, e.message
                 ),
+                details: e.details,
             }),
             ErrorCode::NotFound => Error::Conflict(format!(
                 "the instance's machine {} is not on the market now; it cannot be started",
@@ -221,7 +246,7 @@ pub async fn destroy(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<
         let row = owned(Some(lock(conn, id)?), id, tenant_id)?;
         let state = row.state()?;
         match state {
-            InstanceState::Running | InstanceState::Stopped => {}
+            InstanceState::Running | InstanceState::Stopped | InstanceState::Preempted => {}
             // Idempotent: already on its way out, or gone.
             InstanceState::Deprovisioning | InstanceState::Destroyed => return reload(conn, id),
             other => {

@@ -1,11 +1,14 @@
 use actix_web::{HttpResponse, web};
-use contracts::api::{CreateOrderRequest, DeprovisioningResult, ProvisioningResult, TenantRequest};
+use contracts::api::{
+    CreateOrderWithRules, DeprovisioningResult, ProvisioningResult, SetInstanceRulesRequest,
+    TenantRequest,
+};
 use platform::Db;
 use platform::internal::ServiceCaller;
 use serde::Deserialize;
 use uuid::Uuid;
 
-use crate::{Deps, Error, instances, lifecycle, saga};
+use crate::{Deps, Error, events, instances, lifecycle, rules, saga};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
@@ -13,6 +16,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/orders", web::post().to(create_order))
             .route("/instances", web::get().to(list))
             .route("/instances/{id}", web::get().to(get))
+            .route("/instances/{id}/events", web::get().to(instance_events))
+            .route("/instances/{id}/rules", web::get().to(get_rules))
+            .route("/instances/{id}/rules", web::put().to(set_rules))
             .route("/instances/{id}/stop", web::post().to(stop))
             .route("/instances/{id}/start", web::post().to(start))
             .route("/instances/{id}/destroy", web::post().to(destroy))
@@ -44,9 +50,52 @@ async fn create_order(
     _: ServiceCaller,
     db: web::Data<Db>,
     deps: web::Data<Deps>,
-    body: web::Json<CreateOrderRequest>,
+    body: web::Json<CreateOrderWithRules>,
 ) -> Reply {
-    Ok(HttpResponse::Ok().json(saga::create_order(&db, &deps, body.into_inner()).await?))
+    let CreateOrderWithRules { order, rules } = body.into_inner();
+    // Bad rules must fail the order before it takes anything.
+    if let Some(rules) = &rules {
+        rules::validate(rules, deps.config.gpu_activity_retention_seconds)?;
+    }
+    let tenant_id = order.tenant_id;
+    let instance = saga::create_order(&db, &deps, order).await?;
+    // Attached after the saga's commit: a failure here fails the request,
+    // and repeating it (same idempotency key) finds the instance and attaches
+    // them then. The rules task acts seconds later at the earliest.
+    if let Some(rules) = rules {
+        rules::attach_to_order(&db, instance.id, tenant_id, rules).await?;
+    }
+    Ok(HttpResponse::Ok().json(instance))
+}
+
+async fn instance_events(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<Uuid>,
+    q: web::Query<TenantQuery>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(events::history(&db, path.into_inner(), q.tenant_id).await?))
+}
+
+async fn get_rules(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<Uuid>,
+    q: web::Query<TenantQuery>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(rules::get(&db, path.into_inner(), q.tenant_id).await?))
+}
+
+async fn set_rules(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    deps: web::Data<Deps>,
+    path: web::Path<Uuid>,
+    body: web::Json<SetInstanceRulesRequest>,
+) -> Reply {
+    let body = body.into_inner();
+    Ok(HttpResponse::Ok()
+        .json(rules::set(&db, &deps, path.into_inner(), body.tenant_id, body.rules).await?))
 }
 
 async fn list(_: ServiceCaller, db: web::Data<Db>, q: web::Query<TenantQuery>) -> Reply {

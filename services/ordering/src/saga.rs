@@ -8,13 +8,15 @@
 //! request died mid-saga is resumed by repeating `createOrder` with the same
 //! idempotency key, since every step is idempotent.
 
+use contracts::ErrorCode;
 use contracts::api::{
     AllocateRequest, Allocation, Balance, CreateOrderRequest, FundsCheckRequest, Instance, Offer,
-    QuotaReservation, ReserveQuotaRequest,
+    OfferSearch, OfferSort, PlacementSearch, QuotaReservation, RentalType, ReserveQuotaRequest,
 };
 use contracts::events::{PROVISION_INSTANCE, ProvisionInstance};
 use diesel::prelude::*;
 use platform::Db;
+use platform::internal::RemoteError;
 use rust_decimal::Decimal;
 use schema::ordering::{instances, orders};
 use sha2::{Digest, Sha256};
@@ -25,7 +27,18 @@ use crate::state::InstanceState;
 use crate::{Deps, Error};
 
 const DEFAULT_IMAGE: &str = "nvidia/cuda:12.4.1-runtime-ubuntu22.04";
-const RENTAL_TYPE: &str = "on_demand";
+/// Offers an order by constraints tries before it gives up: each lost race
+/// (the offer's GPUs taken, or its price raised above the order's maximum)
+/// moves on to the next cheapest.
+const PLACEMENT_ATTEMPTS: usize = 5;
+
+fn remote(code: ErrorCode, message: String) -> Error {
+    Error::Remote(RemoteError {
+        code,
+        message,
+        details: None,
+    })
+}
 
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = orders)]
@@ -40,6 +53,58 @@ struct OrderRow {
 fn validate(req: &CreateOrderRequest) -> Result<(), Error> {
     if req.gpu_count < 1 {
         return Err(Error::Validation("gpuCount: at least 1".into()));
+    }
+    match (&req.offer_id, &req.constraints) {
+        (Some(_), Some(_)) => {
+            return Err(Error::Validation(
+                "constraints: give either an offerId or constraints, not both".into(),
+            ));
+        }
+        (None, None) => {
+            return Err(Error::Validation(
+                "offerId: give an offerId or constraints for auto-placement".into(),
+            ));
+        }
+        _ => {}
+    }
+    if let Some(c) = &req.constraints {
+        if let Some(r) = c.min_reliability
+            && !(Decimal::ZERO..=Decimal::ONE).contains(&r)
+        {
+            return Err(Error::Validation(
+                "constraints.minReliability: between 0 and 1".into(),
+            ));
+        }
+        if c.min_vram_gib.is_some_and(|v| v < 1) {
+            return Err(Error::Validation(
+                "constraints.minVramGib: at least 1".into(),
+            ));
+        }
+    }
+    match (req.rental_type, req.bid_per_gpu_hour) {
+        (RentalType::Interruptible, None) => {
+            return Err(Error::Validation(
+                "bidPerGpuHour: required for an interruptible rental".into(),
+            ));
+        }
+        (RentalType::Interruptible, Some(bid)) => {
+            if bid <= Decimal::ZERO {
+                return Err(Error::Validation("bidPerGpuHour: must be positive".into()));
+            }
+            if let Some(max) = req.max_price_per_gpu_hour
+                && bid > max
+            {
+                return Err(Error::Validation(
+                    "bidPerGpuHour: above your maxPricePerGpuHour".into(),
+                ));
+            }
+        }
+        (RentalType::OnDemand, Some(_)) => {
+            return Err(Error::Validation(
+                "bidPerGpuHour: only for interruptible rentals (rentalType INTERRUPTIBLE)".into(),
+            ));
+        }
+        (RentalType::OnDemand, None) => {}
     }
     if req.idempotency_key.trim().is_empty() || req.idempotency_key.len() > 200 {
         return Err(Error::Validation(
@@ -74,10 +139,14 @@ fn validate(req: &CreateOrderRequest) -> Result<(), Error> {
 fn fingerprint(req: &CreateOrderRequest) -> String {
     let canonical = serde_json::json!({
         "offer_id": req.offer_id,
+        "constraints": req.constraints,
         "gpu_count": req.gpu_count,
         "max_price_per_gpu_hour": req.max_price_per_gpu_hour.map(|p| p.normalize().to_string()),
+        "rental_type": req.rental_type,
+        "bid_per_gpu_hour": req.bid_per_gpu_hour.map(|p| p.normalize().to_string()),
         "ssh_public_key": req.ssh_public_key,
         "image": req.image,
+        "team_id": req.team_id,
     });
     hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
 }
@@ -108,21 +177,31 @@ pub async fn create_order(
             order.id
         }
         None => {
-            let offer: Offer = deps
-                .catalog
-                .get(&format!("/internal/offers/{}", req.offer_id))
-                .await?;
-            check_offer(&req, &offer)?;
-            insert_order(db, &req, &offer, &print).await?
+            // The quote the funds check (and, without a maximum, the price
+            // check at commit) is made against.
+            let quote = match req.offer_id {
+                Some(offer_id) => {
+                    let offer: Offer = deps
+                        .catalog
+                        .get(&format!("/internal/offers/{offer_id}"))
+                        .await?;
+                    check_offer(&req, &offer)?;
+                    quote_of(&req, &offer)
+                }
+                None => {
+                    let candidates = candidates(deps, &req).await?;
+                    let Some(cheapest) = candidates.first() else {
+                        return Err(no_match(&req));
+                    };
+                    quote_of(&req, cheapest)
+                }
+            };
+            insert_order(db, &req, quote, &print).await?
         }
     };
 
     // Resume-safe from here on: every call is idempotent by order id.
-    let offer: Offer = deps
-        .catalog
-        .get(&format!("/internal/offers/{}", req.offer_id))
-        .await?;
-    match run_steps(db, deps, order_id, &req, &offer).await {
+    match run_steps(db, deps, order_id, &req).await {
         Ok(instance) => Ok(instance),
         Err(error) => {
             // A concurrent request with the same key may have finished the
@@ -140,14 +219,102 @@ pub async fn create_order(
     }
 }
 
+/// The rate the order expects to pay: the offer's price, or the bid.
+fn quote_of(req: &CreateOrderRequest, offer: &Offer) -> Quote {
+    let price = match req.rental_type {
+        RentalType::OnDemand => offer.price_per_gpu_hour,
+        RentalType::Interruptible => req.bid_per_gpu_hour.unwrap_or_default(),
+    };
+    Quote {
+        price,
+        currency: offer.currency.clone(),
+        gpu_model: offer.gpu_model.clone(),
+    }
+}
+
+/// What an order expects when it is recorded: the GPU rate, and the model
+/// its quota is held for.
+struct Quote {
+    price: Decimal,
+    currency: String,
+    gpu_model: String,
+}
+
+fn no_match(req: &CreateOrderRequest) -> Error {
+    remote(
+        ErrorCode::InsufficientCapacity,
+        format!(
+            "no offer matching the constraints has {} GPUs free now",
+            req.gpu_count
+        ),
+    )
+}
+
+/// The cheapest live offers matching an order's constraints that have its
+/// GPUs free or held by interruptible rentals it outranks, best first.
+async fn candidates(deps: &Deps, req: &CreateOrderRequest) -> Result<Vec<Offer>, Error> {
+    let c = req.constraints.clone().unwrap_or_default();
+    let search = OfferSearch {
+        gpu_models: c.gpu_models,
+        gpu_count: Some(req.gpu_count),
+        min_vram_gib: c.min_vram_gib,
+        // For interruptible searches the catalog compares it with the minimum bid.
+        max_price_per_gpu_hour: match req.rental_type {
+            RentalType::OnDemand => req.max_price_per_gpu_hour,
+            RentalType::Interruptible => req.bid_per_gpu_hour,
+        },
+        rental_type: Some(req.rental_type),
+        countries: c.countries,
+        regions: c.regions,
+        min_reliability: c.min_reliability,
+        sort: Some(OfferSort::Price),
+        first: Some((PLACEMENT_ATTEMPTS * 2) as i64),
+        ..Default::default()
+    };
+    let offers: Vec<Offer> = deps
+        .catalog
+        .post(
+            "/internal/offers/placement",
+            &PlacementSearch {
+                search,
+                bid_per_gpu_hour: req.bid_per_gpu_hour,
+            },
+        )
+        .await?;
+    Ok(offers)
+}
+
 fn check_offer(req: &CreateOrderRequest, offer: &Offer) -> Result<(), Error> {
-    if let Some(max) = req.max_price_per_gpu_hour
+    if req.rental_type == RentalType::OnDemand
+        && let Some(max) = req.max_price_per_gpu_hour
         && offer.price_per_gpu_hour > max
     {
-        return Err(Error::Validation(format!(
-            "maxPricePerGpuHour: the offer costs {} {} per GPU-hour, above your maximum of {max}",
-            offer.price_per_gpu_hour, offer.currency
-        )));
+        return Err(remote(
+            ErrorCode::PriceAboveMax,
+            format!(
+                "the offer costs {} {} per GPU-hour, above your maximum of {}",
+                offer.price_per_gpu_hour.normalize(),
+                offer.currency,
+                max.normalize()
+            ),
+        ));
+    }
+    if req.rental_type == RentalType::Interruptible {
+        match offer.min_bid_per_gpu_hour {
+            None => {
+                return Err(Error::Validation(
+                    "rentalType: this offer takes no interruptible rentals".into(),
+                ));
+            }
+            Some(min) if req.bid_per_gpu_hour.is_some_and(|bid| bid < min) => {
+                return Err(Error::Validation(format!(
+                    "bidPerGpuHour: below the offer's minimum bid of {} {} per GPU-hour",
+                    min.normalize(),
+                    offer.currency
+                )));
+            }
+            Some(_) => {}
+        }
     }
     if req.gpu_count > offer.gpu_count {
         return Err(Error::Validation(format!(
@@ -163,18 +330,18 @@ async fn run_steps(
     deps: &Deps,
     order_id: Uuid,
     req: &CreateOrderRequest,
-    offer: &Offer,
 ) -> Result<Instance, Error> {
-    let snapshot: Decimal = db
+    let (snapshot, gpu_model) = db
         .run(move |conn| {
             orders::table
                 .find(order_id)
-                .select(orders::price_per_gpu_hour)
-                .first::<Option<Decimal>>(conn)
+                .select((orders::price_per_gpu_hour, orders::gpu_model))
+                .first::<(Option<Decimal>, Option<String>)>(conn)
                 .map_err(Error::from)
         })
-        .await?
-        .unwrap_or(offer.price_per_gpu_hour);
+        .await?;
+    let snapshot = snapshot.unwrap_or_default();
+    let gpu_model = gpu_model.unwrap_or_default();
 
     let _: QuotaReservation = deps
         .quota
@@ -184,6 +351,10 @@ async fn run_steps(
                 order_id,
                 tenant_id: req.tenant_id,
                 gpu_count: req.gpu_count,
+                gpu_model: gpu_model.clone(),
+                hourly_rate: snapshot * Decimal::from(req.gpu_count),
+                team_id: req.team_id,
+                renews: None,
             },
         )
         .await?;
@@ -203,20 +374,108 @@ async fn run_steps(
         .await?;
 
     set_order_state(db, order_id, InstanceState::Allocating).await?;
-    let allocation: Allocation = deps
-        .catalog
-        .post(
-            "/internal/allocations",
-            &AllocateRequest {
-                order_id,
-                tenant_id: req.tenant_id,
-                machine_id: offer.machine_id,
-                gpu_count: req.gpu_count,
-            },
-        )
-        .await?;
+    let allocation = place(deps, order_id, req, snapshot, &gpu_model).await?;
+    create_instance(db, deps, order_id, req, &allocation).await
+}
 
-    create_instance(db, deps, order_id, req, offer, snapshot, &allocation).await
+/// The allocate request for `machine_id`: the price ceiling is the order's
+/// maximum, or else the price it was quoted, so a host's raise between quote
+/// and commit is refused (`PRICE_ABOVE_MAX`) instead of billed.
+fn allocate_request(
+    order_id: Uuid,
+    req: &CreateOrderRequest,
+    machine_id: Uuid,
+    quoted: Decimal,
+) -> AllocateRequest {
+    AllocateRequest {
+        order_id,
+        tenant_id: req.tenant_id,
+        machine_id,
+        gpu_count: req.gpu_count,
+        rental_type: req.rental_type,
+        bid_per_gpu_hour: req.bid_per_gpu_hour,
+        max_price_per_gpu_hour: match req.rental_type {
+            RentalType::OnDemand => Some(req.max_price_per_gpu_hour.unwrap_or(quoted)),
+            RentalType::Interruptible => None,
+        },
+        instance_id: None,
+    }
+}
+
+/// Takes the GPUs: on the ordered offer, or on the cheapest matching offer,
+/// moving on to the next after a lost race, at most [`PLACEMENT_ATTEMPTS`]
+/// times. Allocation is idempotent by order id: a resumed order gets back the
+/// allocation it already has, whichever machine that is on.
+async fn place(
+    deps: &Deps,
+    order_id: Uuid,
+    req: &CreateOrderRequest,
+    snapshot: Decimal,
+    gpu_model: &str,
+) -> Result<Allocation, Error> {
+    if let Some(offer_id) = req.offer_id {
+        let allocation: Allocation = deps
+            .catalog
+            .post(
+                "/internal/allocations",
+                &allocate_request(order_id, req, offer_id, snapshot),
+            )
+            .await?;
+        return Ok(allocation);
+    }
+    let mut tried: Vec<Uuid> = Vec::new();
+    let mut last: Option<Error> = None;
+    for _ in 0..PLACEMENT_ATTEMPTS {
+        let offers = candidates(deps, req).await?;
+        // The quota is held for the quoted model.
+        let Some(offer) = offers
+            .iter()
+            .find(|o| o.gpu_model == gpu_model && !tried.contains(&o.machine_id))
+        else {
+            break;
+        };
+        let quoted = quote_of(req, offer).price;
+        let result: Result<Allocation, RemoteError> = deps
+            .catalog
+            .post(
+                "/internal/allocations",
+                &allocate_request(order_id, req, offer.machine_id, quoted),
+            )
+            .await;
+        match result {
+            Ok(allocation) => return Ok(allocation),
+            // Lost a race for this offer: its GPUs went, its price (or its
+            // minimum bid) rose, or it left the market since the search.
+            Err(e)
+                if matches!(
+                    e.code,
+                    ErrorCode::InsufficientCapacity
+                        | ErrorCode::PriceAboveMax
+                        | ErrorCode::NotFound
+                        | ErrorCode::Validation
+                ) =>
+            {
+                tracing::debug!(order.id = %order_id, machine.id = %offer.machine_id, code = e.code.as_str(), "placement lost a race; trying the next offer");
+                tried.push(offer.machine_id);
+                last = Some(Error::Remote(e));
+            }
+            Err(e) => return Err(Error::Remote(e)),
+        }
+    }
+    Err(match last {
+        Some(Error::Remote(e)) if e.code == ErrorCode::InsufficientCapacity || tried.len() > 1 => {
+            remote(
+                ErrorCode::InsufficientCapacity,
+                format!(
+                    "no offer matching the constraints could take the order after {} tries: {}",
+                    tried.len(),
+                    e.message
+                ),
+            )
+        }
+        Some(other) => other,
+        None => no_match(req),
+    })
 }
 
 async fn create_instance(
@@ -224,16 +483,20 @@ async fn create_instance(
     deps: &Deps,
     order_id: Uuid,
     req: &CreateOrderRequest,
-    offer: &Offer,
-    price: Decimal,
     allocation: &Allocation,
 ) -> Result<Instance, Error> {
     let commands = deps.config.commands_exchange.clone();
     let req = req.clone();
-    let offer = offer.clone();
-    let host_tenant_id = allocation.host_tenant_id;
+    let allocation = allocation.clone();
     let created = db
         .tx(move |conn| {
+            // Locked as the preemption consumer locks it: either it sees this
+            // instance and preempts it, or this sees its record and stops.
+            orders::table
+                .find(order_id)
+                .select(orders::id)
+                .for_update()
+                .first::<Uuid>(conn)?;
             if let Some(existing) = instances::table
                 .filter(instances::order_id.eq(order_id))
                 .select(InstanceRow::as_select())
@@ -241,6 +504,13 @@ async fn create_instance(
                 .optional()?
             {
                 return Ok(existing.into());
+            }
+            if allocation.released || crate::preemption::preempted(conn, order_id)? {
+                return Err(remote(
+                    ErrorCode::InsufficientCapacity,
+                    "the GPUs were taken by a higher-priority order before the instance started"
+                        .into(),
+                ));
             }
             let id = Uuid::now_v7();
             let at = contracts::time::now();
@@ -253,13 +523,17 @@ async fn create_instance(
                     instances::id.eq(id),
                     instances::order_id.eq(order_id),
                     instances::tenant_id.eq(req.tenant_id),
-                    instances::host_tenant_id.eq(host_tenant_id),
-                    instances::machine_id.eq(offer.machine_id),
-                    instances::gpu_model.eq(&offer.gpu_model),
+                    instances::host_tenant_id.eq(allocation.host_tenant_id),
+                    instances::machine_id.eq(allocation.machine_id),
+                    instances::gpu_model.eq(&allocation.gpu_model),
                     instances::gpu_count.eq(req.gpu_count),
-                    instances::rental_type.eq(RENTAL_TYPE),
-                    instances::price_per_gpu_hour.eq(price),
-                    instances::currency.eq(&offer.currency),
+                    instances::rental_type.eq(allocation.rental_type.as_str()),
+                    instances::price_per_gpu_hour.eq(allocation.price_per_gpu_hour),
+                    instances::storage_price_per_gb_month.eq(allocation.storage_price_per_gb_month),
+                    instances::bandwidth_up_price_per_tb.eq(allocation.bandwidth_up_price_per_tb),
+                    instances::bandwidth_down_price_per_tb
+                        .eq(allocation.bandwidth_down_price_per_tb),
+                    instances::currency.eq(&allocation.currency),
                     instances::image.eq(&image),
                     instances::ssh_public_key.eq(&req.ssh_public_key),
                     instances::state.eq(InstanceState::Provisioning.as_str()),
@@ -267,10 +541,14 @@ async fn create_instance(
                     instances::updated_at.eq(at),
                 ))
                 .execute(conn)?;
+            crate::events::created(conn, id, InstanceState::Provisioning.as_str(), at)?;
             diesel::update(orders::table.find(order_id))
                 .set((
                     orders::state.eq(InstanceState::Provisioning.as_str()),
-                    orders::machine_id.eq(offer.machine_id),
+                    orders::machine_id.eq(allocation.machine_id),
+                    // The committed rate replaces the quote.
+                    orders::price_per_gpu_hour.eq(allocation.price_per_gpu_hour),
+                    orders::currency.eq(&allocation.currency),
                     orders::updated_at.eq(at),
                 ))
                 .execute(conn)?;
@@ -284,9 +562,9 @@ async fn create_instance(
                     instance_id: id,
                     order_id,
                     tenant_id: req.tenant_id,
-                    machine_id: offer.machine_id,
+                    machine_id: allocation.machine_id,
                     gpu_count: req.gpu_count,
-                    machine_gpu_count: offer.gpu_count,
+                    machine_gpu_count: allocation.machine_gpu_count,
                     image,
                     ssh_public_key: req.ssh_public_key.clone(),
                 },
@@ -320,10 +598,15 @@ pub async fn release_holdings(deps: &Deps, order_id: Uuid) -> Result<(), Error> 
             &serde_json::json!({}),
         )
         .await?;
+    release_quota(deps, order_id).await
+}
+
+/// Gives back a holding key's quota reservation (idempotent).
+pub async fn release_quota(deps: &Deps, key: Uuid) -> Result<(), Error> {
     let _: serde_json::Value = deps
         .quota
         .post(
-            &format!("/internal/reservations/{order_id}/release"),
+            &format!("/internal/reservations/{key}/release"),
             &serde_json::json!({}),
         )
         .await?;
@@ -358,12 +641,17 @@ async fn instance_of(db: &Db, order_id: Uuid) -> Result<Option<Instance>, Error>
 async fn insert_order(
     db: &Db,
     req: &CreateOrderRequest,
-    offer: &Offer,
+    quote: Quote,
     print: &str,
 ) -> Result<Uuid, Error> {
     let req = req.clone();
-    let offer = offer.clone();
     let print = print.to_owned();
+    let constraints = req
+        .constraints
+        .as_ref()
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(platform::PlatformError::from)?;
     db.tx(move |conn| {
         let id = Uuid::now_v7();
         let inserted = diesel::insert_into(orders::table)
@@ -376,9 +664,12 @@ async fn insert_order(
                 orders::offer_id.eq(req.offer_id),
                 orders::gpu_count.eq(req.gpu_count),
                 orders::max_price_per_gpu_hour.eq(req.max_price_per_gpu_hour),
-                orders::price_per_gpu_hour.eq(offer.price_per_gpu_hour),
-                orders::currency.eq(&offer.currency),
-                orders::rental_type.eq(RENTAL_TYPE),
+                orders::price_per_gpu_hour.eq(quote.price),
+                orders::currency.eq(&quote.currency),
+                orders::gpu_model.eq(&quote.gpu_model),
+                orders::rental_type.eq(req.rental_type.as_str()),
+                orders::bid_per_gpu_hour.eq(req.bid_per_gpu_hour),
+                orders::constraints.eq(constraints),
                 orders::state.eq(InstanceState::Pending.as_str()),
             ))
             .on_conflict((orders::tenant_id, orders::idempotency_key))
@@ -442,7 +733,11 @@ fn failure(code: Option<&str>, reason: Option<String>) -> Error {
     let code = code
         .and_then(|c| serde_json::from_value(serde_json::Value::String(c.to_owned())).ok())
         .unwrap_or(contracts::ErrorCode::Conflict);
-    Error::Remote(platform::internal::RemoteError { code, message })
+    Error::Remote(platform::internal::RemoteError {
+        code,
+        message,
+        details: None,
+    })
 }
 
 #[cfg(test)]
@@ -454,11 +749,15 @@ mod tests {
             tenant_id: Uuid::nil(),
             user_id: Uuid::nil(),
             idempotency_key: "k".into(),
-            offer_id: Uuid::nil(),
+            offer_id: Some(Uuid::nil()),
+            constraints: None,
             gpu_count: 1,
             max_price_per_gpu_hour: None,
+            rental_type: RentalType::OnDemand,
+            bid_per_gpu_hour: None,
             ssh_public_key: None,
             image: None,
+            team_id: None,
         }
     }
 
@@ -478,6 +777,57 @@ mod tests {
         };
         assert_eq!(fingerprint(&a), fingerprint(&b));
         assert_ne!(fingerprint(&a), fingerprint(&c));
+    }
+
+    #[test]
+    fn an_order_names_an_offer_or_constraints_and_bids_only_when_interruptible() {
+        let refused = |req: CreateOrderRequest| matches!(validate(&req), Err(Error::Validation(_)));
+        let by_constraints = CreateOrderRequest {
+            offer_id: None,
+            constraints: Some(contracts::api::PlacementConstraints::default()),
+            ..request()
+        };
+        assert!(validate(&by_constraints).is_ok());
+        assert!(refused(CreateOrderRequest {
+            offer_id: None,
+            ..request()
+        }));
+        assert!(refused(CreateOrderRequest {
+            constraints: Some(Default::default()),
+            ..request()
+        }));
+        let bid = |b: &str| Some(b.parse::<Decimal>().unwrap());
+        let interruptible = CreateOrderRequest {
+            rental_type: RentalType::Interruptible,
+            bid_per_gpu_hour: bid("0.3"),
+            ..request()
+        };
+        assert!(validate(&interruptible).is_ok());
+        assert!(refused(CreateOrderRequest {
+            bid_per_gpu_hour: None,
+            ..interruptible.clone()
+        }));
+        assert!(refused(CreateOrderRequest {
+            bid_per_gpu_hour: bid("0"),
+            ..interruptible.clone()
+        }));
+        assert!(refused(CreateOrderRequest {
+            max_price_per_gpu_hour: bid("0.2"),
+            ..interruptible.clone()
+        }));
+        assert!(refused(CreateOrderRequest {
+            bid_per_gpu_hour: bid("0.3"),
+            ..request()
+        }));
+        // The bid and the rental type are part of what a key stands for.
+        assert_ne!(fingerprint(&interruptible), fingerprint(&request()));
+        assert_ne!(
+            fingerprint(&interruptible),
+            fingerprint(&CreateOrderRequest {
+                bid_per_gpu_hour: bid("0.4"),
+                ..interruptible.clone()
+            })
+        );
     }
 
     #[test]

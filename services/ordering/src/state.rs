@@ -62,7 +62,8 @@ impl InstanceState {
             (Pending, Allocating | Failed)
                 | (Allocating, Provisioning | Failed)
                 // Stopped: a start after a stop that failed to provision.
-                | (Provisioning, Running | Failed | Deprovisioning | Stopped)
+                // Preempted: the catalog gave the GPUs to a higher-priority order.
+                | (Provisioning, Running | Failed | Deprovisioning | Stopped | Preempted)
                 | (Running, Stopping | Deprovisioning | HostLost | Preempted)
                 | (Stopping, Stopped)
                 | (Stopped, Provisioning | Deprovisioning)
@@ -78,6 +79,8 @@ impl InstanceState {
         let actions: &[&str] = match self {
             InstanceState::Running => &["stop", "destroy"],
             InstanceState::Stopped => &["start", "destroy"],
+            // The GPUs are gone; the disk is still there until destroyed.
+            InstanceState::Preempted => &["destroy"],
             _ => &[],
         };
         actions.iter().map(|a| (*a).to_owned()).collect()

@@ -15,7 +15,9 @@ pub enum Error {
     #[error("unknown or revoked API key")]
     BadApiKey,
     #[error("{0}")]
-    QuotaExceeded(String),
+    Forbidden(String),
+    #[error("{0}")]
+    QuotaExceeded(Box<crate::limits::Violation>),
     #[error("password hashing: {0}")]
     Hashing(String),
     #[error(transparent)]
@@ -33,6 +35,7 @@ impl Error {
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::Conflict(_) => ErrorCode::Conflict,
             Error::BadCredentials | Error::BadApiKey => ErrorCode::Unauthenticated,
+            Error::Forbidden(_) => ErrorCode::Forbidden,
             Error::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
             Error::Hashing(_) | Error::Platform(_) | Error::Database(_) | Error::Io(_) => {
                 ErrorCode::Internal
@@ -47,6 +50,10 @@ impl ResponseError for Error {
     }
 
     fn error_response(&self) -> actix_web::HttpResponse {
-        platform::http::error_response(self.code(), self)
+        let details = match self {
+            Error::QuotaExceeded(violation) => Some(violation.details()),
+            _ => None,
+        };
+        platform::http::error_response_with_details(self.code(), self, details)
     }
 }

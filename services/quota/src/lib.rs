@@ -1,11 +1,14 @@
 //! Quota owns who is who and how much they may hold: tenants (organisations),
-//! their users and password hashes, API keys, and the GPU quota each tenant
-//! has with the reservations that count against it.
+//! their users and password hashes, API keys, teams, and the quota of each
+//! tenant and team with the holds that count against it (docs/quotas.md).
 
 mod api_keys;
 pub mod error;
+pub mod limits;
+pub mod month;
 mod reservations;
 mod routes;
+mod teams;
 mod tenants;
 
 use std::sync::Arc;
@@ -14,6 +17,7 @@ use platform::{Config, Db};
 
 pub use api_keys::create_api_key;
 pub use error::Error;
+pub use reservations::{release, reserve, set_quota};
 pub use tenants::{create_operator, sign_up};
 
 pub const SCHEMA: &str = "quota";
@@ -22,6 +26,7 @@ pub const SCHEMA: &str = "quota";
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
     let state = actix_web::web::Data::new(routes::State {
         default_max_gpus: config.default_max_gpus,
+        currency: config.currency.clone(),
     });
     Ok(platform::http::serve(
         &config.bind_host,

@@ -1,16 +1,18 @@
 use actix_web::{HttpResponse, web};
 use contracts::api::{
-    AuthenticateKeyRequest, CreateApiKeyRequest, LoginRequest, ReserveQuotaRequest,
-    SetTenantQuotaRequest, SignUpRequest,
+    AuthenticateKeyRequest, CreateApiKeyRequest, CreateTeamRequest, LoginRequest,
+    ReserveQuotaRequest, SetTeamQuotaRequest, SetTenantQuotaRequest, SignUpRequest,
 };
 use platform::Db;
 use platform::internal::ServiceCaller;
 use uuid::Uuid;
 
-use crate::{Error, api_keys, reservations, tenants};
+use crate::{Error, api_keys, reservations, teams, tenants};
 
 pub struct State {
     pub default_max_gpus: i32,
+    /// The settlement currency: budgets and spend are in it.
+    pub currency: String,
 }
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
@@ -23,7 +25,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/reservations", web::post().to(reserve))
             .route("/reservations/{order_id}/release", web::post().to(release))
             .route("/tenants/{tenant_id}/quota", web::get().to(get_quota))
-            .route("/tenants/{tenant_id}/quota", web::put().to(set_quota)),
+            .route("/tenants/{tenant_id}/quota", web::put().to(set_quota))
+            .route("/tenants/{tenant_id}/teams", web::get().to(list_teams))
+            .route("/tenants/{tenant_id}/teams", web::post().to(create_team))
+            .route(
+                "/tenants/{tenant_id}/teams/{team_id}/quota",
+                web::put().to(set_team_quota),
+            ),
     );
 }
 
@@ -64,9 +72,11 @@ async fn authenticate(
 async fn reserve(
     _: ServiceCaller,
     db: web::Data<Db>,
+    state: web::Data<State>,
     body: web::Json<ReserveQuotaRequest>,
 ) -> Reply {
-    Ok(HttpResponse::Ok().json(reservations::reserve(&db, body.into_inner()).await?))
+    let currency = state.currency.clone();
+    Ok(HttpResponse::Ok().json(reservations::reserve(&db, currency, body.into_inner()).await?))
 }
 
 async fn release(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
@@ -74,16 +84,60 @@ async fn release(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> 
     Ok(HttpResponse::Ok().json(serde_json::json!({ "released": true })))
 }
 
-async fn get_quota(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
-    Ok(HttpResponse::Ok().json(reservations::get_quota(&db, path.into_inner()).await?))
+async fn get_quota(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    state: web::Data<State>,
+    path: web::Path<Uuid>,
+) -> Reply {
+    let currency = state.currency.clone();
+    Ok(HttpResponse::Ok().json(reservations::get_quota(&db, currency, path.into_inner()).await?))
 }
 
 async fn set_quota(
     _: ServiceCaller,
     db: web::Data<Db>,
+    state: web::Data<State>,
     path: web::Path<Uuid>,
     body: web::Json<SetTenantQuotaRequest>,
 ) -> Reply {
-    Ok(HttpResponse::Ok()
-        .json(reservations::set_quota(&db, path.into_inner(), body.max_gpus).await?))
+    let currency = state.currency.clone();
+    let quota =
+        reservations::set_quota(&db, currency, path.into_inner(), body.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(quota))
+}
+
+async fn list_teams(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    state: web::Data<State>,
+    path: web::Path<Uuid>,
+) -> Reply {
+    let currency = state.currency.clone();
+    Ok(HttpResponse::Ok().json(teams::list(&db, currency, path.into_inner()).await?))
+}
+
+async fn create_team(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    state: web::Data<State>,
+    path: web::Path<Uuid>,
+    body: web::Json<CreateTeamRequest>,
+) -> Reply {
+    let currency = state.currency.clone();
+    let team = teams::create(&db, currency, path.into_inner(), body.into_inner()).await?;
+    Ok(HttpResponse::Created().json(team))
+}
+
+async fn set_team_quota(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    state: web::Data<State>,
+    path: web::Path<(Uuid, Uuid)>,
+    body: web::Json<SetTeamQuotaRequest>,
+) -> Reply {
+    let (tenant_id, team_id) = path.into_inner();
+    let currency = state.currency.clone();
+    let team = teams::set_quota(&db, currency, tenant_id, team_id, body.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(team))
 }

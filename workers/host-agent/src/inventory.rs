@@ -17,6 +17,9 @@ pub struct Inventory {
     pub driver_version: String,
     /// Simulated GPUs: heartbeats carry made-up utilisation.
     pub simulated: bool,
+    /// Simulated GPUs report this utilisation instead of random numbers
+    /// (tests of idle detection).
+    pub simulated_utilization_percent: Option<u32>,
 }
 
 impl Inventory {
@@ -40,6 +43,7 @@ impl Inventory {
             cuda_version: cuda_version.to_owned(),
             driver_version: driver_version.to_owned(),
             simulated: true,
+            simulated_utilization_percent: None,
         }
     }
 
@@ -65,6 +69,7 @@ impl Inventory {
             cuda_version: crate::protocol::cuda_version_string(cuda),
             driver_version,
             simulated: false,
+            simulated_utilization_percent: None,
         })
     }
 
@@ -130,7 +135,9 @@ impl Sampler {
                     .iter()
                     .map(|gpu| GpuSample {
                         index: gpu.index,
-                        utilization_percent: rng.gen_range(0..=100),
+                        utilization_percent: inventory
+                            .simulated_utilization_percent
+                            .map_or_else(|| rng.gen_range(0..=100), |u| u.min(100)),
                         memory_used_mib: rng.gen_range(0..=gpu.memory_total_mib),
                     })
                     .collect())

@@ -14,18 +14,31 @@
 //! It reconnects with capped exponential backoff when the connection drops
 //! and ends with [`Error::Refused`] when the broker refuses its credentials
 //! (the token was revoked or rotated). GPUs are simulated by default; the
-//! `nvml` feature reads them from NVML on a real host. Consuming provisioning
-//! commands from its queue `host.<machine_id>` belongs to the `agent` driver
-//! (ordering's issue), not to this crate yet.
+//! `nvml` feature reads them from NVML on a real host.
+//!
+//! Given an [`Executor`] ([`run_with_executor`]), it also consumes its queue
+//! `host.<machine_id>`: each [`protocol::AgentCommand`] is one step of a
+//! provisioning job; the agent carries it out and answers with
+//! `agent.<machine_id>.step_result` ([`protocol::StepResult`]), then acks the
+//! command. A command past its deadline is dropped unanswered: the worker has
+//! already given up on it (and retries with a new command).
 
 pub mod inventory;
 pub mod nvidia_smi;
 pub mod protocol;
 
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, SubsecRound, Utc};
-use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use futures_util::StreamExt;
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions,
+};
+use lapin::types::FieldTable;
 use lapin::types::{LongString, ShortString};
 use lapin::uri::AMQPUri;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
@@ -36,7 +49,7 @@ pub use inventory::{Inventory, Sampler};
 /// The AMQP client the agent speaks with, for tools and tests that need to
 /// speak the same protocol.
 pub use lapin;
-use protocol::{HeartbeatReport, InventoryReport, Kind, SelfTestReport};
+use protocol::{AgentCommand, HeartbeatReport, InventoryReport, Kind, SelfTestReport, StepResult};
 
 const MIN_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -128,9 +141,33 @@ fn host_of(url: &str) -> Option<String> {
     (!host.is_empty()).then(|| host.to_owned())
 }
 
+/// Carries out the steps the platform sends to this machine. On a real host
+/// this runs containers; in simulated mode it changes the simulated machine
+/// state. A step must be idempotent: a command is redelivered when the agent
+/// dies before acking it.
+pub trait Executor: Send + Sync {
+    fn execute<'a>(
+        &'a self,
+        command: &'a AgentCommand,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+}
+
+/// Commands carried out at once; more wait in the queue.
+const COMMAND_PREFETCH: u16 = 8;
+
 /// Runs the agent until its credentials are refused (or a configuration
-/// error); broker outages are waited out with backoff.
+/// error); broker outages are waited out with backoff. It reports but takes
+/// no commands (see [`run_with_executor`]).
 pub async fn run(config: AgentConfig) -> Result<(), Error> {
+    run_with_executor(config, None).await
+}
+
+/// [`run`], and carries out the commands of `host.<machine_id>` with
+/// `executor` when one is given.
+pub async fn run_with_executor(
+    config: AgentConfig,
+    executor: Option<Arc<dyn Executor>>,
+) -> Result<(), Error> {
     if config.heartbeat_interval.is_zero() {
         return Err(Error::Config("heartbeat interval must be positive".into()));
     }
@@ -140,7 +177,8 @@ pub async fn run(config: AgentConfig) -> Result<(), Error> {
     let mut seq = 0u64;
     loop {
         let started = tokio::time::Instant::now();
-        let error = match session(&config, uri.clone(), &sampler, &mut seq).await {
+        let error = match session(&config, uri.clone(), &sampler, &mut seq, executor.as_ref()).await
+        {
             Ok(never) => match never {},
             Err(error) => error,
         };
@@ -163,6 +201,7 @@ async fn session(
     uri: AMQPUri,
     sampler: &Sampler,
     seq: &mut u64,
+    executor: Option<&Arc<dyn Executor>>,
 ) -> Result<std::convert::Infallible, Error> {
     let properties = ConnectionProperties::default().with_connection_name(LongString::from(
         format!("gpumarket-host-agent {}", config.machine_id),
@@ -209,10 +248,52 @@ async fn session(
     )
     .await?;
 
+    // Commands arrive on a channel of their own so that a long step never
+    // delays a heartbeat.
+    let mut commands = match executor {
+        Some(_) => {
+            let commands = conn.create_channel().await.map_err(Error::classify)?;
+            commands
+                .basic_qos(COMMAND_PREFETCH, BasicQosOptions::default())
+                .await
+                .map_err(Error::classify)?;
+            let consumer = commands
+                .basic_consume(
+                    protocol::command_queue(config.machine_id).as_str().into(),
+                    format!("agent-{}", config.machine_id).as_str().into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(Error::classify)?;
+            Some(consumer)
+        }
+        None => None,
+    };
+
     let mut ticker = tokio::time::interval(config.heartbeat_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        ticker.tick().await;
+        if let (Some(consumer), Some(executor)) = (commands.as_mut(), executor) {
+            tokio::select! {
+                _ = ticker.tick() => {}
+                delivery = consumer.next() => {
+                    let delivery = match delivery {
+                        Some(delivery) => delivery.map_err(Error::classify)?,
+                        None => return Err(Error::Config("command consumer ended".into())),
+                    };
+                    tokio::spawn(carry_out(
+                        channel.clone(),
+                        config.machine_id,
+                        executor.clone(),
+                        delivery,
+                    ));
+                    continue;
+                }
+            }
+        } else {
+            ticker.tick().await;
+        }
         let gpus = match sampler.sample(inventory) {
             Ok(gpus) => gpus,
             Err(error) => {
@@ -235,6 +316,55 @@ async fn session(
         )
         .await?;
         tracing::debug!(machine.id = %config.machine_id, seq = *seq, "heartbeat");
+    }
+}
+
+/// One command: carry it out, answer, then ack. A command that cannot be
+/// decoded or names another machine is acked unanswered (it can never
+/// succeed); when the answer cannot be published the command stays unacked
+/// and comes back with the next connection.
+async fn carry_out(
+    channel: Channel,
+    machine_id: Uuid,
+    executor: Arc<dyn Executor>,
+    delivery: lapin::message::Delivery,
+) {
+    let ack = |delivery: lapin::message::Delivery| async move {
+        if let Err(error) = delivery.acker.ack(BasicAckOptions::default()).await {
+            tracing::warn!(%error, "ack of a command failed");
+        }
+    };
+    let command: AgentCommand = match serde_json::from_slice(&delivery.data) {
+        Ok(command) => command,
+        Err(error) => {
+            tracing::error!(%error, "undecodable command dropped");
+            return ack(delivery).await;
+        }
+    };
+    if command.machine_id != machine_id {
+        tracing::error!(command.id = %command.command_id, "command for another machine dropped");
+        return ack(delivery).await;
+    }
+    if command.deadline < Utc::now() {
+        tracing::warn!(command.id = %command.command_id, step = %command.step, "command past its deadline dropped");
+        return ack(delivery).await;
+    }
+    let started = std::time::Instant::now();
+    let outcome = executor.execute(&command).await;
+    let result = StepResult {
+        command_id: command.command_id,
+        machine_id,
+        step: command.step.clone(),
+        ok: outcome.is_ok(),
+        error: outcome.err(),
+        duration_ms: started.elapsed().as_millis() as u64,
+        sent_at: now(),
+    };
+    match publish(&channel, machine_id, Kind::StepResult, &result).await {
+        Ok(()) => ack(delivery).await,
+        Err(error) => {
+            tracing::warn!(%error, command.id = %command.command_id, "step result not delivered; the command will come back");
+        }
     }
 }
 

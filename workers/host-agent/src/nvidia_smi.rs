@@ -81,6 +81,7 @@ pub fn parse_inventory(csv: &str, banner: &str) -> Result<Inventory, Error> {
         cuda_version,
         driver_version,
         simulated: false,
+        simulated_utilization_percent: None,
     })
 }
 

@@ -33,6 +33,8 @@ pub enum Kind {
     Heartbeat,
     /// On start: the result of the agent's checks of its GPUs.
     SelfTest,
+    /// After each command from `host.<machine_id>`: how the step went.
+    StepResult,
 }
 
 impl Kind {
@@ -41,6 +43,7 @@ impl Kind {
             Kind::Inventory => "inventory",
             Kind::Heartbeat => "heartbeat",
             Kind::SelfTest => "self_test",
+            Kind::StepResult => "step_result",
         }
     }
 
@@ -49,6 +52,7 @@ impl Kind {
             "inventory" => Some(Kind::Inventory),
             "heartbeat" => Some(Kind::Heartbeat),
             "self_test" => Some(Kind::SelfTest),
+            "step_result" => Some(Kind::StepResult),
             _ => None,
         }
     }
@@ -122,6 +126,39 @@ pub struct SelfTestReport {
     pub checks: Vec<SelfTestCheck>,
 }
 
+/// A command from a provisioning worker (the `agent` driver), read from the
+/// machine's queue `host.<machine_id>`: carry out one step of a job. The
+/// worker stops waiting at `deadline`; an agent that finds a command past its
+/// deadline drops it unanswered (the step has been retried or given up).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AgentCommand {
+    pub command_id: Uuid,
+    pub machine_id: Uuid,
+    /// `provision`, `deprovision` or `stop`.
+    pub action: String,
+    /// The step's name (`bind_gpus`, `wipe_volume`, `stop_instance`, ...).
+    pub step: String,
+    /// The job's command payload (the platform's `ProvisionInstance`,
+    /// `DeprovisionInstance` or `StopInstance`).
+    pub job: serde_json::Value,
+    /// When the platform decided the job (a stop undoes only what was bound
+    /// before it).
+    pub issued_at: DateTime<Utc>,
+    pub deadline: DateTime<Utc>,
+}
+
+/// `agent.<id>.step_result`: the answer to one [`AgentCommand`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepResult {
+    pub command_id: Uuid,
+    pub machine_id: Uuid,
+    pub step: String,
+    pub ok: bool,
+    pub error: Option<String>,
+    pub duration_ms: u64,
+    pub sent_at: DateTime<Utc>,
+}
+
 /// `12.4` → 12040 (NVML's encoding: major × 1000 + minor × 10).
 pub fn cuda_version_code(version: &str) -> Option<i32> {
     let mut parts = version.trim().split('.');
@@ -158,7 +195,12 @@ mod tests {
             routing_key(id, Kind::SelfTest),
             "agent.00000000-0000-0000-0000-000000000000.self_test"
         );
-        for kind in [Kind::Inventory, Kind::Heartbeat, Kind::SelfTest] {
+        for kind in [
+            Kind::Inventory,
+            Kind::Heartbeat,
+            Kind::SelfTest,
+            Kind::StepResult,
+        ] {
             assert_eq!(Kind::parse(kind.as_str()), Some(kind));
         }
     }

@@ -28,6 +28,9 @@ pub enum Step {
     DetachNetwork,
     WipeVolume,
     ValidateClean,
+    /// The one step of a stop job: unbind the GPUs and container of a stopped
+    /// instance ([`Driver::stop`]).
+    StopInstance,
 }
 
 impl Step {
@@ -53,7 +56,9 @@ impl Step {
         Step::ValidateClean,
     ];
 
-    pub const ALL: [Step; 14] = [
+    pub const STOP: [Step; 1] = [Step::StopInstance];
+
+    pub const ALL: [Step; 15] = [
         Step::ValidateHost,
         Step::PullImage,
         Step::BindGpus,
@@ -68,6 +73,7 @@ impl Step {
         Step::DetachNetwork,
         Step::WipeVolume,
         Step::ValidateClean,
+        Step::StopInstance,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -86,6 +92,7 @@ impl Step {
             Step::DetachNetwork => "detach_network",
             Step::WipeVolume => "wipe_volume",
             Step::ValidateClean => "validate_clean",
+            Step::StopInstance => "stop_instance",
         }
     }
 

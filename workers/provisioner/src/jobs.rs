@@ -1,83 +1,119 @@
-//! Jobs and their step log. A step row is written as started (and committed)
-//! before the driver runs it and stamped finished after; a job that is
-//! redelivered after a crash skips finished steps and re-runs the one that
-//! was in flight. Provisioning (one job per run of an instance) and
-//! deprovisioning (one job per instance) share this machinery; they differ
-//! in their steps and in the report they send ordering.
+//! Jobs, leases and the step log (docs/provisioning.md).
+//!
+//! A delivery on `provisioner.jobs` only records its job — one row per
+//! instance and job kind, so a redelivered command finds its job — and is
+//! acked. Execution is driven from the database: a worker claims a runnable
+//! row with `FOR UPDATE SKIP LOCKED` and holds it under a lease
+//! (`owner`, `lease_until`) that it renews while a step runs; every write a
+//! worker makes about a job is fenced on still being its owner, so a worker
+//! whose lease was taken over cannot overwrite its successor. A killed
+//! worker's lease expires and any worker (or the same one restarted) claims
+//! the job again and resumes at the first unfinished step.
+//!
+//! A failed step is retried after an exponential backoff with jitter that is
+//! persisted (`next_attempt_at`), so a restart honours it; after
+//! `step_attempts` starts of one step the job is dead: `failed`, its command
+//! dead-lettered through the outbox, and the failure reported to ordering,
+//! which releases everything and charges nothing. A job past its `deadline`
+//! dies the same way. Every step start, finish and failure is published as a
+//! `provisioner.instance.step` event in the transaction that records it.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use chrono::{DateTime, Utc};
 use contracts::api::{DeprovisioningResult, Instance, ProvisioningResult};
 use contracts::events::{
-    DEPROVISION_INSTANCE, DeprovisionInstance, PROVISION_INSTANCE, ProvisionInstance, ProvisionRun,
-    STOP_INSTANCE, StopInstance,
+    DEPROVISION_INSTANCE, DeprovisionInstance, PROVISION_INSTANCE, PROVISIONING_STEP, ProvisionRun,
+    ProvisioningStep, STOP_INSTANCE, StopInstance,
 };
 use contracts::{Envelope, ErrorCode};
+use diesel::pg::PgConnection;
 use diesel::prelude::*;
-use platform::Db;
+use diesel::sql_types::{Double, Jsonb, Nullable, Text, Uuid as SqlUuid};
 use platform::consumer::HandlerError;
 use platform::internal::InternalClient;
+use platform::{Db, PlatformError};
 use rand::Rng;
 use schema::provisioner::{job_steps, jobs};
+use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
 use uuid::Uuid;
 
 use crate::Error;
 use crate::driver::{Driver, Step};
+
+/// How a worker runs jobs.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Starts of one step before the job is dead.
+    pub step_attempts: u32,
+    pub lease: Duration,
+    pub poll: Duration,
+    pub deadline: chrono::Duration,
+    pub concurrency: usize,
+    pub events_exchange: String,
+    pub dead_letter_exchange: String,
+}
 
 #[derive(Clone)]
 pub struct Worker {
     pub db: Db,
     pub driver: Arc<dyn Driver>,
     pub ordering: InternalClient,
-    pub step_attempts: u32,
+    pub settings: Arc<Settings>,
+    /// This process's name on the leases it holds.
+    pub id: Arc<str>,
+    pub wake: Arc<Notify>,
 }
 
-enum Outcome {
-    Ready,
-    Failed(String),
+/// A stop command with the instant it was decided: the driver undoes only
+/// what was bound before it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct StopJob {
+    command: StopInstance,
+    issued_at: DateTime<Utc>,
 }
 
-/// What a job carries out.
-#[derive(Clone, Copy)]
-enum Job<'a> {
-    Provision(&'a ProvisionInstance),
-    Deprovision(&'a DeprovisionInstance),
+/// What a job carries out, decoded from its row.
+enum Work {
+    Provision(ProvisionRun),
+    Deprovision(DeprovisionInstance),
+    Stop(StopJob),
+    /// Takes a dead first run's leftovers off the machine (its instance is
+    /// `failed`; nothing of it may stay).
+    Cleanup(DeprovisionInstance),
 }
 
-impl Job<'_> {
-    fn instance_id(&self) -> Uuid {
-        match self {
-            Job::Provision(job) => job.instance_id,
-            Job::Deprovision(job) => job.instance_id,
-        }
-    }
-
-    fn machine_id(&self) -> Uuid {
-        match self {
-            Job::Provision(job) => job.machine_id,
-            Job::Deprovision(job) => job.machine_id,
-        }
+impl Work {
+    fn decode(kind: &str, payload: &serde_json::Value) -> Result<Work, serde_json::Error> {
+        let payload = payload.clone();
+        Ok(if kind.starts_with("provision") {
+            let mut run: ProvisionRun = serde_json::from_value(payload)?;
+            run.attempt = provision_attempt(kind);
+            Work::Provision(run)
+        } else if kind == DEPROVISION_KIND {
+            Work::Deprovision(serde_json::from_value(payload)?)
+        } else if kind == CLEANUP_KIND {
+            Work::Cleanup(serde_json::from_value(payload)?)
+        } else {
+            Work::Stop(serde_json::from_value(payload)?)
+        })
     }
 
     fn steps(&self) -> &'static [Step] {
         match self {
-            Job::Provision(_) => &Step::PROVISION,
-            Job::Deprovision(_) => &Step::DEPROVISION,
-        }
-    }
-
-    fn payload(&self) -> Result<serde_json::Value, serde_json::Error> {
-        match self {
-            Job::Provision(job) => serde_json::to_value(job),
-            Job::Deprovision(job) => serde_json::to_value(job),
+            Work::Provision(_) => &Step::PROVISION,
+            Work::Deprovision(_) | Work::Cleanup(_) => &Step::DEPROVISION,
+            Work::Stop(_) => &Step::STOP,
         }
     }
 
     async fn run(&self, driver: &dyn Driver, step: Step) -> Result<(), Error> {
         match self {
-            Job::Provision(job) => driver.run_step(step, job).await,
-            Job::Deprovision(job) => driver.deprovision_step(step, job).await,
+            Work::Provision(run) => driver.run_step(step, &run.instance).await,
+            Work::Deprovision(job) | Work::Cleanup(job) => driver.deprovision_step(step, job).await,
+            Work::Stop(stop) => driver.stop(&stop.command, stop.issued_at).await,
         }
     }
 }
@@ -92,156 +128,142 @@ fn provision_kind(attempt: i32) -> String {
     }
 }
 
+fn provision_attempt(kind: &str) -> i32 {
+    kind.strip_prefix("provision:")
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1)
+}
+
 const DEPROVISION_KIND: &str = "deprovision";
+const CLEANUP_KIND: &str = "cleanup";
+
+/// Why a job's run ended early.
+#[derive(Debug)]
+enum Halt {
+    /// Another worker (or the deadline reconciler) owns the job now.
+    LeaseLost,
+    /// The machinery failed (database, broker); the job is released and
+    /// tried again later.
+    Broken(String),
+}
+
+impl From<diesel::result::Error> for Halt {
+    fn from(e: diesel::result::Error) -> Self {
+        Halt::Broken(e.to_string())
+    }
+}
+
+impl From<PlatformError> for Halt {
+    fn from(e: PlatformError) -> Self {
+        Halt::Broken(e.to_string())
+    }
+}
+
+/// A job row a worker has just claimed.
+#[derive(QueryableByName, Debug)]
+struct Claimed {
+    #[diesel(sql_type = SqlUuid)]
+    id: Uuid,
+    #[diesel(sql_type = Text)]
+    kind: String,
+    #[diesel(sql_type = SqlUuid)]
+    instance_id: Uuid,
+    #[diesel(sql_type = Jsonb)]
+    payload: serde_json::Value,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = Nullable<Text>)]
+    last_error: Option<String>,
+    #[diesel(sql_type = Nullable<Jsonb>)]
+    command: Option<serde_json::Value>,
+    #[diesel(sql_type = diesel::sql_types::Integer)]
+    attempts: i32,
+}
+
+impl Claimed {
+    fn tenant_id(&self) -> Option<Uuid> {
+        self.command
+            .as_ref()
+            .and_then(|c| c.get("tenant_id"))
+            .and_then(|t| t.as_str())
+            .and_then(|t| t.parse().ok())
+    }
+
+    fn correlation_id(&self) -> Option<String> {
+        self.command
+            .as_ref()
+            .and_then(|c| c.get("correlation_id"))
+            .and_then(|t| t.as_str())
+            .map(str::to_owned)
+    }
+}
+
+/// How a job's steps went.
+enum Steps {
+    Succeeded,
+    Failed(String),
+    /// A step failed and will be retried at `next_attempt_at`; the lease is
+    /// released.
+    Retrying,
+}
+
+fn millis(d: Duration) -> f64 {
+    d.as_secs_f64()
+}
 
 impl Worker {
-    pub async fn handle(&self, envelope: Envelope) -> Result<(), HandlerError> {
+    /// Records the job a command asks for and wakes the runner. The delivery
+    /// is acked as soon as this returns: the row, not the message, carries
+    /// the job from here.
+    pub async fn accept(&self, envelope: Envelope) -> Result<(), HandlerError> {
         let bad =
             |e: serde_json::Error| HandlerError::Permanent(format!("bad {}: {e}", envelope.kind));
-        match envelope.kind.as_str() {
+        let (kind, instance_id, machine_id, payload) = match envelope.kind.as_str() {
             PROVISION_INSTANCE => {
-                let job: ProvisionRun = envelope.payload().map_err(bad)?;
-                self.provision(job.instance, job.attempt.max(1)).await
+                let mut run: ProvisionRun = envelope.payload().map_err(bad)?;
+                run.attempt = run.attempt.max(1);
+                let payload = serde_json::to_value(&run).map_err(bad)?;
+                (
+                    provision_kind(run.attempt),
+                    run.instance.instance_id,
+                    run.instance.machine_id,
+                    payload,
+                )
             }
             DEPROVISION_INSTANCE => {
                 let job: DeprovisionInstance = envelope.payload().map_err(bad)?;
-                self.deprovision(job).await
+                let payload = serde_json::to_value(&job).map_err(bad)?;
+                (
+                    DEPROVISION_KIND.to_owned(),
+                    job.instance_id,
+                    job.machine_id,
+                    payload,
+                )
             }
             STOP_INSTANCE => {
                 let command: StopInstance = envelope.payload().map_err(bad)?;
-                self.driver
-                    .stop(&command, envelope.occurred_at)
-                    .await
-                    .map_err(|e| HandlerError::Transient(e.to_string()))
+                let (instance_id, machine_id) = (command.instance_id, command.machine_id);
+                let payload = serde_json::to_value(StopJob {
+                    command,
+                    issued_at: envelope.occurred_at,
+                })
+                .map_err(bad)?;
+                // One job per stop decision: an instance is stopped once per run.
+                (
+                    format!("stop:{}", envelope.id),
+                    instance_id,
+                    machine_id,
+                    payload,
+                )
             }
-            other => Err(HandlerError::Permanent(format!("unknown command {other}"))),
-        }
-    }
-
-    /// Opens (or resumes) the job and runs its unfinished steps; a job that
-    /// already ended answers its recorded outcome.
-    async fn execute(&self, kind: &str, job: Job<'_>) -> Result<Outcome, HandlerError> {
-        let job_id = self.open_job(kind, job).await?;
-        Ok(match self.job_status(job_id).await?.as_str() {
-            "succeeded" => Outcome::Ready,
-            "failed" => Outcome::Failed(self.job_error(job_id).await?),
-            _ => self.run_steps(job_id, job).await?,
-        })
-    }
-
-    async fn provision(&self, job: ProvisionInstance, attempt: i32) -> Result<(), HandlerError> {
-        let outcome = self
-            .execute(&provision_kind(attempt), Job::Provision(&job))
-            .await?;
-        let result = match &outcome {
-            Outcome::Ready => ProvisioningResult {
-                ready: true,
-                reason: None,
-            },
-            Outcome::Failed(reason) => ProvisioningResult {
-                ready: false,
-                reason: Some(reason.clone()),
-            },
+            other => return Err(HandlerError::Permanent(format!("unknown command {other}"))),
         };
-        // Until ordering has heard the result, the message stays unacked and
-        // comes back; the report is idempotent on ordering's side.
-        let reported: Result<Instance, _> = self
-            .ordering
-            .post(
-                &format!(
-                    "/internal/instances/{}/provisioning-result?attempt={attempt}",
-                    job.instance_id
-                ),
-                &result,
-            )
-            .await;
-        report(reported, job.instance_id, "provisioning")
-    }
-
-    /// Takes the instance off its machine and validates the machine clean;
-    /// ordering returns the capacity only on a clean report.
-    async fn deprovision(&self, job: DeprovisionInstance) -> Result<(), HandlerError> {
-        let outcome = self
-            .execute(DEPROVISION_KIND, Job::Deprovision(&job))
-            .await?;
-        let result = match outcome {
-            Outcome::Ready => DeprovisioningResult {
-                clean: true,
-                reason: None,
-            },
-            Outcome::Failed(reason) => DeprovisioningResult {
-                clean: false,
-                reason: Some(reason),
-            },
-        };
-        let reported: Result<Instance, _> = self
-            .ordering
-            .post(
-                &format!(
-                    "/internal/instances/{}/deprovisioning-result",
-                    job.instance_id
-                ),
-                &result,
-            )
-            .await;
-        report(reported, job.instance_id, "deprovisioning")
-    }
-
-    async fn run_steps(&self, job_id: Uuid, job: Job<'_>) -> Result<Outcome, HandlerError> {
-        let done = self.finished_steps(job_id).await?;
-        for (position, &step) in job.steps().iter().enumerate() {
-            if done.contains(&step.as_str().to_owned()) {
-                continue;
-            }
-            let mut attempt = 0;
-            loop {
-                attempt += 1;
-                self.start_step(job_id, step, position as i32).await?;
-                let started = Instant::now();
-                let span = tracing::info_span!("step", step = step.as_str(), attempt, instance.id = %job.instance_id());
-                let result =
-                    tracing::Instrument::instrument(job.run(self.driver.as_ref(), step), span)
-                        .await;
-                let elapsed_ms = started.elapsed().as_millis() as i64;
-                match result {
-                    Ok(()) => {
-                        platform::metrics::PROVISIONING_STEPS
-                            .with_label_values(&[step.as_str(), "ok"])
-                            .inc();
-                        self.finish_step(job_id, step, elapsed_ms, None).await?;
-                        tracing::info!(step = step.as_str(), duration_ms = elapsed_ms, "step done");
-                        break;
-                    }
-                    Err(error) => {
-                        platform::metrics::PROVISIONING_STEPS
-                            .with_label_values(&[step.as_str(), "error"])
-                            .inc();
-                        let reason = error.to_string();
-                        self.note_step_error(job_id, step, &reason).await?;
-                        if attempt >= self.step_attempts {
-                            self.fail_job(job_id, &reason).await?;
-                            return Ok(Outcome::Failed(reason));
-                        }
-                        let delay = backoff(attempt);
-                        tracing::warn!(step = step.as_str(), %reason, retry_in_ms = delay.as_millis() as u64, "step failed");
-                        tokio::time::sleep(delay).await;
-                    }
-                }
-            }
-        }
-        self.succeed_job(job_id).await?;
-        Ok(Outcome::Ready)
-    }
-
-    async fn open_job(&self, kind: &str, job: Job<'_>) -> Result<Uuid, HandlerError> {
-        let payload = job
-            .payload()
-            .map_err(|e| HandlerError::Permanent(e.to_string()))?;
-        let (instance_id, machine_id) = (job.instance_id(), job.machine_id());
-        let kind = kind.to_owned();
+        let command = serde_json::to_value(&envelope).map_err(bad)?;
+        let routing_key = envelope.kind.clone();
+        let deadline = Utc::now() + self.settings.deadline;
         self.db
-            .tx(move |conn| -> Result<Uuid, HandlerError> {
-                diesel::insert_into(jobs::table)
+            .run(move |conn| -> Result<(), HandlerError> {
+                let inserted = diesel::insert_into(jobs::table)
                     .values((
                         jobs::id.eq(Uuid::now_v7()),
                         jobs::instance_id.eq(instance_id),
@@ -249,45 +271,283 @@ impl Worker {
                         jobs::machine_id.eq(machine_id),
                         jobs::payload.eq(payload),
                         jobs::status.eq("running"),
+                        jobs::deadline.eq(deadline),
+                        jobs::command.eq(command),
+                        jobs::routing_key.eq(routing_key),
                     ))
                     .on_conflict((jobs::instance_id, jobs::kind))
                     .do_nothing()
                     .execute(conn)?;
-                let id: Uuid = jobs::table
-                    .filter(jobs::instance_id.eq(instance_id))
-                    .filter(jobs::kind.eq(&kind))
-                    .select(jobs::id)
-                    .first(conn)?;
-                diesel::update(jobs::table.find(id))
-                    .set((
-                        jobs::attempts.eq(jobs::attempts + 1),
-                        jobs::updated_at.eq(diesel::dsl::now),
-                    ))
-                    .execute(conn)?;
-                Ok(id)
+                tracing::info!(instance.id = %instance_id, kind, new = inserted == 1, "job recorded");
+                Ok(())
             })
-            .await
+            .await?;
+        self.wake.notify_one();
+        Ok(())
     }
 
-    async fn job_status(&self, job_id: Uuid) -> Result<String, HandlerError> {
-        self.db
-            .run(move |conn| Ok(jobs::table.find(job_id).select(jobs::status).first(conn)?))
-            .await
+    /// Claims and runs jobs forever: up to `concurrency` at once, woken by a
+    /// delivery or every poll interval; each round also fails overdue jobs.
+    pub async fn run_jobs(self) {
+        let mut running = tokio::task::JoinSet::new();
+        loop {
+            if let Err(error) = self.fail_overdue().await {
+                tracing::warn!(%error, "deadline sweep failed");
+            }
+            while running.len() < self.settings.concurrency {
+                match self.claim().await {
+                    Ok(Some(job)) => {
+                        let worker = self.clone();
+                        running.spawn(async move { worker.run_job(job).await });
+                    }
+                    Ok(None) => break,
+                    Err(error) => {
+                        tracing::warn!(%error, "claiming jobs failed");
+                        break;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.wake.notified() => {}
+                _ = tokio::time::sleep(self.settings.poll) => {}
+                Some(_) = running.join_next(), if !running.is_empty() => {}
+            }
+        }
     }
 
-    async fn job_error(&self, job_id: Uuid) -> Result<String, HandlerError> {
+    /// Takes the next runnable job: not yet reported, due, and not under a
+    /// live lease (a dead worker's lease has expired).
+    async fn claim(&self) -> Result<Option<Claimed>, PlatformError> {
+        let owner = self.id.to_string();
+        let lease = millis(self.settings.lease);
         self.db
             .run(move |conn| {
-                let e: Option<String> = jobs::table
-                    .find(job_id)
-                    .select(jobs::last_error)
-                    .first(conn)?;
-                Ok(e.unwrap_or_else(|| "job failed".into()))
+                let rows: Vec<Claimed> = diesel::sql_query(
+                    "UPDATE provisioner.jobs SET owner = $1, \
+                         lease_until = now() + make_interval(secs => $2), \
+                         attempts = attempts + 1, updated_at = now() \
+                     WHERE id = (SELECT id FROM provisioner.jobs \
+                                 WHERE reported_at IS NULL AND next_attempt_at <= now() \
+                                   AND (lease_until IS NULL OR lease_until < now()) \
+                                 ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED) \
+                     RETURNING id, kind, instance_id, payload, status, last_error, command, attempts",
+                )
+                .bind::<Text, _>(owner)
+                .bind::<Double, _>(lease)
+                .load(conn)?;
+                Ok(rows.into_iter().next())
             })
             .await
     }
 
-    async fn finished_steps(&self, job_id: Uuid) -> Result<Vec<String>, HandlerError> {
+    /// The reconciler's half that needs no owner: a job past its deadline
+    /// dies (whoever holds it loses the lease), and is then claimed to
+    /// report the failure.
+    async fn fail_overdue(&self) -> Result<(), PlatformError> {
+        let dlx = self.settings.dead_letter_exchange.clone();
+        self.db
+            .tx(move |conn| {
+                let overdue: Vec<Uuid> = jobs::table
+                    .filter(jobs::status.eq("running"))
+                    .filter(jobs::deadline.lt(diesel::dsl::now))
+                    .select(jobs::id)
+                    .limit(20)
+                    .for_update()
+                    .skip_locked()
+                    .load(conn)?;
+                for id in overdue {
+                    tracing::warn!(job.id = %id, "job past its deadline: failed");
+                    die(conn, id, "deadline exceeded before the job finished", &dlx)?;
+                    diesel::update(jobs::table.find(id))
+                        .set((
+                            jobs::owner.eq(None::<String>),
+                            jobs::lease_until.eq(None::<DateTime<Utc>>),
+                            jobs::next_attempt_at.eq(diesel::dsl::now),
+                        ))
+                        .execute(conn)?;
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn run_job(self, job: Claimed) {
+        let span = tracing::info_span!("job", job.id = %job.id, job.kind = %job.kind, instance.id = %job.instance_id);
+        let result = tracing::Instrument::instrument(self.drive(&job), span).await;
+        match result {
+            Ok(()) => {}
+            Err(Halt::LeaseLost) => {
+                tracing::warn!(job.id = %job.id, "lease lost; another worker has the job")
+            }
+            Err(Halt::Broken(reason)) => {
+                tracing::warn!(job.id = %job.id, %reason, "job interrupted; released for a retry");
+                let delay = backoff(job.attempts.max(1) as u32);
+                if let Err(error) = self.release(job.id, delay).await {
+                    // The lease runs out on its own.
+                    tracing::warn!(%error, "release failed");
+                }
+            }
+        }
+    }
+
+    async fn drive(&self, job: &Claimed) -> Result<(), Halt> {
+        let work = match Work::decode(&job.kind, &job.payload) {
+            Ok(work) => work,
+            Err(e) => {
+                // Our own row, unreadable: retrying cannot help.
+                let reason = format!("undecodable job payload: {e}");
+                self.fenced(job.id, {
+                    let dlx = self.settings.dead_letter_exchange.clone();
+                    let id = job.id;
+                    move |conn| die(conn, id, &reason, &dlx).map_err(Halt::from)
+                })
+                .await?;
+                return self.mark_reported(job.id).await;
+            }
+        };
+        let outcome = match job.status.as_str() {
+            "succeeded" => Steps::Succeeded,
+            "failed" => Steps::Failed(
+                job.last_error
+                    .clone()
+                    .unwrap_or_else(|| "job failed".into()),
+            ),
+            _ => self.run_steps(job, &work).await?,
+        };
+        match outcome {
+            Steps::Retrying => Ok(()),
+            Steps::Succeeded => self.report(job, &work, None).await,
+            Steps::Failed(reason) => self.report(job, &work, Some(reason)).await,
+        }
+    }
+
+    async fn run_steps(&self, job: &Claimed, work: &Work) -> Result<Steps, Halt> {
+        let done = self.finished_steps(job.id).await?;
+        for (position, &step) in work.steps().iter().enumerate() {
+            if done.iter().any(|s| s == step.as_str()) {
+                continue;
+            }
+            let attempt = match self.start_step(job, step, position as i32).await? {
+                Started::Attempt(attempt) => attempt,
+                Started::Exhausted(reason) => {
+                    self.fenced(job.id, {
+                        let (id, dlx, reason) = (
+                            job.id,
+                            self.settings.dead_letter_exchange.clone(),
+                            reason.clone(),
+                        );
+                        move |conn| die(conn, id, &reason, &dlx).map_err(Halt::from)
+                    })
+                    .await?;
+                    return Ok(Steps::Failed(reason));
+                }
+            };
+            let started = Instant::now();
+            let span = tracing::info_span!("step", step = step.as_str(), attempt);
+            let result = tracing::Instrument::instrument(
+                self.with_lease(job.id, work.run(self.driver.as_ref(), step)),
+                span,
+            )
+            .await?;
+            let elapsed_ms = started.elapsed().as_millis() as i64;
+            match result {
+                Ok(()) => {
+                    platform::metrics::PROVISIONING_STEPS
+                        .with_label_values(&[step.as_str(), "ok"])
+                        .inc();
+                    self.finish_step(job, step, attempt, elapsed_ms).await?;
+                    tracing::info!(step = step.as_str(), duration_ms = elapsed_ms, "step done");
+                }
+                Err(error) => {
+                    platform::metrics::PROVISIONING_STEPS
+                        .with_label_values(&[step.as_str(), "error"])
+                        .inc();
+                    let reason = error.to_string();
+                    let dead = attempt >= self.settings.step_attempts as i32;
+                    let delay = backoff(attempt as u32);
+                    tracing::warn!(step = step.as_str(), %reason, attempt, dead, retry_in_ms = delay.as_millis() as u64, "step failed");
+                    self.step_failed(job, step, attempt, elapsed_ms, &reason, dead, delay)
+                        .await?;
+                    return Ok(if dead {
+                        Steps::Failed(reason)
+                    } else {
+                        Steps::Retrying
+                    });
+                }
+            }
+        }
+        self.fenced(job.id, {
+            let id = job.id;
+            move |conn| {
+                diesel::update(jobs::table.find(id))
+                    .set((
+                        jobs::status.eq("succeeded"),
+                        jobs::last_error.eq(None::<String>),
+                        jobs::finished_at.eq(diesel::dsl::now),
+                    ))
+                    .execute(conn)?;
+                Ok(())
+            }
+        })
+        .await?;
+        Ok(Steps::Succeeded)
+    }
+
+    /// Runs `work` while renewing the lease; gives up on it the moment the
+    /// lease is found taken.
+    async fn with_lease<T>(
+        &self,
+        job_id: Uuid,
+        work: impl std::future::Future<Output = T>,
+    ) -> Result<T, Halt> {
+        let renew = async {
+            loop {
+                tokio::time::sleep(self.settings.lease / 3).await;
+                match self.fenced(job_id, |_| Ok(())).await {
+                    Ok(()) => {}
+                    Err(Halt::LeaseLost) => return Halt::LeaseLost,
+                    // A database hiccup: the lease has time left; try again.
+                    Err(Halt::Broken(reason)) => {
+                        tracing::warn!(%reason, "lease renewal failed")
+                    }
+                }
+            }
+        };
+        tokio::select! {
+            result = work => Ok(result),
+            halt = renew => Err(halt),
+        }
+    }
+
+    /// Runs `f` in a transaction that first checks this worker still owns
+    /// the job and extends its lease.
+    async fn fenced<T, F>(&self, job_id: Uuid, f: F) -> Result<T, Halt>
+    where
+        F: FnOnce(&mut PgConnection) -> Result<T, Halt> + Send + 'static,
+        T: Send + 'static,
+    {
+        let owner = self.id.to_string();
+        let lease = millis(self.settings.lease);
+        self.db
+            .tx(move |conn| {
+                let held = diesel::sql_query(
+                    "UPDATE provisioner.jobs SET lease_until = now() + make_interval(secs => $3), \
+                         updated_at = now() \
+                     WHERE id = $1 AND owner = $2 AND reported_at IS NULL",
+                )
+                .bind::<SqlUuid, _>(job_id)
+                .bind::<Text, _>(owner)
+                .bind::<Double, _>(lease)
+                .execute(conn)?;
+                if held != 1 {
+                    return Err(Halt::LeaseLost);
+                }
+                f(conn)
+            })
+            .await
+    }
+
+    async fn finished_steps(&self, job_id: Uuid) -> Result<Vec<String>, Halt> {
         self.db
             .run(move |conn| {
                 Ok(job_steps::table
@@ -299,118 +559,357 @@ impl Worker {
             .await
     }
 
-    async fn start_step(
-        &self,
-        job_id: Uuid,
-        step: Step,
-        position: i32,
-    ) -> Result<(), HandlerError> {
-        self.db
-            .run(move |conn| {
-                diesel::insert_into(job_steps::table)
-                    .values((
-                        job_steps::job_id.eq(job_id),
-                        job_steps::step.eq(step.as_str()),
-                        job_steps::position.eq(position),
-                        job_steps::attempts.eq(1),
-                        job_steps::started_at.eq(diesel::dsl::now),
-                    ))
-                    .on_conflict((job_steps::job_id, job_steps::step))
-                    .do_update()
-                    .set((
-                        job_steps::attempts.eq(job_steps::attempts + 1),
-                        job_steps::started_at.eq(diesel::dsl::now),
-                    ))
-                    .execute(conn)?;
-                Ok(())
-            })
-            .await
+    /// Records the step as started (committed before the driver runs it),
+    /// with its event. A step already started `step_attempts` times (by
+    /// workers that died in it) is not started again.
+    async fn start_step(&self, job: &Claimed, step: Step, position: i32) -> Result<Started, Halt> {
+        let max = self.settings.step_attempts as i32;
+        let event = self.event_base(job);
+        let exchange = self.settings.events_exchange.clone();
+        let job_id = job.id;
+        self.fenced(job_id, move |conn| {
+            let before: Option<(i32, Option<String>)> = job_steps::table
+                .find((job_id, step.as_str()))
+                .select((job_steps::attempts, job_steps::last_error))
+                .first(conn)
+                .optional()?;
+            if let Some((attempts, last_error)) = before
+                && attempts >= max
+            {
+                let last = last_error.unwrap_or_else(|| "the worker running it was lost".into());
+                return Ok(Started::Exhausted(format!(
+                    "step {} gave up after {attempts} attempts: {last}",
+                    step.as_str()
+                )));
+            }
+            let attempt: i32 = diesel::insert_into(job_steps::table)
+                .values((
+                    job_steps::job_id.eq(job_id),
+                    job_steps::step.eq(step.as_str()),
+                    job_steps::position.eq(position),
+                    job_steps::attempts.eq(1),
+                    job_steps::started_at.eq(diesel::dsl::now),
+                ))
+                .on_conflict((job_steps::job_id, job_steps::step))
+                .do_update()
+                .set((
+                    job_steps::attempts.eq(job_steps::attempts + 1),
+                    job_steps::started_at.eq(diesel::dsl::now),
+                ))
+                .returning(job_steps::attempts)
+                .get_result(conn)?;
+            event.emit(conn, &exchange, step, "started", attempt, None, None)?;
+            Ok(Started::Attempt(attempt))
+        })
+        .await
     }
 
     async fn finish_step(
         &self,
-        job_id: Uuid,
+        job: &Claimed,
         step: Step,
+        attempt: i32,
         duration_ms: i64,
-        error: Option<String>,
-    ) -> Result<(), HandlerError> {
-        self.db
-            .run(move |conn| {
-                diesel::update(job_steps::table.find((job_id, step.as_str())))
-                    .set((
-                        job_steps::finished_at.eq(diesel::dsl::now),
-                        job_steps::duration_ms.eq(duration_ms),
-                        job_steps::last_error.eq(error),
-                    ))
-                    .execute(conn)?;
-                Ok(())
-            })
-            .await
+    ) -> Result<(), Halt> {
+        let event = self.event_base(job);
+        let exchange = self.settings.events_exchange.clone();
+        let job_id = job.id;
+        self.fenced(job_id, move |conn| {
+            diesel::update(job_steps::table.find((job_id, step.as_str())))
+                .set((
+                    job_steps::finished_at.eq(diesel::dsl::now),
+                    job_steps::duration_ms.eq(duration_ms),
+                    job_steps::last_error.eq(None::<String>),
+                ))
+                .execute(conn)?;
+            event.emit(
+                conn,
+                &exchange,
+                step,
+                "finished",
+                attempt,
+                Some(duration_ms),
+                None,
+            )?;
+            Ok(())
+        })
+        .await
     }
 
-    async fn note_step_error(
+    /// Records a failed attempt and its event; then either schedules the
+    /// retry (releasing the lease) or, after the last attempt, kills the job.
+    #[allow(clippy::too_many_arguments)]
+    async fn step_failed(
         &self,
-        job_id: Uuid,
+        job: &Claimed,
         step: Step,
+        attempt: i32,
+        duration_ms: i64,
         reason: &str,
-    ) -> Result<(), HandlerError> {
+        dead: bool,
+        delay: Duration,
+    ) -> Result<(), Halt> {
+        let event = self.event_base(job);
+        let exchange = self.settings.events_exchange.clone();
+        let dlx = self.settings.dead_letter_exchange.clone();
+        let job_id = job.id;
         let reason = reason.to_owned();
-        self.db
-            .run(move |conn| {
-                diesel::update(job_steps::table.find((job_id, step.as_str())))
-                    .set(job_steps::last_error.eq(reason))
-                    .execute(conn)?;
-                Ok(())
-            })
-            .await
+        self.fenced(job_id, move |conn| {
+            diesel::update(job_steps::table.find((job_id, step.as_str())))
+                .set((
+                    job_steps::duration_ms.eq(duration_ms),
+                    job_steps::last_error.eq(&reason),
+                ))
+                .execute(conn)?;
+            event.emit(
+                conn,
+                &exchange,
+                step,
+                "failed",
+                attempt,
+                Some(duration_ms),
+                Some(reason.clone()),
+            )?;
+            if dead {
+                die(conn, job_id, &reason, &dlx)?;
+            } else {
+                diesel::sql_query(
+                    "UPDATE provisioner.jobs SET owner = NULL, lease_until = NULL, last_error = $2, \
+                         next_attempt_at = now() + make_interval(secs => $3) WHERE id = $1",
+                )
+                .bind::<SqlUuid, _>(job_id)
+                .bind::<Text, _>(&reason)
+                .bind::<Double, _>(delay.as_secs_f64())
+                .execute(conn)?;
+            }
+            Ok(())
+        })
+        .await
     }
 
-    async fn succeed_job(&self, job_id: Uuid) -> Result<(), HandlerError> {
-        self.set_job(job_id, "succeeded", None).await
-    }
-
-    async fn fail_job(&self, job_id: Uuid, reason: &str) -> Result<(), HandlerError> {
-        self.set_job(job_id, "failed", Some(reason.to_owned()))
-            .await
-    }
-
-    async fn set_job(
+    /// Tells ordering how the job ended (stop jobs have no one to tell).
+    /// Until ordering has heard it, the job stays unreported and is claimed
+    /// again after a backoff; the reports are idempotent on ordering's side.
+    async fn report(
         &self,
-        job_id: Uuid,
-        status: &'static str,
-        error: Option<String>,
-    ) -> Result<(), HandlerError> {
+        job: &Claimed,
+        work: &Work,
+        failure: Option<String>,
+    ) -> Result<(), Halt> {
+        let reported: Result<Instance, platform::internal::RemoteError> = match work {
+            Work::Stop(_) | Work::Cleanup(_) => {
+                if let Some(reason) = &failure {
+                    tracing::error!(%reason, "job failed; nobody to report to");
+                }
+                return self.mark_reported(job.id).await;
+            }
+            Work::Provision(run) => {
+                let result = ProvisioningResult {
+                    ready: failure.is_none(),
+                    reason: failure.clone(),
+                };
+                let path = format!(
+                    "/internal/instances/{}/provisioning-result?attempt={}",
+                    run.instance.instance_id, run.attempt
+                );
+                self.ordering.post(&path, &result).await
+            }
+            Work::Deprovision(d) => {
+                let result = DeprovisioningResult {
+                    clean: failure.is_none(),
+                    reason: failure.clone(),
+                };
+                let path = format!(
+                    "/internal/instances/{}/deprovisioning-result",
+                    d.instance_id
+                );
+                self.ordering.post(&path, &result).await
+            }
+        };
+        match reported {
+            Ok(instance) => {
+                tracing::info!(status = %instance.status, "outcome reported");
+                self.mark_reported(job.id).await
+            }
+            Err(e) if e.code == ErrorCode::NotFound => {
+                tracing::error!(error = %e, "ordering does not know the instance; outcome dropped");
+                self.mark_reported(job.id).await
+            }
+            Err(e) => Err(Halt::Broken(format!("reporting the outcome: {e}"))),
+        }
+    }
+
+    async fn mark_reported(&self, job_id: Uuid) -> Result<(), Halt> {
+        self.fenced(job_id, move |conn| {
+            diesel::update(jobs::table.find(job_id))
+                // The owner stays, as a record of who finished the job.
+                .set((
+                    jobs::reported_at.eq(diesel::dsl::now),
+                    jobs::lease_until.eq(None::<DateTime<Utc>>),
+                ))
+                .execute(conn)?;
+            Ok(())
+        })
+        .await
+    }
+
+    /// Gives the job back to be claimed after `delay`.
+    async fn release(&self, job_id: Uuid, delay: Duration) -> Result<(), PlatformError> {
+        let owner = self.id.to_string();
         self.db
             .run(move |conn| {
-                diesel::update(jobs::table.find(job_id))
-                    .set((
-                        jobs::status.eq(status),
-                        jobs::last_error.eq(error),
-                        jobs::finished_at.eq(diesel::dsl::now),
-                        jobs::updated_at.eq(diesel::dsl::now),
-                    ))
-                    .execute(conn)?;
+                diesel::sql_query(
+                    "UPDATE provisioner.jobs SET owner = NULL, lease_until = NULL, \
+                         next_attempt_at = now() + make_interval(secs => $3) \
+                     WHERE id = $1 AND owner = $2",
+                )
+                .bind::<SqlUuid, _>(job_id)
+                .bind::<Text, _>(owner)
+                .bind::<Double, _>(delay.as_secs_f64())
+                .execute(conn)?;
                 Ok(())
             })
             .await
+    }
+
+    fn event_base(&self, job: &Claimed) -> EventBase {
+        EventBase {
+            instance_id: job.instance_id,
+            job_kind: job.kind.clone(),
+            tenant_id: job.tenant_id(),
+            correlation_id: job.correlation_id(),
+        }
     }
 }
 
-/// Until ordering has heard a job's result, the message stays unacked and
-/// comes back; the reports are idempotent on ordering's side.
-fn report(
-    reported: Result<Instance, platform::internal::RemoteError>,
+enum Started {
+    Attempt(i32),
+    Exhausted(String),
+}
+
+/// What every step event of one job shares.
+struct EventBase {
     instance_id: Uuid,
-    what: &str,
-) -> Result<(), HandlerError> {
-    match reported {
-        Ok(instance) => {
-            tracing::info!(instance.id = %instance_id, status = %instance.status, "{what} reported");
-            Ok(())
-        }
-        Err(e) if e.code == ErrorCode::NotFound => Err(HandlerError::Permanent(e.to_string())),
-        Err(e) => Err(HandlerError::Transient(e.to_string())),
+    job_kind: String,
+    tenant_id: Option<Uuid>,
+    correlation_id: Option<String>,
+}
+
+impl EventBase {
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &self,
+        conn: &mut PgConnection,
+        exchange: &str,
+        step: Step,
+        status: &str,
+        attempt: i32,
+        duration_ms: Option<i64>,
+        error: Option<String>,
+    ) -> Result<(), diesel::result::Error> {
+        let at = contracts::time::now();
+        let payload = ProvisioningStep {
+            instance_id: self.instance_id,
+            job_kind: self.job_kind.clone(),
+            step: step.as_str().to_owned(),
+            status: status.to_owned(),
+            attempt,
+            duration_ms,
+            error,
+            at,
+        };
+        let envelope = Envelope::new(
+            PROVISIONING_STEP,
+            at,
+            self.tenant_id,
+            self.correlation_id.clone(),
+            &payload,
+        )
+        .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
+        platform::outbox::enqueue(conn, crate::SCHEMA, exchange, PROVISIONING_STEP, &envelope)
     }
+}
+
+/// Fails the job for good and dead-letters the command that asked for it
+/// (the original envelope, under its original routing key), in one
+/// transaction. The job is then claimed once more to report the failure.
+/// A dead first provisioning run also gets a cleanup job: its instance will
+/// be `failed`, so whatever its finished steps put on the machine must go.
+/// (A failed start after a stop keeps the renter's disk; ordering sends the
+/// stop that unbinds the rest.)
+fn die(
+    conn: &mut PgConnection,
+    job_id: Uuid,
+    reason: &str,
+    dead_letter_exchange: &str,
+) -> Result<(), diesel::result::Error> {
+    #[allow(clippy::type_complexity)]
+    let (command, routing_key, dead_lettered, kind, payload): (
+        Option<serde_json::Value>,
+        Option<String>,
+        Option<DateTime<Utc>>,
+        String,
+        serde_json::Value,
+    ) = jobs::table
+        .find(job_id)
+        .select((
+            jobs::command,
+            jobs::routing_key,
+            jobs::dead_lettered_at,
+            jobs::kind,
+            jobs::payload,
+        ))
+        .for_update()
+        .first(conn)?;
+    if kind == provision_kind(1)
+        && let Ok(run) = serde_json::from_value::<ProvisionRun>(payload)
+    {
+        let cleanup = DeprovisionInstance {
+            instance_id: run.instance.instance_id,
+            machine_id: run.instance.machine_id,
+            tenant_id: run.instance.tenant_id,
+        };
+        let cleanup_payload = serde_json::to_value(&cleanup)
+            .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
+        diesel::insert_into(jobs::table)
+            .values((
+                jobs::id.eq(Uuid::now_v7()),
+                jobs::instance_id.eq(cleanup.instance_id),
+                jobs::kind.eq(CLEANUP_KIND),
+                jobs::machine_id.eq(cleanup.machine_id),
+                jobs::payload.eq(cleanup_payload),
+                jobs::status.eq("running"),
+                jobs::command.eq(command.clone()),
+            ))
+            .on_conflict((jobs::instance_id, jobs::kind))
+            .do_nothing()
+            .execute(conn)?;
+    }
+    diesel::update(jobs::table.find(job_id))
+        .set((
+            jobs::status.eq("failed"),
+            jobs::last_error.eq(reason),
+            jobs::finished_at.eq(diesel::dsl::now),
+            jobs::next_attempt_at.eq(diesel::dsl::now),
+            jobs::dead_lettered_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)?;
+    if dead_lettered.is_some() {
+        return Ok(());
+    }
+    // Jobs recorded before commands were kept have nothing to dead-letter.
+    if let (Some(command), Some(routing_key)) = (command, routing_key) {
+        let envelope: Envelope = serde_json::from_value(command)
+            .map_err(|e| diesel::result::Error::DeserializationError(Box::new(e)))?;
+        platform::outbox::enqueue(
+            conn,
+            crate::SCHEMA,
+            dead_letter_exchange,
+            &routing_key,
+            &envelope,
+        )?;
+    }
+    Ok(())
 }
 
 /// Exponential backoff with full jitter, capped at 5 s.
@@ -419,8 +918,25 @@ fn backoff(attempt: u32) -> Duration {
     Duration::from_millis(rand::thread_rng().gen_range(cap / 2..=cap))
 }
 
-impl From<Error> for HandlerError {
-    fn from(e: Error) -> Self {
-        HandlerError::Transient(e.to_string())
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn provisioning_attempts_map_to_kinds_and_back() {
+        assert_eq!(provision_kind(0), "provision");
+        assert_eq!(provision_kind(1), "provision");
+        assert_eq!(provision_kind(3), "provision:3");
+        assert_eq!(provision_attempt("provision"), 1);
+        assert_eq!(provision_attempt("provision:3"), 3);
+    }
+
+    #[test]
+    fn backoff_grows_and_stays_capped() {
+        for attempt in 1..20 {
+            let cap = (100u64 << attempt.min(6)).min(5_000);
+            let d = backoff(attempt).as_millis() as u64;
+            assert!(d >= cap / 2 && d <= cap, "attempt {attempt}: {d}");
+        }
     }
 }

@@ -1,41 +1,79 @@
-//! The provisioning worker: consumes `provisioner.jobs` and turns an
-//! allocated instance into a user-ready environment by running the steps of
-//! the service model through a [`Driver`]. The database, not the unacked
-//! delivery, holds a job's progress: each step is recorded as started before
-//! it runs and as finished after, so a worker killed mid-job resumes at the
-//! unfinished step when the message is redelivered, and reports the instance
-//! ready exactly once (ordering's transition is idempotent too).
+//! The provisioning worker: turns an allocated instance into a user-ready
+//! environment by running the steps of the service model through a
+//! [`Driver`], and takes it off its machine again. Deliveries on
+//! `provisioner.jobs` only record jobs; the database holds each job's
+//! progress under a lease that the worker renews while a step runs, so
+//! several worker processes share the work, a killed worker's job is taken
+//! over, and a step may last longer than the broker's consumer timeout
+//! (docs/provisioning.md).
 
+pub mod agent;
 pub mod driver;
 pub mod error;
 mod jobs;
 pub mod simulated;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use platform::internal::InternalClient;
 use platform::{Config, Db};
+use uuid::Uuid;
 
+pub use agent::AgentDriver;
 pub use driver::{Driver, Step};
 pub use error::Error;
 pub use simulated::SimulatedDriver;
 
 pub const SCHEMA: &str = "provisioner";
 
-/// Runs the worker until the process ends.
+/// The driver `GPUMARKET_PROVISIONER_DRIVER` names.
+pub fn driver_from_config(config: &Config, db: Db) -> Result<Arc<dyn Driver>, Error> {
+    match config.provisioner_driver.as_str() {
+        "simulated" => Ok(Arc::new(SimulatedDriver::from_config(db, config)?)),
+        "agent" => Ok(Arc::new(AgentDriver::new(db, config))),
+        other => Err(Error::Config(format!(
+            "GPUMARKET_PROVISIONER_DRIVER: {other:?} is not simulated or agent"
+        ))),
+    }
+}
+
+/// Runs the worker until the process ends: the command consumer, the job
+/// runner (with its deadline reconciler), the agents' results consumer and
+/// the outbox relay of step events and dead letters.
 pub async fn run(config: Arc<Config>, db: Db) -> Result<(), Error> {
-    let driver: Arc<dyn Driver> = Arc::new(SimulatedDriver::from_config(db.clone(), &config)?);
+    let driver = driver_from_config(&config, db.clone())?;
+    if config.job_lease_ms < 300 {
+        return Err(Error::Config(
+            "GPUMARKET_JOB_LEASE_MS must be at least 300".into(),
+        ));
+    }
     let worker = jobs::Worker {
-        db,
+        db: db.clone(),
         driver,
         ordering: InternalClient::new(config.urls.ordering.clone(), config.service_token.clone()),
-        step_attempts: config.step_attempts.max(1),
+        settings: Arc::new(jobs::Settings {
+            step_attempts: config.step_attempts.max(1),
+            lease: Duration::from_millis(config.job_lease_ms),
+            poll: Duration::from_millis(config.job_poll_ms.max(10)),
+            deadline: chrono::Duration::seconds(config.job_deadline_seconds.max(1)),
+            concurrency: config.worker_concurrency.max(1),
+            events_exchange: config.events_exchange.clone(),
+            dead_letter_exchange: config.dead_letter_exchange.clone(),
+        }),
+        id: format!("worker-{}-{}", std::process::id(), Uuid::now_v7().simple()).into(),
+        wake: Arc::new(tokio::sync::Notify::new()),
     };
+    tracing::info!(worker.id = %worker.id, driver = %config.provisioner_driver, "provisioner starting");
+    let runner = worker.clone().run_jobs();
     let queue = config.provisioner_queue.clone();
-    platform::consumer::run(config, queue, move |envelope| {
+    let consumer = platform::consumer::run(config.clone(), queue, move |envelope| {
         let worker = worker.clone();
-        async move { worker.handle(envelope).await }
-    })
-    .await;
+        async move { worker.accept(envelope).await }
+    });
+    let relay = platform::outbox::run_relay(db.clone(), config.clone(), SCHEMA);
+    let results = agent::run_results_consumer(config.clone(), db);
+    // All four run forever; ending this future (a stack shutdown) ends them all.
+    tokio::join!(runner, consumer, relay, results);
     Ok(())
 }

@@ -4,6 +4,7 @@ use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use contracts::api;
 
 use super::instant;
+use super::quotas::{Quota, QuotaLimitsInput, Team};
 use crate::auth::{self, Access, JwtKeys};
 use crate::clients;
 use crate::error::{GatewayError, GqlResult};
@@ -96,11 +97,16 @@ pub struct CreateApiKeyPayload {
     secret: Option<String>,
 }
 
+/// A tenant's quota in every dimension, its usage, and its teams'.
 #[derive(SimpleObject)]
 pub struct TenantQuota {
     tenant_id: ID,
+    /// Same as `quota.limits.maxGpus`.
     max_gpus: i32,
+    /// Same as `quota.usage.gpus`.
     gpus_in_use: i32,
+    quota: Quota,
+    teams: Vec<Team>,
 }
 
 impl From<api::TenantQuota> for TenantQuota {
@@ -109,6 +115,8 @@ impl From<api::TenantQuota> for TenantQuota {
             tenant_id: q.tenant_id.into(),
             max_gpus: q.max_gpus,
             gpus_in_use: q.gpus_in_use,
+            quota: Quota::new(q.limits, q.usage),
+            teams: q.teams.into_iter().map(Into::into).collect(),
         }
     }
 }
@@ -237,22 +245,49 @@ impl IdentityMutation {
         })
     }
 
-    /// Operators only.
+    /// Operators only. Either `limits` (every dimension, replacing the
+    /// current ones; `maxGpus` required) or `maxGpus` alone (only that
+    /// dimension changes). Teams' quotas are lowered to fit.
     async fn set_tenant_quota(
         &self,
         ctx: &Context<'_>,
         tenant_id: ID,
-        max_gpus: i32,
+        max_gpus: Option<i32>,
+        limits: Option<QuotaLimitsInput>,
     ) -> GqlResult<TenantQuota> {
         auth::authorize(ctx, Access::Operator).await?;
         let tenant_id = validate::id("tenantId", &tenant_id)?;
-        validate::at_least("maxGpus", max_gpus, 0)?;
+        let request = match (max_gpus, limits) {
+            (Some(max_gpus), None) => {
+                validate::at_least("maxGpus", max_gpus, 0)?;
+                api::SetTenantQuotaRequest {
+                    max_gpus: Some(max_gpus),
+                    limits: None,
+                }
+            }
+            (None, Some(limits)) => {
+                let limits = limits.into_api("limits")?;
+                if limits.max_gpus.is_none() {
+                    return Err(GatewayError::validation(
+                        "limits",
+                        "maxGpus is required: a tenant's quota always limits its GPUs",
+                    )
+                    .into());
+                }
+                api::SetTenantQuotaRequest {
+                    max_gpus: None,
+                    limits: Some(limits),
+                }
+            }
+            _ => {
+                return Err(
+                    GatewayError::validation("limits", "give either limits or maxGpus").into(),
+                );
+            }
+        };
         let quota: api::TenantQuota = clients::from_context(ctx)?
             .quota
-            .put(
-                &format!("/internal/tenants/{tenant_id}/quota"),
-                &api::SetTenantQuotaRequest { max_gpus },
-            )
+            .put(&format!("/internal/tenants/{tenant_id}/quota"), &request)
             .await?;
         Ok(quota.into())
     }

@@ -1,13 +1,15 @@
 //! The GraphQL schema, one root per area merged into `Query` and `Mutation`.
 //! It knows nothing of HTTP: the caller's credential arrives as request data.
 
+pub mod events;
 mod hosting;
 mod identity;
 mod market;
 mod money;
+mod quotas;
 mod rentals;
 
-use async_graphql::{EmptySubscription, MergedObject, Request, Response, Schema, SchemaBuilder};
+use async_graphql::{MergedObject, MergedSubscription, Request, Response, Schema, SchemaBuilder};
 use chrono::{DateTime, Utc};
 
 use crate::auth::{Credential, RequestAuth};
@@ -21,6 +23,8 @@ pub struct QueryRoot(
     hosting::HostingQuery,
     rentals::RentalsQuery,
     money::MoneyQuery,
+    events::LifecycleQuery,
+    quotas::QuotasQuery,
 );
 
 #[derive(MergedObject, Default)]
@@ -30,17 +34,23 @@ pub struct MutationRoot(
     hosting::HostingMutation,
     rentals::RentalsMutation,
     money::MoneyMutation,
+    events::LifecycleMutation,
+    quotas::QuotasMutation,
 );
 
-pub type GatewaySchema = Schema<QueryRoot, MutationRoot, EmptySubscription>;
+#[derive(MergedSubscription, Default)]
+#[graphql(name = "Subscription")]
+pub struct SubscriptionRoot(events::EventsSubscription);
+
+pub type GatewaySchema = Schema<QueryRoot, MutationRoot, SubscriptionRoot>;
 
 /// The schema with its limits; add the service clients and JWT keys as data
 /// before serving it.
-pub fn builder() -> SchemaBuilder<QueryRoot, MutationRoot, EmptySubscription> {
+pub fn builder() -> SchemaBuilder<QueryRoot, MutationRoot, SubscriptionRoot> {
     Schema::build(
         QueryRoot::default(),
         MutationRoot::default(),
-        EmptySubscription,
+        SubscriptionRoot::default(),
     )
     .limit_depth(12)
     .limit_complexity(2000)

@@ -17,10 +17,22 @@ pub struct Instance {
     machine_id: ID,
     gpu_model: String,
     gpu_count: i32,
+    /// `on_demand` or `interruptible`.
     rental_type: String,
+    /// The billed GPU rate, committed when the GPUs were allocated: the
+    /// on-demand price, or the bid of an interruptible rental.
     price_per_gpu_hour: Decimal,
     price_per_hour_total: Decimal,
+    /// Billed storage rate, in the machine's listing unit.
+    storage_price_per_gb_month: Decimal,
+    /// Billed upload bandwidth rate, in the machine's listing unit.
+    bandwidth_up_price_per_tb: Decimal,
+    /// Billed download bandwidth rate, in the machine's listing unit.
+    bandwidth_down_price_per_tb: Decimal,
     currency: String,
+    /// When the GPUs were taken back for a higher-priority order; billing
+    /// ended at this instant.
+    preempted_at: Option<String>,
     status: String,
     status_reason: Option<String>,
     /// What the caller may do next.
@@ -45,7 +57,11 @@ impl From<api::Instance> for Instance {
             rental_type: i.rental_type,
             price_per_gpu_hour: i.price_per_gpu_hour,
             price_per_hour_total: i.price_per_hour_total,
+            storage_price_per_gb_month: i.storage_price_per_gb_month,
+            bandwidth_up_price_per_tb: i.bandwidth_up_price_per_tb,
+            bandwidth_down_price_per_tb: i.bandwidth_down_price_per_tb,
             currency: i.currency,
+            preempted_at: i.preempted_at.map(instant),
             status: i.status,
             status_reason: i.status_reason,
             allowed_actions: i.allowed_actions,
@@ -88,16 +104,57 @@ impl From<api::UsageInterval> for UsageInterval {
     }
 }
 
+/// What an order by constraints asks of a machine. The order gets the
+/// cheapest live offer that matches and has its GPUs free.
+#[derive(InputObject, Default)]
+pub struct PlacementConstraintsInput {
+    /// Any of these GPU models (catalog names, case-insensitive).
+    gpu_models: Option<Vec<String>>,
+    regions: Option<Vec<String>>,
+    /// ISO 3166-1 alpha-2 codes.
+    countries: Option<Vec<String>>,
+    /// 0 to 1.
+    min_reliability: Option<Decimal>,
+    min_vram_gib: Option<i32>,
+}
+
+impl From<PlacementConstraintsInput> for api::PlacementConstraints {
+    fn from(c: PlacementConstraintsInput) -> Self {
+        Self {
+            gpu_models: c.gpu_models.unwrap_or_default(),
+            regions: c.regions.unwrap_or_default(),
+            countries: c.countries.unwrap_or_default(),
+            min_reliability: c.min_reliability,
+            min_vram_gib: c.min_vram_gib,
+        }
+    }
+}
+
 #[derive(InputObject)]
 pub struct CreateOrderInput {
-    offer_id: ID,
+    /// The offer to rent; or give `constraints` instead.
+    offer_id: Option<ID>,
+    /// Auto-placement: the cheapest matching offer with the GPUs free.
+    constraints: Option<PlacementConstraintsInput>,
     gpu_count: i32,
     /// Repeating an order with the same key returns the same instance.
     idempotency_key: String,
-    /// The order fails if the offer now costs more per GPU hour.
+    /// Enforced when the GPUs are allocated: if the machine's price is then
+    /// above it, the order fails with PRICE_ABOVE_MAX. Without it, the price
+    /// the order was quoted is the maximum.
     max_price_per_gpu_hour: Option<Decimal>,
+    /// ON_DEMAND (default) or INTERRUPTIBLE.
+    rental_type: Option<super::market::RentalType>,
+    /// Interruptible only: the rate paid per GPU-hour, at least the
+    /// machine's minimum bid. A higher bid or an on-demand order may preempt it.
+    bid_per_gpu_hour: Option<Decimal>,
     ssh_public_key: Option<String>,
     image: Option<String>,
+    /// Lifecycle rules the server enforces (see `setInstanceRules`).
+    rules: Option<super::events::InstanceRulesInput>,
+    /// A team (project) of your tenant: the order counts against its quota
+    /// as well as the tenant's.
+    team_id: Option<ID>,
 }
 
 #[derive(Default)]
@@ -159,8 +216,15 @@ impl RentalsMutation {
         input: CreateOrderInput,
     ) -> GqlResult<Instance> {
         let principal = auth::authorize(ctx, Access::Rent).await?;
-        let offer_id = validate::id("offerId", &input.offer_id)?;
+        let offer_id = input
+            .offer_id
+            .as_ref()
+            .map(|id| validate::id("offerId", id))
+            .transpose()?;
         validate::at_least("gpuCount", input.gpu_count, 1)?;
+        if let Some(bid) = input.bid_per_gpu_hour {
+            validate::positive("bidPerGpuHour", bid)?;
+        }
         validate::idempotency_key("idempotencyKey", &input.idempotency_key)?;
         if let Some(price) = input.max_price_per_gpu_hour {
             validate::non_negative("maxPricePerGpuHour", price)?;
@@ -170,14 +234,28 @@ impl RentalsMutation {
             user_id: principal.user_id,
             idempotency_key: input.idempotency_key,
             offer_id,
+            constraints: input.constraints.map(Into::into),
             gpu_count: input.gpu_count,
             max_price_per_gpu_hour: input.max_price_per_gpu_hour,
+            rental_type: input.rental_type.map(Into::into).unwrap_or_default(),
+            bid_per_gpu_hour: input.bid_per_gpu_hour,
             ssh_public_key: input.ssh_public_key.filter(|k| !k.trim().is_empty()),
             image: input.image.filter(|i| !i.trim().is_empty()),
+            team_id: input
+                .team_id
+                .as_ref()
+                .map(|team| validate::id("teamId", team))
+                .transpose()?,
         };
         let instance: api::Instance = clients::from_context(ctx)?
             .ordering
-            .post("/internal/orders", &request)
+            .post(
+                "/internal/orders",
+                &api::CreateOrderWithRules {
+                    order: request,
+                    rules: input.rules.map(Into::into),
+                },
+            )
             .await?;
         Ok(instance.into())
     }

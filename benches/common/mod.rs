@@ -1,0 +1,88 @@
+//! What every benchmark shares: flags, percentiles, the machine it ran on,
+//! and writing its section of docs/benchmarks.md.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+/// `--name N` from the command line, or the default.
+pub fn arg(name: &str, default: usize) -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Milliseconds at percentile `p` (0..=1) of sorted samples.
+pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
+    if sorted.is_empty() {
+        return 0.0;
+    }
+    let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[idx.min(sorted.len() - 1)].as_secs_f64() * 1000.0
+}
+
+pub fn machine_facts() -> String {
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_owned())
+        })
+        .unwrap_or_else(|| "unknown CPU".into());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .next()
+                .map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_owned())
+        })
+        .and_then(|kb| kb.parse::<u64>().ok())
+        .map(|kb| format!("{:.0} GiB", kb as f64 / 1024.0 / 1024.0))
+        .unwrap_or_default();
+    format!("{cores} cores ({cpu}), {mem} RAM")
+}
+
+pub fn pg_version(admin_url: &str) -> String {
+    use diesel::{Connection, PgConnection, RunQueryDsl};
+    #[derive(diesel::QueryableByName)]
+    struct Version {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        v: String,
+    }
+    PgConnection::establish(admin_url)
+        .ok()
+        .and_then(|mut c| {
+            diesel::sql_query("SELECT current_setting('server_version') AS v")
+                .get_result::<Version>(&mut c)
+                .ok()
+        })
+        .map_or_else(|| "unknown".to_owned(), |v| v.v)
+}
+
+/// Replaces the section that starts with `heading` (a `## ` line) in
+/// docs/benchmarks.md, or appends it, so each bench rewrites only its own.
+pub fn write_section(heading: &str, section: &str) -> std::io::Result<()> {
+    let path = "docs/benchmarks.md";
+    let existing = std::fs::read_to_string(path).unwrap_or_else(|_| {
+        "# Benchmarks\n\nNumbers from `make bench`; each section says the machine it ran on.\n\n"
+            .into()
+    });
+    let updated = match existing.find(heading) {
+        Some(start) => {
+            let end = existing[start + 3..]
+                .find("\n## ")
+                .map(|i| start + 3 + i + 1)
+                .unwrap_or(existing.len());
+            format!("{}{}{}", &existing[..start], section, &existing[end..])
+        }
+        None => format!("{existing}{section}"),
+    };
+    std::fs::write(path, updated)
+}

@@ -1,0 +1,12 @@
+DROP TABLE provisioner.agent_commands;
+DROP TABLE provisioner.outbox;
+DROP INDEX provisioner.jobs_runnable;
+ALTER TABLE provisioner.jobs
+    DROP COLUMN owner,
+    DROP COLUMN lease_until,
+    DROP COLUMN next_attempt_at,
+    DROP COLUMN deadline,
+    DROP COLUMN command,
+    DROP COLUMN routing_key,
+    DROP COLUMN reported_at,
+    DROP COLUMN dead_lettered_at;

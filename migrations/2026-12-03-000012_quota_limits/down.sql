@@ -1,0 +1,11 @@
+DROP INDEX quota.reservations_team_live;
+DROP INDEX quota.reservations_month;
+ALTER TABLE quota.reservations
+    DROP COLUMN team_id,
+    DROP COLUMN hourly_rate,
+    DROP COLUMN gpu_model;
+DROP TABLE quota.teams;
+ALTER TABLE quota.tenant_quotas
+    DROP COLUMN monthly_budget,
+    DROP COLUMN max_running_instances,
+    DROP COLUMN max_gpus_per_model;

@@ -1,0 +1,3 @@
+DROP TABLE catalog.gpu_utilisation;
+DROP TABLE ordering.instance_rules;
+DROP TABLE ordering.instance_events;

@@ -1,0 +1,504 @@
+//! `instanceEvents(instanceId)`: every state change, provisioning step and
+//! lifecycle-rule notice of one instance, over WebSocket
+//! (graphql-transport-ws), and the lifecycle rules themselves
+//! (`setInstanceRules`, `instanceRules`).
+//!
+//! Live delivery: each gateway process consumes the events exchange through
+//! its own exclusive, auto-delete queue bound to `ordering.instance.event`
+//! and `provisioner.instance.step`, and fans the messages out through a
+//! broadcast channel per instance ([`Hub`]). A subscription first joins the
+//! channel, then asks ordering for the history and streams it, then the live
+//! events it has not streamed yet: instance events by `seq`, provisioning
+//! steps by (job kind, step, status, attempt), the same key ordering records
+//! them under. Nothing is missed between the history and the first live
+//! event, and nothing is streamed twice. A subscriber that falls more than
+//! [`CHANNEL_CAPACITY`] events behind has its subscription completed; it
+//! subscribes again and the history fills the gap.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_graphql::{Context, ID, InputObject, Object, SimpleObject, Subscription};
+use contracts::events::{self, INSTANCE_EVENT, PROVISIONING_STEP};
+use contracts::{Envelope, api};
+use futures_util::StreamExt;
+use futures_util::stream::BoxStream;
+use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::FieldTable;
+use platform::Config;
+use tokio::sync::broadcast;
+use uuid::Uuid;
+
+use super::instant;
+use super::rentals::Instance;
+use crate::auth::{self, Access};
+use crate::clients;
+use crate::error::{GatewayError, GqlResult};
+use crate::validate;
+
+/// Events buffered per instance for a slow subscriber.
+pub const CHANNEL_CAPACITY: usize = 256;
+
+/// A message about one instance, as it came off the broker.
+#[derive(Debug, Clone)]
+pub enum Live {
+    Instance(Box<events::InstanceEvent>),
+    Step(events::ProvisioningStep),
+}
+
+/// Broadcast channels per instance, created by the first subscriber and
+/// dropped once the last one left.
+#[derive(Default)]
+pub struct Hub {
+    channels: Mutex<HashMap<Uuid, broadcast::Sender<Live>>>,
+}
+
+impl Hub {
+    pub fn subscribe(&self, instance_id: Uuid) -> broadcast::Receiver<Live> {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        // Channels whose subscribers all left go here, not only on their
+        // next event: an instance that never changes again sends none.
+        channels.retain(|_, sender| sender.receiver_count() > 0);
+        channels
+            .entry(instance_id)
+            .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
+            .subscribe()
+    }
+
+    fn publish(&self, instance_id: Uuid, event: Live) {
+        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(sender) = channels.get(&instance_id)
+            && sender.send(event).is_err()
+        {
+            // Nobody listens any more.
+            channels.remove(&instance_id);
+        }
+    }
+
+    /// Hands one broker message to the subscribers of its instance.
+    pub fn dispatch(&self, routing_key: &str, body: &[u8]) {
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(body) else {
+            tracing::warn!(routing_key, "undecodable event ignored");
+            return;
+        };
+        let decoded = match routing_key {
+            INSTANCE_EVENT => serde_json::from_value::<events::InstanceEvent>(envelope.payload)
+                .map(|e| (e.instance_id, Live::Instance(Box::new(e)))),
+            PROVISIONING_STEP => {
+                serde_json::from_value::<events::ProvisioningStep>(envelope.payload)
+                    .map(|s| (s.instance_id, Live::Step(s)))
+            }
+            _ => return,
+        };
+        match decoded {
+            Ok((id, live)) => self.publish(id, live),
+            Err(error) => tracing::warn!(routing_key, %error, "undecodable event payload ignored"),
+        }
+    }
+}
+
+/// Consumes instance events into `hub` forever, reconnecting after broker
+/// errors. The queue is this process's own (exclusive, deleted with the
+/// connection): live fan-out only; the history lives in ordering.
+pub async fn run_hub(config: Arc<Config>, hub: Arc<Hub>) {
+    loop {
+        if let Err(error) = consume(&config, &hub).await {
+            tracing::warn!(%error, "instance event fan-out restarting");
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+async fn consume(config: &Config, hub: &Hub) -> Result<(), platform::PlatformError> {
+    let conn = platform::broker::connect(&config.amqp_url).await;
+    let channel = conn.create_channel().await?;
+    platform::broker::declare_topology(&channel, config).await?;
+    let queue = channel
+        .queue_declare(
+            "".into(),
+            QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    for key in [INSTANCE_EVENT, PROVISIONING_STEP] {
+        channel
+            .queue_bind(
+                queue.name().clone(),
+                config.events_exchange.as_str().into(),
+                key.into(),
+                QueueBindOptions::default(),
+                FieldTable::default(),
+            )
+            .await?;
+    }
+    let mut deliveries = channel
+        .basic_consume(
+            queue.name().clone(),
+            "gateway-instance-events".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    while let Some(delivery) = deliveries.next().await {
+        let delivery = delivery?;
+        hub.dispatch(delivery.routing_key.as_str(), &delivery.data);
+    }
+    Ok(())
+}
+
+/// One provisioning or deprovisioning step of a worker job.
+#[derive(SimpleObject, Clone)]
+pub struct ProvisioningStep {
+    /// `provision`, `provision:N` (a start after a stop) or `deprovision`.
+    job_kind: String,
+    step: String,
+    /// `started`, `finished` or `failed`.
+    status: String,
+    attempt: i32,
+    duration_ms: Option<i64>,
+    error: Option<String>,
+    at: String,
+}
+
+impl From<events::ProvisioningStep> for ProvisioningStep {
+    fn from(s: events::ProvisioningStep) -> Self {
+        Self {
+            job_kind: s.job_kind,
+            step: s.step,
+            status: s.status,
+            attempt: s.attempt,
+            duration_ms: s.duration_ms,
+            error: s.error,
+            at: instant(s.at),
+        }
+    }
+}
+
+/// A lifecycle rule about to act, or acting.
+#[derive(SimpleObject)]
+pub struct RuleNotice {
+    /// `max_duration`, `idle` or `auto_destroy`.
+    rule: String,
+    /// `stop` or `destroy`.
+    action: String,
+    due_at: String,
+}
+
+/// One change of an instance.
+#[derive(SimpleObject)]
+pub struct InstanceEvent {
+    /// Position in the instance's history (from 1); null for a provisioning
+    /// step streamed live before ordering recorded it.
+    seq: Option<i32>,
+    /// `state_changed`, `provisioning_step`, `rule_warning`,
+    /// `rule_enforced` or `rules_changed`.
+    kind: String,
+    from_state: Option<String>,
+    to_state: Option<String>,
+    reason: Option<String>,
+    step: Option<ProvisioningStep>,
+    rule: Option<RuleNotice>,
+    /// The instance after the event, with its rental type and billed rates
+    /// (null on a step streamed live).
+    instance: Option<Instance>,
+    at: String,
+}
+
+impl From<events::InstanceEvent> for InstanceEvent {
+    fn from(e: events::InstanceEvent) -> Self {
+        Self {
+            seq: Some(e.seq),
+            kind: e.kind,
+            from_state: e.from_state,
+            to_state: e.to_state,
+            reason: e.reason,
+            step: e.step.map(Into::into),
+            rule: e.rule.map(|r| RuleNotice {
+                rule: r.rule,
+                action: r.action,
+                due_at: instant(r.due_at),
+            }),
+            instance: Some(e.instance.into()),
+            at: instant(e.at),
+        }
+    }
+}
+
+fn step_key(s: &events::ProvisioningStep) -> String {
+    format!("{}:{}:{}:{}", s.job_kind, s.step, s.status, s.attempt)
+}
+
+/// What one subscription has streamed so far.
+#[derive(Default)]
+struct Streamed {
+    last_seq: i32,
+    steps: HashSet<String>,
+}
+
+impl Streamed {
+    /// The event to stream, or None when it was streamed already.
+    fn admit(&mut self, live: Live) -> Option<InstanceEvent> {
+        match live {
+            Live::Instance(event) => {
+                if event.seq <= self.last_seq {
+                    return None;
+                }
+                self.last_seq = event.seq;
+                if let Some(step) = &event.step
+                    && !self.steps.insert(step_key(step))
+                {
+                    return None;
+                }
+                Some((*event).into())
+            }
+            Live::Step(step) => {
+                if !self.steps.insert(step_key(&step)) {
+                    return None;
+                }
+                Some(InstanceEvent {
+                    seq: None,
+                    kind: "provisioning_step".into(),
+                    from_state: None,
+                    to_state: None,
+                    reason: step.error.clone(),
+                    instance: None,
+                    at: instant(step.at),
+                    step: Some(step.into()),
+                    rule: None,
+                })
+            }
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct EventsSubscription;
+
+#[Subscription]
+impl EventsSubscription {
+    /// Every change of one of the caller's instances: first its history,
+    /// then live state changes, provisioning steps and rule notices. Over
+    /// WebSocket (graphql-transport-ws) at `/graphql`; the token goes in the
+    /// `connection_init` payload as `{"authorization": "Bearer ..."}`.
+    async fn instance_events(
+        &self,
+        ctx: &Context<'_>,
+        instance_id: ID,
+    ) -> async_graphql::Result<BoxStream<'static, InstanceEvent>> {
+        Ok(instance_events(ctx, instance_id).await?)
+    }
+}
+
+async fn instance_events(
+    ctx: &Context<'_>,
+    instance_id: ID,
+) -> GqlResult<BoxStream<'static, InstanceEvent>> {
+    {
+        let principal = auth::authorize(ctx, Access::Instances).await?;
+        let id = validate::id("instanceId", &instance_id)?;
+        let hub = ctx
+            .data_opt::<Arc<Hub>>()
+            .ok_or_else(|| GatewayError::Internal("event hub missing from schema data".into()))?;
+        // Join the live channel before reading the history, so nothing falls
+        // between the two.
+        let rx = hub.subscribe(id);
+        let history: Vec<events::InstanceEvent> = clients::from_context(ctx)?
+            .ordering
+            .get_query(
+                &format!("/internal/instances/{id}/events"),
+                &[("tenant_id", principal.tenant_id)],
+            )
+            .await?;
+        let mut streamed = Streamed::default();
+        let replay: Vec<InstanceEvent> = history
+            .into_iter()
+            .filter_map(|e| streamed.admit(Live::Instance(Box::new(e))))
+            .collect();
+        let live =
+            futures_util::stream::unfold((rx, streamed), |(mut rx, mut streamed)| async move {
+                loop {
+                    match rx.recv().await {
+                        Ok(live) => {
+                            if let Some(event) = streamed.admit(live) {
+                                return Some((event, (rx, streamed)));
+                            }
+                        }
+                        Err(broadcast::error::RecvError::Lagged(missed)) => {
+                            tracing::warn!(
+                                missed,
+                                "instanceEvents subscriber fell behind; completing it"
+                            );
+                            return None;
+                        }
+                        Err(broadcast::error::RecvError::Closed) => return None,
+                    }
+                }
+            });
+        Ok(futures_util::stream::iter(replay).chain(live).boxed())
+    }
+}
+
+/// The schema as the WebSocket transport runs it: every error in a
+/// subscription's responses carries an `extensions.code`, as over HTTP.
+#[derive(Clone)]
+pub struct CodedExecutor(pub super::GatewaySchema);
+
+impl async_graphql::Executor for CodedExecutor {
+    fn execute(
+        &self,
+        request: async_graphql::Request,
+    ) -> impl std::future::Future<Output = async_graphql::Response> + Send {
+        let schema = self.0.clone();
+        async move {
+            let mut response = schema.execute(request).await;
+            crate::error::ensure_codes(&mut response);
+            response
+        }
+    }
+
+    fn execute_stream(
+        &self,
+        request: async_graphql::Request,
+        session_data: Option<Arc<async_graphql::Data>>,
+    ) -> BoxStream<'static, async_graphql::Response> {
+        async_graphql::Executor::execute_stream(&self.0, request, session_data)
+            .map(|mut response| {
+                crate::error::ensure_codes(&mut response);
+                response
+            })
+            .boxed()
+    }
+}
+
+/// Lifecycle rules of an instance; durations in seconds, an absent field is
+/// no rule.
+#[derive(SimpleObject)]
+pub struct InstanceRules {
+    /// Stop once a run has lasted this long (from its `runningAt`).
+    max_duration_seconds: Option<i64>,
+    /// Stop once every GPU of the machine stayed below
+    /// `idleThresholdPercent` utilisation for this long.
+    idle_stop_after_seconds: Option<i64>,
+    idle_threshold_percent: Option<i32>,
+    /// Destroy once stopped for this long.
+    auto_destroy_after_stopped_seconds: Option<i64>,
+}
+
+impl From<api::InstanceRules> for InstanceRules {
+    fn from(r: api::InstanceRules) -> Self {
+        Self {
+            max_duration_seconds: r.max_duration_seconds,
+            idle_stop_after_seconds: r.idle_stop_after_seconds,
+            idle_threshold_percent: r.idle_threshold_percent,
+            auto_destroy_after_stopped_seconds: r.auto_destroy_after_stopped_seconds,
+        }
+    }
+}
+
+/// Lifecycle rules to set; each is announced by a `rule_warning` event
+/// before it acts. Idle-stop needs both its fields.
+#[derive(InputObject, Clone)]
+pub struct InstanceRulesInput {
+    max_duration_seconds: Option<i64>,
+    idle_stop_after_seconds: Option<i64>,
+    /// 1 to 100.
+    idle_threshold_percent: Option<i32>,
+    auto_destroy_after_stopped_seconds: Option<i64>,
+}
+
+impl From<InstanceRulesInput> for api::InstanceRules {
+    fn from(r: InstanceRulesInput) -> Self {
+        Self {
+            max_duration_seconds: r.max_duration_seconds,
+            idle_stop_after_seconds: r.idle_stop_after_seconds,
+            idle_threshold_percent: r.idle_threshold_percent,
+            auto_destroy_after_stopped_seconds: r.auto_destroy_after_stopped_seconds,
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct LifecycleQuery;
+
+#[Object]
+impl LifecycleQuery {
+    /// The lifecycle rules of one of the caller's instances.
+    async fn instance_rules(&self, ctx: &Context<'_>, instance_id: ID) -> GqlResult<InstanceRules> {
+        let principal = auth::authorize(ctx, Access::Instances).await?;
+        let id = validate::id("instanceId", &instance_id)?;
+        let rules: api::InstanceRules = clients::from_context(ctx)?
+            .ordering
+            .get_query(
+                &format!("/internal/instances/{id}/rules"),
+                &[("tenant_id", principal.tenant_id)],
+            )
+            .await?;
+        Ok(rules.into())
+    }
+}
+
+#[derive(Default)]
+pub struct LifecycleMutation;
+
+#[Object]
+impl LifecycleMutation {
+    /// Replaces the lifecycle rules of an instance (absent fields clear
+    /// theirs). Setting the same rules again changes nothing.
+    async fn set_instance_rules(
+        &self,
+        ctx: &Context<'_>,
+        instance_id: ID,
+        rules: InstanceRulesInput,
+    ) -> GqlResult<InstanceRules> {
+        let principal = auth::authorize(ctx, Access::Rent).await?;
+        let id = validate::id("instanceId", &instance_id)?;
+        let rules: api::InstanceRules = clients::from_context(ctx)?
+            .ordering
+            .put(
+                &format!("/internal/instances/{id}/rules"),
+                &api::SetInstanceRulesRequest {
+                    tenant_id: principal.tenant_id,
+                    rules: rules.into(),
+                },
+            )
+            .await?;
+        Ok(rules.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Utc;
+
+    use super::*;
+
+    fn step(status: &str, attempt: i32) -> events::ProvisioningStep {
+        events::ProvisioningStep {
+            instance_id: Uuid::nil(),
+            job_kind: "provision".into(),
+            step: "image".into(),
+            status: status.into(),
+            attempt,
+            duration_ms: None,
+            error: None,
+            at: Utc::now(),
+        }
+    }
+
+    #[test]
+    fn a_step_streams_once_whether_it_comes_live_or_recorded() {
+        let mut streamed = Streamed::default();
+        assert!(streamed.admit(Live::Step(step("started", 1))).is_some());
+        assert!(streamed.admit(Live::Step(step("started", 1))).is_none());
+        assert!(streamed.admit(Live::Step(step("finished", 1))).is_some());
+        assert!(streamed.admit(Live::Step(step("started", 2))).is_some());
+    }
+}

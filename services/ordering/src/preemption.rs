@@ -1,0 +1,192 @@
+//! Preemptions decided by the catalog (`catalog.allocation.preempted`).
+//!
+//! The catalog has already given the GPUs to the higher-priority order, in
+//! the transaction that preempted them; here ordering makes the renter's side
+//! agree, in one transaction with the inbox record:
+//!
+//! - the preempted holding key is recorded in `ordering.preemptions`, so a
+//!   saga or a start that has not created (or restarted) its instance yet
+//!   refuses to, instead of provisioning on GPUs that are gone;
+//! - an instance whose current holding is that key and that is `running` or
+//!   `provisioning` becomes `preempted` at the catalog's instant; a running
+//!   one gets `ordering.instance.stopped` with `stopped_at = preempted_at`,
+//!   so metering bills exactly until the preemption; the worker is told to
+//!   stop it (unbind GPUs and container; the disk stays until destroyed).
+//!
+//! After the commit the holding's quota is released (idempotent, so it is
+//! done for duplicates too: a crash between commit and release is repaired by
+//! the redelivery).
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use contracts::Envelope;
+use contracts::events::{
+    ALLOCATION_PREEMPTED, AllocationPreempted, INSTANCE_STOPPED, InstanceStopped, STOP_INSTANCE,
+    StopInstance,
+};
+use diesel::prelude::*;
+use platform::consumer::HandlerError;
+use platform::{Config, Db};
+use schema::ordering::{instances, orders, preemptions};
+use uuid::Uuid;
+
+use crate::instances::{InstanceRow, current_holding_key, lock, publish, transition};
+use crate::state::InstanceState;
+use crate::{Deps, Error, SCHEMA};
+
+/// Consumes the catalog's preemption events forever.
+pub async fn run_consumer(config: Arc<Config>, db: Db) {
+    let deps = Deps::new(config.clone());
+    let queue = config.ordering_queue.clone();
+    platform::consumer::run(config, queue, move |envelope: Envelope| {
+        let db = db.clone();
+        let deps = deps.clone();
+        async move { handle(&db, &deps, envelope).await }
+    })
+    .await
+}
+
+async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), HandlerError> {
+    if envelope.kind != ALLOCATION_PREEMPTED {
+        return Ok(());
+    }
+    let event: AllocationPreempted = envelope
+        .payload()
+        .map_err(|e| HandlerError::Permanent(format!("undecodable preemption: {e}")))?;
+    let key = event.allocation_key;
+    let events = deps.config.events_exchange.clone();
+    let commands = deps.config.commands_exchange.clone();
+    db.tx(move |conn| {
+        if !platform::consumer::claim(conn, SCHEMA, &envelope)? {
+            return Ok(());
+        }
+        apply(conn, &events, &commands, &event)
+    })
+    .await
+    .map_err(|e: Error| HandlerError::Transient(e.to_string()))?;
+    crate::saga::release_quota(deps, key)
+        .await
+        .map_err(|e| HandlerError::Transient(e.to_string()))
+}
+
+/// Whether `key`'s GPUs were taken back by the catalog.
+pub fn preempted(conn: &mut PgConnection, key: Uuid) -> QueryResult<bool> {
+    diesel::select(diesel::dsl::exists(preemptions::table.find(key))).get_result(conn)
+}
+
+fn apply(
+    conn: &mut PgConnection,
+    events: &str,
+    commands: &str,
+    event: &AllocationPreempted,
+) -> Result<(), Error> {
+    // Lock what a racing saga or start locks before it creates or restarts
+    // the instance, so exactly one of the two sees the other.
+    let row: Option<InstanceRow> = match event.instance_id {
+        Some(id) => Some(lock(conn, id)?),
+        None => {
+            let order: Option<Uuid> = orders::table
+                .find(event.allocation_key)
+                .select(orders::id)
+                .for_update()
+                .first(conn)
+                .optional()?;
+            match order {
+                Some(order_id) => {
+                    let id: Option<Uuid> = instances::table
+                        .filter(instances::order_id.eq(order_id))
+                        .select(instances::id)
+                        .first(conn)
+                        .optional()?;
+                    id.map(|id| lock(conn, id)).transpose()?
+                }
+                None => None,
+            }
+        }
+    };
+    diesel::insert_into(preemptions::table)
+        .values((
+            preemptions::allocation_key.eq(event.allocation_key),
+            preemptions::instance_id.eq(row.as_ref().map(|r| r.id)),
+            preemptions::machine_id.eq(event.machine_id),
+            preemptions::preempted_at.eq(event.preempted_at),
+            preemptions::reason.eq(&event.reason),
+        ))
+        .on_conflict_do_nothing()
+        .execute(conn)?;
+    let Some(row) = row else {
+        tracing::info!(allocation = %event.allocation_key, "preempted before its instance existed");
+        return Ok(());
+    };
+    // A holding of an earlier run (since stopped) says nothing about now.
+    if current_holding_key(conn, &row)? != event.allocation_key {
+        return Ok(());
+    }
+    let state = row.state()?;
+    if !matches!(state, InstanceState::Running | InstanceState::Provisioning) {
+        return Ok(());
+    }
+    preempt_instance(
+        conn,
+        events,
+        commands,
+        &row,
+        state,
+        event.preempted_at,
+        &event.reason,
+    )
+}
+
+fn preempt_instance(
+    conn: &mut PgConnection,
+    events: &str,
+    commands: &str,
+    row: &InstanceRow,
+    state: InstanceState,
+    at: DateTime<Utc>,
+    reason: &str,
+) -> Result<(), Error> {
+    let reason = format!("{reason}; notice 0 s");
+    diesel::update(instances::table.find(row.id))
+        .set((
+            instances::preempted_at.eq(at),
+            instances::stopped_at.eq(if state == InstanceState::Running {
+                Some(at)
+            } else {
+                row.stopped_at
+            }),
+        ))
+        .execute(conn)?;
+    transition(conn, row, InstanceState::Preempted, Some(&reason), at)?;
+    if state == InstanceState::Running {
+        // Billing ends at the preemption instant, not when ordering heard of it.
+        publish(
+            conn,
+            events,
+            INSTANCE_STOPPED,
+            at,
+            row.tenant_id,
+            &InstanceStopped {
+                instance_id: row.id,
+                tenant_id: row.tenant_id,
+                run_seq: row.run_seq,
+                stopped_at: at,
+                reason: "preempted".into(),
+            },
+        )?;
+    }
+    publish(
+        conn,
+        commands,
+        STOP_INSTANCE,
+        at,
+        row.tenant_id,
+        &StopInstance {
+            instance_id: row.id,
+            machine_id: row.machine_id,
+        },
+    )?;
+    tracing::info!(instance.id = %row.id, from = %state, "instance preempted");
+    Ok(())
+}

@@ -1,0 +1,546 @@
+//! The provisioning worker's job machinery over real Postgres and RabbitMQ,
+//! with workers as OS processes: a job that keeps failing dies, fails the
+//! instance with nothing held or charged and lands its command in the
+//! dead-letter queue; a job past its deadline is failed by the reconciler
+//! while its step still runs; two workers share the jobs and run every
+//! instance exactly once; the `agent` driver provisions and destroys through
+//! a real host agent, and times out one that does not answer.
+
+use std::time::Duration;
+
+use gpumarket::client::Client;
+use gpumarket::dev::Parts;
+use host_agent::lapin::options::BasicGetOptions;
+use host_agent::lapin::{Connection, ConnectionProperties};
+use serde_json::json;
+
+use crate::harness::*;
+
+const NO_WORKER: Parts = Parts {
+    services: true,
+    messaging: true,
+    provisioner: false,
+};
+
+/// Message ids in the dead-letter queue, read (and consumed) until `want`
+/// shows up or the limit passes.
+async fn dead_letters(config: &platform::Config, want: &str) -> Vec<(String, String)> {
+    let conn = Connection::connect(&config.amqp_url, ConnectionProperties::default())
+        .await
+        .expect("amqp");
+    let channel = conn.create_channel().await.expect("channel");
+    let queue = format!("{}.dead", config.dead_letter_exchange);
+    let mut seen: Vec<(String, String)> = Vec::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !seen.iter().any(|(id, _)| id == want) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{want} not dead-lettered; saw {seen:?}"
+        );
+        while let Some(message) = channel
+            .basic_get(queue.as_str().into(), BasicGetOptions { no_ack: true })
+            .await
+            .expect("basic_get")
+        {
+            let id = message
+                .delivery
+                .properties
+                .message_id()
+                .as_ref()
+                .map(|m| m.to_string())
+                .unwrap_or_default();
+            seen.push((id, message.delivery.routing_key.to_string()));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    seen
+}
+
+/// The id of the provisioning command ordering sent for `instance`.
+fn command_id(env: &TestEnv, instance: &str) -> String {
+    #[derive(diesel::QueryableByName)]
+    struct Id {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        id: String,
+    }
+    let rows: Vec<Id> = diesel::RunQueryDsl::load(
+        diesel::sql_query(format!(
+            "SELECT id::text AS id FROM ordering.outbox WHERE routing_key = 'provisioner.jobs.provision' \
+             AND body->'payload'->>'instance_id' = '{instance}'"
+        )),
+        &mut env.conn(),
+    )
+    .expect("command");
+    assert_eq!(rows.len(), 1, "one provisioning command");
+    rows[0].id.clone()
+}
+
+/// Nothing is held and nothing was charged.
+async fn assert_released_and_uncharged(env: &TestEnv, renter: &Client, credit: i64) {
+    eventually("holdings released", Duration::from_secs(20), || async {
+        (env.count("SELECT coalesce(sum(gpus_allocated), 0)::bigint AS n FROM catalog.machines")
+            == 0
+            && env.count("SELECT count(*) AS n FROM quota.reservations WHERE released_at IS NULL")
+                == 0)
+            .then_some(())
+    })
+    .await;
+    assert_eq!(
+        env.count(
+            "SELECT count(*) AS n FROM ordering.outbox WHERE routing_key = 'ordering.instance.running'"
+        ),
+        0,
+        "never ran"
+    );
+    let balance = renter
+        .run("{ balance { amount } usage { id } }", json!({}))
+        .await
+        .expect("balance");
+    let amount: rust_decimal::Decimal = balance["balance"]["amount"]
+        .as_str()
+        .expect("amount")
+        .parse()
+        .expect("decimal");
+    assert_eq!(
+        amount,
+        rust_decimal::Decimal::from(credit),
+        "nothing charged"
+    );
+    assert_eq!(balance["usage"], json!([]));
+}
+
+async fn wait_failed(renter: &Client, id: &str) -> serde_json::Value {
+    eventually("instance failed", Duration::from_secs(60), || async {
+        let i = instance_status(renter, id).await;
+        (i["status"] == "failed").then_some(i)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_that_keeps_failing_is_dead_lettered_and_releases_everything() {
+    let env = TestEnv::new().await;
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(env, NO_WORKER, "L40S", 4, "0.89", "100").await;
+    let placed = order(&renter, &offer, 2, "dead").await.expect("order");
+    let id = placed["id"].as_str().expect("id").to_owned();
+
+    // The readiness check fails every time: a permanent fault, after the
+    // steps before it put GPUs, a network, a volume, a container and a key
+    // on the machine.
+    let mut worker = worker_process(
+        &stack.config,
+        &[
+            ("GPUMARKET_STEP_ATTEMPTS", "3"),
+            ("GPUMARKET_SIM_STEP_FAILURES", "readiness_check=99"),
+        ],
+    );
+    let failed = wait_failed(&renter, &id).await;
+    assert!(
+        failed["statusReason"]
+            .as_str()
+            .is_some_and(|r| r.contains("readiness_check") && r.contains("injected failure")),
+        "{failed}"
+    );
+    assert_released_and_uncharged(&env, &renter, 100).await;
+
+    // The original command is in the dead-letter queue, under its own id and
+    // routing key, once.
+    let command = command_id(&env, &id);
+    let dead = dead_letters(&stack.config, &command).await;
+    // The dead run's leftovers are cleaned off the machine.
+    eventually("cleanup", Duration::from_secs(30), || async {
+        (env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.jobs WHERE instance_id = '{id}' AND kind = 'cleanup' \
+             AND status = 'succeeded' AND reported_at IS NOT NULL"
+        )) == 1)
+            .then_some(())
+    })
+    .await;
+    worker.kill().expect("kill");
+    worker.wait().expect("reap");
+    assert_eq!(
+        dead.iter().filter(|(m, _)| *m == command).count(),
+        1,
+        "{dead:?}"
+    );
+    assert!(
+        dead.iter()
+            .any(|(m, key)| *m == command && key == "provisioner.jobs.provision")
+    );
+
+    // The job: failed, dead-lettered, reported; three starts of the step,
+    // three failure events; the steps before it ran once.
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.jobs WHERE instance_id = '{id}' AND kind = 'provision' \
+             AND status = 'failed' AND dead_lettered_at IS NOT NULL AND reported_at IS NOT NULL"
+        )),
+        1
+    );
+    assert_eq!(
+        env.count(&format!(
+            "SELECT s.attempts::bigint AS n FROM provisioner.job_steps s JOIN provisioner.jobs j ON j.id = s.job_id \
+             WHERE j.instance_id = '{id}' AND j.kind = 'provision' AND s.step = 'readiness_check'"
+        )),
+        3
+    );
+    let events = |status: &str| {
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.outbox WHERE routing_key = 'provisioner.instance.step' \
+             AND body->'payload'->>'instance_id' = '{id}' AND body->'payload'->>'step' = 'readiness_check' \
+             AND body->'payload'->>'status' = '{status}' AND published_at IS NOT NULL"
+        ))
+    };
+    assert_eq!(events("started"), 3);
+    assert_eq!(events("failed"), 3);
+    assert_eq!(events("finished"), 0);
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.job_steps s JOIN provisioner.jobs j ON j.id = s.job_id \
+             WHERE j.instance_id = '{id}' AND j.kind = 'provision' AND s.finished_at IS NOT NULL AND s.attempts = 1"
+        )),
+        7,
+        "the steps before it ran once each"
+    );
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.sim_resources WHERE instance_id = '{id}'"
+        )),
+        0
+    );
+
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_job_past_its_deadline_is_failed_while_its_step_hangs() {
+    let env = TestEnv::new().await;
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(env, NO_WORKER, "RTX 4090", 2, "0.42", "100").await;
+    let placed = order(&renter, &offer, 1, "overdue").await.expect("order");
+    let id = placed["id"].as_str().expect("id").to_owned();
+
+    // The image pull hangs far past the job's 3 s deadline.
+    let mut worker = worker_process(
+        &stack.config,
+        &[
+            ("GPUMARKET_JOB_DEADLINE_SECONDS", "3"),
+            ("GPUMARKET_SIM_STEP_LATENCY_MS", "pull_image=600000"),
+        ],
+    );
+    let failed = wait_failed(&renter, &id).await;
+    worker.kill().expect("kill");
+    worker.wait().expect("reap");
+    assert!(
+        failed["statusReason"]
+            .as_str()
+            .is_some_and(|r| r.contains("deadline")),
+        "{failed}"
+    );
+    // The hanging step never finished; the job is failed and reported.
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.job_steps s JOIN provisioner.jobs j ON j.id = s.job_id \
+             WHERE j.instance_id = '{id}' AND s.step = 'pull_image' AND s.finished_at IS NULL"
+        )),
+        1
+    );
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.jobs WHERE instance_id = '{id}' AND status = 'failed' \
+             AND reported_at IS NOT NULL AND dead_lettered_at IS NOT NULL"
+        )),
+        1
+    );
+    assert_released_and_uncharged(&env, &renter, 100).await;
+
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_workers_share_the_jobs_and_run_every_instance_exactly_once() {
+    const N: usize = 8;
+    let env = TestEnv::new().await;
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(env, NO_WORKER, "A100 80GB SXM", N as i32, "1.10", "1000").await;
+
+    // Two jobs at a time each, and a slow step: neither can take them all.
+    let settings = [
+        ("GPUMARKET_WORKER_CONCURRENCY", "2"),
+        ("GPUMARKET_SIM_STEP_LATENCY_MS", "pull_image=1000"),
+    ];
+    let mut workers = [
+        worker_process(&stack.config, &settings),
+        worker_process(&stack.config, &settings),
+    ];
+    let mut ids = Vec::new();
+    for n in 0..N {
+        let placed = order(&renter, &offer, 1, &format!("pair-{n}"))
+            .await
+            .expect("order");
+        ids.push(placed["id"].as_str().expect("id").to_owned());
+    }
+    for id in &ids {
+        wait_running(&renter, id, Duration::from_secs(90)).await;
+    }
+    for worker in &mut workers {
+        worker.kill().expect("kill");
+        worker.wait().expect("reap");
+    }
+
+    for id in &ids {
+        assert_eq!(
+            env.count(&format!(
+                "SELECT count(*) AS n FROM ordering.outbox WHERE routing_key = 'ordering.instance.running' \
+                 AND body->'payload'->>'instance_id' = '{id}'"
+            )),
+            1,
+            "one running event for {id}"
+        );
+        assert_eq!(
+            env.count(&format!(
+                "SELECT count(*) AS n FROM provisioner.jobs WHERE instance_id = '{id}'"
+            )),
+            1
+        );
+        // Every step ran exactly once: no two workers ran the same job.
+        assert_eq!(
+            env.count(&format!(
+                "SELECT count(*) AS n FROM provisioner.job_steps s JOIN provisioner.jobs j ON j.id = s.job_id \
+                 WHERE j.instance_id = '{id}' AND s.finished_at IS NOT NULL AND s.attempts = 1"
+            )),
+            8
+        );
+        assert_eq!(
+            env.count(&format!(
+                "SELECT count(*) AS n FROM provisioner.outbox WHERE routing_key = 'provisioner.instance.step' \
+                 AND body->'payload'->>'instance_id' = '{id}' AND body->'payload'->>'status' = 'started'"
+            )),
+            8
+        );
+    }
+    assert_eq!(
+        env.count("SELECT count(DISTINCT owner) AS n FROM provisioner.jobs"),
+        2,
+        "both workers ran jobs"
+    );
+    assert_eq!(
+        env.count(
+            "SELECT count(DISTINCT name) AS n FROM provisioner.sim_resources WHERE kind = 'gpu'"
+        ),
+        N as i64,
+        "every GPU index bound once"
+    );
+    assert_eq!(
+        env.count("SELECT gpus_allocated::bigint AS n FROM catalog.machines"),
+        N as i64
+    );
+
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+/// A renter with credit on `stack`.
+async fn renter_with_credit(env: &TestEnv, stack: &gpumarket::dev::Stack) -> Client {
+    let api = Client::new(&stack.gateway_url);
+    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
+    let operator = env.operator(&api).await;
+    grant(&operator, &tenant, "100").await;
+    renter
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_driver_provisions_and_destroys_through_a_real_host_agent() {
+    let env = TestEnv::new().await;
+    let stack = env.start(NO_WORKER).await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let machine = machine_with_agent(&stack, &host, "RTX 4090", 2, 24, "0.42").await;
+    let renter = renter_with_credit(&env, &stack).await;
+
+    let mut worker = worker_process(
+        &stack.config,
+        &[
+            ("GPUMARKET_PROVISIONER_DRIVER", "agent"),
+            ("GPUMARKET_AGENT_STEP_TIMEOUT_MS", "10000"),
+        ],
+    );
+    let placed = order(&renter, &machine, 1, "via-agent")
+        .await
+        .expect("order");
+    let id = placed["id"].as_str().expect("id").to_owned();
+    wait_running(&renter, &id, Duration::from_secs(60)).await;
+
+    // Every provisioning step went to the agent and was answered ok; the
+    // agent changed the machine's state.
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.agent_commands WHERE instance_id = '{id}' \
+             AND machine_id = '{machine}' AND ok AND answered_at IS NOT NULL"
+        )),
+        8
+    );
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.sim_resources WHERE instance_id = '{id}' AND kind = 'gpu'"
+        )),
+        1
+    );
+
+    renter
+        .run(
+            "mutation($id: ID!) { destroyInstance(id: $id) { status } }",
+            json!({ "id": id }),
+        )
+        .await
+        .expect("destroy");
+    eventually("destroyed", Duration::from_secs(60), || async {
+        (instance_status(&renter, &id).await["status"] == "destroyed").then_some(())
+    })
+    .await;
+    worker.kill().expect("kill");
+    worker.wait().expect("reap");
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.agent_commands WHERE instance_id = '{id}' \
+             AND step = 'validate_clean' AND ok"
+        )),
+        1
+    );
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.sim_resources WHERE instance_id = '{id}'"
+        )),
+        0,
+        "nothing left on the machine"
+    );
+    assert_eq!(
+        env.count("SELECT coalesce(sum(gpus_allocated), 0)::bigint AS n FROM catalog.machines"),
+        0
+    );
+
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_agent_driver_times_out_a_silent_agent_and_fails_the_instance() {
+    let env = TestEnv::new().await;
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(env, NO_WORKER, "RTX 4090", 2, "0.42", "100").await;
+    // The machine is registered (its queue exists) but no agent runs on it.
+    let mut worker = worker_process(
+        &stack.config,
+        &[
+            ("GPUMARKET_PROVISIONER_DRIVER", "agent"),
+            ("GPUMARKET_AGENT_STEP_TIMEOUT_MS", "1000"),
+            ("GPUMARKET_STEP_ATTEMPTS", "2"),
+        ],
+    );
+    let placed = order(&renter, &offer, 1, "silent").await.expect("order");
+    let id = placed["id"].as_str().expect("id").to_owned();
+    let failed = wait_failed(&renter, &id).await;
+    assert!(
+        failed["statusReason"]
+            .as_str()
+            .is_some_and(|r| r.contains("did not answer")),
+        "{failed}"
+    );
+    assert_released_and_uncharged(&env, &renter, 100).await;
+    let command = command_id(&env, &id);
+    dead_letters(&stack.config, &command).await;
+    worker.kill().expect("kill");
+    worker.wait().expect("reap");
+    // Two commands for the first step, neither answered.
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.agent_commands WHERE instance_id = '{id}' \
+             AND step = 'validate_host' AND answered_at IS NULL"
+        )),
+        2
+    );
+
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_step_whose_workers_keep_dying_is_given_up_after_its_attempts() {
+    let env = TestEnv::new().await;
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(env, NO_WORKER, "RTX 4090", 2, "0.42", "100").await;
+    let placed = order(&renter, &offer, 1, "poison").await.expect("order");
+    let id = placed["id"].as_str().expect("id").to_owned();
+    let lease = ("GPUMARKET_JOB_LEASE_MS", "1500");
+    let attempts = ("GPUMARKET_STEP_ATTEMPTS", "2");
+    let started = |n: i64| {
+        format!(
+            "SELECT count(*) AS n FROM provisioner.job_steps s JOIN provisioner.jobs j ON j.id = s.job_id \
+             WHERE j.instance_id = '{id}' AND s.step = 'bind_gpus' AND s.finished_at IS NULL AND s.attempts = {n}"
+        )
+    };
+    // Two workers in a row die inside bind_gpus (as a step that crashes its
+    // worker would make them).
+    for n in 1..=2 {
+        let mut doomed = worker_process(
+            &stack.config,
+            &[
+                ("GPUMARKET_SIM_STEP_LATENCY_MS", "bind_gpus=60000"),
+                lease,
+                attempts,
+            ],
+        );
+        let sql = started(n);
+        eventually("bind_gpus to start", Duration::from_secs(30), || async {
+            (env.count(&sql) == 1).then_some(())
+        })
+        .await;
+        doomed.kill().expect("SIGKILL");
+        doomed.wait().expect("reap");
+    }
+    // A healthy worker does not start it a third time: the job dies.
+    let mut healthy = worker_process(&stack.config, &[lease, attempts]);
+    let failed = wait_failed(&renter, &id).await;
+    healthy.kill().expect("kill");
+    healthy.wait().expect("reap");
+    assert!(
+        failed["statusReason"]
+            .as_str()
+            .is_some_and(|r| r.contains("bind_gpus gave up after 2 attempts")),
+        "{failed}"
+    );
+    assert_eq!(env.count(&started(2)), 1, "never started a third time");
+    assert_released_and_uncharged(&env, &renter, 100).await;
+    dead_letters(&stack.config, &command_id(&env, &id)).await;
+
+    stack.stop().await;
+    env.cleanup().await;
+}

@@ -1,0 +1,346 @@
+//! The `agent` driver: each step goes as a command to the machine's own queue
+//! `host.<machine_id>` and the machine's host agent carries it out and
+//! answers on `gpumarket.agents` (`agent.<machine_id>.step_result`). Any
+//! worker's results consumer records an answer against the command it
+//! answers (only a command sent to that same machine counts); the worker
+//! that sent the command waits for the answer in the database, up to the
+//! step timeout. A silent agent makes the step fail as transient: it is
+//! retried with a new command and, past the bound, the job dies.
+//!
+//! Commands carry the timeout as their AMQP expiration and as a deadline in
+//! the body, so an agent that comes back late does not act on commands the
+//! worker has given up on.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use contracts::events::{DeprovisionInstance, ProvisionInstance, StopInstance};
+use diesel::prelude::*;
+use host_agent::lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use host_agent::lapin::types::ShortString;
+use host_agent::lapin::{BasicProperties, Channel, Connection};
+use host_agent::protocol::{self, AgentCommand, StepResult};
+use platform::consumer::{HandlerError, RawMessage};
+use platform::{Config, Db};
+use schema::provisioner::agent_commands;
+use serde::Serialize;
+use tokio::sync::Mutex;
+use uuid::Uuid;
+
+use crate::Error;
+use crate::SimulatedDriver;
+use crate::driver::{BoxFuture, Driver, Step};
+
+/// How often a waiting worker looks for the agent's answer.
+const ANSWER_POLL: Duration = Duration::from_millis(100);
+
+pub struct AgentDriver {
+    db: Db,
+    amqp_url: String,
+    timeout: Duration,
+    link: Mutex<Option<(Connection, Channel)>>,
+}
+
+impl AgentDriver {
+    pub fn new(db: Db, config: &Config) -> Self {
+        Self {
+            db,
+            amqp_url: config.amqp_url.clone(),
+            timeout: Duration::from_millis(config.agent_step_timeout_ms.max(1)),
+            link: Mutex::new(None),
+        }
+    }
+
+    /// A confirming channel, reconnected after a failure.
+    async fn channel(&self) -> Result<Channel, Error> {
+        let mut link = self.link.lock().await;
+        if let Some((conn, channel)) = link.as_ref()
+            && conn.status().connected()
+            && channel.status().connected()
+        {
+            return Ok(channel.clone());
+        }
+        let conn = tokio::time::timeout(self.timeout, platform::broker::connect(&self.amqp_url))
+            .await
+            .map_err(|_| broker("connecting to the broker timed out"))?;
+        let channel = conn.create_channel().await.map_err(broker)?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await
+            .map_err(broker)?;
+        *link = Some((conn, channel.clone()));
+        Ok(channel)
+    }
+
+    async fn command<T: Serialize>(
+        &self,
+        step: Step,
+        action: &str,
+        machine_id: Uuid,
+        instance_id: Uuid,
+        job: &T,
+        issued_at: DateTime<Utc>,
+    ) -> Result<(), Error> {
+        let fail = |reason: String| Error::Step {
+            step: step.as_str(),
+            reason,
+        };
+        let command = AgentCommand {
+            command_id: Uuid::now_v7(),
+            machine_id,
+            action: action.to_owned(),
+            step: step.as_str().to_owned(),
+            job: serde_json::to_value(job).map_err(|e| fail(e.to_string()))?,
+            issued_at,
+            deadline: Utc::now()
+                + chrono::Duration::from_std(self.timeout).unwrap_or(chrono::Duration::MAX),
+        };
+        let command_id = command.command_id;
+        let step_name = command.step.clone();
+        // Recorded first: an answer can only count for a command on record.
+        self.db
+            .run(move |conn| {
+                diesel::insert_into(agent_commands::table)
+                    .values((
+                        agent_commands::command_id.eq(command_id),
+                        agent_commands::machine_id.eq(machine_id),
+                        agent_commands::instance_id.eq(instance_id),
+                        agent_commands::step.eq(step_name),
+                    ))
+                    .execute(conn)
+                    .map(|_| ())
+                    .map_err(Error::from)
+            })
+            .await?;
+        self.publish(&command).await.map_err(|e| match e {
+            Error::Step { reason, .. } => fail(reason),
+            other => other,
+        })?;
+
+        let waited = tokio::time::timeout(self.timeout, async {
+            loop {
+                let answer: Option<(Option<bool>, Option<String>)> = self
+                    .db
+                    .run(move |conn| {
+                        agent_commands::table
+                            .find(command_id)
+                            .filter(agent_commands::answered_at.is_not_null())
+                            .select((agent_commands::ok, agent_commands::error))
+                            .first(conn)
+                            .optional()
+                            .map_err(Error::from)
+                    })
+                    .await?;
+                if let Some((ok, error)) = answer {
+                    return Ok::<_, Error>((ok.unwrap_or(false), error));
+                }
+                tokio::time::sleep(ANSWER_POLL).await;
+            }
+        })
+        .await;
+        match waited {
+            Err(_) => Err(fail(format!(
+                "the host agent did not answer within {} ms",
+                self.timeout.as_millis()
+            ))),
+            Ok(Err(e)) => Err(e),
+            Ok(Ok((true, _))) => Ok(()),
+            Ok(Ok((false, error))) => Err(fail(format!(
+                "host agent: {}",
+                error.unwrap_or_else(|| "failed".into())
+            ))),
+        }
+    }
+
+    /// To the default exchange, routed to the machine's queue by name,
+    /// mandatory and confirmed: a machine without a queue is an error now,
+    /// not a silent timeout.
+    async fn publish(&self, command: &AgentCommand) -> Result<(), Error> {
+        let channel = self.channel().await?;
+        let body = serde_json::to_vec(command).map_err(|e| broker(e.to_string()))?;
+        let properties = BasicProperties::default()
+            .with_content_type(ShortString::from("application/json"))
+            .with_type(ShortString::from(command.action.as_str()))
+            .with_message_id(ShortString::from(command.command_id.to_string()))
+            .with_expiration(ShortString::from(self.timeout.as_millis().to_string()))
+            .with_delivery_mode(2);
+        let confirmation = channel
+            .basic_publish(
+                "".into(),
+                protocol::command_queue(command.machine_id).as_str().into(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..Default::default()
+                },
+                &body,
+                properties,
+            )
+            .await
+            .map_err(broker)?
+            .await
+            .map_err(broker)?;
+        if !confirmation.is_ack() {
+            return Err(broker("the broker refused the command"));
+        }
+        if confirmation.take_message().is_some() {
+            return Err(broker(format!(
+                "machine {} has no command queue",
+                command.machine_id
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn broker(e: impl ToString) -> Error {
+    Error::Step {
+        step: "agent_command",
+        reason: e.to_string(),
+    }
+}
+
+impl Driver for AgentDriver {
+    fn run_step<'a>(
+        &'a self,
+        step: Step,
+        job: &'a ProvisionInstance,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.command(
+            step,
+            "provision",
+            job.machine_id,
+            job.instance_id,
+            job,
+            Utc::now(),
+        ))
+    }
+
+    fn deprovision_step<'a>(
+        &'a self,
+        step: Step,
+        job: &'a DeprovisionInstance,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.command(
+            step,
+            "deprovision",
+            job.machine_id,
+            job.instance_id,
+            job,
+            Utc::now(),
+        ))
+    }
+
+    fn stop<'a>(
+        &'a self,
+        command: &'a StopInstance,
+        issued_at: DateTime<Utc>,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.command(
+            Step::StopInstance,
+            "stop",
+            command.machine_id,
+            command.instance_id,
+            command,
+            issued_at,
+        ))
+    }
+}
+
+fn permanent(reason: impl Into<String>) -> HandlerError {
+    HandlerError::Permanent(reason.into())
+}
+
+/// Records one agent's answer. Only `agent-<machine_id>` may answer for its
+/// machine (the broker checked `user_id`), and only a command sent to that
+/// machine; a duplicate answer changes nothing.
+pub async fn record_result(db: &Db, message: RawMessage) -> Result<(), HandlerError> {
+    let words: Vec<&str> = message.routing_key.split('.').collect();
+    let ["agent", id, "step_result"] = words.as_slice() else {
+        return Err(permanent(format!(
+            "routing key {:?} is not agent.<machine_id>.step_result",
+            message.routing_key
+        )));
+    };
+    let machine_id: Uuid = id
+        .parse()
+        .map_err(|_| permanent(format!("routing key names no machine: {id:?}")))?;
+    if message.user_id.as_deref() != Some(protocol::username(machine_id).as_str()) {
+        return Err(permanent(format!(
+            "user_id {:?} may not answer for machine {machine_id}",
+            message.user_id
+        )));
+    }
+    let result: StepResult = serde_json::from_slice(&message.data)
+        .map_err(|e| permanent(format!("undecodable step result: {e}")))?;
+    if result.machine_id != machine_id {
+        return Err(permanent(
+            "the body names another machine than the routing key",
+        ));
+    }
+    let updated = db
+        .run(move |conn| {
+            diesel::update(
+                agent_commands::table
+                    .find(result.command_id)
+                    .filter(agent_commands::machine_id.eq(machine_id))
+                    .filter(agent_commands::answered_at.is_null()),
+            )
+            .set((
+                agent_commands::answered_at.eq(diesel::dsl::now),
+                agent_commands::ok.eq(result.ok),
+                agent_commands::error.eq(result.error),
+            ))
+            .execute(conn)
+            .map_err(HandlerError::from)
+        })
+        .await?;
+    if updated == 0 {
+        tracing::debug!(%machine_id, "step result for no open command ignored");
+    }
+    Ok(())
+}
+
+/// Consumes the agents' step results forever.
+pub async fn run_results_consumer(config: Arc<Config>, db: Db) {
+    let queue = config.agent_results_queue.clone();
+    platform::consumer::run_raw(config, queue, move |message: RawMessage| {
+        let db = db.clone();
+        async move { record_result(&db, message).await }
+    })
+    .await
+}
+
+/// The host agent in simulated mode carries out its commands on the
+/// simulated machine state, exactly as the `simulated` driver would.
+impl host_agent::Executor for SimulatedDriver {
+    fn execute<'a>(
+        &'a self,
+        command: &'a AgentCommand,
+    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+        Box::pin(async move {
+            let step = Step::parse(&command.step)
+                .ok_or_else(|| format!("unknown step {:?}", command.step))?;
+            let job = command.job.clone();
+            let decode = |e: serde_json::Error| format!("bad {} command: {e}", command.action);
+            let outcome = match command.action.as_str() {
+                "provision" => {
+                    let job: ProvisionInstance = serde_json::from_value(job).map_err(decode)?;
+                    self.run_step(step, &job).await
+                }
+                "deprovision" => {
+                    let job: DeprovisionInstance = serde_json::from_value(job).map_err(decode)?;
+                    self.deprovision_step(step, &job).await
+                }
+                "stop" => {
+                    let job: StopInstance = serde_json::from_value(job).map_err(decode)?;
+                    self.stop(&job, command.issued_at).await
+                }
+                other => return Err(format!("unknown action {other:?}")),
+            };
+            outcome.map_err(|e| e.to_string())
+        })
+    }
+}
