@@ -350,7 +350,8 @@ async fn run(
         machines.push(listed_machine(&host, i).await?);
     }
     let mut conn = PgConnection::establish(url)?;
-    diesel::sql_query("UPDATE catalog.machines SET last_heartbeat_at = now()").execute(&mut conn)?;
+    diesel::sql_query("UPDATE catalog.machines SET last_heartbeat_at = now()")
+        .execute(&mut conn)?;
     let machines = Arc::new(machines);
 
     let mut renters = Vec::new();
@@ -364,7 +365,11 @@ async fn run(
             .await?;
         renters.push(renter);
     }
-    eprintln!("{} machines, {} renters ready", machines.len(), renters.len());
+    eprintln!(
+        "{} machines, {} renters ready",
+        machines.len(),
+        renters.len()
+    );
 
     let mut levels = Vec::new();
     for clients in LEVELS {

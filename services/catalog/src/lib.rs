@@ -10,9 +10,9 @@ mod gpu_models;
 pub mod heartbeats;
 mod hosts;
 mod machines;
-pub mod preemption;
 pub mod market;
 pub mod offers;
+pub mod preemption;
 pub mod reliability;
 mod routes;
 
