@@ -15,6 +15,7 @@
 //! for the overhead (default 50), `--outbox-poll-ms N` (default: config).
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -150,9 +151,23 @@ struct Level {
     p99: f64,
 }
 
+/// Every order of the run takes the next machine in turn, so no machine is
+/// asked for more GPUs than it has (the bench lists just enough machines);
+/// a full machine would measure INSUFFICIENT_CAPACITY, not createOrder.
+struct Placement {
+    machines: Vec<String>,
+    next: AtomicUsize,
+}
+
+impl Placement {
+    fn next(&self) -> &str {
+        &self.machines[self.next.fetch_add(1, Ordering::Relaxed) % self.machines.len()]
+    }
+}
+
 async fn level(
     renters: &[Client],
-    machines: &Arc<Vec<String>>,
+    placement: &Arc<Placement>,
     clients: usize,
     orders: usize,
 ) -> anyhow::Result<Level> {
@@ -161,16 +176,13 @@ async fn level(
     let mut tasks = Vec::new();
     for (c, renter) in renters.iter().take(clients).enumerate() {
         let renter = renter.clone();
-        let machines = machines.clone();
+        let placement = placement.clone();
         tasks.push(tokio::spawn(async move {
             let mut latencies = Vec::with_capacity(per_client);
             for n in 0..per_client {
-                // Spread like independent renters would: each client walks
-                // the machine list from its own starting point.
-                let offer = &machines[(c * 7 + n) % machines.len()];
                 let key = format!("bench-{clients}-{c}-{n}");
                 let t = Instant::now();
-                create_order(&renter, offer, &key).await?;
+                create_order(&renter, placement.next(), &key).await?;
                 latencies.push(t.elapsed());
             }
             anyhow::Ok(latencies)
@@ -352,7 +364,10 @@ async fn run(
     let mut conn = PgConnection::establish(url)?;
     diesel::sql_query("UPDATE catalog.machines SET last_heartbeat_at = now()")
         .execute(&mut conn)?;
-    let machines = Arc::new(machines);
+    let placement = Arc::new(Placement {
+        machines,
+        next: AtomicUsize::new(0),
+    });
 
     let mut renters = Vec::new();
     for _ in 0..LEVELS[LEVELS.len() - 1] {
@@ -367,13 +382,13 @@ async fn run(
     }
     eprintln!(
         "{} machines, {} renters ready",
-        machines.len(),
+        placement.machines.len(),
         renters.len()
     );
 
     let mut levels = Vec::new();
     for clients in LEVELS {
-        let result = level(&renters, &machines, clients, orders).await?;
+        let result = level(&renters, &placement, clients, orders).await?;
         eprintln!(
             "{clients} clients: {:.0} orders/s, p50 {:.1} ms, p99 {:.1} ms",
             result.orders as f64 / result.seconds,
@@ -388,12 +403,7 @@ async fn run(
 
     let mut overhead = Vec::with_capacity(sequential);
     for n in 0..sequential {
-        let id = create_order(
-            &renters[0],
-            &machines[machines.len() - 1 - n % 4],
-            &format!("bench-seq-{n}"),
-        )
-        .await?;
+        let id = create_order(&renters[0], placement.next(), &format!("bench-seq-{n}")).await?;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if let Some(ms) = overhead_ms(&mut conn, &id)? {
