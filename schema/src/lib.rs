@@ -207,6 +207,7 @@ pub mod ordering {
             bandwidth_up_price_per_tb -> Numeric,
             bandwidth_down_price_per_tb -> Numeric,
             preempted_at -> Nullable<Timestamptz>,
+            failed_machine_ids -> Array<Uuid>,
         }
     }
 

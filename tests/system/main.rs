@@ -15,6 +15,7 @@ mod placement;
 mod preemption;
 mod quota;
 mod race;
+mod replacement;
 mod replay;
 mod rules;
 mod storage;

@@ -613,6 +613,7 @@ async fn race_holds(db: &platform::Db, limits: QuotaLimits, racers: usize) -> (i
                         hourly_rate: Decimal::ONE,
                         team_id: None,
                         renews: None,
+                        moves: None,
                     },
                 )
                 .await;

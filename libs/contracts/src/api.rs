@@ -128,6 +128,12 @@ pub struct ReserveQuotaRequest {
     /// order id): the new hold counts against the same team.
     #[serde(default)]
     pub renews: Option<Uuid>,
+    /// Moves the live hold of this earlier key to the new one, in one
+    /// transaction: the earlier hold is released and the new one admitted in
+    /// its place (counting against the same team), so a re-placed order
+    /// never lets go of its quota. Refused: the earlier hold stays.
+    #[serde(default)]
+    pub moves: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

@@ -97,6 +97,12 @@ pub struct ProvisionRun {
     pub instance: ProvisionInstance,
     #[serde(default)]
     pub attempt: i32,
+    /// The instance has never run: this attempt re-places an order whose
+    /// first run failed on another machine. Like the order's own attempt,
+    /// a dead one leaves nothing of the renter's behind (the worker cleans
+    /// up); a dead start after a stop keeps the renter's disk.
+    #[serde(default)]
+    pub never_ran: bool,
 }
 
 pub const DEPROVISION_INSTANCE: &str = "provisioner.jobs.deprovision";

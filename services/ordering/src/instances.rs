@@ -317,6 +317,11 @@ pub async fn mark_failed(
     id: Uuid,
     reason: String,
 ) -> Result<api::Instance, Error> {
+    // An order by constraints moves to another machine instead (its quota
+    // stays held); it fails only when it may not or cannot.
+    if let Some(moved) = crate::replacement::try_replace(db, deps, id, &reason).await? {
+        return Ok(moved);
+    }
     let events = deps.config.events_exchange.clone();
     let commands = deps.config.commands_exchange.clone();
     let (row, key, failed_now) = db

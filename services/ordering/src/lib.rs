@@ -11,6 +11,7 @@ pub mod events;
 mod instances;
 mod lifecycle;
 pub mod preemption;
+mod replacement;
 mod routes;
 pub mod rules;
 mod saga;

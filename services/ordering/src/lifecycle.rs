@@ -145,6 +145,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
                         ssh_public_key,
                     },
                     attempt: next,
+                    never_ran: false,
                 },
             )?;
             tracing::info!(instance.id = %id, attempt = next, "instance starting");
@@ -183,6 +184,7 @@ async fn take_holdings(deps: &Deps, row: &InstanceRow, key: Uuid) -> Result<(), 
                 team_id: None,
                 // The restarted instance counts against the order's team.
                 renews: Some(row.order_id),
+                moves: None,
             },
         )
         .await?;

@@ -30,7 +30,7 @@ const DEFAULT_IMAGE: &str = "nvidia/cuda:12.4.1-runtime-ubuntu22.04";
 /// Offers an order by constraints tries before it gives up: each lost race
 /// (the offer's GPUs taken, or its price raised above the order's maximum)
 /// moves on to the next cheapest.
-const PLACEMENT_ATTEMPTS: usize = 5;
+pub(crate) const PLACEMENT_ATTEMPTS: usize = 5;
 
 fn remote(code: ErrorCode, message: String) -> Error {
     Error::Remote(RemoteError {
@@ -252,7 +252,7 @@ fn no_match(req: &CreateOrderRequest) -> Error {
 
 /// The cheapest live offers matching an order's constraints that have its
 /// GPUs free or held by interruptible rentals it outranks, best first.
-async fn candidates(deps: &Deps, req: &CreateOrderRequest) -> Result<Vec<Offer>, Error> {
+pub(crate) async fn candidates(deps: &Deps, req: &CreateOrderRequest) -> Result<Vec<Offer>, Error> {
     let c = req.constraints.clone().unwrap_or_default();
     let search = OfferSearch {
         gpu_models: c.gpu_models,
@@ -355,6 +355,7 @@ async fn run_steps(
                 hourly_rate: snapshot * Decimal::from(req.gpu_count),
                 team_id: req.team_id,
                 renews: None,
+                moves: None,
             },
         )
         .await?;
@@ -381,7 +382,7 @@ async fn run_steps(
 /// The allocate request for `machine_id`: the price ceiling is the order's
 /// maximum, or else the price it was quoted, so a host's raise between quote
 /// and commit is refused (`PRICE_ABOVE_MAX`) instead of billed.
-fn allocate_request(
+pub(crate) fn allocate_request(
     order_id: Uuid,
     req: &CreateOrderRequest,
     machine_id: Uuid,

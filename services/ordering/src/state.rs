@@ -63,7 +63,9 @@ impl InstanceState {
                 | (Allocating, Provisioning | Failed)
                 // Stopped: a start after a stop that failed to provision.
                 // Preempted: the catalog gave the GPUs to a higher-priority order.
-                | (Provisioning, Running | Failed | Deprovisioning | Stopped | Preempted)
+                // Provisioning again: a first run that failed re-placed on
+                // another machine (a new attempt).
+                | (Provisioning, Provisioning | Running | Failed | Deprovisioning | Stopped | Preempted)
                 | (Running, Stopping | Deprovisioning | HostLost | Preempted)
                 | (Stopping, Stopped)
                 | (Stopped, Provisioning | Deprovisioning)

@@ -212,18 +212,36 @@ pub async fn reserve(
             }
             return Ok(reservation_from(req.order_id, existing));
         }
-        // A start after a stop counts against the team of the hold it renews.
-        let team_id = match req.renews {
-            Some(previous) => find(conn, previous)?
+        let now = contracts::time::now();
+        // A re-placed order's hold moves: released here and admitted again
+        // below in its place, in this transaction, so a refusal rolls the
+        // release back and nobody else can take the quota in between (the
+        // tenant row is locked).
+        let moved = match req.moves {
+            Some(previous) => {
+                let row = find(conn, previous)?.filter(|row| row.0 == req.tenant_id);
+                diesel::update(reservations::table.find(previous))
+                    .filter(reservations::tenant_id.eq(req.tenant_id))
+                    .filter(reservations::released_at.is_null())
+                    .set(reservations::released_at.eq(now))
+                    .execute(conn)?;
+                row
+            }
+            None => None,
+        };
+        // A start after a stop (or a move) counts against the team of the
+        // earlier hold.
+        let team_id = match (moved, req.renews) {
+            (Some(row), _) => row.5,
+            (None, Some(previous)) => find(conn, previous)?
                 .filter(|row| row.0 == req.tenant_id)
                 .and_then(|row| row.5),
-            None => req.team_id,
+            (None, None) => req.team_id,
         };
         let team = team_id
             .map(|id| teams::load(conn, req.tenant_id, id))
             .transpose()?;
 
-        let now = contracts::time::now();
         let demand = Demand {
             gpus: req.gpu_count,
             model: &req.gpu_model,

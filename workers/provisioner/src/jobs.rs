@@ -94,7 +94,7 @@ impl Work {
             Work::Provision(run)
         } else if kind == DEPROVISION_KIND {
             Work::Deprovision(serde_json::from_value(payload)?)
-        } else if kind == CLEANUP_KIND {
+        } else if kind.starts_with(CLEANUP_KIND) {
             Work::Cleanup(serde_json::from_value(payload)?)
         } else {
             Work::Stop(serde_json::from_value(payload)?)
@@ -136,6 +136,16 @@ fn provision_attempt(kind: &str) -> i32 {
 
 const DEPROVISION_KIND: &str = "deprovision";
 const CLEANUP_KIND: &str = "cleanup";
+
+/// A dead never-run attempt's cleanup, one per attempt: a re-placed order's
+/// attempts ran on different machines.
+fn cleanup_kind(attempt: i32) -> String {
+    if attempt <= 1 {
+        CLEANUP_KIND.to_owned()
+    } else {
+        format!("{CLEANUP_KIND}:{attempt}")
+    }
+}
 
 /// Why a job's run ended early.
 #[derive(Debug)]
@@ -861,8 +871,9 @@ fn die(
         ))
         .for_update()
         .first(conn)?;
-    if kind == provision_kind(1)
+    if kind.starts_with("provision")
         && let Ok(run) = serde_json::from_value::<ProvisionRun>(payload)
+        && (kind == provision_kind(1) || run.never_ran)
     {
         let cleanup = DeprovisionInstance {
             instance_id: run.instance.instance_id,
@@ -875,7 +886,7 @@ fn die(
             .values((
                 jobs::id.eq(Uuid::now_v7()),
                 jobs::instance_id.eq(cleanup.instance_id),
-                jobs::kind.eq(CLEANUP_KIND),
+                jobs::kind.eq(cleanup_kind(provision_attempt(&kind))),
                 jobs::machine_id.eq(cleanup.machine_id),
                 jobs::payload.eq(cleanup_payload),
                 jobs::status.eq("running"),

@@ -1,0 +1,1 @@
+ALTER TABLE ordering.instances DROP COLUMN failed_machine_ids;
