@@ -203,22 +203,41 @@ async fn level(
     })
 }
 
-#[derive(diesel::QueryableByName)]
+/// Where one order's way to `running` went, in milliseconds: the command's
+/// way to the worker (outbox relay, RabbitMQ, the job row), the wait for a
+/// worker to claim it, the eight steps, and the report back to ordering.
+#[derive(diesel::QueryableByName, Clone, Copy)]
 struct Overhead {
-    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Double>)]
-    ms: Option<f64>,
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    total: f64,
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    delivery: f64,
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    claim: f64,
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    steps: f64,
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    report: f64,
 }
 
-/// Milliseconds from the instance row to `running_at`, or None while the
+/// The breakdown of an instance's order-to-running time, or None while the
 /// instance is not running yet.
-fn overhead_ms(conn: &mut PgConnection, id: &str) -> anyhow::Result<Option<f64>> {
+fn overhead_ms(conn: &mut PgConnection, id: &str) -> anyhow::Result<Option<Overhead>> {
     let rows: Vec<Overhead> = diesel::sql_query(
-        "SELECT (extract(epoch FROM running_at - created_at) * 1000)::float8 AS ms \
-         FROM ordering.instances WHERE id = $1::uuid",
+        "SELECT (extract(epoch FROM i.running_at - i.created_at) * 1000)::float8 AS total, \
+                (extract(epoch FROM j.created_at - i.created_at) * 1000)::float8 AS delivery, \
+                (extract(epoch FROM min(s.started_at) - j.created_at) * 1000)::float8 AS claim, \
+                (extract(epoch FROM j.finished_at - min(s.started_at)) * 1000)::float8 AS steps, \
+                (extract(epoch FROM i.running_at - j.finished_at) * 1000)::float8 AS report \
+         FROM ordering.instances i \
+         JOIN provisioner.jobs j ON j.instance_id = i.id AND j.kind = 'provision' \
+         JOIN provisioner.job_steps s ON s.job_id = j.id \
+         WHERE i.id = $1::uuid AND i.running_at IS NOT NULL AND j.finished_at IS NOT NULL \
+         GROUP BY i.running_at, i.created_at, j.created_at, j.finished_at",
     )
     .bind::<diesel::sql_types::Text, _>(id)
     .load(conn)?;
-    Ok(rows.first().and_then(|r| r.ms))
+    Ok(rows.first().copied())
 }
 
 async fn wait_all_running(conn: &mut PgConnection, expected: i64) -> anyhow::Result<()> {
@@ -313,19 +332,48 @@ async fn main() -> anyhow::Result<()> {
          latencies in milliseconds, from request to response.\n\n\
          | concurrent clients | orders | seconds | orders/s | p50 ms | p99 ms |\n|---|---|---|---|---|---|\n{rows}\n\n\
          **Order-to-running overhead** with nothing else in flight ({sequential} orders one at a time; from the \
-         instance row to `running_at`: outbox relay, RabbitMQ, the worker's eight steps and their step log, the \
-         report to ordering): p50 {o50:.1} ms, p99 {o99:.1} ms. The relay polls every {poll_ms} ms, so up to that \
-         much of each figure is waiting for the poll.\n\n",
+         instance row to `running_at`), and where it goes: *delivery* is the command's way to the worker (outbox \
+         relay, RabbitMQ, the job row), *claim* the wait for a worker to take the job, *steps* the eight steps \
+         with their step log and events, *report* the worker's report to ordering and the `running` transition. \
+         The relay polls every {poll_ms} ms, so up to that much of *delivery* is waiting for the poll.\n\n\
+         | part | p50 ms | p99 ms | max ms |\n|---|---|---|---|\n{breakdown}\n\n",
         rows = rows.join("\n"),
         date = chrono::Utc::now().format("%Y-%m-%d"),
         facts = machine_facts(),
         pg = common::pg_version(&admin),
-        o50 = percentile(&overhead, 0.50),
-        o99 = percentile(&overhead, 0.99),
+        breakdown = breakdown(&overhead),
     );
     common::write_section("## createOrder", &section)?;
     println!("{section}");
     Ok(())
+}
+
+/// One table row per part of the order-to-running time.
+fn breakdown(samples: &[Overhead]) -> String {
+    let parts: [(&str, fn(&Overhead) -> f64); 5] = [
+        ("total", |o| o.total),
+        ("delivery", |o| o.delivery),
+        ("claim", |o| o.claim),
+        ("steps", |o| o.steps),
+        ("report", |o| o.report),
+    ];
+    parts
+        .iter()
+        .map(|(name, part)| {
+            let mut ms: Vec<Duration> = samples
+                .iter()
+                .map(|o| Duration::from_secs_f64(part(o).max(0.0) / 1000.0))
+                .collect();
+            ms.sort();
+            format!(
+                "| {name} | {:.1} | {:.1} | {:.1} |",
+                percentile(&ms, 0.50),
+                percentile(&ms, 0.99),
+                percentile(&ms, 1.0)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 async fn run(
@@ -334,7 +382,7 @@ async fn run(
     orders: usize,
     sequential: usize,
     machines_n: usize,
-) -> anyhow::Result<(Vec<Level>, Vec<Duration>)> {
+) -> anyhow::Result<(Vec<Level>, Vec<Overhead>)> {
     let stack = gpumarket::dev::start(
         config,
         Parts {
@@ -406,15 +454,14 @@ async fn run(
         let id = create_order(&renters[0], placement.next(), &format!("bench-seq-{n}")).await?;
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            if let Some(ms) = overhead_ms(&mut conn, &id)? {
-                overhead.push(Duration::from_secs_f64(ms / 1000.0));
+            if let Some(o) = overhead_ms(&mut conn, &id)? {
+                overhead.push(o);
                 break;
             }
             anyhow::ensure!(Instant::now() < deadline, "instance {id} never ran");
             tokio::time::sleep(Duration::from_millis(2)).await;
         }
     }
-    overhead.sort();
     drop(conn);
     stack.stop().await;
     Ok((levels, overhead))

@@ -176,6 +176,8 @@ pub mod ordering {
             bid_per_gpu_hour -> Nullable<Numeric>,
             constraints -> Nullable<Jsonb>,
             gpu_model -> Nullable<Text>,
+            expired_at -> Nullable<Timestamptz>,
+            holdings_released_at -> Nullable<Timestamptz>,
         }
     }
 

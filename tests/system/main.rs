@@ -7,6 +7,7 @@
 mod agents;
 mod cli;
 mod crash;
+mod expiry;
 mod flow;
 mod harness;
 mod lifecycle;

@@ -8,6 +8,7 @@
 
 pub mod error;
 pub mod events;
+mod expiry;
 mod instances;
 mod lifecycle;
 pub mod preemption;
@@ -51,9 +52,11 @@ impl Deps {
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
     let deps = actix_web::web::Data::new(Deps::new(config.clone()));
     events::configure(&config);
-    // Background work of this service: the lifecycle rules and the record of
-    // provisioning steps. Both are safe with several replicas.
+    // Background work of this service: the lifecycle rules, the deadline of
+    // orders whose request died mid-saga, and the record of
+    // provisioning steps. All are safe with several replicas.
     rules::spawn(deps.get_ref().clone(), db.clone());
+    expiry::spawn(deps.get_ref().clone(), db.clone());
     tokio::spawn(events::run_step_consumer(config.clone(), db.clone()));
     Ok(platform::http::serve(
         &config.bind_host,

@@ -343,7 +343,7 @@ async fn run_steps(
     let snapshot = snapshot.unwrap_or_default();
     let gpu_model = gpu_model.unwrap_or_default();
 
-    let _: QuotaReservation = deps
+    let reservation: QuotaReservation = deps
         .quota
         .post(
             "/internal/reservations",
@@ -359,6 +359,11 @@ async fn run_steps(
             },
         )
         .await?;
+    // Released already: the order expired while its request was away (see
+    // `expiry`); resuming it would run on quota nobody holds.
+    if reservation.released {
+        return Err(expired());
+    }
 
     // The balance must cover a minimum runway at the snapshot price.
     let hourly = snapshot * Decimal::from(req.gpu_count);
@@ -374,7 +379,9 @@ async fn run_steps(
         )
         .await?;
 
-    set_order_state(db, order_id, InstanceState::Allocating).await?;
+    if !set_order_state(db, order_id, InstanceState::Allocating).await? {
+        return Err(expired());
+    }
     let allocation = place(deps, order_id, req, snapshot, &gpu_model).await?;
     create_instance(db, deps, order_id, req, &allocation).await
 }
@@ -493,11 +500,11 @@ async fn create_instance(
         .tx(move |conn| {
             // Locked as the preemption consumer locks it: either it sees this
             // instance and preempts it, or this sees its record and stops.
-            orders::table
+            let state: String = orders::table
                 .find(order_id)
-                .select(orders::id)
+                .select(orders::state)
                 .for_update()
-                .first::<Uuid>(conn)?;
+                .first(conn)?;
             if let Some(existing) = instances::table
                 .filter(instances::order_id.eq(order_id))
                 .select(InstanceRow::as_select())
@@ -505,6 +512,11 @@ async fn create_instance(
                 .optional()?
             {
                 return Ok(existing.into());
+            }
+            // Expired while its request was away: the expiry task gives (or
+            // gave) its holdings back, so no instance may use them.
+            if state == InstanceState::Failed.as_str() {
+                return Err(expired());
             }
             if allocation.released || crate::preemption::preempted(conn, order_id)? {
                 return Err(remote(
@@ -695,18 +707,33 @@ async fn insert_order(
     .await
 }
 
-async fn set_order_state(db: &Db, order_id: Uuid, state: InstanceState) -> Result<(), Error> {
+/// Moves an order that is still in its saga on; false when it is not (it
+/// expired meanwhile).
+async fn set_order_state(db: &Db, order_id: Uuid, state: InstanceState) -> Result<bool, Error> {
     db.run(move |conn| {
         diesel::update(orders::table.find(order_id))
+            .filter(orders::state.eq_any([
+                InstanceState::Pending.as_str(),
+                InstanceState::Allocating.as_str(),
+            ]))
             .set((
                 orders::state.eq(state.as_str()),
                 orders::updated_at.eq(diesel::dsl::now),
             ))
             .execute(conn)
-            .map(|_| ())
+            .map(|n| n == 1)
             .map_err(Error::from)
     })
     .await
+}
+
+/// What a request resuming an expired order gets.
+pub(crate) fn expired() -> Error {
+    Error::Conflict(
+        "the order expired: its request ended before the order was placed, and what it held \
+         was given back; place it again with a new idempotency key"
+            .into(),
+    )
 }
 
 async fn fail_order(db: &Db, order_id: Uuid, error: &Error) -> Result<(), Error> {
@@ -715,6 +742,8 @@ async fn fail_order(db: &Db, order_id: Uuid, error: &Error) -> Result<(), Error>
     db.run(move |conn| {
         diesel::update(orders::table.find(order_id))
             .filter(orders::state.ne(InstanceState::Provisioning.as_str()))
+            // An expired order keeps the reason it expired for.
+            .filter(orders::expired_at.is_null())
             .set((
                 orders::state.eq(InstanceState::Failed.as_str()),
                 orders::failure_code.eq(code),
