@@ -176,3 +176,58 @@ async fn an_order_abandoned_mid_saga_expires_and_gives_back_what_it_held() {
     stack.stop().await;
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stop_interrupted_half_way_is_finished() {
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(
+        TestEnv::new().await,
+        Parts {
+            services: true,
+            messaging: true,
+            provisioner: true,
+        },
+        "RTX 4090",
+        2,
+        "0.50",
+        "100",
+    )
+    .await;
+    let id = order(&renter, &offer, 2, "interrupted-stop")
+        .await
+        .expect("order")["id"]
+        .as_str()
+        .expect("id")
+        .to_owned();
+    wait_running(&renter, &id, Duration::from_secs(30)).await;
+
+    // What a stop that died after its first transaction leaves: T1 recorded,
+    // `stopping`, the GPUs and quota still held.
+    env.exec(&format!(
+        "UPDATE ordering.instances SET state = 'stopping', stopped_at = now() - interval '2 minutes', \
+           updated_at = now() - interval '2 minutes', version = version + 1 WHERE id = '{id}'"
+    ));
+    let held = || {
+        (
+            env.count("SELECT count(*) AS n FROM catalog.allocations WHERE released_at IS NULL"),
+            env.count("SELECT count(*) AS n FROM quota.reservations WHERE released_at IS NULL"),
+        )
+    };
+    assert_eq!(held(), (1, 1));
+
+    let stopped = eventually("stop finished", Duration::from_secs(30), || async {
+        let i = instance_status(&renter, &id).await;
+        (i["status"] == "stopped").then_some(i)
+    })
+    .await;
+    assert_eq!(stopped["allowedActions"], json!(["start", "destroy"]));
+    assert_eq!(held(), (0, 0));
+
+    stack.stop().await;
+    env.cleanup().await;
+}

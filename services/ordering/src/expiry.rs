@@ -14,12 +14,18 @@
 //! 2. its GPUs and quota are released (idempotent calls) and
 //!    `holdings_released_at` is set; a crash between the two steps is
 //!    finished by the next pass.
+//!
+//! The same pass finishes stops that died half-way: a stop records T1 and
+//! moves the instance to `stopping` in one transaction, then releases the
+//! GPUs and quota and moves it to `stopped`. An instance left `stopping`
+//! past [`STOP_DEADLINE_SECONDS`] (its stop request or rule died in
+//! between) has the rest done here, exactly as a repeated stop would.
 
 use std::time::Duration;
 
 use diesel::prelude::*;
 use platform::Db;
-use schema::ordering::orders;
+use schema::ordering::{instances, orders};
 use tracing::Instrument;
 use uuid::Uuid;
 
@@ -29,6 +35,8 @@ use crate::{Deps, Error};
 /// Longer than any `createOrder` request can take (internal calls time out
 /// well before, and placement tries a bounded number of offers).
 pub const DEADLINE_SECONDS: i64 = 300;
+/// A stop's second half takes two internal calls; far longer means it died.
+pub const STOP_DEADLINE_SECONDS: i64 = 60;
 const TICK: Duration = Duration::from_secs(5);
 const PAGE: i64 = 100;
 
@@ -52,6 +60,7 @@ pub fn spawn(deps: Deps, db: Db) -> tokio::task::JoinHandle<()> {
 /// One pass: expires what is overdue, then releases what expired orders
 /// still hold. Returns how many orders' holdings were released.
 pub async fn pass(db: &Db, deps: &Deps) -> Result<usize, Error> {
+    finish_stops(db, deps).await?;
     loop {
         let expired = expire_page(db).await?;
         if expired < PAGE as usize {
@@ -123,4 +132,33 @@ async fn expire_page(db: &Db) -> Result<usize, Error> {
         Ok(ids.len())
     })
     .await
+}
+
+/// Completes stops left `stopping` past their deadline.
+async fn finish_stops(db: &Db, deps: &Deps) -> Result<(), Error> {
+    let stale: Vec<(Uuid, Uuid)> = db
+        .run(|conn| {
+            let cutoff = contracts::time::now() - chrono::Duration::seconds(STOP_DEADLINE_SECONDS);
+            instances::table
+                .filter(instances::state.eq(InstanceState::Stopping.as_str()))
+                .filter(instances::updated_at.lt(cutoff))
+                .select((instances::id, instances::tenant_id))
+                .limit(PAGE)
+                .load(conn)
+                .map_err(Error::from)
+        })
+        .await?;
+    for (id, tenant_id) in stale {
+        // Idempotent: a concurrent pass or a repeated stop finds it done.
+        crate::instances::stop_because(
+            db,
+            deps,
+            id,
+            tenant_id,
+            "stop finished after it was interrupted",
+        )
+        .await?;
+        tracing::warn!(instance.id = %id, "interrupted stop finished");
+    }
+    Ok(())
 }
