@@ -350,7 +350,8 @@ async fn main() -> anyhow::Result<()> {
 
 /// One table row per part of the order-to-running time.
 fn breakdown(samples: &[Overhead]) -> String {
-    let parts: [(&str, fn(&Overhead) -> f64); 5] = [
+    type Part = (&'static str, fn(&Overhead) -> f64);
+    let parts: [Part; 5] = [
         ("total", |o| o.total),
         ("delivery", |o| o.delivery),
         ("claim", |o| o.claim),

@@ -1,14 +1,13 @@
-//! Orders whose `createOrder` request died mid-saga: past their deadline they
-//! fail and give back the quota and GPUs they held; a repeated request for
-//! one gets the reason, never an instance; orders within the deadline are
-//! left alone.
+//! Deadlines of ordering's in-progress states: orders whose `createOrder`
+//! request died mid-saga fail past their deadline and give back the quota
+//! and GPUs they held (orders within the deadline are left alone), and a
+//! stop interrupted half-way is finished.
 
 use std::time::Duration;
 
 use contracts::api::{
     AllocateRequest, Allocation, QuotaReservation, RentalType, ReserveQuotaRequest,
 };
-use gpumarket::client::Client;
 use gpumarket::dev::Parts;
 use platform::internal::InternalClient;
 use rust_decimal::Decimal;

@@ -16,6 +16,7 @@ mod placement;
 mod preemption;
 mod quota;
 mod race;
+mod reconciler;
 mod replacement;
 mod replay;
 mod rules;

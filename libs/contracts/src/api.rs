@@ -802,3 +802,43 @@ pub struct GpuActivity {
     pub last_sample_at: Option<DateTime<Utc>>,
     pub last_busy_at: Option<DateTime<Utc>>,
 }
+
+// ---------------------------------------------------------------- reconciler
+
+/// Most ids one liveness or interval lookup may name (the reconciler pages
+/// through its instances in pages of this size).
+pub const RECONCILE_LOOKUP_MAX: usize = 500;
+
+/// `POST /internal/machines/heartbeats` body: the machines whose liveness
+/// ordering's reconciler needs.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MachineHeartbeatsRequest {
+    pub machine_ids: Vec<Uuid>,
+}
+
+/// One machine as the catalog's liveness rule sees it: `online` iff its last
+/// heartbeat is younger than the grace period. Machines the catalog does not
+/// know are left out of the answer.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct MachineHeartbeat {
+    pub machine_id: Uuid,
+    pub last_heartbeat_at: Option<DateTime<Utc>>,
+    pub online: bool,
+}
+
+/// `POST /internal/intervals/lookup` body: the instances whose GPU intervals
+/// ordering's reconciler compares with its own view.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct IntervalLookupRequest {
+    pub instance_ids: Vec<Uuid>,
+}
+
+/// One GPU interval (one run of an instance) as metering holds it: a start
+/// or an end is null until its event arrived.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+pub struct GpuInterval {
+    pub instance_id: Uuid,
+    pub run_seq: i32,
+    pub started_at: Option<DateTime<Utc>>,
+    pub ended_at: Option<DateTime<Utc>>,
+}

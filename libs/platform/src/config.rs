@@ -117,6 +117,13 @@ pub struct Config {
     /// process; unset, they report random numbers.
     /// `GPUMARKET_SIM_GPU_UTILIZATION_PERCENT`.
     pub sim_gpu_utilization_percent: Option<u32>,
+    /// How often ordering's reconciler compares instances with the catalog's
+    /// heartbeats and metering's intervals. `GPUMARKET_RECONCILE_INTERVAL_MS`.
+    pub reconcile_interval_ms: u64,
+    /// How old a change must be before the reconciler repairs what it should
+    /// have caused, so the normal outbox path gets there first.
+    /// `GPUMARKET_RECONCILE_SETTLE_SECONDS`.
+    pub reconcile_settle_seconds: i64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -240,6 +247,8 @@ impl Config {
                 })?),
                 Err(_) => None,
             },
+            reconcile_interval_ms: parsed("GPUMARKET_RECONCILE_INTERVAL_MS", 5000)?,
+            reconcile_settle_seconds: parsed("GPUMARKET_RECONCILE_SETTLE_SECONDS", 30)?,
         })
     }
 

@@ -9,6 +9,7 @@ pub mod error;
 mod gpu_models;
 pub mod heartbeats;
 mod hosts;
+mod liveness;
 mod machines;
 pub mod market;
 pub mod offers;

@@ -27,6 +27,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             )
             .route("/machines", web::post().to(register))
             .route("/machines", web::get().to(host_machines))
+            .route(
+                "/machines/heartbeats",
+                web::post().to(crate::liveness::heartbeats_route),
+            )
             .route("/machines/{id}/pricing", web::put().to(set_pricing))
             .route("/machines/{id}/list", web::post().to(list))
             .route("/machines/{id}/unlist", web::post().to(unlist))

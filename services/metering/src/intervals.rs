@@ -153,6 +153,45 @@ fn close_if_complete(
     Ok(())
 }
 
+/// Instance, run, start and end of an interval.
+type RunBounds = (Uuid, i32, Option<DateTime<Utc>>, Option<DateTime<Utc>>);
+
+/// The GPU intervals of `instance_ids` (every run of each), for ordering's
+/// reconciler to compare with the runs it recorded.
+pub async fn lookup(db: &Db, instance_ids: Vec<Uuid>) -> Result<Vec<api::GpuInterval>, Error> {
+    if instance_ids.len() > api::RECONCILE_LOOKUP_MAX {
+        return Err(Error::Validation(format!(
+            "instance_ids: at most {}",
+            api::RECONCILE_LOOKUP_MAX
+        )));
+    }
+    db.run(move |conn| {
+        let rows: Vec<RunBounds> = intervals::table
+            .filter(intervals::instance_id.eq_any(instance_ids))
+            .filter(intervals::meter.eq(GPU))
+            .order((intervals::instance_id, intervals::run_seq))
+            .select((
+                intervals::instance_id,
+                intervals::run_seq,
+                intervals::started_at,
+                intervals::ended_at,
+            ))
+            .load(conn)?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(instance_id, run_seq, started_at, ended_at)| api::GpuInterval {
+                    instance_id,
+                    run_seq,
+                    started_at,
+                    ended_at,
+                },
+            )
+            .collect())
+    })
+    .await
+}
+
 pub async fn usage(
     db: &Db,
     tenant_id: Uuid,

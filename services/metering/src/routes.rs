@@ -7,7 +7,11 @@ use uuid::Uuid;
 use crate::{Error, intervals};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::scope("/internal").route("/usage", web::get().to(usage)));
+    cfg.service(
+        web::scope("/internal")
+            .route("/usage", web::get().to(usage))
+            .route("/intervals/lookup", web::post().to(lookup)),
+    );
 }
 
 #[derive(Deserialize)]
@@ -22,4 +26,15 @@ async fn usage(
     q: web::Query<UsageQuery>,
 ) -> Result<HttpResponse, Error> {
     Ok(HttpResponse::Ok().json(intervals::usage(&db, q.tenant_id, q.instance_id).await?))
+}
+
+/// `POST /internal/intervals/lookup`: the GPU intervals of the instances
+/// named, for ordering's reconciler.
+async fn lookup(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    body: web::Json<contracts::api::IntervalLookupRequest>,
+) -> Result<HttpResponse, Error> {
+    let ids = body.into_inner().instance_ids;
+    Ok(HttpResponse::Ok().json(intervals::lookup(&db, ids).await?))
 }

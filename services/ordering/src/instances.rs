@@ -5,7 +5,8 @@
 use chrono::{DateTime, Utc};
 use contracts::events::{
     INSTANCE_FAILED, INSTANCE_RUNNING, INSTANCE_STOPPED, InstanceFailed, InstanceRunning,
-    InstanceStopped, STOP_INSTANCE, StopInstance,
+    InstanceStopped, PROVISION_INSTANCE, ProvisionInstance, ProvisionRun, STOP_INSTANCE,
+    StopInstance,
 };
 use contracts::{Envelope, api};
 use diesel::prelude::*;
@@ -176,6 +177,45 @@ pub fn publish<P: Serialize>(
     .map_err(platform::PlatformError::from)?;
     platform::outbox::enqueue(conn, SCHEMA, exchange, kind, &envelope)?;
     Ok(())
+}
+
+/// Sends provisioning attempt `attempt` of `row` on its (current) machine
+/// through the outbox. `never_ran`: a re-placed first run, whose dead
+/// attempt the worker cleans up like the order's own.
+pub fn publish_attempt(
+    conn: &mut PgConnection,
+    commands: &str,
+    row: &InstanceRow,
+    machine_gpu_count: i32,
+    attempt: i32,
+    never_ran: bool,
+    at: DateTime<Utc>,
+) -> Result<(), Error> {
+    let ssh_public_key: Option<String> = instances::table
+        .find(row.id)
+        .select(instances::ssh_public_key)
+        .first(conn)?;
+    publish(
+        conn,
+        commands,
+        PROVISION_INSTANCE,
+        at,
+        row.tenant_id,
+        &ProvisionRun {
+            instance: ProvisionInstance {
+                instance_id: row.id,
+                order_id: row.order_id,
+                tenant_id: row.tenant_id,
+                machine_id: row.machine_id,
+                gpu_count: row.gpu_count,
+                machine_gpu_count,
+                image: row.image.clone(),
+                ssh_public_key,
+            },
+            attempt,
+            never_ran,
+        },
+    )
 }
 
 /// Moves `row` to `next` if the state machine allows it, with a

@@ -12,6 +12,7 @@ mod expiry;
 mod instances;
 mod lifecycle;
 pub mod preemption;
+mod reconciler;
 mod replacement;
 mod routes;
 pub mod rules;
@@ -53,10 +54,11 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     let deps = actix_web::web::Data::new(Deps::new(config.clone()));
     events::configure(&config);
     // Background work of this service: the lifecycle rules, the deadline of
-    // orders whose request died mid-saga, and the record of
+    // orders whose request died mid-saga, the reconciler and the record of
     // provisioning steps. All are safe with several replicas.
     rules::spawn(deps.get_ref().clone(), db.clone());
     expiry::spawn(deps.get_ref().clone(), db.clone());
+    reconciler::spawn(deps.get_ref().clone(), db.clone());
     tokio::spawn(events::run_step_consumer(config.clone(), db.clone()));
     Ok(platform::http::serve(
         &config.bind_host,

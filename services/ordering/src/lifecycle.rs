@@ -28,7 +28,6 @@ use contracts::api::{
 };
 use contracts::events::{
     DEPROVISION_INSTANCE, DeprovisionInstance, INSTANCE_STOPPED, InstanceStopped,
-    PROVISION_INSTANCE, ProvisionInstance, ProvisionRun,
 };
 use contracts::{ErrorCode, api};
 use diesel::prelude::*;
@@ -39,7 +38,8 @@ use schema::ordering::instances;
 use uuid::Uuid;
 
 use crate::instances::{
-    InstanceRow, attempt, current_holding_key, holding_key, load, lock, publish, transition,
+    InstanceRow, attempt, current_holding_key, holding_key, load, lock, publish, publish_attempt,
+    transition,
 };
 use crate::state::InstanceState;
 use crate::{Deps, Error};
@@ -123,31 +123,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
                 Some("start requested"),
                 at,
             )?;
-            let ssh_public_key: Option<String> = instances::table
-                .find(id)
-                .select(instances::ssh_public_key)
-                .first(conn)?;
-            publish(
-                conn,
-                &commands,
-                PROVISION_INSTANCE,
-                at,
-                row.tenant_id,
-                &ProvisionRun {
-                    instance: ProvisionInstance {
-                        instance_id: row.id,
-                        order_id: row.order_id,
-                        tenant_id: row.tenant_id,
-                        machine_id: row.machine_id,
-                        gpu_count: row.gpu_count,
-                        machine_gpu_count: offer.gpu_count,
-                        image: row.image.clone(),
-                        ssh_public_key,
-                    },
-                    attempt: next,
-                    never_ran: false,
-                },
-            )?;
+            publish_attempt(conn, &commands, &row, offer.gpu_count, next, false, at)?;
             tracing::info!(instance.id = %id, attempt = next, "instance starting");
             Ok((row, true))
         })
@@ -239,21 +215,52 @@ async fn take_holdings(deps: &Deps, row: &InstanceRow, key: Uuid) -> Result<(), 
     Ok(())
 }
 
-/// Destroys a running or stopped instance: billing stops now (if running)
-/// and the deprovisioning command leaves in the same transaction.
+/// Destroys a running, stopped, preempted or host-lost instance: billing
+/// stops now (if running) and the deprovisioning command leaves in the same
+/// transaction.
+///
+/// On a lost host (billing stopped at its last heartbeat) the renter's quota
+/// is given back at once: the renter has nothing there any more and must not
+/// wait for a host that may never return. The GPUs stay out of the market
+/// until the machine validates clean, as for any destroy.
 pub async fn destroy(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<Instance, Error> {
     let events = deps.config.events_exchange.clone();
     let commands = deps.config.commands_exchange.clone();
-    db.tx(move |conn| {
+    let (instance, lost_host_key) = db
+        .tx(move |conn| destroy_in_tx(conn, &events, &commands, id, tenant_id))
+        .await?;
+    if let Some(key) = lost_host_key {
+        crate::saga::release_quota(deps, key).await?;
+    }
+    Ok(instance)
+}
+
+fn destroy_in_tx(
+    conn: &mut PgConnection,
+    events: &str,
+    commands: &str,
+    id: Uuid,
+    tenant_id: Uuid,
+) -> Result<(Instance, Option<Uuid>), Error> {
+    {
         let row = owned(Some(lock(conn, id)?), id, tenant_id)?;
         let state = row.state()?;
         match state {
-            InstanceState::Running | InstanceState::Stopped | InstanceState::Preempted => {}
-            // Idempotent: already on its way out, or gone.
-            InstanceState::Deprovisioning | InstanceState::Destroyed => return reload(conn, id),
+            InstanceState::Running
+            | InstanceState::Stopped
+            | InstanceState::Preempted
+            | InstanceState::HostLost => {}
+            // Idempotent: already on its way out, or gone. A repeat on a lost
+            // host gives its quota back again (idempotent).
+            InstanceState::Deprovisioning | InstanceState::Destroyed => {
+                let lost = host_lost_before(conn, id)?;
+                let key = current_holding_key(conn, &row)?;
+                return Ok((reload(conn, id)?, lost.then_some(key)));
+            }
             other => {
                 return Err(Error::Conflict(format!(
-                    "instance is {other}; it can be destroyed only while running or stopped"
+                    "instance is {other}; it can be destroyed only while running, stopped, \
+                     preempted or on a lost host"
                 )));
             }
         }
@@ -272,7 +279,7 @@ pub async fn destroy(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<
                 .execute(conn)?;
             publish(
                 conn,
-                &events,
+                events,
                 INSTANCE_STOPPED,
                 at,
                 row.tenant_id,
@@ -287,7 +294,7 @@ pub async fn destroy(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<
         }
         publish(
             conn,
-            &commands,
+            commands,
             DEPROVISION_INSTANCE,
             at,
             row.tenant_id,
@@ -298,9 +305,26 @@ pub async fn destroy(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<
             },
         )?;
         tracing::info!(instance.id = %id, from = %state, "instance deprovisioning");
-        reload(conn, id)
-    })
-    .await
+        let key = current_holding_key(conn, &row)?;
+        Ok((
+            reload(conn, id)?,
+            (state == InstanceState::HostLost).then_some(key),
+        ))
+    }
+}
+
+/// Whether the instance was destroyed from `host_lost` (its last transition
+/// into `deprovisioning` came from there).
+fn host_lost_before(conn: &mut PgConnection, id: Uuid) -> QueryResult<bool> {
+    use schema::ordering::instance_transitions as t;
+    let from: Option<Option<String>> = t::table
+        .filter(t::instance_id.eq(id))
+        .filter(t::to_state.eq(InstanceState::Deprovisioning.as_str()))
+        .order(t::at.desc())
+        .select(t::from_state)
+        .first(conn)
+        .optional()?;
+    Ok(from.flatten().as_deref() == Some(InstanceState::HostLost.as_str()))
 }
 
 /// The provisioner's report. Clean: GPUs (if still held) and quota go back,

@@ -24,19 +24,19 @@
 //!    failed machine is remembered, the transition is recorded and the new
 //!    provisioning command leaves through the outbox.
 
-use contracts::ErrorCode;
 use contracts::api::{
     Allocation, CreateOrderRequest, PlacementConstraints, QuotaReservation, RentalType,
     ReserveQuotaRequest,
 };
-use contracts::events::{PROVISION_INSTANCE, ProvisionInstance, ProvisionRun};
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
 use schema::ordering::{instances, orders};
 use uuid::Uuid;
 
-use crate::instances::{InstanceRow, attempt, holding_key, load, lock, publish, transition};
+use crate::instances::{
+    InstanceRow, attempt, holding_key, load, lock, publish_attempt, transition,
+};
 use crate::state::InstanceState;
 use crate::{Deps, Error};
 
@@ -210,33 +210,17 @@ pub async fn try_replace(
                     orders::updated_at.eq(at),
                 ))
                 .execute(conn)?;
-            let ssh_public_key: Option<String> = instances::table
-                .find(id)
-                .select(instances::ssh_public_key)
-                .first(conn)?;
             // The snapshot of the event shows the new machine and rates.
             let moved = load(conn, id)?.ok_or_else(|| Error::NotFound(id.to_string()))?;
             transition(conn, &moved, InstanceState::Provisioning, Some(&reason), at)?;
-            publish(
+            publish_attempt(
                 conn,
                 &commands,
-                PROVISION_INSTANCE,
+                &moved,
+                allocation.machine_gpu_count,
+                next,
+                true,
                 at,
-                row.tenant_id,
-                &ProvisionRun {
-                    instance: ProvisionInstance {
-                        instance_id: row.id,
-                        order_id: row.order_id,
-                        tenant_id: row.tenant_id,
-                        machine_id: allocation.machine_id,
-                        gpu_count: row.gpu_count,
-                        machine_gpu_count: allocation.machine_gpu_count,
-                        image: row.image.clone(),
-                        ssh_public_key,
-                    },
-                    attempt: next,
-                    never_ran: true,
-                },
             )?;
             tracing::info!(instance.id = %id, machine.id = %allocation.machine_id, attempt = next, "instance re-placed after a failed first run");
             Ok(load(conn, id)?.map(Into::into))
@@ -306,15 +290,7 @@ async fn allocate_elsewhere(
         match result {
             Ok(allocation) if !allocation.released => return Ok(Some(allocation)),
             Ok(_) => return Ok(None),
-            Err(e)
-                if matches!(
-                    e.code,
-                    ErrorCode::InsufficientCapacity
-                        | ErrorCode::PriceAboveMax
-                        | ErrorCode::NotFound
-                        | ErrorCode::Validation
-                ) =>
-            {
+            Err(e) if crate::saga::lost_race(&e) => {
                 tracing::debug!(instance.id = %row.id, machine.id = %offer.machine_id, code = e.code.as_str(), "re-placement lost a race; trying the next offer");
                 tried.push(offer.machine_id);
             }

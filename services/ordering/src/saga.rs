@@ -410,6 +410,19 @@ pub(crate) fn allocate_request(
     }
 }
 
+/// Whether an allocation on a searched offer lost a race for it (its GPUs
+/// went, its price or minimum bid rose, or it left the market since the
+/// search), so the next offer is worth trying.
+pub(crate) fn lost_race(e: &RemoteError) -> bool {
+    matches!(
+        e.code,
+        ErrorCode::InsufficientCapacity
+            | ErrorCode::PriceAboveMax
+            | ErrorCode::NotFound
+            | ErrorCode::Validation
+    )
+}
+
 /// Takes the GPUs: on the ordered offer, or on the cheapest matching offer,
 /// moving on to the next after a lost race, at most [`PLACEMENT_ATTEMPTS`]
 /// times. Allocation is idempotent by order id: a resumed order gets back the
@@ -452,17 +465,7 @@ async fn place(
             .await;
         match result {
             Ok(allocation) => return Ok(allocation),
-            // Lost a race for this offer: its GPUs went, its price (or its
-            // minimum bid) rose, or it left the market since the search.
-            Err(e)
-                if matches!(
-                    e.code,
-                    ErrorCode::InsufficientCapacity
-                        | ErrorCode::PriceAboveMax
-                        | ErrorCode::NotFound
-                        | ErrorCode::Validation
-                ) =>
-            {
+            Err(e) if lost_race(&e) => {
                 tracing::debug!(order.id = %order_id, machine.id = %offer.machine_id, code = e.code.as_str(), "placement lost a race; trying the next offer");
                 tried.push(offer.machine_id);
                 last = Some(Error::Remote(e));

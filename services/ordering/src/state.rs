@@ -83,6 +83,9 @@ impl InstanceState {
             InstanceState::Stopped => &["start", "destroy"],
             // The GPUs are gone; the disk is still there until destroyed.
             InstanceState::Preempted => &["destroy"],
+            // Billing stopped at the last heartbeat; the renter may wait for
+            // the host to come back (a new run) or give up on it.
+            InstanceState::HostLost => &["destroy"],
             _ => &[],
         };
         actions.iter().map(|a| (*a).to_owned()).collect()

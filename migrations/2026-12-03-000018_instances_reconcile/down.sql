@@ -1,0 +1,2 @@
+DROP INDEX ordering.instances_updated;
+DROP INDEX ordering.instances_live;
