@@ -154,7 +154,12 @@ pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
     let config = Arc::new(config);
 
     if parts.messaging {
-        for schema in [ordering::SCHEMA, metering::SCHEMA, catalog::SCHEMA] {
+        for schema in [
+            ordering::SCHEMA,
+            metering::SCHEMA,
+            catalog::SCHEMA,
+            billing::SCHEMA,
+        ] {
             let db = pool(&config, schema)?;
             tasks.push(tokio::spawn(platform::outbox::run_relay(
                 db,

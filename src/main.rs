@@ -223,6 +223,12 @@ async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
             metering::build(config.clone(), db("metering")?)?.0
         }
         Service::Billing => {
+            // Exhausted balances leave through billing's outbox.
+            tasks.spawn(platform::outbox::run_relay(
+                db("billing")?,
+                config.clone(),
+                billing::SCHEMA,
+            ));
             let (c, d) = (config.clone(), db("billing")?);
             tasks.spawn(async move {
                 if let Err(error) = billing::run_consumer(c, d).await {

@@ -301,6 +301,7 @@ pub mod metering {
             currency -> Nullable<Text>,
             recorded_at -> Nullable<Timestamptz>,
             created_at -> Timestamptz,
+            settled_seconds -> Int8,
         }
     }
 }
@@ -349,4 +350,5 @@ pub mod billing {
     diesel::allow_tables_to_appear_in_same_query!(accounts, transactions, entries);
 }
 
+pub mod billing_stripe;
 pub mod provisioner;

@@ -39,6 +39,9 @@ async fn a_rental_is_billed_for_exactly_the_seconds_between_running_and_stop() {
     // Each service on its own database role: a query into another service's
     // schema would fail this test.
     env.config.db_role_per_service = true;
+    // One posting for the whole run, so the ledger can be compared line by
+    // line; settlement in segments has its own tests (`system::settlement`).
+    env.config.settlement_interval_ms = 3_600_000;
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
 

@@ -53,6 +53,7 @@ async fn duplicated_and_reordered_events_bill_each_second_once() {
     let settings = billing::Settings {
         fee_rate: "0.15".parse().unwrap(),
         currency: "USD".into(),
+        events_exchange: "events".into(),
     };
 
     for seed in 0..SEEDS {

@@ -19,6 +19,28 @@ fn to_state(e: &Value) -> Option<&str> {
 
 /// Every event streamed once: recorded events by `seq` (increasing), steps
 /// by (job kind, step, status, attempt).
+/// Reads until the instance is `running` and the run's last provisioning
+/// step (the readiness check) has finished. Steps come straight from the
+/// worker and state changes through ordering, so either may arrive first.
+async fn until_provisioned(events: &mut EventStream) -> Vec<Value> {
+    let running = std::cell::Cell::new(false);
+    let ready = std::cell::Cell::new(false);
+    events
+        .until(LIMIT, |e| {
+            if to_state(e) == Some("running") {
+                running.set(true);
+            }
+            if e["kind"] == "provisioning_step"
+                && e["step"]["step"] == "readiness_check"
+                && e["step"]["status"] == "finished"
+            {
+                ready.set(true);
+            }
+            running.get() && ready.get()
+        })
+        .await
+}
+
 fn assert_no_repeats(events: &[Value]) {
     let mut last = 0;
     let mut steps = HashSet::new();
@@ -55,9 +77,7 @@ async fn instance_events_stream_history_then_live_changes_and_steps_once() {
 
     // Subscribed after the order: the history supplies what came before.
     let mut events = EventStream::open(&stack.gateway_url, Some(&token), &id).await;
-    let provisioned = events
-        .until(LIMIT, |e| to_state(e) == Some("running"))
-        .await;
+    let provisioned = until_provisioned(&mut events).await;
     let first = &provisioned[0];
     assert_eq!(first["seq"], 1);
     assert_eq!(to_state(first), Some("provisioning"), "{first}");
@@ -77,7 +97,10 @@ async fn instance_events_stream_history_then_live_changes_and_steps_once() {
             && steps.iter().any(|e| e["step"]["status"] == "finished"),
         "provisioning steps before running: {provisioned:#?}"
     );
-    let running = provisioned.last().expect("running");
+    let running = provisioned
+        .iter()
+        .find(|e| to_state(e) == Some("running"))
+        .expect("running");
     assert_eq!(running["fromState"], "provisioning");
     assert_eq!(running["instance"]["status"], "running");
 
@@ -109,9 +132,7 @@ async fn instance_events_stream_history_then_live_changes_and_steps_once() {
         )
         .await
         .expect("start");
-    let restarted = events
-        .until(LIMIT, |e| to_state(e) == Some("running"))
-        .await;
+    let restarted = until_provisioned(&mut events).await;
     assert_eq!(
         restarted.iter().filter_map(to_state).next(),
         Some("provisioning"),

@@ -529,8 +529,6 @@ async fn a_step_whose_workers_keep_dying_is_given_up_after_its_attempts() {
     // A healthy worker does not start it a third time: the job dies.
     let mut healthy = worker_process(&stack.config, &[lease, attempts]);
     let failed = wait_failed(&renter, &id).await;
-    healthy.kill().expect("kill");
-    healthy.wait().expect("reap");
     assert!(
         failed["statusReason"]
             .as_str()
@@ -539,7 +537,11 @@ async fn a_step_whose_workers_keep_dying_is_given_up_after_its_attempts() {
     );
     assert_eq!(env.count(&started(2)), 1, "never started a third time");
     assert_released_and_uncharged(&env, &renter, 100).await;
+    // The worker's outbox relay publishes the dead letter: it must live
+    // until then (killing it at the report raced the relay under load).
     dead_letters(&stack.config, &command_id(&env, &id)).await;
+    healthy.kill().expect("kill");
+    healthy.wait().expect("reap");
 
     stack.stop().await;
     env.cleanup().await;

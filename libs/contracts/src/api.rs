@@ -842,3 +842,35 @@ pub struct GpuInterval {
     pub started_at: Option<DateTime<Utc>>,
     pub ended_at: Option<DateTime<Utc>>,
 }
+
+// ---------------------------------------------------------------- billing: top-ups
+
+/// `POST /internal/top-ups` body: a renter tenant asks to add `amount` (in
+/// the settlement currency) to its balance by card through Stripe.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateTopUpRequest {
+    pub tenant_id: Uuid,
+    pub amount: Decimal,
+    /// Same key + same amount → the same top-up (and PaymentIntent); none →
+    /// a new top-up every time.
+    pub idempotency_key: Option<String>,
+}
+
+/// A top-up: one Stripe PaymentIntent. The balance rises when Stripe reports
+/// the PaymentIntent succeeded, not when the top-up is created.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TopUp {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub amount: Decimal,
+    pub currency: String,
+    /// `creating` until Stripe answered, then the PaymentIntent's status
+    /// (`requires_payment_method`, ..., `succeeded`, `canceled`).
+    pub status: String,
+    pub payment_intent_id: Option<String>,
+    /// What the browser confirms the payment with (Stripe.js); only in the
+    /// answer to the create call, never in listings.
+    pub client_secret: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub succeeded_at: Option<DateTime<Utc>>,
+}

@@ -60,6 +60,27 @@ pub struct UsageRecorded {
     /// Price of the whole rental per hour (GPU price × GPU count).
     pub price_per_hour: Decimal,
     pub currency: String,
+    /// A running interval is settled in segments: this one covers seconds
+    /// `[offset_seconds, offset_seconds + seconds)` of the interval (so
+    /// `started_at`/`ended_at` are the segment's). Negative `seconds` is a
+    /// correction: a settlement ran ahead of a stop that had already
+    /// happened. Rated cumulatively, the segments of an interval add up to
+    /// exactly the rating of its whole.
+    #[serde(default)]
+    pub offset_seconds: i64,
+}
+
+pub const BALANCE_EXHAUSTED: &str = "billing.balance.exhausted";
+
+/// A usage charge took a renter's prepaid balance below zero: ordering stops
+/// the tenant's running instances (the charge itself stands: the usage
+/// happened).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BalanceExhausted {
+    pub tenant_id: Uuid,
+    pub balance: Decimal,
+    pub currency: String,
+    pub at: DateTime<Utc>,
 }
 
 /// Command to the provisioning workers: make this instance user-ready.

@@ -86,11 +86,16 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
             &config.events_exchange,
             "metering.usage.*",
         ),
-        // Preemptions decided by the catalog.
+        // Preemptions decided by the catalog, and renters out of money.
         (
             &config.ordering_queue,
             &config.events_exchange,
             "catalog.allocation.*",
+        ),
+        (
+            &config.ordering_queue,
+            &config.events_exchange,
+            "billing.balance.*",
         ),
         // Inventory, heartbeats and self-tests of every host agent (named
         // kinds only: step results are the provisioners').

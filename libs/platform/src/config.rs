@@ -52,6 +52,10 @@ pub struct Config {
     pub currency: String,
     /// Seconds of burn a renter's balance must cover to start an order.
     pub min_runway_seconds: i64,
+    /// How often metering settles running intervals (posts their accrued
+    /// usage): the bound on how far a renter can overdraw.
+    /// `GPUMARKET_SETTLEMENT_INTERVAL_MS`.
+    pub settlement_interval_ms: u64,
     /// GPUs a new tenant may hold at once until an operator changes it.
     pub default_max_gpus: i32,
     /// How often the outbox relay looks for unsent messages.
@@ -124,6 +128,23 @@ pub struct Config {
     /// have caused, so the normal outbox path gets there first.
     /// `GPUMARKET_RECONCILE_SETTLE_SECONDS`.
     pub reconcile_settle_seconds: i64,
+    /// Stripe (billing's prepaid top-ups). The secret API key.
+    /// `GPUMARKET_STRIPE_SECRET_KEY`.
+    pub stripe_secret_key: String,
+    /// Where the Stripe API is reached (tests point it at a test double).
+    /// `GPUMARKET_STRIPE_API_BASE`.
+    pub stripe_api_base: String,
+    /// Webhook signing secrets, newest first; a signature by any of them is
+    /// accepted, which is how a secret is rotated.
+    /// `GPUMARKET_STRIPE_WEBHOOK_SECRETS` (comma-separated).
+    pub stripe_webhook_secrets: Vec<String>,
+    /// How far a webhook's signed timestamp may be from now.
+    /// `GPUMARKET_STRIPE_WEBHOOK_TOLERANCE_SECONDS`.
+    pub stripe_webhook_tolerance_seconds: i64,
+    /// Smallest and largest top-up, in the settlement currency, as text
+    /// parsed by billing. `GPUMARKET_TOP_UP_MIN_AMOUNT`, `GPUMARKET_TOP_UP_MAX_AMOUNT`.
+    pub top_up_min_amount: String,
+    pub top_up_max_amount: String,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -214,6 +235,7 @@ impl Config {
             fee_rate: var("GPUMARKET_FEE_RATE", "0.15"),
             currency: var("GPUMARKET_CURRENCY", "USD"),
             min_runway_seconds: parsed("GPUMARKET_MIN_RUNWAY_SECONDS", 600)?,
+            settlement_interval_ms: parsed("GPUMARKET_SETTLEMENT_INTERVAL_MS", 10_000)?,
             default_max_gpus: parsed("GPUMARKET_DEFAULT_MAX_GPUS", 16)?,
             outbox_poll_ms: parsed("GPUMARKET_OUTBOX_POLL_MS", 100)?,
             sim_step_latency_ms: var("GPUMARKET_SIM_STEP_LATENCY_MS", ""),
@@ -249,6 +271,22 @@ impl Config {
             },
             reconcile_interval_ms: parsed("GPUMARKET_RECONCILE_INTERVAL_MS", 5000)?,
             reconcile_settle_seconds: parsed("GPUMARKET_RECONCILE_SETTLE_SECONDS", 30)?,
+            stripe_secret_key: var("GPUMARKET_STRIPE_SECRET_KEY", "sk_test_gpumarket_local"),
+            stripe_api_base: var("GPUMARKET_STRIPE_API_BASE", "https://api.stripe.com/"),
+            stripe_webhook_secrets: var(
+                "GPUMARKET_STRIPE_WEBHOOK_SECRETS",
+                "whsec_gpumarket_local_development",
+            )
+            .split(',')
+            .map(|s| s.trim().to_owned())
+            .filter(|s| !s.is_empty())
+            .collect(),
+            stripe_webhook_tolerance_seconds: parsed(
+                "GPUMARKET_STRIPE_WEBHOOK_TOLERANCE_SECONDS",
+                300,
+            )?,
+            top_up_min_amount: var("GPUMARKET_TOP_UP_MIN_AMOUNT", "5"),
+            top_up_max_amount: var("GPUMARKET_TOP_UP_MAX_AMOUNT", "10000"),
         })
     }
 

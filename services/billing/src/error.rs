@@ -12,6 +12,14 @@ pub enum Error {
     Conflict(String),
     #[error("{0}")]
     InsufficientFunds(String),
+    /// Stripe did not answer, or answered with a failure that is not the
+    /// caller's: the request may be retried with the same idempotency key.
+    #[error("payment provider: {0}")]
+    PaymentProvider(String),
+    /// A webhook that must not be believed (signature, timestamp, shape):
+    /// answered 400 with nothing written.
+    #[error("{0}")]
+    WebhookRejected(String),
     #[error(transparent)]
     Platform(#[from] platform::PlatformError),
     #[error("database: {0}")]
@@ -27,6 +35,8 @@ impl Error {
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::Conflict(_) => ErrorCode::Conflict,
             Error::InsufficientFunds(_) => ErrorCode::InsufficientFunds,
+            Error::PaymentProvider(_) => ErrorCode::Unavailable,
+            Error::WebhookRejected(_) => ErrorCode::Validation,
             Error::Platform(_) | Error::Database(_) | Error::Io(_) => ErrorCode::Internal,
         }
     }
@@ -34,10 +44,34 @@ impl Error {
 
 impl ResponseError for Error {
     fn status_code(&self) -> StatusCode {
-        platform::http::status_for(self.code())
+        match self {
+            // Stripe's contract: any non-2xx is a failed delivery; 400 says
+            // "this request is bad" rather than "unprocessable entity".
+            Error::WebhookRejected(_) => StatusCode::BAD_REQUEST,
+            _ => platform::http::status_for(self.code()),
+        }
     }
 
     fn error_response(&self) -> actix_web::HttpResponse {
-        platform::http::error_response(self.code(), self)
+        match self {
+            Error::WebhookRejected(message) => {
+                actix_web::HttpResponse::BadRequest().json(contracts::ErrorBody {
+                    code: ErrorCode::Validation,
+                    message: message.clone(),
+                    details: None,
+                })
+            }
+            // The generic answer for UNAVAILABLE hides its message; this one
+            // is safe to show and tells the caller what to do.
+            Error::PaymentProvider(detail) => {
+                tracing::warn!(%detail, "payment provider unavailable");
+                platform::http::ApiError::new(
+                    ErrorCode::Unavailable,
+                    "the payment provider (Stripe) is unavailable; retry with the same idempotencyKey",
+                )
+                .error_response()
+            }
+            _ => platform::http::error_response(self.code(), self),
+        }
     }
 }

@@ -3,11 +3,12 @@
 //! balances and hosts' earnings. Usage is rated here with the price snapshot
 //! it carries: `round_half_even(seconds × price_per_hour / 3600, 9)`, split
 //! into the host's share and the platform fee so that every posting balances
-//! exactly.
+//! exactly. Renters are prepaid: they top up through Stripe (`stripe`).
 
 pub mod error;
 pub mod ledger;
 mod routes;
+pub mod stripe;
 mod usage;
 
 use std::sync::Arc;
@@ -25,6 +26,8 @@ pub const SCHEMA: &str = "billing";
 pub struct Settings {
     pub fee_rate: Decimal,
     pub currency: String,
+    /// Where billing's events (a renter's balance exhausted) are published.
+    pub events_exchange: String,
 }
 
 impl Settings {
@@ -43,6 +46,7 @@ impl Settings {
         Ok(Self {
             fee_rate,
             currency: config.currency.clone(),
+            events_exchange: config.events_exchange.clone(),
         })
     }
 }
@@ -50,13 +54,17 @@ impl Settings {
 /// Starts the billing service's HTTP API; returns the server and its port.
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
     let settings = actix_web::web::Data::new(Settings::from_config(&config)?);
+    let stripe_settings = actix_web::web::Data::new(stripe::StripeSettings::from_config(&config)?);
+    let stripe_api = actix_web::web::Data::new(stripe::client::StripeApi::from_config(&config)?);
     Ok(platform::http::serve(
         &config.bind_host,
         config.ports.billing,
         db,
         config.service_token.clone(),
         move |cfg| {
-            cfg.app_data(settings.clone());
+            cfg.app_data(settings.clone())
+                .app_data(stripe_settings.clone())
+                .app_data(stripe_api.clone());
             routes::configure(cfg);
         },
     )?)

@@ -1,7 +1,7 @@
 //! Rating usage into postings, and the reads renters and hosts see.
 
 use chrono::{DateTime, Utc};
-use contracts::events::{USAGE_RECORDED, UsageRecorded};
+use contracts::events::{BALANCE_EXHAUSTED, BalanceExhausted, USAGE_RECORDED, UsageRecorded};
 use contracts::{Envelope, api, money};
 use diesel::prelude::*;
 use platform::Db;
@@ -13,7 +13,20 @@ use uuid::Uuid;
 use crate::ledger::{self, AccountKind, Posting};
 use crate::{Error, Settings};
 
-/// Posts one usage interval: renter debit = host credit + platform fee.
+/// What seconds `[offset, offset + seconds)` of an interval cost: rated
+/// cumulatively (the rating of where the segment ends less the rating of
+/// where it starts), so however an interval is cut into settlement segments
+/// their amounts add up to exactly the rating of the whole, and a correction
+/// (negative seconds) gives back exactly what was over-charged.
+pub fn segment_amount(offset: i64, seconds: i64, price_per_hour: Decimal) -> Decimal {
+    money::rate(offset + seconds, price_per_hour) - money::rate(offset, price_per_hour)
+}
+
+/// Posts one usage segment: renter debit = host credit + platform fee. A
+/// charge that takes the renter below zero is still posted (the usage
+/// happened) and announces the exhausted balance in the same transaction,
+/// so ordering stops the tenant's instances: an overdraft is bounded by one
+/// settlement interval's burn (DESIGN 5).
 pub fn apply_event(
     conn: &mut PgConnection,
     envelope: &Envelope,
@@ -31,7 +44,7 @@ pub fn apply_event(
             usage.currency, settings.currency
         )));
     }
-    let amount = money::rate(usage.seconds, usage.price_per_hour);
+    let amount = segment_amount(usage.offset_seconds, usage.seconds, usage.price_per_hour);
     let split = money::split_fee(amount, settings.fee_rate);
     let currency = &settings.currency;
     let renter = ledger::account(
@@ -47,10 +60,14 @@ pub fn apply_event(
         currency,
     )?;
     let fee = ledger::account(conn, AccountKind::PlatformFee, None, currency)?;
-    let id = format!("usage:{}", usage.interval_id);
+    // One posting per segment of the interval, whatever the deliveries.
+    let id = format!(
+        "usage:{}:{}:{}",
+        usage.interval_id, usage.offset_seconds, usage.seconds
+    );
     let description = format!(
-        "{} s of {} at {} {}/h",
-        usage.seconds, usage.meter, usage.price_per_hour, currency
+        "{} s of {} at {} {}/h (from second {} of the interval)",
+        usage.seconds, usage.meter, usage.price_per_hour, currency, usage.offset_seconds
     );
     let posted = ledger::post(
         conn,
@@ -64,8 +81,34 @@ pub fn apply_event(
             legs: &[(renter, -amount), (host, split.host), (fee, split.fee)],
         },
     )?;
-    if posted {
-        tracing::info!(instance.id = %usage.instance_id, %amount, "usage posted");
+    if !posted {
+        return Ok(());
+    }
+    tracing::info!(instance.id = %usage.instance_id, %amount, "usage posted");
+    let balance = ledger::balance(conn, AccountKind::RenterBalance, usage.tenant_id, currency)?;
+    if amount > Decimal::ZERO && balance < Decimal::ZERO {
+        let exhausted = BalanceExhausted {
+            tenant_id: usage.tenant_id,
+            balance,
+            currency: currency.clone(),
+            at: contracts::time::now(),
+        };
+        let envelope = Envelope::new(
+            BALANCE_EXHAUSTED,
+            exhausted.at,
+            Some(usage.tenant_id),
+            envelope.correlation_id.clone(),
+            &exhausted,
+        )
+        .map_err(|e| HandlerError::Permanent(e.to_string()))?;
+        platform::outbox::enqueue(
+            conn,
+            crate::SCHEMA,
+            &settings.events_exchange,
+            BALANCE_EXHAUSTED,
+            &envelope,
+        )?;
+        tracing::warn!(tenant.id = %usage.tenant_id, %balance, "balance exhausted; the tenant's instances will be stopped");
     }
     Ok(())
 }
@@ -222,4 +265,42 @@ pub async fn earnings(
         })
     })
     .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    proptest::proptest! {
+        /// However settlement cuts an interval (and whatever corrections
+        /// follow a settlement that ran ahead), the segments cost exactly
+        /// what the whole interval costs, and every segment's split balances.
+        #[test]
+        fn segments_add_up_to_the_whole_interval(
+            price_micros in 1i64..10_000_000_000,
+            cuts in proptest::collection::vec(0i64..200_000, 0..12),
+            overshoot in 0i64..30,
+            fee_bp in 0i64..5_000,
+        ) {
+            let price = Decimal::new(price_micros, 6);
+            let fee_rate = Decimal::new(fee_bp, 4);
+            let mut cuts = cuts;
+            cuts.sort();
+            let total = cuts.last().copied().unwrap_or(0);
+            // Settlements at each cut, one that ran `overshoot` seconds past
+            // the stop, then the close's correction back to the total.
+            let mut points = vec![0];
+            points.extend(cuts);
+            points.push(total + overshoot);
+            points.push(total);
+            let mut sum = Decimal::ZERO;
+            for pair in points.windows(2) {
+                let amount = segment_amount(pair[0], pair[1] - pair[0], price);
+                let split = money::split_fee(amount, fee_rate);
+                proptest::prop_assert_eq!(split.host + split.fee, amount);
+                sum += amount;
+            }
+            proptest::prop_assert_eq!(sum, money::rate(total, price));
+        }
+    }
 }

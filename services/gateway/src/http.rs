@@ -47,12 +47,15 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
     };
     let (listener, port) =
         platform::http::listen(&config.bind_host, config.ports.gateway).map_err(listen_error)?;
+    let stripe_forward = web::Data::new(crate::webhooks::StripeForward::new(&config.urls.billing));
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
+            .app_data(stripe_forward.clone())
             .wrap(middleware::from_fn(platform::http::correlation))
             .route("/graphql", web::post().to(graphql))
             .route("/graphql", web::get().to(graphql_get))
+            .route("/webhooks/stripe", web::post().to(crate::webhooks::stripe))
             .route("/healthz", web::get().to(healthz))
             .route("/readyz", web::get().to(readyz))
             .route("/metrics", web::get().to(platform::metrics::handler))

@@ -9,6 +9,7 @@ mod error;
 mod http;
 mod schema;
 mod validate;
+mod webhooks;
 
 use std::sync::Arc;
 

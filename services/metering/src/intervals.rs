@@ -18,7 +18,7 @@ const GPU: &str = "gpu";
 
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = intervals)]
-struct IntervalRow {
+pub(crate) struct IntervalRow {
     id: Uuid,
     instance_id: Uuid,
     tenant_id: Uuid,
@@ -30,6 +30,7 @@ struct IntervalRow {
     price_per_hour: Option<Decimal>,
     currency: Option<String>,
     recorded_at: Option<DateTime<Utc>>,
+    settled_seconds: i64,
 }
 
 /// The effect of one lifecycle event; runs in the inbox's transaction.
@@ -97,8 +98,8 @@ pub fn apply_event(
     )
 }
 
-/// Once both instants are known, fixes the billed seconds and announces the
-/// usage, once: `recorded_at` marks it done.
+/// Once both instants are known, fixes the billed seconds and announces what
+/// settlement has not announced yet, once: `recorded_at` marks it done.
 fn close_if_complete(
     conn: &mut PgConnection,
     id: Uuid,
@@ -110,14 +111,7 @@ fn close_if_complete(
         .select(IntervalRow::as_select())
         .for_update()
         .first(conn)?;
-    let (Some(t0), Some(t1), Some(host), Some(price), Some(currency), None) = (
-        row.started_at,
-        row.ended_at,
-        row.host_tenant_id,
-        row.price_per_hour,
-        row.currency.clone(),
-        row.recorded_at,
-    ) else {
+    let (Some(t0), Some(t1), None) = (row.started_at, row.ended_at, row.recorded_at) else {
         return Ok(());
     };
     let seconds = money::billed_seconds(t0.timestamp_micros(), t1.timestamp_micros());
@@ -125,32 +119,127 @@ fn close_if_complete(
     diesel::update(intervals::table.find(id))
         .set((
             intervals::seconds.eq(seconds),
+            intervals::settled_seconds.eq(seconds),
             intervals::recorded_at.eq(now),
         ))
         .execute(conn)?;
+    // The rest of the interval, or, when a settlement ran ahead of a stop
+    // that had already happened, the correction (negative seconds).
+    announce(
+        conn,
+        &row,
+        row.settled_seconds,
+        seconds,
+        events_exchange,
+        correlation_id,
+    )?;
+    tracing::info!(instance.id = %row.instance_id, seconds, "usage recorded");
+    Ok(())
+}
+
+/// Announces seconds `[from, to)` of an interval to billing (nothing when
+/// they are equal; a correction when `to < from`). Needs the start, the host
+/// and the rate, which the `running` event brought.
+pub(crate) fn announce(
+    conn: &mut PgConnection,
+    row: &IntervalRow,
+    from: i64,
+    to: i64,
+    events_exchange: &str,
+    correlation_id: Option<String>,
+) -> Result<(), diesel::result::Error> {
+    if from == to {
+        return Ok(());
+    }
+    let (Some(t0), Some(host), Some(price), Some(currency)) = (
+        row.started_at,
+        row.host_tenant_id,
+        row.price_per_hour,
+        row.currency.clone(),
+    ) else {
+        return Ok(());
+    };
+    let at = |s: i64| t0 + chrono::Duration::seconds(s);
     let usage = UsageRecorded {
         interval_id: row.id,
         instance_id: row.instance_id,
         tenant_id: row.tenant_id,
         host_tenant_id: host,
-        meter: row.meter,
-        started_at: t0,
-        ended_at: t1,
-        seconds,
+        meter: row.meter.clone(),
+        started_at: at(from.min(to)),
+        ended_at: at(from.max(to)),
+        seconds: to - from,
         price_per_hour: price,
         currency,
+        offset_seconds: from,
     };
     let envelope = Envelope::new(
         USAGE_RECORDED,
-        now,
+        contracts::time::now(),
         Some(row.tenant_id),
         correlation_id,
         &usage,
     )
-    .map_err(|e| HandlerError::Permanent(e.to_string()))?;
+    .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
     platform::outbox::enqueue(conn, SCHEMA, events_exchange, USAGE_RECORDED, &envelope)?;
-    tracing::info!(instance.id = %row.instance_id, seconds, "usage recorded");
     Ok(())
+}
+
+/// Intervals settled per transaction.
+const SETTLE_PAGE: i64 = 500;
+
+/// Settles every open interval up to `now`: each announces the whole seconds
+/// it ran since its last settlement, so a running rental is charged as it
+/// runs (DESIGN 5: at least every settlement interval), not only when it
+/// stops. Safe with several replicas (`SKIP LOCKED`) and against a stop
+/// arriving meanwhile (the close locks the same row). Returns how many
+/// intervals were settled.
+pub async fn settle_open(
+    db: &Db,
+    now: DateTime<Utc>,
+    events_exchange: &str,
+) -> Result<usize, Error> {
+    let mut settled = 0;
+    let mut after = Uuid::nil();
+    loop {
+        let exchange = events_exchange.to_owned();
+        let (n, last, full) = db
+            .tx(move |conn| -> Result<(usize, Option<Uuid>, bool), Error> {
+                let rows: Vec<IntervalRow> = intervals::table
+                    .filter(intervals::recorded_at.is_null())
+                    .filter(intervals::ended_at.is_null())
+                    .filter(intervals::started_at.is_not_null())
+                    .filter(intervals::id.gt(after))
+                    .order(intervals::id)
+                    .limit(SETTLE_PAGE)
+                    .for_update()
+                    .skip_locked()
+                    .select(IntervalRow::as_select())
+                    .load(conn)?;
+                let full = rows.len() as i64 == SETTLE_PAGE;
+                let last = rows.last().map(|r| r.id);
+                let mut n = 0;
+                for row in rows {
+                    let Some(t0) = row.started_at else { continue };
+                    let due = money::billed_seconds(t0.timestamp_micros(), now.timestamp_micros());
+                    if due <= row.settled_seconds {
+                        continue;
+                    }
+                    diesel::update(intervals::table.find(row.id))
+                        .set(intervals::settled_seconds.eq(due))
+                        .execute(conn)?;
+                    announce(conn, &row, row.settled_seconds, due, &exchange, None)?;
+                    n += 1;
+                }
+                Ok((n, last, full))
+            })
+            .await?;
+        settled += n;
+        match last {
+            Some(id) if full => after = id,
+            _ => return Ok(settled),
+        }
+    }
 }
 
 /// Instance, run, start and end of an interval.

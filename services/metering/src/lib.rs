@@ -3,6 +3,11 @@
 //! seconds are `floor(T1 − T0)` computed from the two recorded instants,
 //! never by counting ticks. The two events may arrive in either order, twice,
 //! or late: the interval comes out the same and is announced once.
+//!
+//! A running interval is also *settled* every settlement interval: the whole
+//! seconds since its start are announced to billing in segments, so a
+//! renter's balance follows the burn; at the close the rest (or a correction)
+//! is announced, and the segments add up to `floor(T1 − T0)` exactly.
 
 pub mod error;
 mod intervals;
@@ -11,14 +16,17 @@ mod routes;
 use std::sync::Arc;
 
 use platform::{Config, Db};
+use tracing::Instrument;
 
 pub use error::Error;
 pub use intervals::apply_event;
 
 pub const SCHEMA: &str = "metering";
 
-/// Starts the metering service's HTTP API; returns the server and its port.
+/// Starts the metering service's HTTP API and its settlement task; returns
+/// the server and its port.
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
+    tokio::spawn(settle_forever(config.clone(), db.clone()));
     Ok(platform::http::serve(
         &config.bind_host,
         config.ports.metering,
@@ -36,4 +44,21 @@ pub async fn run_consumer(config: Arc<Config>, db: Db) {
         apply_event(conn, envelope, &events)
     })
     .await
+}
+
+/// Settles running intervals every `settlement_interval_ms`.
+async fn settle_forever(config: Arc<Config>, db: Db) {
+    let tick = std::time::Duration::from_millis(config.settlement_interval_ms.max(100));
+    loop {
+        tokio::time::sleep(tick).await;
+        let now = contracts::time::now();
+        let settled = intervals::settle_open(&db, now, &config.events_exchange)
+            .instrument(tracing::info_span!("settlement"))
+            .await;
+        match settled {
+            Ok(0) => {}
+            Ok(n) => tracing::debug!(intervals = n, "running intervals settled"),
+            Err(error) => tracing::warn!(%error, "settlement failed; next tick retries"),
+        }
+    }
 }

@@ -9,6 +9,7 @@
 pub mod error;
 pub mod events;
 mod expiry;
+mod funds;
 mod instances;
 mod lifecycle;
 pub mod preemption;

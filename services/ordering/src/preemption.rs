@@ -35,7 +35,8 @@ use crate::instances::{InstanceRow, current_holding_key, lock, publish, transiti
 use crate::state::InstanceState;
 use crate::{Deps, Error, SCHEMA};
 
-/// Consumes the catalog's preemption events forever.
+/// Consumes ordering's queue forever: the catalog's preemptions, and
+/// billing's exhausted balances ([`crate::funds`]).
 pub async fn run_consumer(config: Arc<Config>, db: Db) {
     let deps = Deps::new(config.clone());
     let queue = config.ordering_queue.clone();
@@ -48,6 +49,9 @@ pub async fn run_consumer(config: Arc<Config>, db: Db) {
 }
 
 async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), HandlerError> {
+    if envelope.kind == contracts::events::BALANCE_EXHAUSTED {
+        return crate::funds::handle(db, deps, envelope).await;
+    }
     if envelope.kind != ALLOCATION_PREEMPTED {
         return Ok(());
     }

@@ -1,4 +1,5 @@
-//! Balances, host earnings and operator credit grants.
+//! Balances, host earnings, operator credit grants and renters' Stripe
+//! top-ups.
 
 use async_graphql::{Context, ID, Object, SimpleObject};
 use contracts::api;
@@ -7,6 +8,7 @@ use rust_decimal::Decimal;
 use super::instant;
 use crate::auth::{self, Access};
 use crate::clients;
+use crate::error::GatewayError;
 use crate::error::GqlResult;
 use crate::validate;
 
@@ -66,6 +68,57 @@ impl From<api::HostEarnings> for HostEarnings {
     }
 }
 
+/// A card top-up of the caller's balance: one Stripe PaymentIntent. The
+/// balance rises when Stripe reports the payment succeeded.
+#[derive(SimpleObject)]
+pub struct TopUp {
+    id: ID,
+    amount: Decimal,
+    currency: String,
+    /// `creating` until Stripe answered, then the PaymentIntent's status
+    /// (`requires_payment_method`, `processing`, `succeeded`, `canceled`, ...).
+    status: String,
+    /// For Stripe.js (`stripe.confirmPayment`); only in `createTopUp`'s answer.
+    client_secret: Option<String>,
+    payment_intent_id: Option<String>,
+    created_at: String,
+    succeeded_at: Option<String>,
+}
+
+impl From<api::TopUp> for TopUp {
+    fn from(t: api::TopUp) -> Self {
+        Self {
+            id: t.id.into(),
+            amount: t.amount,
+            currency: t.currency,
+            status: t.status,
+            client_secret: t.client_secret,
+            payment_intent_id: t.payment_intent_id,
+            created_at: instant(t.created_at),
+            succeeded_at: t.succeeded_at.map(instant),
+        }
+    }
+}
+
+/// Topping up is paying: a renter tenant, with a key that may spend
+/// (billing or rent scope), not a read-only one.
+async fn authorize_top_up(ctx: &Context<'_>) -> Result<api::Principal, GatewayError> {
+    let principal = auth::authorize(ctx, Access::Billing).await?;
+    if !principal
+        .scopes
+        .iter()
+        .any(|s| matches!(s, api::Scope::Billing | api::Scope::Rent))
+    {
+        return Err(GatewayError::Forbidden(
+            "needs scope billing or rent".into(),
+        ));
+    }
+    if !principal.tenant_roles.contains(&api::TenantRole::Renter) {
+        return Err(GatewayError::Forbidden("renter tenants only".into()));
+    }
+    Ok(principal)
+}
+
 #[derive(Default)]
 pub struct MoneyQuery;
 
@@ -88,6 +141,16 @@ impl MoneyQuery {
             .get(&format!("/internal/earnings/{}", principal.tenant_id))
             .await?;
         Ok(earnings.into())
+    }
+
+    /// The caller's tenant's latest top-ups (at most 100), newest first.
+    async fn top_ups(&self, ctx: &Context<'_>) -> GqlResult<Vec<TopUp>> {
+        let principal = auth::authorize(ctx, Access::Billing).await?;
+        let top_ups: Vec<api::TopUp> = clients::from_context(ctx)?
+            .billing
+            .get(&format!("/internal/top-ups/{}", principal.tenant_id))
+            .await?;
+        Ok(top_ups.into_iter().map(Into::into).collect())
     }
 }
 
@@ -123,5 +186,34 @@ impl MoneyMutation {
             )
             .await?;
         Ok(balance.into())
+    }
+
+    /// Starts a card top-up of the caller's balance: creates a Stripe
+    /// PaymentIntent for `amount` (settlement currency, at most its minor
+    /// unit's decimals) and returns its client secret for Stripe.js. The same
+    /// `idempotencyKey` and amount return the same top-up.
+    async fn create_top_up(
+        &self,
+        ctx: &Context<'_>,
+        amount: Decimal,
+        idempotency_key: Option<String>,
+    ) -> GqlResult<TopUp> {
+        let principal = authorize_top_up(ctx).await?;
+        validate::positive("amount", amount)?;
+        if let Some(key) = &idempotency_key {
+            validate::idempotency_key("idempotencyKey", key)?;
+        }
+        let top_up: api::TopUp = clients::from_context(ctx)?
+            .billing
+            .post(
+                "/internal/top-ups",
+                &api::CreateTopUpRequest {
+                    tenant_id: principal.tenant_id,
+                    amount,
+                    idempotency_key,
+                },
+            )
+            .await?;
+        Ok(top_up.into())
     }
 }

@@ -1,0 +1,3 @@
+DROP TABLE billing.stripe_events;
+DROP TABLE billing.top_ups;
+DROP TABLE billing.stripe_customers;

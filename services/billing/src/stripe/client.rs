@@ -1,0 +1,143 @@
+//! The Stripe calls billing makes, through async-stripe: find-or-create a
+//! tenant's customer and create or read a top-up's PaymentIntent. Every
+//! create carries an idempotency key derived from our own id, so a retry
+//! after a lost answer gets the same Stripe object instead of a second one.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use platform::Config;
+use stripe::{ClientBuilder, IdempotencyKey, RequestStrategy, StripeError, StripeRequest};
+use stripe_core::customer::CreateCustomer;
+use stripe_core::payment_intent::{
+    CreatePaymentIntent, CreatePaymentIntentAutomaticPaymentMethods, RetrievePaymentIntent,
+};
+use uuid::Uuid;
+
+use crate::Error;
+
+/// A Stripe call that has not answered by then counts as unavailable.
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// What billing keeps of a PaymentIntent.
+#[derive(Debug, Clone)]
+pub struct PaymentIntentView {
+    pub id: String,
+    pub status: String,
+    pub client_secret: Option<String>,
+}
+
+/// What a top-up asks Stripe for.
+pub struct NewPaymentIntent<'a> {
+    pub top_up_id: Uuid,
+    pub tenant_id: Uuid,
+    pub customer_id: &'a str,
+    pub amount_minor: i64,
+    /// ISO code; Stripe wants it in lower case.
+    pub currency: &'a str,
+}
+
+#[derive(Clone)]
+pub struct StripeApi {
+    client: stripe::Client,
+}
+
+impl StripeApi {
+    pub fn from_config(config: &Config) -> Result<Self, Error> {
+        // async-stripe appends `v1/...` to the base as given.
+        let mut base = config.stripe_api_base.clone();
+        if !base.ends_with('/') {
+            base.push('/');
+        }
+        let client = ClientBuilder::new(config.stripe_secret_key.clone())
+            .url(base)
+            .timeout(TIMEOUT)
+            .app_info(
+                "gpumarket",
+                Some(env!("CARGO_PKG_VERSION").to_owned()),
+                None,
+            )
+            .build()
+            .map_err(|e| Error::Validation(format!("GPUMARKET_STRIPE_*: {e}")))?;
+        Ok(Self { client })
+    }
+
+    /// Creates the Stripe customer of `tenant_id`; its id.
+    pub async fn create_customer(&self, tenant_id: Uuid) -> Result<String, Error> {
+        let customer = CreateCustomer::new()
+            .description(format!("gpumarket tenant {tenant_id}"))
+            .metadata(HashMap::from([(
+                "tenant_id".to_owned(),
+                tenant_id.to_string(),
+            )]))
+            .customize()
+            .request_strategy(idempotent(&format!("gpumarket-customer-{tenant_id}"))?)
+            .send(&self.client)
+            .await
+            .map_err(provider_error)?;
+        Ok(customer.id.to_string())
+    }
+
+    pub async fn create_payment_intent(
+        &self,
+        new: &NewPaymentIntent<'_>,
+    ) -> Result<PaymentIntentView, Error> {
+        let Ok(currency) = new
+            .currency
+            .to_ascii_lowercase()
+            .parse::<stripe_types::Currency>();
+        let intent = CreatePaymentIntent::new(new.amount_minor, currency)
+            .customer(new.customer_id)
+            .automatic_payment_methods(CreatePaymentIntentAutomaticPaymentMethods::new(true))
+            .description(format!("gpumarket balance top-up {}", new.top_up_id))
+            // The webhook finds the top-up by these even before the
+            // PaymentIntent id was stored on our side.
+            .metadata(HashMap::from([
+                ("tenant_id".to_owned(), new.tenant_id.to_string()),
+                ("top_up_id".to_owned(), new.top_up_id.to_string()),
+            ]))
+            .customize()
+            .request_strategy(idempotent(&format!("gpumarket-top-up-{}", new.top_up_id))?)
+            .send(&self.client)
+            .await
+            .map_err(provider_error)?;
+        Ok(view(intent))
+    }
+
+    pub async fn retrieve_payment_intent(&self, id: &str) -> Result<PaymentIntentView, Error> {
+        let intent = RetrievePaymentIntent::new(id)
+            .send(&self.client)
+            .await
+            .map_err(provider_error)?;
+        Ok(view(intent))
+    }
+}
+
+fn view(intent: stripe_shared::PaymentIntent) -> PaymentIntentView {
+    PaymentIntentView {
+        id: intent.id.to_string(),
+        status: intent.status.as_str().to_owned(),
+        client_secret: intent.client_secret,
+    }
+}
+
+fn idempotent(key: &str) -> Result<RequestStrategy, Error> {
+    IdempotencyKey::new(key)
+        .map(RequestStrategy::Idempotent)
+        .map_err(|e| Error::Validation(format!("idempotency key: {e}")))
+}
+
+/// Stripe refusing our request for a reason the caller can act on (an amount
+/// Stripe will not charge, say) is a validation error; everything else (no
+/// answer, 5xx, 429, an answer we cannot parse) is the provider's trouble.
+fn provider_error(error: StripeError) -> Error {
+    match error {
+        StripeError::Stripe(api, status) if status == 400 || status == 402 => {
+            Error::Validation(format!(
+                "amount: Stripe refused the payment: {}",
+                api.message.as_deref().unwrap_or("no reason given")
+            ))
+        }
+        other => Error::PaymentProvider(other.to_string()),
+    }
+}

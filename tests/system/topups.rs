@@ -1,0 +1,352 @@
+//! Prepaid renters through Stripe, end to end: a renter asks for a top-up
+//! over GraphQL, billing really calls Stripe through async-stripe (here the
+//! Stripe test double), and the balance rises only when a correctly signed
+//! `payment_intent.succeeded` webhook arrives, exactly once however often it
+//! is delivered. Forged and stale webhooks are refused with 400 and change
+//! nothing.
+
+use gpumarket::client::Client;
+use gpumarket::dev::Parts;
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+
+use crate::harness::*;
+use crate::stripe_double::{Signing, StripeDouble};
+
+const SECRET_KEY: &str = "sk_test_double_4242";
+/// The endpoint secret being rolled in, and the one being rolled out.
+const NEW_SECRET: &str = "whsec_new_0123456789";
+const OLD_SECRET: &str = "whsec_old_9876543210";
+
+const SERVICES: Parts = Parts {
+    services: true,
+    messaging: false,
+    provisioner: false,
+};
+
+const CREATE: &str =
+    "mutation($a: Decimal!, $k: String) { createTopUp(amount: $a, idempotencyKey: $k) {
+    id amount currency status clientSecret paymentIntentId createdAt succeededAt } }";
+
+fn dec(v: &Value) -> Decimal {
+    v.as_str()
+        .expect("decimal string")
+        .parse()
+        .expect("decimal")
+}
+
+async fn balance(renter: &Client) -> Decimal {
+    let data = renter
+        .run("{ balance { amount currency } }", json!({}))
+        .await
+        .expect("balance");
+    assert_eq!(data["balance"]["currency"], "USD");
+    dec(&data["balance"]["amount"])
+}
+
+async fn top_up(
+    renter: &Client,
+    amount: &str,
+    key: Option<&str>,
+) -> Result<Value, gpumarket::client::GraphQlError> {
+    renter
+        .run(CREATE, json!({ "a": amount, "k": key }))
+        .await
+        .map(|d| d["createTopUp"].clone())
+}
+
+fn code(result: Result<Value, gpumarket::client::GraphQlError>) -> (String, String) {
+    match result {
+        Ok(v) => panic!("expected an error, got {v}"),
+        Err(e) => (e.code, e.message),
+    }
+}
+
+/// Ledger rows of top-ups: (transactions, entries).
+fn ledger_rows(env: &TestEnv) -> (i64, i64) {
+    (
+        env.count("SELECT count(*) AS n FROM billing.transactions WHERE kind = 'top_up'"),
+        env.count(
+            "SELECT count(*) AS n FROM billing.entries e JOIN billing.transactions t
+               ON t.id = e.transaction_id WHERE t.kind = 'top_up'",
+        ),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
+    let stripe = StripeDouble::start(SECRET_KEY).await;
+    let mut env = TestEnv::new().await;
+    env.config.stripe_api_base = stripe.url.clone();
+    env.config.stripe_secret_key = SECRET_KEY.into();
+    env.config.stripe_webhook_secrets = vec![NEW_SECRET.into(), OLD_SECRET.into()];
+    // Billing on its own database role: the new tables must be granted to it.
+    env.config.db_role_per_service = true;
+    let stack = env.start(SERVICES).await;
+    let api = Client::new(&stack.gateway_url);
+    // Stripe reaches the public edge; the gateway forwards to billing.
+    let webhook = format!("{}/webhooks/stripe", stack.gateway_url);
+
+    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
+    assert_eq!(balance(&renter).await, Decimal::ZERO);
+
+    // The top-up: a PaymentIntent at Stripe, its client secret for the browser.
+    let created = top_up(&renter, "25.50", Some("card-1"))
+        .await
+        .expect("createTopUp");
+    let intent_id = created["paymentIntentId"]
+        .as_str()
+        .expect("PaymentIntent id")
+        .to_owned();
+    assert!(intent_id.starts_with("pi_"), "{created}");
+    assert_eq!(dec(&created["amount"]), "25.50".parse::<Decimal>().unwrap());
+    assert_eq!(created["currency"], "USD");
+    assert_eq!(created["status"], "requires_payment_method");
+    let secret = created["clientSecret"].as_str().expect("client secret");
+    assert!(
+        secret.starts_with(&format!("{intent_id}_secret_")),
+        "{secret}"
+    );
+    // What Stripe was asked for: cents, lower-case currency, our ids as metadata.
+    let at_stripe = stripe.payment_intent(&intent_id).expect("at Stripe");
+    assert_eq!(at_stripe["amount"], 2550);
+    assert_eq!(at_stripe["currency"], "usd");
+    assert_eq!(at_stripe["metadata"]["tenant_id"], tenant.as_str());
+    assert_eq!(at_stripe["metadata"]["top_up_id"], created["id"]);
+    let customer = at_stripe["customer"].as_str().expect("customer").to_owned();
+    assert_eq!(
+        stripe.customer(&customer).expect("customer")["metadata"]["tenant_id"],
+        tenant.as_str()
+    );
+
+    // The same key: the same top-up and PaymentIntent, nothing new at Stripe.
+    let again = top_up(&renter, "25.50", Some("card-1"))
+        .await
+        .expect("repeat");
+    assert_eq!(again["id"], created["id"]);
+    assert_eq!(again["paymentIntentId"], created["paymentIntentId"]);
+    assert_eq!(again["clientSecret"], created["clientSecret"]);
+    let (conflict, _) = code(top_up(&renter, "30", Some("card-1")).await);
+    assert_eq!(conflict, "CONFLICT");
+    assert_eq!(stripe.created("/v1/payment_intents"), 1);
+    assert_eq!(stripe.created("/v1/customers"), 1);
+
+    // Amounts that cannot be charged exactly, or are out of bounds; callers that may not pay.
+    for bad in ["0.001", "1", "0", "-5", "100000"] {
+        let (c, message) = code(top_up(&renter, bad, None).await);
+        assert_eq!(c, "VALIDATION", "{bad}: {message}");
+        assert!(message.contains("amount"), "{bad}: {message}");
+    }
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    assert_eq!(code(top_up(&host, "10", None).await).0, "FORBIDDEN");
+    let anonymous = Client::new(&stack.gateway_url);
+    assert_eq!(
+        code(anonymous.run(CREATE, json!({ "a": "10" })).await).0,
+        "UNAUTHENTICATED"
+    );
+    assert_eq!(stripe.created("/v1/payment_intents"), 1);
+
+    // Created is not paid.
+    assert_eq!(balance(&renter).await, Decimal::ZERO);
+
+    // The customer pays; Stripe's event, first forged and stale.
+    let event = stripe.succeed(&intent_id);
+    let forged = Signing::now(&["whsec_attacker"]);
+    let (status, body) = stripe.deliver(&webhook, &event, &forged).await;
+    assert_eq!(status, 400, "{body}");
+    let stale = Signing::now(&[NEW_SECRET]).at(chrono::Utc::now().timestamp() - 600);
+    let (status, body) = stripe.deliver(&webhook, &event, &stale).await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.contains("tolerance"), "{body}");
+    let future = Signing::now(&[NEW_SECRET]).at(chrono::Utc::now().timestamp() + 600);
+    assert_eq!(stripe.deliver(&webhook, &event, &future).await.0, 400);
+    // A genuine signature over other bytes (an amount changed in transit).
+    let payload = serde_json::to_vec_pretty(&event).unwrap();
+    let header = Signing::now(&[NEW_SECRET]).header(&payload);
+    let tampered = String::from_utf8(payload)
+        .unwrap()
+        .replace("2550", "9999999");
+    assert_eq!(
+        stripe
+            .deliver_raw(&webhook, tampered.into_bytes(), Some(&header))
+            .await
+            .0,
+        400
+    );
+    assert_eq!(
+        stripe.deliver_raw(&webhook, b"{}".to_vec(), None).await.0,
+        400
+    );
+    // Signed, but not an event.
+    let junk = b"not json".to_vec();
+    let header = Signing::now(&[NEW_SECRET]).header(&junk);
+    assert_eq!(
+        stripe.deliver_raw(&webhook, junk, Some(&header)).await.0,
+        400
+    );
+    assert_eq!(balance(&renter).await, Decimal::ZERO);
+    assert_eq!(
+        env.count("SELECT count(*) AS n FROM billing.stripe_events"),
+        0
+    );
+    assert_eq!(ledger_rows(&env), (0, 0));
+
+    // Genuine, during a secret rotation: signed with the new and the old secret.
+    let rolling = Signing::now(&[NEW_SECRET, OLD_SECRET]);
+    let (status, body) = stripe.deliver(&webhook, &event, &rolling).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"credited\""), "{body}");
+    // Delivered again (Stripe retries), and replayed with a fresh signature by
+    // the old secret only: nothing more.
+    let (status, body) = stripe.deliver(&webhook, &event, &rolling).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("duplicate"), "{body}");
+    let (status, body) = stripe
+        .deliver(&webhook, &event, &Signing::now(&[OLD_SECRET]))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("duplicate"), "{body}");
+    // The same PaymentIntent under a new event id credits nothing either.
+    let resent = stripe.event(
+        "payment_intent.succeeded",
+        stripe.payment_intent(&intent_id).unwrap(),
+    );
+    let (status, body) = stripe
+        .deliver(&webhook, &resent, &Signing::now(&[NEW_SECRET]))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("already_credited"), "{body}");
+
+    let expected: Decimal = "25.50".parse().unwrap();
+    assert_eq!(balance(&renter).await, expected);
+    assert_eq!(ledger_rows(&env), (1, 2));
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM billing.entries e JOIN billing.accounts a ON a.id = e.account_id
+              WHERE e.transaction_id = 'top_up:{intent_id}' AND a.kind = 'renter_balance'
+                AND a.tenant_id = '{tenant}' AND e.amount = 25.50"
+        )),
+        1
+    );
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM billing.entries e JOIN billing.accounts a ON a.id = e.account_id
+              WHERE e.transaction_id = 'top_up:{intent_id}' AND a.kind = 'payment_clearing' AND e.amount = -25.50"
+        )),
+        1
+    );
+
+    // An event billing does not act on: acknowledged, recorded, nothing credited.
+    let other = stripe.event("customer.created", stripe.customer(&customer).unwrap());
+    let (status, body) = stripe
+        .deliver(&webhook, &other, &Signing::now(&[NEW_SECRET]))
+        .await;
+    assert!((200..300).contains(&status), "{status} {body}");
+    assert!(body.contains("ignored"), "{body}");
+    assert_eq!(balance(&renter).await, expected);
+    assert_eq!(
+        env.count("SELECT count(*) AS n FROM billing.stripe_events"),
+        3
+    );
+
+    // The renter's list: succeeded, no client secret outside the create.
+    let listed = renter
+        .run(
+            "{ topUps { id status clientSecret paymentIntentId succeededAt } }",
+            json!({}),
+        )
+        .await
+        .expect("topUps");
+    let list = listed["topUps"].as_array().expect("list");
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["id"], created["id"]);
+    assert_eq!(list[0]["status"], "succeeded");
+    assert!(list[0]["clientSecret"].is_null());
+    assert!(list[0]["succeededAt"].is_string());
+    // Another tenant sees none of it.
+    let (stranger, _) = sign_up(&api, &["RENTER"]).await;
+    let theirs = stranger
+        .run("{ topUps { id } }", json!({}))
+        .await
+        .expect("topUps");
+    assert_eq!(theirs["topUps"], json!([]));
+
+    // A second top-up (no key): a new PaymentIntent for the same Stripe customer.
+    let second = top_up(&renter, "10", None).await.expect("second top-up");
+    assert_ne!(second["paymentIntentId"], created["paymentIntentId"]);
+    assert_eq!(stripe.created("/v1/customers"), 1);
+    let second_at_stripe = stripe
+        .payment_intent(second["paymentIntentId"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(second_at_stripe["customer"], customer.as_str());
+
+    // Delivered straight to billing (an ingress routing the path there) works the same.
+    let direct = format!("{}/webhooks/stripe", stack.config.urls.billing);
+    let paid = stripe.succeed(second["paymentIntentId"].as_str().unwrap());
+    let (status, body) = stripe
+        .deliver(&direct, &paid, &Signing::now(&[OLD_SECRET]))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(balance(&renter).await, "35.50".parse::<Decimal>().unwrap());
+
+    stack.stop().await;
+    stripe.stop().await;
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unreachable_stripe_is_unavailable_and_the_retry_succeeds() {
+    let stripe = StripeDouble::start(SECRET_KEY).await;
+    let mut env = TestEnv::new().await;
+    // Nothing listens on port 1.
+    env.config.stripe_api_base = "http://127.0.0.1:1/".into();
+    env.config.stripe_secret_key = SECRET_KEY.into();
+    env.config.stripe_webhook_secrets = vec![NEW_SECRET.into()];
+    let stack = env.start(SERVICES).await;
+    let api = Client::new(&stack.gateway_url);
+    let (renter, _, token) = sign_up_with_token(&api, &["RENTER"]).await;
+
+    let (c, message) = code(top_up(&renter, "20", Some("retry-me")).await);
+    assert_eq!(c, "UNAVAILABLE", "{message}");
+    assert!(message.contains("Stripe"), "{message}");
+    assert_eq!(balance(&renter).await, Decimal::ZERO);
+    stack.stop().await;
+
+    // Stripe answers again (billing restarted pointing at it): the same key
+    // completes the same top-up.
+    env.config.stripe_api_base = stripe.url.clone();
+    let stack = env.start(SERVICES).await;
+    let api = Client::new(&stack.gateway_url);
+    let renter = api.with_token(&token);
+    let done = top_up(&renter, "20", Some("retry-me"))
+        .await
+        .expect("retry");
+    assert!(done["clientSecret"].is_string(), "{done}");
+    assert_eq!(env.count("SELECT count(*) AS n FROM billing.top_ups"), 1);
+    assert_eq!(stripe.created("/v1/payment_intents"), 1);
+
+    // The webhook may beat the create call's answer: billing then finds the
+    // top-up by the metadata it put on the PaymentIntent. (Forget the stored
+    // PaymentIntent id, as if the answer had been lost.)
+    let intent_id = done["paymentIntentId"].as_str().unwrap().to_owned();
+    env.exec("UPDATE billing.top_ups SET payment_intent_id = NULL, status = 'creating'");
+    let webhook = format!("{}/webhooks/stripe", stack.gateway_url);
+    let paid = stripe.succeed(&intent_id);
+    let (status, body) = stripe
+        .deliver(&webhook, &paid, &Signing::now(&[NEW_SECRET]))
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("\"credited\""), "{body}");
+    assert_eq!(balance(&renter).await, Decimal::from(20));
+    // The repeated create now meets the PaymentIntent the webhook recorded.
+    let again = top_up(&renter, "20", Some("retry-me"))
+        .await
+        .expect("repeat");
+    assert_eq!(again["paymentIntentId"], intent_id.as_str());
+    assert_eq!(again["status"], "succeeded");
+    assert_eq!(stripe.created("/v1/payment_intents"), 1);
+
+    stack.stop().await;
+    stripe.stop().await;
+    env.cleanup().await;
+}
