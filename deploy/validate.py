@@ -2,7 +2,8 @@
 deploy/validate.sh with its virtualenv's Python (PyYAML, jsonschema,
 referencing come with check-jsonschema and kubernetes-validate).
 
-  python deploy/validate.py asyncapi   # spec vs libs/contracts and broker.rs
+  python deploy/validate.py asyncapi   # spec vs libs/contracts, broker.rs and
+                                       # the host-agent protocol
   python deploy/validate.py k8s        # references between the manifests
   python deploy/validate.py compose    # references inside compose.yaml
 
@@ -62,31 +63,127 @@ RUST_TYPES = {
     "i32": ("integer", "int32"),
     "i64": ("integer", "int64"),
     "u32": ("integer", "uint32"),
+    "u64": ("integer", "uint64"),
+    "bool": ("boolean", None),
     "String": ("string", None),
-    "Option<String>": (["string", "null"], None),
     "Decimal": ("string", None),
     "DateTime<Utc>": ("string", "date-time"),
 }
 
 
-def rust_structs(source: str) -> dict[str, list[tuple[str, str]]]:
-    """`pub struct Name { pub field: Type, .. }` -> [(json name, type)]."""
+class Field(tuple):
+    """(json name, Rust type, has #[serde(default)], is #[serde(flatten)])."""
+
+    name = property(lambda self: self[0])
+    rust_type = property(lambda self: self[1])
+    default = property(lambda self: self[2])
+    flatten = property(lambda self: self[3])
+
+
+def rust_structs(source: str) -> dict[str, list[Field]]:
+    """`pub struct Name { pub field: Type, .. }` -> its fields, with the
+    serde attributes that change the JSON: rename, default, flatten."""
     structs = {}
     for name, body in re.findall(r"pub struct (\w+) \{(.*?)\n\}", source, re.S):
         fields = []
-        rename = None
+        rename, default, flatten = None, False, False
         for line in body.splitlines():
             line = line.strip()
-            m = re.match(r'#\[serde\(rename = "([^"]+)"\)\]', line)
+            m = re.match(r"#\[serde\((.*)\)\]$", line)
             if m:
-                rename = m.group(1)
+                for attr in (a.strip() for a in m.group(1).split(",")):
+                    r = re.fullmatch(r'rename = "([^"]+)"', attr)
+                    if r:
+                        rename = r.group(1)
+                    elif attr == "default":
+                        default = True
+                    elif attr == "flatten":
+                        flatten = True
                 continue
             m = re.match(r"pub (\w+): (.+),$", line)
             if m:
-                fields.append((rename or m.group(1), m.group(2).strip()))
-                rename = None
+                fields.append(Field((rename or m.group(1), m.group(2).strip(), default, flatten)))
+                rename, default, flatten = None, False, False
         structs[name] = fields
     return structs
+
+
+def json_fields(structs: dict[str, list[Field]], struct: str) -> list[Field]:
+    """The struct's fields as they appear in its JSON (flattened ones inlined)."""
+    out = []
+    for f in structs[struct]:
+        if f.flatten:
+            out += json_fields(structs, f.rust_type)
+        else:
+            out.append(f)
+    return out
+
+
+def type_problem(doc: dict, structs: dict, prop: dict, rust_type: str) -> str | None:
+    """Why the property schema `prop` does not describe `rust_type`'s JSON
+    (None when it does)."""
+    rust_type = re.sub(r"^(crate::\w+::|contracts::\w+::)", "", rust_type)
+    m = re.fullmatch(r"Option<(.+)>", rust_type)
+    if m:
+        inner = m.group(1)
+        if prop.get("oneOf"):
+            alts = prop["oneOf"]
+            if len(alts) != 2 or alts[1] != {"type": "null"}:
+                return "an Option must be oneOf [<type>, {type: null}]"
+            return type_problem(doc, structs, alts[0], inner)
+        t = prop.get("type")
+        if isinstance(t, list) and len(t) == 2 and t[1] == "null":
+            return type_problem(doc, structs, {**prop, "type": t[0]}, inner)
+        return "an Option must be nullable (oneOf with null, or type [<type>, null])"
+    m = re.fullmatch(r"Vec<(.+)>", rust_type)
+    if m:
+        resolved = resolve(doc, prop["$ref"]) if "$ref" in prop else prop
+        if resolved.get("type") != "array" or "items" not in resolved:
+            return "a Vec must be an array with items"
+        return type_problem(doc, structs, resolved["items"], m.group(1))
+    if rust_type in structs:
+        if prop.get("$ref") != f"#/components/schemas/{rust_type}":
+            return f"must $ref #/components/schemas/{rust_type}"
+        return None
+    if rust_type == "serde_json::Value":
+        return None
+    if rust_type not in RUST_TYPES:
+        return f"Rust type {rust_type} unknown to validate.py"
+    json_type, fmt = RUST_TYPES[rust_type]
+    resolved = resolve(doc, prop["$ref"]) if "$ref" in prop else prop
+    if resolved.get("type") != json_type or (fmt is not None and resolved.get("format") != fmt):
+        return f"should be type {json_type} format {fmt}, is {resolved}"
+    if rust_type == "Decimal" and prop.get("$ref") != "#/components/schemas/Decimal":
+        return "a Decimal must use the Decimal schema"
+    return None
+
+
+def check_structs(p: "Problems", doc: dict, structs: dict, names, skip=()) -> None:
+    """components.schemas.<Name> has exactly the struct's JSON fields, in
+    order; required are those without #[serde(default)] (those carry the
+    default), and each property describes its Rust type."""
+    schemas = doc["components"]["schemas"]
+    for struct in names:
+        schema = schemas.get(struct)
+        if schema is None:
+            p.append(f"struct {struct} has no components.schemas.{struct}")
+            continue
+        fields = json_fields(structs, struct)
+        props = schema.get("properties", {})
+        names_ = [f.name for f in fields]
+        p.check(list(props) == names_, f"{struct}: properties {list(props)} != struct fields {names_}")
+        required = sorted(f.name for f in fields if not f.default)
+        p.check(sorted(schema.get("required", [])) == required, f"{struct}: required {sorted(schema.get('required', []))} != fields without #[serde(default)] {required}")
+        if struct in skip:
+            continue
+        for f in fields:
+            prop = props.get(f.name)
+            if prop is None:
+                continue
+            if f.default:
+                p.check("default" in prop, f"{struct}.{f.name}: #[serde(default)] but the schema has no default")
+            problem = type_problem(doc, structs, prop, f.rust_type)
+            p.check(problem is None, f"{struct}.{f.name}: {f.rust_type}: {problem}")
 
 
 def resolve(doc: dict, ref: str):
@@ -163,42 +260,26 @@ def check_asyncapi() -> None:
 
     # Payloads and envelope exactly as the Rust structs serialize.
     p = Problems()
-    structs = rust_structs(read(ROOT / "libs/contracts/src/events.rs"))
-    structs.update(rust_structs(read(ROOT / "libs/contracts/src/envelope.rs")))
+    events = rust_structs(read(ROOT / "libs/contracts/src/events.rs"))
+    envelope_structs = rust_structs(read(ROOT / "libs/contracts/src/envelope.rs"))
+    # The instance snapshot of InstanceEvent is contracts::api::Instance.
+    api_instance = {"Instance": rust_structs(read(ROOT / "libs/contracts/src/api.rs"))["Instance"]}
+    structs = {**events, **envelope_structs, **api_instance}
     schemas = doc["components"]["schemas"]
-    for struct, fields in structs.items():
-        schema = schemas.get(struct)
-        if schema is None:
-            p.append(f"struct {struct} has no components.schemas.{struct}")
-            continue
-        props = schema.get("properties", {})
-        names = [f for f, _ in fields]
-        p.check(list(props) == names, f"{struct}: properties {list(props)} != struct fields {names}")
-        p.check(sorted(schema.get("required", [])) == sorted(names), f"{struct}: required != struct fields")
-        for field, rust_type in fields:
-            prop = props.get(field)
-            if prop is None:
-                continue
-            if struct == "Envelope":
-                continue
-            if rust_type not in RUST_TYPES:
-                p.append(f"{struct}.{field}: Rust type {rust_type} unknown to validate.py")
-                continue
-            json_type, fmt = RUST_TYPES[rust_type]
-            resolved = resolve(doc, prop["$ref"]) if "$ref" in prop else prop
-            p.check(
-                resolved.get("type") == json_type and (fmt is None or resolved.get("format") == fmt),
-                f"{struct}.{field}: {rust_type} should be type {json_type} format {fmt}, is {resolved}",
-            )
-            if rust_type == "Decimal":
-                p.check(prop.get("$ref") == "#/components/schemas/Decimal", f"{struct}.{field}: Decimal must use the Decimal schema")
+    check_structs(p, doc, structs, list(events) + list(envelope_structs) + list(api_instance), skip={"Envelope"})
     env = schemas["Envelope"]["properties"]
     p.check(env["tenant_id"].get("oneOf", [{}])[-1] == {"type": "null"}, "Envelope.tenant_id must be nullable")
     p.check("null" in env["correlation_id"].get("type", []), "Envelope.correlation_id must be nullable")
     p.check(env["payload"].get("type") == "object", "Envelope.payload must be an object")
 
     kinds = dict(re.findall(r'pub const (\w+): &str = "([^"]+)";', read(ROOT / "libs/contracts/src/events.rs")))
-    by_name = {m["name"]: (key, m) for key, m in messages.items()}
+    # Enveloped messages (events.rs) carry the envelope trait; the host-agent
+    # protocol's are checked below.
+    enveloped = {
+        key: m for key, m in messages.items()
+        if {"$ref": "#/components/messageTraits/envelope"} in m.get("traits", [])
+    }
+    by_name = {m["name"]: (key, m) for key, m in enveloped.items()}
     for const, kind in kinds.items():
         if kind not in by_name:
             p.append(f"events.rs {const} = {kind!r} has no message named {kind}")
@@ -209,11 +290,40 @@ def check_asyncapi() -> None:
         p.check(overrides["type"].get("const") == kind, f"message {key}: type const != {kind}")
         p.check(message["bindings"]["amqp"]["messageType"] == kind, f"message {key}: messageType != {kind}")
         payload_struct = overrides["payload"]["$ref"].rsplit("/", 1)[-1]
-        p.check(payload_struct in structs, f"message {key}: payload {payload_struct} is no struct in events.rs")
+        p.check(payload_struct in events, f"message {key}: payload {payload_struct} is no struct in events.rs")
         channels = [c for c in doc["channels"].values() if c["address"] == kind]
         p.check(len(channels) == 1, f"{kind}: expected one routing-key channel, found {len(channels)}")
-    p.check(len(kinds) == len(messages), f"{len(messages)} messages for {len(kinds)} message types in events.rs")
-    p.report(f"asyncapi: envelope and {len(structs) - 1} payloads match libs/contracts ({len(kinds)} types)")
+    p.check(len(kinds) == len(enveloped), f"{len(enveloped)} enveloped messages for {len(kinds)} message types in events.rs")
+    p.report(f"asyncapi: envelope and {len(events)} payloads match libs/contracts ({len(kinds)} types)")
+
+    # The host-agent protocol: bodies as protocol.rs serializes them; one
+    # channel `agent.{machineId}.<kind>` per report kind, and the commands'
+    # queue `host.{machineId}`.
+    p = Problems()
+    protocol_src = read(ROOT / "workers/host-agent/src/protocol.rs")
+    protocol = rust_structs(protocol_src)
+    check_structs(p, doc, protocol, list(protocol))
+    agent_kinds = re.findall(r'Kind::\w+ => "(\w+)",', protocol_src)
+    p.check(len(agent_kinds) == 4, f"protocol.rs: expected 4 report kinds, parsed {agent_kinds}")
+    channels_by_address = {c["address"]: c for c in doc["channels"].values()}
+    agent_messages = {key: m for key, m in messages.items() if key not in enveloped}
+    for kind in agent_kinds:
+        channel = channels_by_address.get(f"agent.{{machineId}}.{kind}")
+        if channel is None:
+            p.append(f"agent report kind {kind} has no channel agent.{{machineId}}.{kind}")
+            continue
+        p.check(channel.get("bindings", {}).get("$ref") == "#/components/channelBindings/agentsExchange", f"agent.{{machineId}}.{kind}: not on the agents exchange")
+        for m in channel["messages"].values():
+            message = resolve(doc, m["$ref"])
+            p.check(message["bindings"]["amqp"]["messageType"] == kind, f"agent.{{machineId}}.{kind}: message type != {kind}")
+            p.check(message["payload"]["$ref"].rsplit("/", 1)[-1] in protocol, f"agent.{{machineId}}.{kind}: payload is no struct of protocol.rs")
+    host = channels_by_address.get("host.{machineId}")
+    p.check(host is not None, "no channel host.{machineId} (protocol::command_queue)")
+    if host:
+        payloads = [resolve(doc, m["$ref"])["payload"]["$ref"] for m in host["messages"].values()]
+        p.check(payloads == ["#/components/schemas/AgentCommand"], f"host.{{machineId}} carries {payloads}, not AgentCommand")
+    p.check(len(agent_messages) == len(agent_kinds) + 1, f"{len(agent_messages)} agent messages for {len(agent_kinds)} report kinds and the command")
+    p.report(f"asyncapi: host-agent protocol matches workers/host-agent ({len(protocol)} structs, {len(agent_kinds)} report kinds)")
 
     # Topology as config.rs defaults and broker.rs declare it.
     p = Problems()
@@ -222,15 +332,23 @@ def check_asyncapi() -> None:
     limit = int(re.search(r'"GPUMARKET_DELIVERY_LIMIT",\s*(\d+)', config).group(1))
     broker = read(ROOT / "libs/platform/src/broker.rs")
     declared = re.findall(r'\(\s*&config\.(\w+),\s*&config\.(\w+),\s*"([^"]+)",?\s*\)', broker)
-    p.check(len(declared) == 3, f"broker.rs: expected 3 consumer queues, parsed {len(declared)}")
+    p.check(len(declared) >= 3, f"broker.rs: expected consumer queue bindings, parsed {len(declared)}")
+    # Queue -> its bindings in declaration order (a queue may have several).
+    bindings: dict[str, list[dict]] = {}
+    for queue_field, exchange_field, key in declared:
+        bindings.setdefault(defaults[queue_field], []).append({"exchange": defaults[exchange_field], "routingKey": key})
+    # Ordering declares its queue of provisioning steps itself.
+    ordering_events = read(ROOT / "services/ordering/src/events.rs")
+    steps_queue = re.search(r'pub const STEPS_QUEUE: &str = "([^"]+)";', ordering_events).group(1)
+    p.check("PROVISIONING_STEP.into()" in ordering_events, f"{steps_queue}: expected a binding to PROVISIONING_STEP in ordering's events.rs")
+    bindings[steps_queue] = [{"exchange": defaults["events_exchange"], "routingKey": kinds["PROVISIONING_STEP"]}]
     dlx = defaults["dead_letter_exchange"]
     queues = {
         c["bindings"]["amqp"]["queue"]["name"]: c
         for c in doc["channels"].values()
         if c.get("bindings", {}).get("amqp", {}).get("is") == "queue"
     }
-    for queue_field, exchange_field, key in declared:
-        queue, exchange = defaults[queue_field], defaults[exchange_field]
+    for queue, expected in bindings.items():
         channel = queues.get(queue)
         if channel is None:
             p.append(f"queue {queue} (broker.rs) has no channel")
@@ -238,8 +356,8 @@ def check_asyncapi() -> None:
         p.check(channel["address"] == queue, f"queue {queue}: address {channel['address']}")
         rabbit = channel.get("x-rabbitmq", {})
         p.check(
-            rabbit.get("bindings") == [{"exchange": exchange, "routingKey": key}],
-            f"queue {queue}: binding should be {exchange} / {key}",
+            rabbit.get("bindings") == expected,
+            f"queue {queue}: bindings should be {expected}",
         )
         p.check(
             rabbit.get("arguments")
@@ -253,13 +371,19 @@ def check_asyncapi() -> None:
             dead.get("x-rabbitmq") == {"arguments": {"x-queue-type": "quorum"}, "bindings": [{"exchange": dlx, "routingKey": "#"}]},
             f"{dlx}.dead: quorum, bound to {dlx} with #",
         )
-    p.check(len(queues) == len(declared) + 1, f"channels declare {len(queues)} queues, broker.rs {len(declared) + 1}")
+    host = queues.get("host.{machineId}")
+    p.check(
+        host is not None and host.get("x-rabbitmq") == {"arguments": {"x-queue-type": "quorum"}, "bindings": []},
+        "host.{machineId}: quorum, no bindings (the default exchange routes by name)",
+    )
+    expected_queues = len(bindings) + 2  # + the dead-letter queue and host.{machineId}
+    p.check(len(queues) == expected_queues, f"channels declare {len(queues)} queues, the code {expected_queues}")
     exchanges = {
         b["amqp"]["exchange"]["name"]
         for b in doc["components"]["channelBindings"].values()
     }
     p.check(
-        exchanges == {defaults["events_exchange"], defaults["commands_exchange"]},
+        exchanges == {defaults["events_exchange"], defaults["commands_exchange"], defaults["agents_exchange"]},
         f"routing-key channels use exchanges {sorted(exchanges)}",
     )
     p.report(f"asyncapi: topology matches broker.rs ({len(queues)} queues, delivery limit {limit})")
@@ -301,7 +425,16 @@ def check_k8s() -> None:
     configmaps = {n: set(c.get("data") or {}) for n, c in by_kind.get("ConfigMap", {}).items()}
     known_env = config_env_names()
     cfg = by_kind["ConfigMap"]["gpumarket-config"]["data"]
-    for key in list(cfg) + sorted(secrets.get("gpumarket-app", set()) | secrets.get("gpumarket-jwt", set())):
+    # Every key of the ConfigMap and of a Secret that pods take whole
+    # (envFrom) becomes an environment variable: it must be one config.rs reads.
+    env_secrets = sorted({
+        src["secretRef"]["name"]
+        for _, o in objects if o["kind"] in ("Deployment", "Job")
+        for c in o["spec"]["template"]["spec"].get("initContainers", []) + o["spec"]["template"]["spec"]["containers"]
+        for src in c.get("envFrom", []) if "secretRef" in src
+    })
+    p.check({"gpumarket-app", "gpumarket-jwt", "gpumarket-stripe"} <= set(env_secrets), f"pods take {env_secrets} whole, expected the app, jwt and stripe Secrets")
+    for key in list(cfg) + sorted(k for name in env_secrets for k in secrets.get(name, set())):
         p.check(key in known_env, f"{key} is not read by libs/platform/src/config.rs")
 
     workloads = {**by_kind.get("Deployment", {}), **by_kind.get("Job", {})}

@@ -91,7 +91,9 @@ pub struct Config {
     /// Topic exchange host agents publish to (`agent.<machine_id>.<kind>`).
     /// `GPUMARKET_AGENTS_EXCHANGE`.
     pub agents_exchange: String,
-    /// The catalog's queue of agent reports, bound to `agent.#`.
+    /// The catalog's queue of agent reports, bound to `agent.*.inventory`,
+    /// `agent.*.heartbeat` and `agent.*.self_test` (step results go to the
+    /// provisioners' own queue).
     /// `GPUMARKET_AGENTS_QUEUE`.
     pub agents_queue: String,
     /// A machine is online iff its last heartbeat is younger than this; a

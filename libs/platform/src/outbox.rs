@@ -84,7 +84,7 @@ async fn relay_once(
             .run(move |c| {
                 diesel::sql_query(format!(
                     "SELECT seq, id, exchange, routing_key, body FROM {schema}.outbox \
-                     WHERE published_at IS NULL ORDER BY seq LIMIT 100"
+                     WHERE published_at IS NULL ORDER BY seq LIMIT 500"
                 ))
                 .load(c)
                 .map_err(PlatformError::from)
@@ -94,7 +94,13 @@ async fn relay_once(
             tokio::time::sleep(poll).await;
             continue;
         }
-        let mut sent = Vec::with_capacity(batch.len());
+        // The whole batch is published before any confirm is awaited: one
+        // round trip per message made a backlog (thousands of instance
+        // events after a burst of orders) delay a command queued behind it
+        // by seconds. The channel keeps the order; a nack or a lost
+        // connection republishes from the first unconfirmed row, and
+        // consumers drop the duplicates by message id.
+        let mut pending = Vec::with_capacity(batch.len());
         for row in batch {
             let envelope: Envelope = serde_json::from_value(row.body)?;
             let payload = serde_json::to_vec(&envelope)?;
@@ -116,19 +122,19 @@ async fn relay_once(
                     &payload,
                     props,
                 )
-                .await?
                 .await?;
-            if !confirm.is_ack() {
-                return Err(PlatformError::Other(format!(
-                    "broker refused message {}",
-                    row.id
-                )));
+            pending.push((row.seq, row.id, row.routing_key, confirm));
+        }
+        let mut sent = Vec::with_capacity(pending.len());
+        for (seq, id, routing_key, confirm) in pending {
+            if !confirm.await?.is_ack() {
+                return Err(PlatformError::Other(format!("broker refused message {id}")));
             }
-            tracing::debug!(message.id = %row.id, routing_key = %row.routing_key, "published");
+            tracing::debug!(message.id = %id, %routing_key, "published");
             crate::metrics::MESSAGES_PUBLISHED
                 .with_label_values(&[schema])
                 .inc();
-            sent.push(row.seq);
+            sent.push(seq);
         }
         db.run(move |c| {
             diesel::sql_query(format!(
