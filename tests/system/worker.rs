@@ -241,26 +241,29 @@ async fn a_job_past_its_deadline_is_failed_while_its_step_hangs() {
         ],
     );
     let failed = wait_failed(&renter, &id).await;
-    worker.kill().expect("kill");
-    worker.wait().expect("reap");
     assert!(
         failed["statusReason"]
             .as_str()
             .is_some_and(|r| r.contains("deadline")),
         "{failed}"
     );
+    // The worker marks the job reported once ordering has answered, which
+    // is just after ordering shows the instance failed.
+    let reported = format!(
+        "SELECT count(*) AS n FROM provisioner.jobs WHERE instance_id = '{id}' AND status = 'failed' \
+         AND reported_at IS NOT NULL AND dead_lettered_at IS NOT NULL"
+    );
+    eventually("the job reported", Duration::from_secs(30), || async {
+        (env.count(&reported) == 1).then_some(())
+    })
+    .await;
+    worker.kill().expect("kill");
+    worker.wait().expect("reap");
     // The hanging step never finished; the job is failed and reported.
     assert_eq!(
         env.count(&format!(
             "SELECT count(*) AS n FROM provisioner.job_steps s JOIN provisioner.jobs j ON j.id = s.job_id \
              WHERE j.instance_id = '{id}' AND s.step = 'pull_image' AND s.finished_at IS NULL"
-        )),
-        1
-    );
-    assert_eq!(
-        env.count(&format!(
-            "SELECT count(*) AS n FROM provisioner.jobs WHERE instance_id = '{id}' AND status = 'failed' \
-             AND reported_at IS NOT NULL AND dead_lettered_at IS NOT NULL"
         )),
         1
     );
