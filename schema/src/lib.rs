@@ -350,5 +350,6 @@ pub mod billing {
     diesel::allow_tables_to_appear_in_same_query!(accounts, transactions, entries);
 }
 
+pub mod billing_invoices;
 pub mod billing_stripe;
 pub mod provisioner;

@@ -228,6 +228,45 @@ async fn reconciler_bills_a_lost_host_until_its_last_heartbeat_and_starts_a_new_
         )),
         1
     );
+    // The outage ends with the renter's downtime credit, charged to the
+    // host: the heartbeat gap [last heartbeat, host back) at the rental's
+    // hourly rate (multiple 1 by default), posted once.
+    let downtime = billed(last, t2);
+    let credit = contracts::money::rate(downtime, "0.40".parse().expect("rate"));
+    eventually("downtime credited", LIMIT, || async {
+        let n = r.env.count(&format!(
+            "SELECT count(*) AS n FROM billing.transactions
+             WHERE kind = 'downtime_credit' AND instance_id = '{id}'"
+        ));
+        (n == 1).then_some(())
+    })
+    .await;
+    #[derive(diesel::QueryableByName)]
+    struct Leg {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        kind: String,
+        #[diesel(sql_type = diesel::sql_types::Numeric)]
+        amount: rust_decimal::Decimal,
+    }
+    let legs: Vec<Leg> = diesel::sql_query(format!(
+        "SELECT a.kind, e.amount FROM billing.entries e
+         JOIN billing.accounts a ON a.id = e.account_id
+         JOIN billing.transactions t ON t.id = e.transaction_id
+         WHERE t.kind = 'downtime_credit' AND t.instance_id = '{id}' ORDER BY a.kind"
+    ))
+    .load(&mut r.env.conn())
+    .expect("legs");
+    let legs: Vec<(String, rust_decimal::Decimal)> =
+        legs.into_iter().map(|l| (l.kind, l.amount)).collect();
+    assert_eq!(
+        legs,
+        vec![
+            ("host_earnings".to_owned(), -credit),
+            ("renter_balance".to_owned(), credit)
+        ]
+    );
+    assert!(credit > rust_decimal::Decimal::ZERO);
+
     // Run 1 is untouched by the new run.
     let first = intervals(&r.env, &id)
         .into_iter()
@@ -379,6 +418,8 @@ async fn destroying_an_instance_on_a_lost_host_frees_the_quota_not_the_unvalidat
     })
     .await;
     assert_eq!(lost["allowedActions"], json!(["destroy"]));
+    // The renter waits a little for the host before giving up on it.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
 
     let destroyed = r
         .renter
@@ -394,6 +435,16 @@ async fn destroying_an_instance_on_a_lost_host_frees_the_quota_not_the_unvalidat
             .count("SELECT count(*) AS n FROM quota.reservations WHERE released_at IS NULL")
     };
     assert_eq!(live_quota(), 0, "the renter's quota is back at once");
+    // Giving up on the host ends the outage: the downtime credit is posted.
+    eventually("downtime credited at the destroy", LIMIT, || async {
+        (r.env.count(&format!(
+            "SELECT count(*) AS n FROM billing.transactions
+             WHERE kind = 'downtime_credit' AND instance_id = '{id}'
+               AND description LIKE '%destroyed%'"
+        )) == 1)
+            .then_some(())
+    })
+    .await;
     // The validation keeps failing: the instance stays deprovisioning and the
     // machine's GPUs stay allocated.
     eventually("deprovisioning failed", LIMIT, || async {

@@ -54,6 +54,7 @@ async fn duplicated_and_reordered_events_bill_each_second_once() {
         fee_rate: "0.15".parse().unwrap(),
         currency: "USD".into(),
         events_exchange: "events".into(),
+        downtime_credit_multiple: rust_decimal::Decimal::ONE,
     };
 
     for seed in 0..SEEDS {

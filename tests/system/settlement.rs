@@ -79,6 +79,26 @@ async fn a_running_instance_is_charged_as_it_runs_and_the_segments_add_up_exactl
     )
     .await;
     assert!(balance(&renter).await < Decimal::from(100));
+    // The runway: what the balance lasts at the running rental's rate.
+    let runway = renter
+        .run(
+            "{ runway { balance burnRatePerHour runningInstances runwaySeconds low warnBelowSeconds } }",
+            json!({}),
+        )
+        .await
+        .expect("runway")["runway"]
+        .clone();
+    assert_eq!(
+        dec(&runway["burnRatePerHour"]),
+        "0.9".parse::<Decimal>().expect("rate")
+    );
+    assert_eq!(runway["runningInstances"], 1);
+    let expected = (dec(&runway["balance"]) * Decimal::from(4000)).floor();
+    assert_eq!(
+        Decimal::from(runway["runwaySeconds"].as_i64().expect("seconds")),
+        expected
+    );
+    assert_eq!(runway["low"], false, "{runway}");
 
     let stopped = renter
         .run(
@@ -108,6 +128,18 @@ async fn a_running_instance_is_charged_as_it_runs_and_the_segments_add_up_exactl
     assert!(postings >= 2, "{postings} postings");
     assert_eq!(total, whole);
     assert_eq!(balance(&renter).await, Decimal::from(100) - whole);
+    // Nothing runs: nothing burns, and no runway to count down.
+    let runway = renter
+        .run(
+            "{ runway { burnRatePerHour runwaySeconds low } }",
+            json!({}),
+        )
+        .await
+        .expect("runway")["runway"]
+        .clone();
+    assert_eq!(dec(&runway["burnRatePerHour"]), Decimal::ZERO);
+    assert_eq!(runway["runwaySeconds"], Value::Null);
+    assert_eq!(runway["low"], false);
     assert_eq!(
         env.count(
             "SELECT count(*) AS n FROM (SELECT 1 FROM billing.entries GROUP BY transaction_id HAVING sum(amount) <> 0) t"
@@ -139,6 +171,17 @@ async fn a_renter_whose_balance_runs_out_is_stopped_within_a_settlement_interval
         .expect("id")
         .to_owned();
     wait_running(&renter, &id, Duration::from_secs(30)).await;
+    // Three seconds of credit: far below the hour's warning.
+    let runway = renter
+        .run("{ runway { runwaySeconds low } }", json!({}))
+        .await
+        .expect("runway")["runway"]
+        .clone();
+    assert_eq!(runway["low"], true, "{runway}");
+    assert!(
+        runway["runwaySeconds"].as_i64().is_some_and(|s| s <= 3),
+        "{runway}"
+    );
 
     let stopped = eventually(
         "stopped for lack of funds",

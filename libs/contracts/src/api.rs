@@ -635,6 +635,15 @@ pub struct Balance {
     pub currency: String,
 }
 
+/// What a tenant's running rentals cost per hour right now (the sum of the
+/// rates of its open GPU intervals, from metering).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BurnRate {
+    pub tenant_id: Uuid,
+    pub per_hour: Decimal,
+    pub running_intervals: i64,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostEarnings {
     pub host_tenant_id: Uuid,
@@ -873,4 +882,113 @@ pub struct TopUp {
     pub client_secret: Option<String>,
     pub created_at: DateTime<Utc>,
     pub succeeded_at: Option<DateTime<Utc>>,
+}
+
+// ---------------------------------------------------------------- billing: invoices
+
+/// One line of a renter's invoice: the usage postings of one instance, meter
+/// and hourly price, summed exactly and rounded once to the currency's minor
+/// unit (half-even).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InvoiceLine {
+    pub instance_id: Uuid,
+    pub meter: String,
+    /// Whole seconds, corrections included.
+    pub quantity: i64,
+    /// Always `second`.
+    pub unit: String,
+    /// The rental's price per hour (all its GPUs).
+    pub unit_price_per_hour: Decimal,
+    /// Usage from before the invoice's period that reached the ledger after
+    /// the invoice of its own period was finalized (billed as a delta).
+    pub earlier_period: bool,
+    pub charge_period_start: DateTime<Utc>,
+    pub charge_period_end: DateTime<Utc>,
+    /// How many ledger postings the line sums.
+    pub postings: i32,
+    /// The exact sum of the postings (9 decimals).
+    pub exact_amount: Decimal,
+    /// `exact_amount` rounded half-even to the minor unit: what is billed.
+    pub amount: Decimal,
+}
+
+/// A renter's invoice. A preview (`status` `draft`) has no id or number and
+/// is not stored; a finalized invoice never changes except its status.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Invoice {
+    pub id: Option<Uuid>,
+    pub tenant_id: Uuid,
+    /// Per tenant, from 1, without gaps.
+    pub number: Option<i64>,
+    /// `draft` (a preview), `finalized`, `paid` or `void`.
+    pub status: String,
+    pub period_start: DateTime<Utc>,
+    pub period_end: DateTime<Utc>,
+    pub currency: String,
+    pub subtotal: Decimal,
+    pub total: Decimal,
+    /// The exact sum of the postings, and `total − exact_total` (posted to
+    /// the rounding account when the invoice was finalized).
+    pub exact_total: Decimal,
+    pub rounding: Decimal,
+    pub finalized_at: Option<DateTime<Utc>>,
+    pub paid_at: Option<DateTime<Utc>>,
+    pub voided_at: Option<DateTime<Utc>>,
+    pub void_reason: Option<String>,
+    pub lines: Vec<InvoiceLine>,
+    /// Refunds and credits issued against the invoice, oldest first.
+    pub credit_notes: Vec<CreditNote>,
+}
+
+/// A refund or SLA credit against an invoice: numbered per tenant without
+/// gaps, posted to the renter's balance, never an edit of the invoice.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct CreditNote {
+    pub id: Uuid,
+    pub tenant_id: Uuid,
+    pub invoice_id: Uuid,
+    pub number: i64,
+    pub amount: Decimal,
+    pub currency: String,
+    pub reason: String,
+    pub created_at: DateTime<Utc>,
+}
+
+/// `POST /internal/invoices/credit-notes` body (operators). The same key
+/// returns the same credit note.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreditNoteRequest {
+    pub invoice_id: Uuid,
+    pub amount: Decimal,
+    pub reason: String,
+    pub idempotency_key: String,
+}
+
+/// `POST /internal/invoices/void/{id}` body (operators).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct VoidInvoiceRequest {
+    pub reason: String,
+}
+
+/// `POST /internal/invoices/run` body: finalize the invoices of every tenant
+/// with uninvoiced usage (or only `tenant_id`) for the period ending at
+/// `period_end` (default: the start of the current invoice period).
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct RunInvoicesRequest {
+    pub period_end: Option<DateTime<Utc>>,
+    pub tenant_id: Option<Uuid>,
+}
+
+/// What a run finalized (or found already finalized) for that period end.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunInvoicesResult {
+    pub period_end: DateTime<Utc>,
+    pub invoices: Vec<Invoice>,
+}
+
+/// An invoice's usage as CSV in FinOps FOCUS 1.0 columns, one row per line.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UsageExport {
+    pub invoice_id: Uuid,
+    pub csv: String,
 }

@@ -70,6 +70,32 @@ pub struct UsageRecorded {
     pub offset_seconds: i64,
 }
 
+pub const INSTANCE_DOWNTIME: &str = "ordering.instance.downtime";
+
+/// A running rental's host went silent and the outage is over (the host is
+/// back, or the renter destroyed the instance): billing stopped at the last
+/// good heartbeat (`down_from`), and the renter is owed a credit for the
+/// downtime, charged to the host's earnings. The heartbeat gap
+/// `[down_from, down_until)` is the evidence (the catalog records it too).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstanceDowntime {
+    pub instance_id: Uuid,
+    pub tenant_id: Uuid,
+    pub host_tenant_id: Uuid,
+    pub machine_id: Uuid,
+    /// The run the outage interrupted.
+    pub run_seq: i32,
+    pub down_from: DateTime<Utc>,
+    pub down_until: DateTime<Utc>,
+    /// Whole seconds of downtime, `floor(down_until − down_from)`.
+    pub seconds: i64,
+    /// The rental's all-in GPU rate per hour (price × GPU count).
+    pub price_per_hour: Decimal,
+    pub currency: String,
+    /// `host_back` or `destroyed`.
+    pub ended_by: String,
+}
+
 pub const BALANCE_EXHAUSTED: &str = "billing.balance.exhausted";
 
 /// A usage charge took a renter's prepaid balance below zero: ordering stops

@@ -86,6 +86,12 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
             &config.events_exchange,
             "metering.usage.*",
         ),
+        // Downtime credits for rentals whose host went silent.
+        (
+            &config.billing_queue,
+            &config.events_exchange,
+            "ordering.instance.downtime",
+        ),
         // Preemptions decided by the catalog, and renters out of money.
         (
             &config.ordering_queue,

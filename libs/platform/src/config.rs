@@ -56,6 +56,13 @@ pub struct Config {
     /// usage): the bound on how far a renter can overdraw.
     /// `GPUMARKET_SETTLEMENT_INTERVAL_MS`.
     pub settlement_interval_ms: u64,
+    /// A renter's runway (balance over the current burn) below this many
+    /// seconds is reported as low. `GPUMARKET_RUNWAY_WARNING_SECONDS`.
+    pub runway_warning_seconds: i64,
+    /// The published multiple of the hourly rate a renter is credited per
+    /// second of downtime of a lost host, charged to the host's earnings.
+    /// `GPUMARKET_DOWNTIME_CREDIT_MULTIPLE`.
+    pub downtime_credit_multiple: String,
     /// GPUs a new tenant may hold at once until an operator changes it.
     pub default_max_gpus: i32,
     /// How often the outbox relay looks for unsent messages.
@@ -147,6 +154,9 @@ pub struct Config {
     /// parsed by billing. `GPUMARKET_TOP_UP_MIN_AMOUNT`, `GPUMARKET_TOP_UP_MAX_AMOUNT`.
     pub top_up_min_amount: String,
     pub top_up_max_amount: String,
+    /// Renters' invoice period: `monthly` (calendar months, UTC), `weekly`
+    /// (ISO weeks) or `daily`, parsed by billing. `GPUMARKET_INVOICE_PERIOD`.
+    pub invoice_period: String,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -238,6 +248,8 @@ impl Config {
             currency: var("GPUMARKET_CURRENCY", "USD"),
             min_runway_seconds: parsed("GPUMARKET_MIN_RUNWAY_SECONDS", 600)?,
             settlement_interval_ms: parsed("GPUMARKET_SETTLEMENT_INTERVAL_MS", 10_000)?,
+            runway_warning_seconds: parsed("GPUMARKET_RUNWAY_WARNING_SECONDS", 3600)?,
+            downtime_credit_multiple: var("GPUMARKET_DOWNTIME_CREDIT_MULTIPLE", "1"),
             default_max_gpus: parsed("GPUMARKET_DEFAULT_MAX_GPUS", 16)?,
             outbox_poll_ms: parsed("GPUMARKET_OUTBOX_POLL_MS", 100)?,
             sim_step_latency_ms: var("GPUMARKET_SIM_STEP_LATENCY_MS", ""),
@@ -289,6 +301,7 @@ impl Config {
             )?,
             top_up_min_amount: var("GPUMARKET_TOP_UP_MIN_AMOUNT", "5"),
             top_up_max_amount: var("GPUMARKET_TOP_UP_MAX_AMOUNT", "10000"),
+            invoice_period: var("GPUMARKET_INVOICE_PERIOD", "monthly"),
         })
     }
 

@@ -6,6 +6,8 @@
 //! exactly. Renters are prepaid: they top up through Stripe (`stripe`).
 
 pub mod error;
+pub mod focus;
+pub mod invoices;
 pub mod ledger;
 mod routes;
 pub mod stripe;
@@ -28,6 +30,9 @@ pub struct Settings {
     pub currency: String,
     /// Where billing's events (a renter's balance exhausted) are published.
     pub events_exchange: String,
+    /// Credit per second of a lost host's downtime, as a multiple of the
+    /// rental's hourly rate.
+    pub downtime_credit_multiple: Decimal,
 }
 
 impl Settings {
@@ -47,7 +52,17 @@ impl Settings {
             fee_rate,
             currency: config.currency.clone(),
             events_exchange: config.events_exchange.clone(),
+            downtime_credit_multiple: parse_multiple(&config.downtime_credit_multiple)?,
         })
+    }
+}
+
+fn parse_multiple(raw: &str) -> Result<Decimal, Error> {
+    match raw.parse::<Decimal>() {
+        Ok(m) if m >= Decimal::ZERO && m <= Decimal::from(100) => Ok(m),
+        _ => Err(Error::Validation(format!(
+            "GPUMARKET_DOWNTIME_CREDIT_MULTIPLE: {raw:?} is not a decimal in [0, 100]"
+        ))),
     }
 }
 
@@ -56,6 +71,8 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     let settings = actix_web::web::Data::new(Settings::from_config(&config)?);
     let stripe_settings = actix_web::web::Data::new(stripe::StripeSettings::from_config(&config)?);
     let stripe_api = actix_web::web::Data::new(stripe::client::StripeApi::from_config(&config)?);
+    let invoice_period =
+        actix_web::web::Data::new(invoices::InvoicePeriod::parse(&config.invoice_period)?);
     Ok(platform::http::serve(
         &config.bind_host,
         config.ports.billing,
@@ -64,7 +81,8 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
         move |cfg| {
             cfg.app_data(settings.clone())
                 .app_data(stripe_settings.clone())
-                .app_data(stripe_api.clone());
+                .app_data(stripe_api.clone())
+                .app_data(invoice_period.clone());
             routes::configure(cfg);
         },
     )?)

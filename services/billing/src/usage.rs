@@ -1,13 +1,17 @@
 //! Rating usage into postings, and the reads renters and hosts see.
 
 use chrono::{DateTime, Utc};
-use contracts::events::{BALANCE_EXHAUSTED, BalanceExhausted, USAGE_RECORDED, UsageRecorded};
+use contracts::events::{
+    BALANCE_EXHAUSTED, BalanceExhausted, INSTANCE_DOWNTIME, InstanceDowntime, USAGE_RECORDED,
+    UsageRecorded,
+};
 use contracts::{Envelope, api, money};
 use diesel::prelude::*;
 use platform::Db;
 use platform::consumer::HandlerError;
 use rust_decimal::Decimal;
 use schema::billing::{accounts, entries, transactions};
+use schema::billing_invoices::usage_details;
 use uuid::Uuid;
 
 use crate::ledger::{self, AccountKind, Posting};
@@ -32,6 +36,9 @@ pub fn apply_event(
     envelope: &Envelope,
     settings: &Settings,
 ) -> Result<(), HandlerError> {
+    if envelope.kind == INSTANCE_DOWNTIME {
+        return credit_downtime(conn, envelope, settings);
+    }
     if envelope.kind != USAGE_RECORDED {
         return Ok(());
     }
@@ -84,6 +91,20 @@ pub fn apply_event(
     if !posted {
         return Ok(());
     }
+    // The facts invoices group and show (meter, seconds, price, charge
+    // period), as columns beside the immutable posting.
+    diesel::insert_into(usage_details::table)
+        .values((
+            usage_details::transaction_id.eq(&id),
+            usage_details::interval_id.eq(usage.interval_id),
+            usage_details::meter.eq(&usage.meter),
+            usage_details::offset_seconds.eq(usage.offset_seconds),
+            usage_details::seconds.eq(usage.seconds),
+            usage_details::price_per_hour.eq(usage.price_per_hour),
+            usage_details::started_at.eq(usage.started_at),
+            usage_details::ended_at.eq(usage.ended_at),
+        ))
+        .execute(conn)?;
     tracing::info!(instance.id = %usage.instance_id, %amount, "usage posted");
     let balance = ledger::balance(conn, AccountKind::RenterBalance, usage.tenant_id, currency)?;
     if amount > Decimal::ZERO && balance < Decimal::ZERO {
@@ -109,6 +130,75 @@ pub fn apply_event(
             &envelope,
         )?;
         tracing::warn!(tenant.id = %usage.tenant_id, %balance, "balance exhausted; the tenant's instances will be stopped");
+    }
+    Ok(())
+}
+
+/// A lost host's downtime credit: `seconds × price_per_hour × multiple /
+/// 3600` (the published multiple, `GPUMARKET_DOWNTIME_CREDIT_MULTIPLE`),
+/// from the host's earnings to the renter's balance, once per interrupted
+/// run (posting id `downtime:{instance}:{run}`). The renter was not billed
+/// for the outage either (billing stopped at the last heartbeat): the credit
+/// is compensation, which the host's SLA pays for.
+fn credit_downtime(
+    conn: &mut PgConnection,
+    envelope: &Envelope,
+    settings: &Settings,
+) -> Result<(), HandlerError> {
+    let down: InstanceDowntime = envelope
+        .payload()
+        .map_err(|e| HandlerError::Permanent(format!("bad downtime payload: {e}")))?;
+    if down.currency != settings.currency {
+        return Err(HandlerError::Permanent(format!(
+            "downtime in {} but the ledger settles in {}",
+            down.currency, settings.currency
+        )));
+    }
+    let amount = money::rate(
+        down.seconds.max(0),
+        down.price_per_hour * settings.downtime_credit_multiple,
+    );
+    if amount <= Decimal::ZERO {
+        return Ok(());
+    }
+    let currency = &settings.currency;
+    let renter = ledger::account(
+        conn,
+        AccountKind::RenterBalance,
+        Some(down.tenant_id),
+        currency,
+    )?;
+    let host = ledger::account(
+        conn,
+        AccountKind::HostEarnings,
+        Some(down.host_tenant_id),
+        currency,
+    )?;
+    let id = format!("downtime:{}:{}", down.instance_id, down.run_seq);
+    let description = format!(
+        "downtime credit: host silent from {} to {} ({} s, {}) at {}× {} {}/h",
+        contracts::time::format(down.down_from),
+        contracts::time::format(down.down_until),
+        down.seconds,
+        down.ended_by,
+        settings.downtime_credit_multiple,
+        down.price_per_hour,
+        currency
+    );
+    let posted = ledger::post(
+        conn,
+        &Posting {
+            id: &id,
+            kind: "downtime_credit",
+            tenant_id: Some(down.tenant_id),
+            instance_id: Some(down.instance_id),
+            fee_rate: None,
+            description: &description,
+            legs: &[(host, -amount), (renter, amount)],
+        },
+    )?;
+    if posted {
+        tracing::info!(instance.id = %down.instance_id, %amount, seconds = down.seconds, "downtime credited");
     }
     Ok(())
 }

@@ -281,6 +281,27 @@ pub async fn lookup(db: &Db, instance_ids: Vec<Uuid>) -> Result<Vec<api::GpuInte
     .await
 }
 
+/// The sum of the hourly rates of the tenant's open GPU intervals: what its
+/// balance burns per hour now.
+pub async fn burn_rate(db: &Db, tenant_id: Uuid) -> Result<api::BurnRate, Error> {
+    db.run(move |conn| {
+        let rates: Vec<Option<Decimal>> = intervals::table
+            .filter(intervals::tenant_id.eq(tenant_id))
+            .filter(intervals::meter.eq(GPU))
+            .filter(intervals::started_at.is_not_null())
+            .filter(intervals::ended_at.is_null())
+            .filter(intervals::recorded_at.is_null())
+            .select(intervals::price_per_hour)
+            .load(conn)?;
+        Ok(api::BurnRate {
+            tenant_id,
+            per_hour: rates.iter().flatten().sum(),
+            running_intervals: rates.len() as i64,
+        })
+    })
+    .await
+}
+
 pub async fn usage(
     db: &Db,
     tenant_id: Uuid,

@@ -19,7 +19,7 @@ use platform::{Config, Db};
 use tracing::Instrument;
 
 pub use error::Error;
-pub use intervals::apply_event;
+pub use intervals::{apply_event, settle_open};
 
 pub const SCHEMA: &str = "metering";
 

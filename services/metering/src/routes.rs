@@ -10,7 +10,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::scope("/internal")
             .route("/usage", web::get().to(usage))
-            .route("/intervals/lookup", web::post().to(lookup)),
+            .route("/intervals/lookup", web::post().to(lookup))
+            .route("/burn-rates/{tenant_id}", web::get().to(burn_rate)),
     );
 }
 
@@ -37,4 +38,14 @@ async fn lookup(
 ) -> Result<HttpResponse, Error> {
     let ids = body.into_inner().instance_ids;
     Ok(HttpResponse::Ok().json(intervals::lookup(&db, ids).await?))
+}
+
+/// `GET /internal/burn-rates/{tenant_id}`: what the tenant's running
+/// rentals cost per hour now, for its runway.
+async fn burn_rate(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<Uuid>,
+) -> Result<HttpResponse, Error> {
+    Ok(HttpResponse::Ok().json(intervals::burn_rate(&db, path.into_inner()).await?))
 }

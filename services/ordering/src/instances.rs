@@ -4,9 +4,9 @@
 
 use chrono::{DateTime, Utc};
 use contracts::events::{
-    INSTANCE_FAILED, INSTANCE_RUNNING, INSTANCE_STOPPED, InstanceFailed, InstanceRunning,
-    InstanceStopped, PROVISION_INSTANCE, ProvisionInstance, ProvisionRun, STOP_INSTANCE,
-    StopInstance,
+    INSTANCE_DOWNTIME, INSTANCE_FAILED, INSTANCE_RUNNING, INSTANCE_STOPPED, InstanceDowntime,
+    InstanceFailed, InstanceRunning, InstanceStopped, PROVISION_INSTANCE, ProvisionInstance,
+    ProvisionRun, STOP_INSTANCE, StopInstance,
 };
 use contracts::{Envelope, api};
 use diesel::prelude::*;
@@ -177,6 +177,44 @@ pub fn publish<P: Serialize>(
     .map_err(platform::PlatformError::from)?;
     platform::outbox::enqueue(conn, SCHEMA, exchange, kind, &envelope)?;
     Ok(())
+}
+
+/// Announces the end of a lost host's outage under `row` (still the
+/// `host_lost` row: `stopped_at` is the last good heartbeat, where billing
+/// stopped): billing credits the renter for the downtime, charged to the
+/// host (DESIGN 4.8). Nothing when the loss instant is unknown.
+pub fn publish_downtime(
+    conn: &mut PgConnection,
+    events: &str,
+    row: &InstanceRow,
+    until: DateTime<Utc>,
+    ended_by: &str,
+) -> Result<(), Error> {
+    let Some(from) = row.stopped_at else {
+        return Ok(());
+    };
+    let seconds =
+        contracts::money::billed_seconds(from.timestamp_micros(), until.timestamp_micros());
+    publish(
+        conn,
+        events,
+        INSTANCE_DOWNTIME,
+        until,
+        row.tenant_id,
+        &InstanceDowntime {
+            instance_id: row.id,
+            tenant_id: row.tenant_id,
+            host_tenant_id: row.host_tenant_id,
+            machine_id: row.machine_id,
+            run_seq: row.run_seq,
+            down_from: from,
+            down_until: until,
+            seconds,
+            price_per_hour: row.price_per_gpu_hour * Decimal::from(row.gpu_count),
+            currency: row.currency.clone(),
+            ended_by: ended_by.to_owned(),
+        },
+    )
 }
 
 /// Sends provisioning attempt `attempt` of `row` on its (current) machine

@@ -272,6 +272,10 @@ fn destroy_in_tx(
             Some("destroy requested"),
             at,
         )?;
+        if state == InstanceState::HostLost {
+            // The renter gave up on the host: the outage ends here.
+            crate::instances::publish_downtime(conn, events, &row, at, "destroyed")?;
+        }
         if state == InstanceState::Running {
             // Billing stops at the request (T1), exactly as a stop.
             diesel::update(instances::table.find(id))

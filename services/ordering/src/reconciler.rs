@@ -586,6 +586,8 @@ fn apply(
                 Some("host back: heartbeats resumed; a new run starts"),
                 at,
             )?;
+            // The outage is over: the renter's downtime credit.
+            crate::instances::publish_downtime(conn, exchange, row, at, "host_back")?;
             publish_running(conn, exchange, row, run_seq, at)?;
         }
         Repair::ResendRunning {

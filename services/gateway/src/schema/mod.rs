@@ -4,6 +4,7 @@
 pub mod events;
 mod hosting;
 mod identity;
+mod invoices;
 mod market;
 mod money;
 mod quotas;
@@ -23,6 +24,7 @@ pub struct QueryRoot(
     hosting::HostingQuery,
     rentals::RentalsQuery,
     money::MoneyQuery,
+    invoices::InvoicesQuery,
     events::LifecycleQuery,
     quotas::QuotasQuery,
 );
@@ -34,6 +36,7 @@ pub struct MutationRoot(
     hosting::HostingMutation,
     rentals::RentalsMutation,
     money::MoneyMutation,
+    invoices::InvoicesMutation,
     events::LifecycleMutation,
     quotas::QuotasMutation,
 );
@@ -97,6 +100,7 @@ mod tests {
             ordering: nowhere.clone(),
             metering: nowhere.clone(),
             billing: nowhere,
+            runway_warning_seconds: 3600,
         };
         builder().data(keys()).data(clients).finish()
     }

@@ -27,6 +27,37 @@ impl From<api::Balance> for Money {
     }
 }
 
+/// How long the caller's balance lasts at what its running rentals cost
+/// now. Settlement charges running rentals as they run, and a renter whose
+/// balance runs out is stopped; this is the warning before that.
+#[derive(SimpleObject)]
+pub struct Runway {
+    balance: Decimal,
+    currency: String,
+    /// The sum of the hourly rates of the tenant's running rentals.
+    burn_rate_per_hour: Decimal,
+    running_instances: i64,
+    /// Whole seconds until the balance reaches zero at the current burn;
+    /// null when nothing is running.
+    runway_seconds: Option<i64>,
+    /// The runway is below `warnBelowSeconds` (or the balance is gone).
+    low: bool,
+    warn_below_seconds: i64,
+}
+
+/// Whole seconds `balance` lasts at `per_hour`; None when nothing burns.
+fn runway_seconds(balance: Decimal, per_hour: Decimal) -> Option<i64> {
+    use rust_decimal::prelude::ToPrimitive;
+    if per_hour <= Decimal::ZERO {
+        return None;
+    }
+    if balance <= Decimal::ZERO {
+        return Some(0);
+    }
+    let seconds = (balance * Decimal::from(3600) / per_hour).floor();
+    Some(seconds.to_i64().unwrap_or(i64::MAX))
+}
+
 #[derive(SimpleObject)]
 pub struct HostEarnings {
     total: Decimal,
@@ -134,6 +165,32 @@ impl MoneyQuery {
         Ok(balance.into())
     }
 
+    /// The caller's balance against what its running rentals burn.
+    async fn runway(&self, ctx: &Context<'_>) -> GqlResult<Runway> {
+        let principal = auth::authorize(ctx, Access::Billing).await?;
+        let clients = clients::from_context(ctx)?;
+        let tenant = principal.tenant_id;
+        let (balance_path, burn_path) = (
+            format!("/internal/balances/{tenant}"),
+            format!("/internal/burn-rates/{tenant}"),
+        );
+        let (balance, burn) = tokio::try_join!(
+            clients.billing.get::<api::Balance>(&balance_path),
+            clients.metering.get::<api::BurnRate>(&burn_path),
+        )?;
+        let runway = runway_seconds(balance.amount, burn.per_hour);
+        let warn = clients.runway_warning_seconds;
+        Ok(Runway {
+            low: runway.is_some_and(|s| s < warn) || balance.amount <= Decimal::ZERO,
+            balance: balance.amount,
+            currency: balance.currency,
+            burn_rate_per_hour: burn.per_hour,
+            running_instances: burn.running_intervals,
+            runway_seconds: runway,
+            warn_below_seconds: warn,
+        })
+    }
+
     async fn host_earnings(&self, ctx: &Context<'_>) -> GqlResult<HostEarnings> {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let earnings: api::HostEarnings = clients::from_context(ctx)?
@@ -215,5 +272,24 @@ impl MoneyMutation {
             )
             .await?;
         Ok(top_up.into())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn runway_is_whole_seconds_at_the_current_burn() {
+        assert_eq!(runway_seconds(d("10"), d("0")), None);
+        assert_eq!(runway_seconds(d("10"), d("3600")), Some(10));
+        assert_eq!(runway_seconds(d("0.75"), d("900")), Some(3));
+        assert_eq!(runway_seconds(d("0.999"), d("3600")), Some(0));
+        assert_eq!(runway_seconds(d("-2"), d("1")), Some(0));
+        assert_eq!(runway_seconds(d("1"), d("0.9")), Some(4000));
     }
 }

@@ -1,0 +1,9 @@
+DROP TABLE billing.credit_notes;
+DROP TABLE billing.invoice_items;
+DROP TABLE billing.invoice_lines;
+DROP TABLE billing.invoices;
+DROP FUNCTION billing.guard_invoice_child();
+DROP FUNCTION billing.guard_invoice();
+DROP TABLE billing.invoice_counters;
+DROP INDEX billing.transactions_usage_tenant;
+DROP TABLE billing.usage_details;

@@ -1,0 +1,189 @@
+//! An invoice's usage as CSV in FinOps FOCUS 1.0 columns, one row per
+//! invoice line, so that a FinOps tool can load it beside other clouds' cost
+//! exports. The costs are the invoice's own (rounded) line amounts: the
+//! `BilledCost` column adds up to the invoice total exactly.
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use contracts::{api, money};
+use rust_decimal::{Decimal, RoundingStrategy};
+
+/// Who provides, publishes and invoices the service.
+pub const PROVIDER: &str = "gpumarket";
+/// A rental is a GPU machine by the second, which FOCUS files under compute.
+pub const SERVICE_CATEGORY: &str = "Compute";
+pub const SERVICE_NAME: &str = "GPU Instances";
+
+/// The columns, in order (FOCUS 1.0 names).
+pub const COLUMNS: [&str; 24] = [
+    "BilledCost",
+    "EffectiveCost",
+    "ListCost",
+    "BillingCurrency",
+    "BillingPeriodStart",
+    "BillingPeriodEnd",
+    "ChargePeriodStart",
+    "ChargePeriodEnd",
+    "ChargeCategory",
+    "ChargeDescription",
+    "ConsumedQuantity",
+    "ConsumedUnit",
+    "PricingQuantity",
+    "PricingUnit",
+    "ListUnitPrice",
+    "ResourceId",
+    "ResourceName",
+    "ServiceName",
+    "ServiceCategory",
+    "ProviderName",
+    "PublisherName",
+    "InvoiceIssuerName",
+    "SubAccountId",
+    "SkuId",
+];
+
+fn instant(at: DateTime<Utc>) -> String {
+    at.to_rfc3339_opts(SecondsFormat::Secs, true)
+}
+
+/// A field quoted when it holds a separator, a quote or a line break
+/// (RFC 4180).
+fn field(raw: &str) -> String {
+    if raw.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", raw.replace('"', "\"\""))
+    } else {
+        raw.to_owned()
+    }
+}
+
+/// The amount with exactly the currency's minor-unit digits (it is already
+/// rounded there; this only fixes how it is written).
+fn minor(amount: Decimal, currency: &str) -> String {
+    let mut a = money::round_to_minor(amount, currency);
+    a.rescale(money::minor_unit_digits(currency));
+    a.to_string()
+}
+
+/// The invoice's lines as FOCUS rows, with a header line; CRLF line ends.
+pub fn csv(invoice: &api::Invoice) -> String {
+    let mut out = COLUMNS.join(",");
+    out.push_str("\r\n");
+    let currency = invoice.currency.as_str();
+    let sub_account = invoice.tenant_id.to_string();
+    for line in &invoice.lines {
+        let cost = minor(line.amount, currency);
+        // Priced per hour, measured in seconds: the pricing quantity is the
+        // hours, to the ledger's 9 decimals (ListUnitPrice × PricingQuantity
+        // equals ListCost up to that and the line's one rounding).
+        let hours = (Decimal::from(line.quantity) / Decimal::from(3600))
+            .round_dp_with_strategy(money::LEDGER_SCALE, RoundingStrategy::MidpointNearestEven)
+            .normalize();
+        let mut description = format!(
+            "{} usage of instance {} at {} {currency}/h",
+            line.meter,
+            line.instance_id,
+            line.unit_price_per_hour.normalize()
+        );
+        if line.earlier_period {
+            description.push_str(" (from an earlier period, reached the ledger after its invoice)");
+        }
+        let resource = line.instance_id.to_string();
+        let row = [
+            cost.clone(),
+            cost.clone(),
+            cost,
+            currency.to_owned(),
+            instant(invoice.period_start),
+            instant(invoice.period_end),
+            instant(line.charge_period_start),
+            instant(line.charge_period_end),
+            "Usage".to_owned(),
+            description,
+            line.quantity.to_string(),
+            "Seconds".to_owned(),
+            hours.to_string(),
+            "Hours".to_owned(),
+            line.unit_price_per_hour.normalize().to_string(),
+            resource.clone(),
+            resource,
+            SERVICE_NAME.to_owned(),
+            SERVICE_CATEGORY.to_owned(),
+            PROVIDER.to_owned(),
+            PROVIDER.to_owned(),
+            PROVIDER.to_owned(),
+            sub_account.clone(),
+            line.meter.clone(),
+        ];
+        let row: Vec<String> = row.iter().map(|f| field(f)).collect();
+        out.push_str(&row.join(","));
+        out.push_str("\r\n");
+    }
+    out
+}
+
+/// The sum of the `BilledCost` column (the first), None when a value does
+/// not parse. No field before it is ever quoted, so splitting at the first
+/// comma is exact.
+pub fn billed_cost_sum(csv: &str) -> Option<Decimal> {
+    csv.lines()
+        .skip(1)
+        .filter(|l| !l.is_empty())
+        .map(|l| l.split(',').next().and_then(|v| v.parse::<Decimal>().ok()))
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use uuid::Uuid;
+
+    #[test]
+    fn fields_with_separators_are_quoted() {
+        assert_eq!(field("a,b"), "\"a,b\"");
+        assert_eq!(field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(field("plain"), "plain");
+    }
+
+    #[test]
+    fn one_row_per_line_with_minor_unit_costs() {
+        let at = DateTime::from_timestamp(1_796_281_800, 0).unwrap_or_default();
+        let line = api::InvoiceLine {
+            instance_id: Uuid::nil(),
+            meter: "gpu".into(),
+            quantity: 5400,
+            unit: "second".into(),
+            unit_price_per_hour: Decimal::new(90, 2),
+            earlier_period: false,
+            charge_period_start: at,
+            charge_period_end: at,
+            postings: 3,
+            exact_amount: Decimal::new(1_350_000_000, 9),
+            amount: Decimal::new(1_350_000_000, 9),
+        };
+        let invoice = api::Invoice {
+            id: Some(Uuid::nil()),
+            tenant_id: Uuid::nil(),
+            number: Some(1),
+            status: "paid".into(),
+            period_start: at,
+            period_end: at,
+            currency: "USD".into(),
+            subtotal: Decimal::new(135, 2),
+            total: Decimal::new(135, 2),
+            exact_total: Decimal::new(135, 2),
+            rounding: Decimal::ZERO,
+            finalized_at: None,
+            paid_at: None,
+            voided_at: None,
+            void_reason: None,
+            lines: vec![line],
+            credit_notes: Vec::new(),
+        };
+        let text = csv(&invoice);
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows.len(), 2);
+        assert_eq!(rows[0].split(',').count(), COLUMNS.len());
+        assert!(rows[1].starts_with("1.35,1.35,1.35,USD,2026-12-03T07:10:00Z,"));
+        assert!(rows[1].contains(",5400,Seconds,1.5,Hours,0.9,"));
+        assert_eq!(billed_cost_sum(&text), Some(Decimal::new(135, 2)));
+    }
+}
