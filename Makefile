@@ -36,8 +36,10 @@ sdl:
 deploy-validate:
 	bash deploy/validate.sh
 
-## make bench: offer search on 100k machines, then createOrder at 1/16/64 clients and order-to-running
+## make bench: offer search on 100k machines, createOrder at 1/16/64 clients and order-to-running,
+## then billing's usage ingest (with a raw-insert baseline) and the invoicing run for 10k tenants
 ## (flags: make bench BENCH_ARGS="--machines 1000000" ORDER_BENCH_ARGS="--orders 1024").
 bench: services
 	cargo bench --bench search -- $(BENCH_ARGS)
 	cargo bench --bench orders -- $(ORDER_BENCH_ARGS)
+	cargo bench --bench billing -- $(BILLING_BENCH_ARGS)

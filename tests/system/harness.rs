@@ -130,8 +130,13 @@ impl TestEnv {
     }
 
     /// Marks machines as heard from now, as an agent's heartbeat would.
+    /// Marks every machine heard from for the rest of the test (an hour
+    /// ahead): tests about provisioning and capacity must not have their
+    /// instances declared `host_lost` by the reconciler when a loaded
+    /// machine makes them outlast the heartbeat grace. Liveness has its own
+    /// tests (`system::agents`, `system::reconciler`).
     pub fn heartbeat_all(&self) {
-        self.exec("UPDATE catalog.machines SET last_heartbeat_at = now()");
+        self.exec("UPDATE catalog.machines SET last_heartbeat_at = now() + interval '1 hour'");
     }
 
     /// Creates an operator directly (as `gpumarket admin create-operator`
@@ -423,7 +428,7 @@ pub async fn spec_machine(env: &TestEnv, host: &Client, spec: Value, pricing: Va
     .await
     .expect("listMachine");
     env.exec(&format!(
-        "UPDATE catalog.machines SET last_heartbeat_at = now() WHERE id = '{id}'"
+        "UPDATE catalog.machines SET last_heartbeat_at = now() + interval '1 hour' WHERE id = '{id}'"
     ));
     id
 }
