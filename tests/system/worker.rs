@@ -549,3 +549,55 @@ async fn a_step_whose_workers_keep_dying_is_given_up_after_its_attempts() {
     stack.stop().await;
     env.cleanup().await;
 }
+
+/// Workers binding GPUs on one machine at the same moment each get their
+/// own index: the simulated host serialises its allocator per machine (CI
+/// once caught two binds taking the same index, the second one silently
+/// left without a GPU).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_binds_on_one_machine_never_share_a_gpu_index() {
+    use provisioner::Driver;
+    let env = TestEnv::new().await;
+    let db = platform::Db::connect(&env.config.database_url, 8).expect("pool");
+    let driver = provisioner::SimulatedDriver::from_config(db, &env.config).expect("driver");
+    let machine = uuid::Uuid::now_v7();
+    let jobs: Vec<contracts::events::ProvisionInstance> = (0..8)
+        .map(|_| contracts::events::ProvisionInstance {
+            instance_id: uuid::Uuid::now_v7(),
+            order_id: uuid::Uuid::now_v7(),
+            tenant_id: uuid::Uuid::now_v7(),
+            machine_id: machine,
+            gpu_count: 1,
+            machine_gpu_count: 8,
+            image: "nvidia/cuda:12.4.1-runtime-ubuntu22.04".into(),
+            ssh_public_key: None,
+        })
+        .collect();
+    let results = futures_util::future::join_all(
+        jobs.iter()
+            .map(|job| driver.run_step(provisioner::Step::BindGpus, job)),
+    )
+    .await;
+    for result in results {
+        result.expect("bind");
+    }
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(DISTINCT name) AS n FROM provisioner.sim_resources \
+             WHERE machine_id = '{machine}' AND kind = 'gpu'"
+        )),
+        8,
+        "eight instances, eight distinct indices"
+    );
+    for job in &jobs {
+        assert_eq!(
+            env.count(&format!(
+                "SELECT count(*) AS n FROM provisioner.sim_resources \
+                 WHERE instance_id = '{}' AND kind = 'gpu'",
+                job.instance_id
+            )),
+            1
+        );
+    }
+    env.cleanup().await;
+}

@@ -228,6 +228,14 @@ fn held(
 /// Binds free GPU indices until the instance holds as many as it ordered. The
 /// primary key (machine, kind, name) makes an index bindable once.
 fn bind_gpus(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Error> {
+    // Workers binding on the same machine at once would read the same free
+    // indices, and the second insert would be silently skipped, leaving an
+    // instance that passed this step with no GPU (found by CI: readiness then
+    // failed "0 of 1 GPUs bound"). One lock per machine around the
+    // read-then-insert, as a host's own allocator would serialise it.
+    diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind::<diesel::sql_types::Text, _>(format!("sim-gpus:{}", job.machine_id))
+        .execute(conn)?;
     let mine = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
     if mine >= job.gpu_count {
         return Ok(());
@@ -250,6 +258,14 @@ fn bind_gpus(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Err
     }
     for index in free {
         add(conn, job, "gpu", index)?;
+    }
+    // Loud, so the step is retried, should an index still have been taken.
+    let bound = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
+    if bound < job.gpu_count {
+        return Err(fail(
+            Step::BindGpus,
+            &format!("{bound} of {} GPU indices bound", job.gpu_count),
+        ));
     }
     Ok(())
 }
