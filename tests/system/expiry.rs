@@ -197,13 +197,7 @@ async fn a_stop_interrupted_half_way_is_finished() {
         "100",
     )
     .await;
-    let id = order(&renter, &offer, 2, "interrupted-stop")
-        .await
-        .expect("order")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    wait_running(&renter, &id, Duration::from_secs(30)).await;
+    let id = running_instance(&renter, &offer, 2, "interrupted-stop").await;
 
     // What a stop that died after its first transaction leaves: T1 recorded,
     // `stopping`, the GPUs and quota still held.

@@ -313,6 +313,14 @@ pub async fn instance_status(renter: &Client, id: &str) -> Value {
         .clone()
 }
 
+/// Orders `gpus` GPUs of `offer` and waits until the instance runs; its id.
+pub async fn running_instance(renter: &Client, offer: &str, gpus: i32, key: &str) -> String {
+    let placed = order(renter, offer, gpus, key).await.expect("order");
+    let id = placed["id"].as_str().expect("id").to_owned();
+    wait_running(renter, &id, Duration::from_secs(30)).await;
+    id
+}
+
 pub async fn wait_running(renter: &Client, id: &str, limit: Duration) -> Value {
     eventually("instance running", limit, || async {
         let i = instance_status(renter, id).await;

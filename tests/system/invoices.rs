@@ -89,11 +89,7 @@ async fn usage_is_invoiced_once_rounded_numbered_without_gaps_and_exported_in_fo
         offer,
     } = rental(env, Parts::ALL, "RTX 4090", 1, "999.97", "1000").await;
     let price: Decimal = "999.97".parse().expect("price");
-    let id = order(&renter, &offer, 1, "invoiced").await.expect("order")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    wait_running(&renter, &id, Duration::from_secs(30)).await;
+    let id = running_instance(&renter, &offer, 1, "invoiced").await;
     eventually("settled while running", Duration::from_secs(30), || async {
         (env.count(&format!(
             "SELECT count(*) AS n FROM billing.transactions WHERE kind = 'usage' AND tenant_id = '{tenant}'"

@@ -65,11 +65,7 @@ async fn a_running_instance_is_charged_as_it_runs_and_the_segments_add_up_exactl
         offer,
         ..
     } = rental(env, Parts::ALL, "RTX 4090", 2, "0.45", "100").await;
-    let id = order(&renter, &offer, 2, "settled").await.expect("order")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    wait_running(&renter, &id, Duration::from_secs(30)).await;
+    let id = running_instance(&renter, &offer, 2, "settled").await;
 
     // Charged while running: at least two settlements before any stop.
     eventually(
@@ -166,11 +162,7 @@ async fn a_renter_whose_balance_runs_out_is_stopped_within_a_settlement_interval
         offer,
         ..
     } = rental(env, Parts::ALL, "RTX 4090", 1, "900", "0.75").await;
-    let id = order(&renter, &offer, 1, "burning").await.expect("order")["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    wait_running(&renter, &id, Duration::from_secs(30)).await;
+    let id = running_instance(&renter, &offer, 1, "burning").await;
     // Three seconds of credit: far below the hour's warning, once metering
     // has the running event (the burn is what metering has open).
     let runway = eventually("runway reported low", Duration::from_secs(30), || async {

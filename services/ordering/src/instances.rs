@@ -179,6 +179,62 @@ pub fn publish<P: Serialize>(
     Ok(())
 }
 
+/// `ordering.instance.running` for run `run_seq` of `row`, opening its
+/// meter at `running_at`.
+pub fn publish_running(
+    conn: &mut PgConnection,
+    exchange: &str,
+    row: &InstanceRow,
+    run_seq: i32,
+    running_at: DateTime<Utc>,
+) -> Result<(), Error> {
+    publish(
+        conn,
+        exchange,
+        INSTANCE_RUNNING,
+        running_at,
+        row.tenant_id,
+        &InstanceRunning {
+            instance_id: row.id,
+            tenant_id: row.tenant_id,
+            host_tenant_id: row.host_tenant_id,
+            machine_id: row.machine_id,
+            gpu_count: row.gpu_count,
+            rental_type: row.rental_type.clone(),
+            price_per_gpu_hour: row.price_per_gpu_hour,
+            currency: row.currency.clone(),
+            run_seq,
+            running_at,
+        },
+    )
+}
+
+/// `ordering.instance.stopped` for run `run_seq` of `row`: its meter stops
+/// at `stopped_at`.
+pub fn publish_stopped(
+    conn: &mut PgConnection,
+    exchange: &str,
+    row: &InstanceRow,
+    run_seq: i32,
+    stopped_at: DateTime<Utc>,
+    reason: &str,
+) -> Result<(), Error> {
+    publish(
+        conn,
+        exchange,
+        INSTANCE_STOPPED,
+        stopped_at,
+        row.tenant_id,
+        &InstanceStopped {
+            instance_id: row.id,
+            tenant_id: row.tenant_id,
+            run_seq,
+            stopped_at,
+            reason: reason.into(),
+        },
+    )
+}
+
 /// Announces the end of a lost host's outage under `row` (still the
 /// `host_lost` row: `stopped_at` is the last good heartbeat, where billing
 /// stopped): billing credits the renter for the downtime, charged to the
@@ -357,25 +413,7 @@ pub async fn mark_ready(db: &Db, deps: &Deps, id: Uuid) -> Result<api::Instance,
             ))
             .execute(conn)?;
         transition(conn, &row, InstanceState::Running, None, at)?;
-        publish(
-            conn,
-            &exchange,
-            INSTANCE_RUNNING,
-            at,
-            row.tenant_id,
-            &InstanceRunning {
-                instance_id: row.id,
-                tenant_id: row.tenant_id,
-                host_tenant_id: row.host_tenant_id,
-                machine_id: row.machine_id,
-                gpu_count: row.gpu_count,
-                rental_type: row.rental_type.clone(),
-                price_per_gpu_hour: row.price_per_gpu_hour,
-                currency: row.currency.clone(),
-                run_seq,
-                running_at: at,
-            },
-        )?;
+        publish_running(conn, &exchange, &row, run_seq, at)?;
         tracing::info!(instance.id = %id, "instance running");
         load(conn, id)?
             .map(api::Instance::from)
@@ -489,20 +527,7 @@ pub async fn stop_because(
                 .set(instances::stopped_at.eq(at))
                 .execute(conn)?;
             transition(conn, &row, InstanceState::Stopping, Some(reason), at)?;
-            publish(
-                conn,
-                &events,
-                INSTANCE_STOPPED,
-                at,
-                row.tenant_id,
-                &InstanceStopped {
-                    instance_id: row.id,
-                    tenant_id: row.tenant_id,
-                    run_seq: row.run_seq,
-                    stopped_at: at,
-                    reason: reason.into(),
-                },
-            )?;
+            publish_stopped(conn, &events, &row, row.run_seq, at, reason)?;
             publish(
                 conn,
                 &commands,

@@ -26,9 +26,7 @@ use contracts::api::{
     AllocateRequest, Allocation, Balance, DeprovisioningResult, FundsCheckRequest,
     HostMachineRequest, Instance, Offer, QuotaReservation, ReserveQuotaRequest,
 };
-use contracts::events::{
-    DEPROVISION_INSTANCE, DeprovisionInstance, INSTANCE_STOPPED, InstanceStopped,
-};
+use contracts::events::{DEPROVISION_INSTANCE, DeprovisionInstance};
 use contracts::{ErrorCode, api};
 use diesel::prelude::*;
 use platform::Db;
@@ -281,19 +279,13 @@ fn destroy_in_tx(
             diesel::update(instances::table.find(id))
                 .set(instances::stopped_at.eq(at))
                 .execute(conn)?;
-            publish(
+            crate::instances::publish_stopped(
                 conn,
                 events,
-                INSTANCE_STOPPED,
+                &row,
+                row.run_seq,
                 at,
-                row.tenant_id,
-                &InstanceStopped {
-                    instance_id: row.id,
-                    tenant_id: row.tenant_id,
-                    run_seq: row.run_seq,
-                    stopped_at: at,
-                    reason: "destroy requested".into(),
-                },
+                "destroy requested",
             )?;
         }
         publish(

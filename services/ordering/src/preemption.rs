@@ -21,10 +21,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use contracts::Envelope;
-use contracts::events::{
-    ALLOCATION_PREEMPTED, AllocationPreempted, INSTANCE_STOPPED, InstanceStopped, STOP_INSTANCE,
-    StopInstance,
-};
+use contracts::events::{ALLOCATION_PREEMPTED, AllocationPreempted, STOP_INSTANCE, StopInstance};
 use diesel::prelude::*;
 use platform::consumer::HandlerError;
 use platform::{Config, Db};
@@ -165,20 +162,7 @@ fn preempt_instance(
     transition(conn, row, InstanceState::Preempted, Some(&reason), at)?;
     if state == InstanceState::Running {
         // Billing ends at the preemption instant, not when ordering heard of it.
-        publish(
-            conn,
-            events,
-            INSTANCE_STOPPED,
-            at,
-            row.tenant_id,
-            &InstanceStopped {
-                instance_id: row.id,
-                tenant_id: row.tenant_id,
-                run_seq: row.run_seq,
-                stopped_at: at,
-                reason: "preempted".into(),
-            },
-        )?;
+        crate::instances::publish_stopped(conn, events, row, row.run_seq, at, "preempted")?;
     }
     publish(
         conn,

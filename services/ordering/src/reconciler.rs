@@ -49,7 +49,7 @@ use contracts::Envelope;
 use contracts::api::{
     GpuInterval, IntervalLookupRequest, MachineHeartbeat, MachineHeartbeatsRequest,
 };
-use contracts::events::{INSTANCE_RUNNING, INSTANCE_STOPPED, InstanceRunning, InstanceStopped};
+use contracts::events::{INSTANCE_STOPPED, InstanceStopped};
 use diesel::prelude::*;
 use diesel::sql_types::{Integer, Jsonb, Text};
 use platform::Db;
@@ -59,7 +59,7 @@ use schema::ordering::instances;
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::instances::{InstanceRow, publish, transition};
+use crate::instances::{InstanceRow, publish_running, publish_stopped, transition};
 use crate::state::InstanceState;
 use crate::{Deps, Error};
 
@@ -625,59 +625,6 @@ fn apply(
         }
     }
     Ok(true)
-}
-
-/// `ordering.instance.running` of `run_seq` with the fields `mark_ready` sends.
-fn publish_running(
-    conn: &mut PgConnection,
-    exchange: &str,
-    row: &InstanceRow,
-    run_seq: i32,
-    running_at: DateTime<Utc>,
-) -> Result<(), Error> {
-    publish(
-        conn,
-        exchange,
-        INSTANCE_RUNNING,
-        running_at,
-        row.tenant_id,
-        &InstanceRunning {
-            instance_id: row.id,
-            tenant_id: row.tenant_id,
-            host_tenant_id: row.host_tenant_id,
-            machine_id: row.machine_id,
-            gpu_count: row.gpu_count,
-            rental_type: row.rental_type.clone(),
-            price_per_gpu_hour: row.price_per_gpu_hour,
-            currency: row.currency.clone(),
-            run_seq,
-            running_at,
-        },
-    )
-}
-
-fn publish_stopped(
-    conn: &mut PgConnection,
-    exchange: &str,
-    row: &InstanceRow,
-    run_seq: i32,
-    stopped_at: DateTime<Utc>,
-    reason: &str,
-) -> Result<(), Error> {
-    publish(
-        conn,
-        exchange,
-        INSTANCE_STOPPED,
-        stopped_at,
-        row.tenant_id,
-        &InstanceStopped {
-            instance_id: row.id,
-            tenant_id: row.tenant_id,
-            run_seq,
-            stopped_at,
-            reason: reason.into(),
-        },
-    )
 }
 
 #[derive(QueryableByName)]

@@ -166,13 +166,7 @@ pub async fn try_replace(
     };
     // The failed machine's GPUs go back whatever happens next: the instance
     // either runs elsewhere or fails.
-    let _: serde_json::Value = deps
-        .catalog
-        .post(
-            &format!("/internal/allocations/{old_key}/release"),
-            &serde_json::json!({}),
-        )
-        .await?;
+    crate::saga::release_gpus(deps, old_key).await?;
 
     let commands = deps.config.commands_exchange.clone();
     let reason = format!(

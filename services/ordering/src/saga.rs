@@ -607,14 +607,20 @@ async fn create_instance(
 /// [`crate::instances::holding_key`]) holds: its GPUs, then its quota. Both
 /// calls are idempotent, so this is safe to repeat.
 pub async fn release_holdings(deps: &Deps, order_id: Uuid) -> Result<(), Error> {
+    release_gpus(deps, order_id).await?;
+    release_quota(deps, order_id).await
+}
+
+/// Gives back a holding key's GPUs (idempotent).
+pub async fn release_gpus(deps: &Deps, key: Uuid) -> Result<(), Error> {
     let _: serde_json::Value = deps
         .catalog
         .post(
-            &format!("/internal/allocations/{order_id}/release"),
+            &format!("/internal/allocations/{key}/release"),
             &serde_json::json!({}),
         )
         .await?;
-    release_quota(deps, order_id).await
+    Ok(())
 }
 
 /// Gives back a holding key's quota reservation (idempotent).
