@@ -56,6 +56,8 @@ fn usage_events(n: usize, tenants: &[Uuid], host: Uuid) -> anyhow::Result<Vec<En
                 price_per_hour: Decimal::new(42 + (i % 300) as i64, 2),
                 currency: "USD".into(),
                 offset_seconds: 0,
+                machine_id: None,
+                gpu_model: None,
             };
             Envelope::new(USAGE_RECORDED, now, Some(tenant), None, &usage).context("usage envelope")
         })

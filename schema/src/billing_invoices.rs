@@ -14,6 +14,9 @@ diesel::table! {
         price_per_hour -> Numeric,
         started_at -> Timestamptz,
         ended_at -> Timestamptz,
+        host_tenant_id -> Nullable<Uuid>,
+        machine_id -> Nullable<Uuid>,
+        gpu_model -> Nullable<Text>,
     }
 }
 

@@ -302,6 +302,8 @@ pub mod metering {
             recorded_at -> Nullable<Timestamptz>,
             created_at -> Timestamptz,
             settled_seconds -> Int8,
+            machine_id -> Nullable<Uuid>,
+            gpu_model -> Nullable<Text>,
         }
     }
 }

@@ -246,6 +246,8 @@ async fn usage_is_invoiced_once_rounded_numbered_without_gaps_and_exported_in_fo
         price_per_hour: price,
         currency: "USD".into(),
         offset_seconds: 0,
+        machine_id: None,
+        gpu_model: None,
     };
     let envelope = Envelope::new(
         USAGE_RECORDED,
@@ -538,6 +540,8 @@ async fn racing_finalizations_number_without_gaps_and_assign_each_posting_once()
             price_per_hour: price,
             currency: "USD".into(),
             offset_seconds: 0,
+            machine_id: None,
+            gpu_model: None,
         };
         let envelope = Envelope::new(USAGE_RECORDED, usage.ended_at, Some(tenant), None, &usage)
             .expect("envelope");

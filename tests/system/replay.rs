@@ -75,6 +75,7 @@ async fn duplicated_and_reordered_events_bill_each_second_once() {
                 tenant_id: renter,
                 host_tenant_id: host,
                 machine_id: Uuid::now_v7(),
+                gpu_model: "RTX_4090".into(),
                 gpu_count: gpus,
                 rental_type: "on_demand".into(),
                 price_per_gpu_hour: price,

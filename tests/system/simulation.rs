@@ -167,6 +167,7 @@ fn simulate(env: &TestEnv, db: &platform::Db, rt: &tokio::runtime::Handle, seed:
             tenant_id: renter,
             host_tenant_id: host,
             machine_id: Uuid::now_v7(),
+            gpu_model: "RTX_4090".into(),
             gpu_count: 1,
             rental_type: "on_demand".into(),
             price_per_gpu_hour: run.price_per_hour,

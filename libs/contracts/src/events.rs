@@ -20,6 +20,10 @@ pub struct InstanceRunning {
     pub tenant_id: Uuid,
     pub host_tenant_id: Uuid,
     pub machine_id: Uuid,
+    /// The rented GPU model (`H100_SXM`); empty in events from before it was
+    /// carried.
+    #[serde(default)]
+    pub gpu_model: String,
     pub gpu_count: i32,
     pub rental_type: String,
     pub price_per_gpu_hour: Decimal,
@@ -68,6 +72,12 @@ pub struct UsageRecorded {
     /// exactly the rating of its whole.
     #[serde(default)]
     pub offset_seconds: i64,
+    /// The machine and GPU model the usage ran on, for dashboards and host
+    /// statements (absent in events from before they were carried).
+    #[serde(default)]
+    pub machine_id: Option<Uuid>,
+    #[serde(default)]
+    pub gpu_model: Option<String>,
 }
 
 pub const INSTANCE_DOWNTIME: &str = "ordering.instance.downtime";

@@ -103,6 +103,9 @@ pub fn apply_event(
             usage_details::price_per_hour.eq(usage.price_per_hour),
             usage_details::started_at.eq(usage.started_at),
             usage_details::ended_at.eq(usage.ended_at),
+            usage_details::host_tenant_id.eq(usage.host_tenant_id),
+            usage_details::machine_id.eq(usage.machine_id),
+            usage_details::gpu_model.eq(&usage.gpu_model),
         ))
         .execute(conn)?;
     tracing::info!(instance.id = %usage.instance_id, %amount, "usage posted");

@@ -31,6 +31,8 @@ pub(crate) struct IntervalRow {
     currency: Option<String>,
     recorded_at: Option<DateTime<Utc>>,
     settled_seconds: i64,
+    machine_id: Option<Uuid>,
+    gpu_model: Option<String>,
 }
 
 /// The effect of one lifecycle event; runs in the inbox's transaction.
@@ -57,6 +59,8 @@ pub fn apply_event(
                     intervals::gpu_count.eq(p.gpu_count),
                     intervals::price_per_hour.eq(p.price_per_gpu_hour * Decimal::from(p.gpu_count)),
                     intervals::currency.eq(&p.currency),
+                    intervals::machine_id.eq(p.machine_id),
+                    intervals::gpu_model.eq((!p.gpu_model.is_empty()).then_some(&p.gpu_model)),
                 ))
                 .on_conflict((intervals::instance_id, intervals::meter, intervals::run_seq))
                 .do_update()
@@ -66,6 +70,8 @@ pub fn apply_event(
                     intervals::gpu_count.eq(excluded(intervals::gpu_count)),
                     intervals::price_per_hour.eq(excluded(intervals::price_per_hour)),
                     intervals::currency.eq(excluded(intervals::currency)),
+                    intervals::machine_id.eq(excluded(intervals::machine_id)),
+                    intervals::gpu_model.eq(excluded(intervals::gpu_model)),
                 ))
                 .returning(intervals::id)
                 .get_result::<Uuid>(conn)?
@@ -172,6 +178,8 @@ pub(crate) fn announce(
         price_per_hour: price,
         currency,
         offset_seconds: from,
+        machine_id: row.machine_id,
+        gpu_model: row.gpu_model.clone(),
     };
     let envelope = Envelope::new(
         USAGE_RECORDED,

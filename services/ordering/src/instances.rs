@@ -199,6 +199,7 @@ pub fn publish_running(
             tenant_id: row.tenant_id,
             host_tenant_id: row.host_tenant_id,
             machine_id: row.machine_id,
+            gpu_model: row.gpu_model.clone(),
             gpu_count: row.gpu_count,
             rental_type: row.rental_type.clone(),
             price_per_gpu_hour: row.price_per_gpu_hour,
