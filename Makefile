@@ -3,11 +3,16 @@ export CARGO_TARGET_DIR ?= /var/tmp/gpumarket-target
 
 NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
 
-.PHONY: run test services lint fmt sdl deploy-validate bench
+.PHONY: run run-split test services lint fmt sdl deploy-validate bench
 
 ## make run: start Postgres and RabbitMQ if needed, migrate, seed, run everything.
 run: services
 	cargo run --bin gpumarket -- dev
+
+## make run-split: the same, each service, the gateway and the worker as its own process
+## (own port, own database role; no Docker, no demo seed). deploy/local/run-split.sh.
+run-split: services
+	bash deploy/local/run-split.sh
 
 ## make test: the same readiness step, then the whole suite.
 test: services

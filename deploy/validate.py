@@ -68,6 +68,8 @@ RUST_TYPES = {
     "String": ("string", None),
     "Decimal": ("string", None),
     "DateTime<Utc>": ("string", "date-time"),
+    "chrono::NaiveDate": ("string", "date"),
+    "NaiveDate": ("string", "date"),
 }
 
 

@@ -153,6 +153,14 @@ pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
     }
     let config = Arc::new(config);
 
+    if parts.services {
+        // Billing's payout schedule (its first run is one interval away).
+        tasks.push(tokio::spawn(billing::run_payout_loop(
+            config.clone(),
+            pool(&config, "billing")?,
+        )));
+    }
+
     if parts.messaging {
         for schema in [
             ordering::SCHEMA,
@@ -190,6 +198,21 @@ pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
         tasks.push(tokio::spawn(async move {
             if let Err(error) = billing::run_consumer(billing_config, billing_db).await {
                 tracing::error!(%error, "billing consumer stopped");
+            }
+        }));
+        // Monthly caps and low-runway warnings (billing::spend).
+        let (watch_config, watch_db) = (config.clone(), pool(&config, "billing")?);
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = billing::spend::run_watch(watch_config, watch_db).await {
+                tracing::error!(%error, "spend watch stopped");
+            }
+        }));
+        let (schedule_config, schedule_db) = (config.clone(), pool(&config, "billing")?);
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) =
+                billing::schedule::run_invoice_schedule(schedule_config, schedule_db).await
+            {
+                tracing::error!(%error, "invoice schedule stopped");
             }
         }));
     }

@@ -235,12 +235,28 @@ async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
                     tracing::error!(%error, "billing consumer stopped");
                 }
             });
+            // Monthly caps and low-runway warnings (billing::spend).
+            let (c, d) = (config.clone(), db("billing")?);
+            tasks.spawn(async move {
+                if let Err(error) = billing::spend::run_watch(c, d).await {
+                    tracing::error!(%error, "spend watch stopped");
+                }
+            });
+            let (c, d) = (config.clone(), db("billing")?);
+            tasks.spawn(async move {
+                if let Err(error) = billing::schedule::run_invoice_schedule(c, d).await {
+                    tracing::error!(%error, "invoice schedule stopped");
+                }
+            });
+            tasks.spawn(billing::run_payout_loop(config.clone(), db("billing")?));
             billing::build(config.clone(), db("billing")?)?.0
         }
     };
     tokio::select! {
         result = server => result.context("server failed"),
-        _ = tasks.join_next() => anyhow::bail!("a background task ended"),
+        // The gateway and quota have no background task, and an empty set's
+        // `join_next` is ready at once: the pattern keeps that from ending them.
+        Some(_) = tasks.join_next() => anyhow::bail!("a background task ended"),
         _ = tokio::signal::ctrl_c() => Ok(()),
     }
 }

@@ -17,6 +17,10 @@ diesel::table! {
         host_tenant_id -> Nullable<Uuid>,
         machine_id -> Nullable<Uuid>,
         gpu_model -> Nullable<Text>,
+        tenant_id -> Nullable<Uuid>,
+        unit -> Text,
+        quantity -> Nullable<Int8>,
+        unit_price -> Nullable<Numeric>,
     }
 }
 

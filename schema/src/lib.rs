@@ -178,6 +178,7 @@ pub mod ordering {
             gpu_model -> Nullable<Text>,
             expired_at -> Nullable<Timestamptz>,
             holdings_released_at -> Nullable<Timestamptz>,
+            disk_gib -> Nullable<Int4>,
         }
     }
 
@@ -210,6 +211,7 @@ pub mod ordering {
             bandwidth_down_price_per_tb -> Numeric,
             preempted_at -> Nullable<Timestamptz>,
             failed_machine_ids -> Array<Uuid>,
+            disk_gib -> Nullable<Int4>,
         }
     }
 
@@ -304,6 +306,8 @@ pub mod metering {
             settled_seconds -> Int8,
             machine_id -> Nullable<Uuid>,
             gpu_model -> Nullable<Text>,
+            disk_gib -> Nullable<Int4>,
+            unit_price -> Nullable<Numeric>,
         }
     }
 }
@@ -353,5 +357,8 @@ pub mod billing {
 }
 
 pub mod billing_invoices;
+pub mod billing_payouts;
+pub mod billing_spend;
 pub mod billing_stripe;
+pub mod meters;
 pub mod provisioner;

@@ -447,6 +447,24 @@ async fn usage_is_invoiced_once_rounded_numbered_without_gaps_and_exported_in_fo
     assert_eq!(credited["total"], first["total"]);
     assert_eq!(credited["lines"], first["lines"]);
     assert_eq!(credited["creditNotes"][0]["number"], 1);
+    // The FOCUS export carries the credit note as a negative `Credit` row:
+    // its BilledCost now adds up to what the renter was finally charged.
+    let csv = renter
+        .run(
+            "query($id: ID!) { invoiceUsageCsv(invoiceId: $id) }",
+            json!({ "id": invoice_id }),
+        )
+        .await
+        .expect("csv")["invoiceUsageCsv"]
+        .as_str()
+        .expect("csv text")
+        .to_owned();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(csv.contains(",Credit,credit note 1: "), "{csv}");
+    assert_eq!(
+        billing::focus::billed_cost_sum(&csv),
+        Some(total1 - "0.10".parse::<Decimal>().expect("amount"))
+    );
 
     // Voiding gives back what was not credited yet (credit note 2, no gap).
     let second_id = second["id"].as_str().expect("id").to_owned();
@@ -644,5 +662,84 @@ async fn racing_finalizations_number_without_gaps_and_assign_each_posting_once()
         ),
         0
     );
+    env.cleanup().await;
+}
+
+/// Renters are prepaid: an invoice finalized while the tenant was overdrawn
+/// stays open until a credit brings the balance back to zero or above, and
+/// that credit pays it in its own transaction; a credit that leaves the
+/// balance negative pays nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_credit_that_covers_an_overdraft_pays_the_open_invoices() {
+    let env = TestEnv::new().await;
+    let stack = env.start(Parts::ALL).await;
+    let api = gpumarket::client::Client::new(&stack.gateway_url);
+    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
+    let operator = env.operator(&api).await;
+    let settings = billing::Settings::from_config(&env.config).expect("settings");
+    let tenant_id: Uuid = tenant.parse().expect("tenant id");
+    // An hour at 1.00: the renter, with no credit, is 1.00 overdrawn.
+    let start = Utc::now() - chrono::Duration::hours(2);
+    let usage = UsageRecorded {
+        interval_id: Uuid::now_v7(),
+        instance_id: Uuid::now_v7(),
+        tenant_id,
+        host_tenant_id: Uuid::now_v7(),
+        meter: "gpu".into(),
+        started_at: start,
+        ended_at: start + chrono::Duration::hours(1),
+        seconds: 3600,
+        price_per_hour: Decimal::ONE,
+        currency: "USD".into(),
+        offset_seconds: 0,
+        machine_id: None,
+        gpu_model: None,
+    };
+    let envelope = Envelope::new(
+        USAGE_RECORDED,
+        usage.ended_at,
+        Some(tenant_id),
+        None,
+        &usage,
+    )
+    .expect("envelope");
+    env.conn()
+        .transaction::<_, diesel::result::Error, _>(|c| {
+            billing::apply_event(c, &envelope, &settings)
+                .map_err(|e| diesel::result::Error::QueryBuilderError(e.to_string().into()))
+        })
+        .expect("usage");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let run = run_invoices(&operator, Utc::now(), Some(&tenant)).await;
+    let invoice = only_invoice_of(&run, 1);
+    assert_eq!(invoice["status"], "finalized", "{invoice}");
+    let id = invoice["id"].as_str().expect("id").to_owned();
+    let status = || {
+        let renter = renter.clone();
+        let id = id.clone();
+        async move {
+            renter
+                .run(
+                    "query($id: ID!) { invoice(id: $id) { status paidAt } }",
+                    json!({ "id": id }),
+                )
+                .await
+                .expect("invoice")["invoice"]
+                .clone()
+        }
+    };
+
+    grant(&operator, &tenant, "0.40").await;
+    assert_eq!(
+        status().await["status"],
+        "finalized",
+        "still 0.60 overdrawn"
+    );
+    grant(&operator, &tenant, "0.60").await;
+    let paid = status().await;
+    assert_eq!(paid["status"], "paid", "{paid}");
+    assert!(paid["paidAt"].is_string());
+
+    stack.stop().await;
     env.cleanup().await;
 }

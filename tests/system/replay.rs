@@ -1,5 +1,5 @@
 //! Duplicated, reordered and re-sent lifecycle and usage events give the same
-//! usage and the same ledger. The real consumer handlers run against real
+//! usage, the same ledger and the same invoice. The real consumer handlers run against real
 //! Postgres, delivered in a seeded random order (a failing seed is printed
 //! and replays exactly); the broker path itself is covered by the flow test.
 
@@ -163,6 +163,170 @@ async fn duplicated_and_reordered_events_bill_each_second_once() {
             host_plus_fee.total, expected_total,
             "seed {seed}: host + fee = renter debit"
         );
+    }
+    drop(conn);
+    env.cleanup().await;
+}
+
+/// The same rentals, delivered once in order for one renter and every event
+/// twice, shuffled, re-sent under new ids and settled in segments at random
+/// instants for another, give the same invoice: the same lines (instance,
+/// meter, seconds, price, exact and rounded amount) and the same totals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_event_twice_and_shuffled_gives_the_same_invoice() {
+    use billing::invoices::{InvoicePeriod, finalize_period};
+
+    let env = TestEnv::new().await;
+    let mut conn = env.conn();
+    let db = platform::Db::connect(&env.config.database_url, 2).expect("db");
+    let settings = billing::Settings {
+        fee_rate: "0.15".parse().unwrap(),
+        currency: "USD".into(),
+        events_exchange: "events".into(),
+        downtime_credit_multiple: Decimal::ONE,
+    };
+    let usage_of = |conn: &mut PgConnection, tenant: Uuid| -> Vec<Envelope> {
+        let rows: Vec<Body> = diesel::sql_query(format!(
+            "SELECT body FROM metering.outbox WHERE routing_key = '{USAGE_RECORDED}' \
+               AND body->>'tenant_id' = '{tenant}' ORDER BY seq"
+        ))
+        .load(conn)
+        .expect("usage rows");
+        rows.into_iter()
+            .map(|row| serde_json::from_value(row.body).expect("envelope"))
+            .collect()
+    };
+
+    for seed in 0..8u64 {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(1_000 + seed);
+        let (in_order, shuffled, host) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
+        // Instance i of one renter is instance i of the other.
+        let mut pairs = Vec::new();
+        let mut once = Vec::new();
+        let mut twice = Vec::new();
+        let mut instants = Vec::new();
+        for _ in 0..3 {
+            let price: Decimal = Decimal::new(rng.gen_range(1..500_000), 5);
+            let gpus = rng.gen_range(1..=8);
+            let t0 = Utc.timestamp_opt(1_790_000_000, 0).single().expect("t0")
+                + ChronoDuration::microseconds(rng.gen_range(0..10_000_000_000));
+            let t1 = t0 + ChronoDuration::microseconds(rng.gen_range(1_000_000..50_000_000_000));
+            instants.push((t0, t1));
+            let ids = (Uuid::now_v7(), Uuid::now_v7());
+            pairs.push(ids);
+            for (tenant, instance, out) in
+                [(in_order, ids.0, &mut once), (shuffled, ids.1, &mut twice)]
+            {
+                let running = InstanceRunning {
+                    instance_id: instance,
+                    tenant_id: tenant,
+                    host_tenant_id: host,
+                    machine_id: Uuid::nil(),
+                    gpu_model: "H100_SXM".into(),
+                    gpu_count: gpus,
+                    rental_type: "on_demand".into(),
+                    price_per_gpu_hour: price,
+                    currency: "USD".into(),
+                    run_seq: 1,
+                    running_at: t0,
+                };
+                let stopped = InstanceStopped {
+                    instance_id: instance,
+                    tenant_id: tenant,
+                    run_seq: 1,
+                    stopped_at: t1,
+                    reason: "stop requested".into(),
+                };
+                out.push(
+                    Envelope::new(INSTANCE_RUNNING, t0, Some(tenant), None, &running)
+                        .expect("envelope"),
+                );
+                out.push(
+                    Envelope::new(INSTANCE_STOPPED, t1, Some(tenant), None, &stopped)
+                        .expect("envelope"),
+                );
+            }
+        }
+
+        for envelope in &once {
+            deliver_metering(&mut conn, envelope);
+        }
+        for envelope in &usage_of(&mut conn, in_order) {
+            deliver_billing(&mut conn, envelope, &settings);
+        }
+
+        let mut lifecycle: Vec<Envelope> = twice.iter().chain(twice.iter()).cloned().collect();
+        lifecycle.shuffle(&mut rng);
+        // Settlements at random instants while the events trickle in: some
+        // run ahead of stops that already happened (corrections follow).
+        let settle_at: Vec<usize> = (0..2).map(|_| rng.gen_range(0..lifecycle.len())).collect();
+        for (i, envelope) in lifecycle.iter().enumerate() {
+            deliver_metering(&mut conn, envelope);
+            if settle_at.contains(&i) {
+                let (t0, t1) = instants[rng.gen_range(0..instants.len())];
+                let span = (t1 - t0).num_microseconds().unwrap_or(0).max(1) * 2;
+                let now = t0 + ChronoDuration::microseconds(rng.gen_range(0..span));
+                metering::settle_open(&db, now, "events")
+                    .await
+                    .expect("settle");
+            }
+        }
+        let usage = usage_of(&mut conn, shuffled);
+        let mut deliveries = usage.clone();
+        deliveries.extend(usage.iter().cloned().map(|mut e| {
+            e.id = Uuid::now_v7();
+            e
+        }));
+        deliveries.extend(usage);
+        deliveries.shuffle(&mut rng);
+        for envelope in &deliveries {
+            deliver_billing(&mut conn, envelope, &settings);
+        }
+
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        let end = Utc::now();
+        let invoice = |tenant: Uuid| {
+            let (db, settings) = (db.clone(), settings.clone());
+            async move {
+                finalize_period(&db, &settings, InvoicePeriod::Monthly, tenant, end)
+                    .await
+                    .expect("finalize")
+                    .expect("an invoice")
+            }
+        };
+        let (a, b) = (invoice(in_order).await, invoice(shuffled).await);
+        let index = |instance: Uuid| {
+            pairs
+                .iter()
+                .position(|(x, y)| *x == instance || *y == instance)
+                .expect("known instance")
+        };
+        let lines = |inv: &contracts::api::Invoice| {
+            let mut lines: Vec<_> = inv
+                .lines
+                .iter()
+                .map(|l| {
+                    (
+                        index(l.instance_id),
+                        l.meter.clone(),
+                        l.quantity,
+                        l.unit.clone(),
+                        l.unit_price_per_hour,
+                        l.exact_amount,
+                        l.amount,
+                    )
+                })
+                .collect();
+            lines.sort_by(|x, y| (x.0, &x.1).cmp(&(y.0, &y.1)));
+            lines
+        };
+        assert_eq!(lines(&a), lines(&b), "seed {seed}: same lines");
+        assert_eq!(
+            (a.total, a.exact_total, a.rounding),
+            (b.total, b.exact_total, b.rounding),
+            "seed {seed}: same totals"
+        );
+        assert_eq!(a.lines.len(), 3, "seed {seed}");
     }
     drop(conn);
     env.cleanup().await;

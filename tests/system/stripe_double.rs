@@ -1,8 +1,9 @@
 //! A Stripe test double: a small stateful HTTP server that answers the
 //! Stripe API calls billing makes through async-stripe (create and retrieve
-//! customers and PaymentIntents) and sends webhooks signed exactly as Stripe
-//! signs them. It is not Stripe: it knows four routes, no payment methods and
-//! no charges; it exists because no machine here reaches Stripe and the
+//! customers, PaymentIntents and Connect accounts; create transfers) and
+//! sends webhooks signed exactly as Stripe signs them. It is not Stripe: it
+//! knows eight routes, no payment methods, no charges and no platform
+//! balance; it exists because no machine here reaches Stripe and the
 //! `localstripe` fake answers with objects async-stripe 1.0 cannot parse.
 //!
 //! Its answers are Stripe's own published example objects
@@ -25,6 +26,23 @@ use sha2::Sha256;
 const CUSTOMER: &str = include_str!("../data/stripe/customer.json");
 const PAYMENT_INTENT: &str = include_str!("../data/stripe/payment_intent.json");
 const EVENT: &str = include_str!("../data/stripe/event.json");
+const ACCOUNT: &str = include_str!("../data/stripe/account.json");
+const TRANSFER: &str = include_str!("../data/stripe/transfer.json");
+
+/// How the double answers the next transfers (a test's switch).
+#[derive(Default, Clone)]
+pub enum TransferMode {
+    /// As Stripe does when all is well.
+    #[default]
+    Normal,
+    /// Refused as Stripe refuses a transfer the platform balance cannot
+    /// cover (402, `balance_insufficient`); nothing is created.
+    Refuse,
+    /// The transfer is made and remembered under its idempotency key, but
+    /// the answer is lost (a 500, as if the connection died): a crash between
+    /// Stripe's side and billing's. Applies once, then back to normal.
+    LoseAnswerOnce,
+}
 
 /// One create call remembered under its idempotency key.
 struct Idempotent {
@@ -37,6 +55,9 @@ struct Idempotent {
 struct State {
     customers: HashMap<String, Value>,
     intents: HashMap<String, Value>,
+    accounts: HashMap<String, Value>,
+    transfers: HashMap<String, Value>,
+    transfer_mode: TransferMode,
     idempotent: HashMap<String, Idempotent>,
     /// Objects actually created (not idempotent repeats), per path.
     created: HashMap<String, usize>,
@@ -112,6 +133,10 @@ impl StripeDouble {
                 .route("/v1/customers/{id}", web::get().to(retrieve_customer))
                 .route("/v1/payment_intents", web::post().to(create_intent))
                 .route("/v1/payment_intents/{id}", web::get().to(retrieve_intent))
+                .route("/v1/accounts", web::post().to(create_account))
+                .route("/v1/accounts/{id}", web::get().to(retrieve_account))
+                .route("/v1/transfers", web::post().to(create_transfer))
+                .route("/v1/transfers", web::get().to(list_transfers))
                 .default_service(web::to(|req: HttpRequest| async move {
                     stripe_error(
                         404,
@@ -148,6 +173,37 @@ impl StripeDouble {
     /// The customer fixture as stored for `id`.
     pub fn customer(&self, id: &str) -> Option<Value> {
         self.shared.state().customers.get(id).cloned()
+    }
+
+    /// The connected account as stored for `id`.
+    pub fn account(&self, id: &str) -> Option<Value> {
+        self.shared.state().accounts.get(id).cloned()
+    }
+
+    /// Every transfer made, oldest first.
+    pub fn transfers(&self) -> Vec<Value> {
+        let mut all: Vec<Value> = self.shared.state().transfers.values().cloned().collect();
+        all.sort_by_key(|t| (t["created"].as_i64(), t["id"].as_str().map(str::to_owned)));
+        all
+    }
+
+    /// Test control: how the next transfers are answered.
+    pub fn set_transfer_mode(&self, mode: TransferMode) {
+        self.shared.state().transfer_mode = mode;
+    }
+
+    /// Test control: forget every idempotency key, as Stripe does 24 hours
+    /// after a key's first use; objects stay.
+    pub fn forget_idempotency_keys(&self) {
+        self.shared.state().idempotent.clear();
+    }
+
+    /// Test control: the account's `transfers` capability (e.g. `pending`
+    /// until the host finishes onboarding).
+    pub fn set_transfers_capability(&self, account_id: &str, status: &str) {
+        if let Some(account) = self.shared.state().accounts.get_mut(account_id) {
+            account["capabilities"]["transfers"] = json!(status);
+        }
     }
 
     /// Test control: the customer pays. Marks the PaymentIntent succeeded (as
@@ -226,15 +282,29 @@ fn token(len: usize) -> String {
 }
 
 /// A Stripe error answer: status, error type, message.
-struct Refusal(u16, &'static str, String);
+struct Refusal(u16, &'static str, String, Option<&'static str>);
 
 fn refusal(status: u16, kind: &'static str, message: &str) -> Refusal {
-    Refusal(status, kind, message.to_owned())
+    Refusal(status, kind, message.to_owned(), None)
 }
 
 impl Refusal {
+    /// With Stripe's machine-readable `code` (e.g. `balance_insufficient`).
+    fn with_code(mut self, code: &'static str) -> Refusal {
+        self.3 = Some(code);
+        self
+    }
+
     fn respond(self) -> HttpResponse {
-        stripe_error(self.0, self.1, &self.2)
+        match self.3 {
+            None => stripe_error(self.0, self.1, &self.2),
+            Some(code) => {
+                HttpResponse::build(actix_web::http::StatusCode::from_u16(self.0).expect("status"))
+                    .json(json!({
+                        "error": { "type": self.1, "code": code, "message": self.2 }
+                    }))
+            }
+        }
     }
 }
 
@@ -327,10 +397,18 @@ fn create(
         state.idempotent.insert(
             key,
             Idempotent {
-                path,
+                path: path.clone(),
                 params: sorted,
                 answer: answer.clone(),
             },
+        );
+    }
+    if path == "/v1/transfers" && matches!(state.transfer_mode, TransferMode::LoseAnswerOnce) {
+        state.transfer_mode = TransferMode::Normal;
+        return stripe_error(
+            500,
+            "api_error",
+            "An unknown error occurred (the double lost this answer on purpose)",
         );
     }
     HttpResponse::Ok().json(answer)
@@ -445,4 +523,154 @@ async fn retrieve_intent(
     retrieve(&shared, &req, "payment_intent", |s| {
         s.intents.get(id.as_str()).cloned()
     })
+}
+
+/// `capabilities[name][requested]=true` form fields as Stripe reports them
+/// on a new account: the fixture's status for what it knows, `pending`
+/// otherwise.
+fn requested_capabilities(params: &[(String, String)], fixture: &Value) -> Value {
+    let mut out = serde_json::Map::new();
+    for (key, value) in params {
+        if let Some(name) = key
+            .strip_prefix("capabilities[")
+            .and_then(|k| k.strip_suffix("][requested]"))
+            && value == "true"
+        {
+            let status = fixture["capabilities"][name]
+                .as_str()
+                .unwrap_or("pending")
+                .to_owned();
+            out.insert(name.to_owned(), json!(status));
+        }
+    }
+    Value::Object(out)
+}
+
+async fn create_account(
+    shared: web::Data<Shared>,
+    req: HttpRequest,
+    form: web::Form<Vec<(String, String)>>,
+) -> HttpResponse {
+    create(&shared, &req, form.into_inner(), |state, params| {
+        let mut account: Value = serde_json::from_str(ACCOUNT).expect("account fixture");
+        let id = format!("acct_{}", token(16));
+        account["id"] = json!(id);
+        account["created"] = json!(chrono::Utc::now().timestamp());
+        account["metadata"] = metadata(params);
+        account["type"] = json!(param(params, "type").unwrap_or("standard"));
+        if let Some(country) = param(params, "country") {
+            account["country"] = json!(country);
+        }
+        account["email"] = json!(param(params, "email"));
+        account["capabilities"] = requested_capabilities(params, &account);
+        account["external_accounts"]["url"] = json!(format!("/v1/accounts/{id}/external_accounts"));
+        state.accounts.insert(id, account.clone());
+        Ok(account)
+    })
+}
+
+async fn retrieve_account(
+    shared: web::Data<Shared>,
+    req: HttpRequest,
+    id: web::Path<String>,
+) -> HttpResponse {
+    retrieve(&shared, &req, "account", |s| {
+        s.accounts.get(id.as_str()).cloned()
+    })
+}
+
+async fn create_transfer(
+    shared: web::Data<Shared>,
+    req: HttpRequest,
+    form: web::Form<Vec<(String, String)>>,
+) -> HttpResponse {
+    create(&shared, &req, form.into_inner(), |state, params| {
+        let amount: i64 = param(params, "amount")
+            .and_then(|a| a.parse().ok())
+            .filter(|a| *a > 0)
+            .ok_or_else(|| refusal(400, "invalid_request_error", "Missing or invalid amount"))?;
+        let currency = param(params, "currency").ok_or_else(|| {
+            refusal(
+                400,
+                "invalid_request_error",
+                "Missing required param: currency.",
+            )
+        })?;
+        let destination = param(params, "destination").ok_or_else(|| {
+            refusal(
+                400,
+                "invalid_request_error",
+                "Missing required param: destination.",
+            )
+        })?;
+        let Some(account) = state.accounts.get(destination) else {
+            return Err(refusal(
+                400,
+                "invalid_request_error",
+                &format!("No such destination: '{destination}'"),
+            ));
+        };
+        if account["capabilities"]["transfers"] != "active" {
+            return Err(refusal(
+                400,
+                "invalid_request_error",
+                "Your destination account needs to have at least one of the following capabilities enabled: transfers, crypto_transfers, legacy_payments",
+            ));
+        }
+        if matches!(state.transfer_mode, TransferMode::Refuse) {
+            return Err(refusal(
+                402,
+                "invalid_request_error",
+                "You have insufficient available funds in your Stripe account.",
+            )
+            .with_code("balance_insufficient"));
+        }
+        let mut transfer: Value = serde_json::from_str(TRANSFER).expect("transfer fixture");
+        let id = format!("tr_{}", token(24));
+        transfer["id"] = json!(id);
+        transfer["amount"] = json!(amount);
+        transfer["currency"] = json!(currency);
+        transfer["destination"] = json!(destination);
+        transfer["destination_payment"] = json!(format!("py_{}", token(14)));
+        transfer["balance_transaction"] = json!(format!("txn_{}", token(24)));
+        transfer["description"] = json!(param(params, "description"));
+        transfer["transfer_group"] = json!(param(params, "transfer_group"));
+        transfer["metadata"] = metadata(params);
+        transfer["created"] = json!(chrono::Utc::now().timestamp());
+        transfer["reversals"]["url"] = json!(format!("/v1/transfers/{id}/reversals"));
+        state.transfers.insert(id, transfer.clone());
+        Ok(transfer)
+    })
+}
+
+/// `GET /v1/transfers?transfer_group=...&limit=...`: newest first, as a
+/// Stripe list object.
+async fn list_transfers(
+    shared: web::Data<Shared>,
+    req: HttpRequest,
+    query: web::Query<Vec<(String, String)>>,
+) -> HttpResponse {
+    if let Err(denied) = authorised(&shared, &req) {
+        return denied.respond();
+    }
+    let group = param(&query, "transfer_group").map(str::to_owned);
+    let limit: usize = param(&query, "limit")
+        .and_then(|l| l.parse().ok())
+        .unwrap_or(10);
+    let mut data: Vec<Value> = shared
+        .state()
+        .transfers
+        .values()
+        .filter(|t| group.is_none() || t["transfer_group"].as_str() == group.as_deref())
+        .cloned()
+        .collect();
+    data.sort_by_key(|t| std::cmp::Reverse(t["created"].as_i64()));
+    let has_more = data.len() > limit;
+    data.truncate(limit);
+    HttpResponse::Ok().json(json!({
+        "object": "list",
+        "data": data,
+        "has_more": has_more,
+        "url": "/v1/transfers",
+    }))
 }

@@ -350,3 +350,98 @@ async fn an_unreachable_stripe_is_unavailable_and_the_retry_succeeds() {
     stripe.stop().await;
     env.cleanup().await;
 }
+
+/// An invoice left open by an overdraft is paid by the Stripe top-up that
+/// covers it, in the webhook's crediting transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_top_up_that_covers_an_overdraft_pays_the_open_invoice() {
+    use contracts::Envelope;
+    use contracts::events::{USAGE_RECORDED, UsageRecorded};
+    use diesel::Connection;
+
+    let stripe = StripeDouble::start(SECRET_KEY).await;
+    let mut env = TestEnv::new().await;
+    env.config.stripe_api_base = stripe.url.clone();
+    env.config.stripe_secret_key = SECRET_KEY.into();
+    env.config.stripe_webhook_secrets = vec![NEW_SECRET.into()];
+    let stack = env.start(SERVICES).await;
+    let api = Client::new(&stack.gateway_url);
+    let webhook = format!("{}/webhooks/stripe", stack.gateway_url);
+    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
+    let operator = env.operator(&api).await;
+
+    // Two hours at 1.50 with no credit: 3.00 overdrawn.
+    let settings = billing::Settings::from_config(&env.config).expect("settings");
+    let tenant_id: uuid::Uuid = tenant.parse().expect("tenant");
+    let start = chrono::Utc::now() - chrono::Duration::hours(3);
+    let usage = UsageRecorded {
+        interval_id: uuid::Uuid::now_v7(),
+        instance_id: uuid::Uuid::now_v7(),
+        tenant_id,
+        host_tenant_id: uuid::Uuid::now_v7(),
+        meter: "gpu".into(),
+        started_at: start,
+        ended_at: start + chrono::Duration::hours(2),
+        seconds: 7200,
+        price_per_hour: "1.50".parse().expect("price"),
+        currency: "USD".into(),
+        offset_seconds: 0,
+        machine_id: None,
+        gpu_model: None,
+    };
+    let envelope = Envelope::new(
+        USAGE_RECORDED,
+        usage.ended_at,
+        Some(tenant_id),
+        None,
+        &usage,
+    )
+    .expect("envelope");
+    env.conn()
+        .transaction::<_, diesel::result::Error, _>(|c| {
+            billing::apply_event(c, &envelope, &settings)
+                .map_err(|e| diesel::result::Error::QueryBuilderError(e.to_string().into()))
+        })
+        .expect("usage");
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    let run = operator
+        .run(
+            "mutation($e: String, $t: ID) { runInvoices(periodEnd: $e, tenantId: $t) { invoices { id status total } } }",
+            json!({ "e": chrono::Utc::now().to_rfc3339(), "t": tenant }),
+        )
+        .await
+        .expect("runInvoices");
+    let invoice = run["runInvoices"]["invoices"][0].clone();
+    assert_eq!(invoice["status"], "finalized", "{run}");
+    assert_eq!(dec(&invoice["total"]), "3.00".parse::<Decimal>().unwrap());
+    let status = || async {
+        renter
+            .run(
+                "query($id: ID!) { invoice(id: $id) { status } }",
+                json!({ "id": invoice["id"] }),
+            )
+            .await
+            .expect("invoice")["invoice"]["status"]
+            .clone()
+    };
+
+    let created = top_up(&renter, "10", Some("cover"))
+        .await
+        .expect("createTopUp");
+    assert_eq!(status().await, "finalized", "asking is not paying");
+    let intent_id = created["paymentIntentId"].as_str().expect("id").to_owned();
+    let (code, body) = stripe
+        .deliver(
+            &webhook,
+            &stripe.succeed(&intent_id),
+            &Signing::now(&[NEW_SECRET]),
+        )
+        .await;
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(balance(&renter).await, Decimal::from(7));
+    assert_eq!(status().await, "paid");
+
+    stack.stop().await;
+    stripe.stop().await;
+    env.cleanup().await;
+}

@@ -700,6 +700,10 @@ pub struct CreateOrderRequest {
     /// The team (of the tenant) the order counts against, besides the tenant.
     #[serde(default)]
     pub team_id: Option<Uuid>,
+    /// The instance's disk in GiB (billed from creation to destroy); the
+    /// default when absent is ordering's `DEFAULT_DISK_GIB`.
+    #[serde(default)]
+    pub disk_gib: Option<i32>,
 }
 
 /// What an order by constraints asks of a machine; it gets the cheapest
@@ -991,4 +995,281 @@ pub struct RunInvoicesResult {
 pub struct UsageExport {
     pub invoice_id: Uuid,
     pub csv: String,
+}
+
+// ---------------------------------------------------------------- billing: dashboards
+
+/// `GET /internal/dashboards/balance-history/{tenant_id}` query: a page of
+/// the renter balance's entries, newest first, after the cursor `after`
+/// (an entry id from an earlier page's `end_cursor`).
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct BalanceHistoryQuery {
+    pub first: Option<i64>,
+    pub after: Option<String>,
+}
+
+/// One entry of a renter's balance, with the posting it belongs to.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BalanceHistoryEntry {
+    /// The entry's id: also its cursor.
+    pub entry_id: i64,
+    pub transaction_id: String,
+    /// The posting's kind: `usage`, `credit`, `top_up`, `downtime_credit`, ...
+    pub kind: String,
+    pub description: String,
+    pub instance_id: Option<Uuid>,
+    /// Signed: a charge is negative, a credit positive.
+    pub amount: Decimal,
+    /// The balance right after this entry (all entries up to and including it).
+    pub balance_after: Decimal,
+    pub posted_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BalanceHistoryPage {
+    pub tenant_id: Uuid,
+    pub currency: String,
+    /// The balance now (the newest entry's `balance_after`).
+    pub balance: Decimal,
+    pub entries: Vec<BalanceHistoryEntry>,
+    pub end_cursor: Option<String>,
+    pub has_next_page: bool,
+}
+
+/// The width of a dashboard bucket (UTC).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeriesBucket {
+    Hour,
+    Day,
+}
+
+/// What a usage series is grouped by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SeriesGroupBy {
+    Instance,
+    GpuModel,
+    Meter,
+}
+
+/// `GET /internal/dashboards/usage/{tenant_id}` query: usage whose segment
+/// started in `[from, to)`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UsageSeriesQuery {
+    pub bucket: SeriesBucket,
+    pub group_by: SeriesGroupBy,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+}
+
+/// One bucket of one key. A bucket × key with no usage has no point.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct UsagePoint {
+    pub bucket_start: DateTime<Utc>,
+    /// The instance id, GPU model or meter; None when the posting predates
+    /// the dimension (GPU model before migration 000021).
+    pub key: Option<String>,
+    /// Whole seconds, corrections (negative) included.
+    pub seconds: i64,
+    /// The exact sum of the renter's legs of these postings, as a positive
+    /// charge (9 decimals).
+    pub spend: Decimal,
+    pub postings: i64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct UsageSeries {
+    pub tenant_id: Uuid,
+    pub bucket: SeriesBucket,
+    pub group_by: SeriesGroupBy,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub currency: String,
+    /// Bucket start, then key.
+    pub points: Vec<UsagePoint>,
+    pub total_seconds: i64,
+    pub total_spend: Decimal,
+}
+
+/// `GET /internal/dashboards/earnings/{host_tenant_id}` query: usage whose
+/// segment started in `[from, to)` and downtime credits posted in it, by day.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MachineEarningsQuery {
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+}
+
+/// A host's earnings on one machine in one UTC day.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MachineDayEarnings {
+    pub day: DateTime<Utc>,
+    /// None for usage that predates the dimension (before migration 000021).
+    pub machine_id: Option<Uuid>,
+    pub gpu_model: Option<String>,
+    pub seconds: i64,
+    /// What renters were charged: `net + fee`.
+    pub gross: Decimal,
+    pub fee: Decimal,
+    /// The host's legs of the usage postings.
+    pub net: Decimal,
+    /// Downtime credits paid from the host's earnings (positive).
+    pub downtime_credits: Decimal,
+    /// `net − downtime_credits`: what the day did to the earnings account.
+    pub total: Decimal,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MachineEarnings {
+    pub host_tenant_id: Uuid,
+    pub from: DateTime<Utc>,
+    pub to: DateTime<Utc>,
+    pub currency: String,
+    /// Day, then machine.
+    pub days: Vec<MachineDayEarnings>,
+    pub total_gross: Decimal,
+    pub total_fee: Decimal,
+    pub total_net: Decimal,
+    pub total_downtime_credits: Decimal,
+    pub total: Decimal,
+}
+
+// ---------------------------------------------------------------- billing: host statements and payouts
+
+/// One line of a host statement: one machine's usage of one meter (and, on
+/// a separate line, late usage of earlier periods), with the exact sums of
+/// the postings' legs (9 decimals).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StatementLine {
+    /// None for usage that predates the dimension (before migration 000021).
+    pub machine_id: Option<Uuid>,
+    pub gpu_model: Option<String>,
+    pub meter: String,
+    pub earlier_period: bool,
+    /// Whole seconds, corrections included.
+    pub seconds: i64,
+    /// What renters were charged: `net + fee`.
+    pub gross: Decimal,
+    pub fee: Decimal,
+    /// The host's legs of the usage postings.
+    pub net: Decimal,
+    /// Downtime credits paid from the host's earnings (positive).
+    pub downtime_credits: Decimal,
+    /// `net − downtime_credits`.
+    pub amount: Decimal,
+    pub postings: i32,
+}
+
+/// A host's statement of a period. A preview (`status` `draft`) has no id or
+/// number and is not stored; a finalized statement never changes.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Statement {
+    pub id: Option<Uuid>,
+    pub host_tenant_id: Uuid,
+    /// Per host, from 1, without gaps.
+    pub number: Option<i64>,
+    /// `draft` (a preview) or `finalized`.
+    pub status: String,
+    pub period_start: DateTime<Utc>,
+    pub period_end: DateTime<Utc>,
+    pub currency: String,
+    pub seconds: i64,
+    pub gross: Decimal,
+    pub fee: Decimal,
+    pub net: Decimal,
+    pub downtime_credits: Decimal,
+    /// The sum of the lines' amounts: `net − downtime_credits`.
+    pub earnings: Decimal,
+    /// Other postings on the host's earnings (none are made today).
+    pub adjustments: Decimal,
+    /// Payouts posted in the statement (positive).
+    pub payouts: Decimal,
+    pub opening_balance: Decimal,
+    /// `opening_balance + earnings + adjustments − payouts`.
+    pub closing_balance: Decimal,
+    pub finalized_at: Option<DateTime<Utc>>,
+    pub lines: Vec<StatementLine>,
+}
+
+/// `POST /internal/statements/run`: finalizes the statements of every host
+/// with earnings postings on no statement yet (or only `host_tenant_id`) for
+/// the period ending at `period_end` (default: the start of the current
+/// period).
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct RunStatementsRequest {
+    pub period_end: Option<DateTime<Utc>>,
+    pub host_tenant_id: Option<Uuid>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunStatementsResult {
+    pub period_end: DateTime<Utc>,
+    pub statements: Vec<Statement>,
+}
+
+/// `POST /internal/payout-accounts`: the host's Stripe connected account,
+/// created once (a repeat returns the same account).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreatePayoutAccountRequest {
+    pub host_tenant_id: Uuid,
+    /// ISO 3166-1 alpha-2 country of the host's business.
+    pub country: String,
+    pub email: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PayoutAccount {
+    pub host_tenant_id: Uuid,
+    pub stripe_account_id: String,
+    pub country: String,
+    pub email: Option<String>,
+    /// The `transfers` capability at Stripe: `active`, `inactive`, `pending`.
+    pub transfers_status: String,
+    pub payouts_enabled: bool,
+    pub details_submitted: bool,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct Payout {
+    pub id: Uuid,
+    pub host_tenant_id: Uuid,
+    pub stripe_account_id: String,
+    /// In the settlement currency, a whole number of minor units.
+    pub amount: Decimal,
+    pub currency: String,
+    /// `pending`, `paid` or `failed`.
+    pub status: String,
+    pub stripe_transfer_id: Option<String>,
+    /// The ledger posting `payout:{id}`, once paid.
+    pub transaction_id: Option<String>,
+    pub failure_reason: Option<String>,
+    pub created_at: DateTime<Utc>,
+    pub paid_at: Option<DateTime<Utc>>,
+}
+
+/// `POST /internal/payouts/run`: pays every host with a connected account
+/// (or only `host_tenant_id`) whose available earnings reach the minimum.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+pub struct RunPayoutsRequest {
+    pub host_tenant_id: Option<Uuid>,
+}
+
+/// What a payout run did for one host that had an account.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PayoutOutcome {
+    pub host_tenant_id: Uuid,
+    /// `paid`, `failed`, `pending` (Stripe unavailable; retried by the next
+    /// run under the same idempotency key) or `skipped`.
+    pub outcome: String,
+    /// What was available, in the settlement currency (9 decimals).
+    pub available: Decimal,
+    pub payout: Option<Payout>,
+    /// Why it was skipped, failed or left pending.
+    pub reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RunPayoutsResult {
+    pub outcomes: Vec<PayoutOutcome>,
 }

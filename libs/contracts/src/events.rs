@@ -254,3 +254,119 @@ pub struct RuleNotice {
     pub action: String,
     pub due_at: DateTime<Utc>,
 }
+
+pub const RUNWAY_LOW: &str = "billing.runway.low";
+
+/// A renter's balance covers less than the warning time
+/// (`GPUMARKET_RUNWAY_WARNING_SECONDS`) at what its running rentals burn
+/// now. Announced once per crossing: the warning clears when the runway
+/// recovers (a top-up, or rentals stopped), and a later drop announces again.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct RunwayLow {
+    pub tenant_id: Uuid,
+    pub balance: Decimal,
+    pub currency: String,
+    pub burn_rate_per_hour: Decimal,
+    /// Whole seconds the balance lasts at that burn (0 when it is gone).
+    pub runway_seconds: i64,
+    pub warn_below_seconds: i64,
+    pub at: DateTime<Utc>,
+}
+
+pub const SPEND_CAP_REACHED: &str = "billing.balance.cap_reached";
+
+/// A renter's usage charges this calendar month (UTC) reached its monthly
+/// budget (the quota's `monthlyBudget`): ordering stops the tenant's running
+/// instances, as for an exhausted balance. The routing key sits under
+/// `billing.balance.*` so ordering's existing binding receives it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SpendCapReached {
+    pub tenant_id: Uuid,
+    /// First day of the month (UTC) the cap applies to.
+    pub month: chrono::NaiveDate,
+    pub spent: Decimal,
+    pub monthly_cap: Decimal,
+    pub currency: String,
+    pub at: DateTime<Utc>,
+}
+
+pub const INSTANCE_STORAGE_STARTED: &str = "ordering.instance.storage_started";
+pub const INSTANCE_STORAGE_ENDED: &str = "ordering.instance.storage_ended";
+
+/// Ordering created an instance: its disk exists (and bills) from
+/// `started_at`, whether the instance runs or is stopped, until
+/// [`InstanceStorageEnded`]. Carries the rental's storage and bandwidth price
+/// snapshots, which metering rates the instance's disk and traffic at.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstanceStorageStarted {
+    pub instance_id: Uuid,
+    pub tenant_id: Uuid,
+    pub host_tenant_id: Uuid,
+    pub machine_id: Uuid,
+    pub gpu_model: String,
+    pub disk_gib: i32,
+    pub storage_price_per_gb_month: Decimal,
+    pub bandwidth_up_price_per_tb: Decimal,
+    pub bandwidth_down_price_per_tb: Decimal,
+    pub currency: String,
+    pub started_at: DateTime<Utc>,
+}
+
+/// Ordering says the instance's disk stopped being billable at `ended_at`:
+/// the renter destroyed it (the destroy request, not the end of the cleanup),
+/// or it failed before it ever ran. It repeats the start's fields, so the
+/// end alone closes the interval whichever event metering sees first.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstanceStorageEnded {
+    #[serde(flatten)]
+    pub storage: InstanceStorageStarted,
+    pub ended_at: DateTime<Utc>,
+    /// `destroyed` or `failed`.
+    pub reason: String,
+}
+
+pub const INSTANCE_TRAFFIC: &str = "catalog.instance.traffic";
+
+/// One sample of an instance's network counters, as its host's agent read
+/// them and the catalog accepted them (the agent is the machine's, and the
+/// instance holds GPUs on that machine or did). The counters are cumulative
+/// since `boot_id` began and may reset (a container restart): metering turns
+/// samples into bytes, see docs/metering.md. `(instance_id, boot_id, seq)`
+/// names the sample: a repeat is the same sample.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstanceTraffic {
+    pub instance_id: Uuid,
+    pub machine_id: Uuid,
+    /// Changes whenever the agent restarts.
+    pub boot_id: Uuid,
+    /// The heartbeat's `seq` within `boot_id`.
+    pub seq: i64,
+    pub sent_at: DateTime<Utc>,
+    /// Bytes the instance sent (upload).
+    pub tx_bytes: i64,
+    /// Bytes the instance received (download).
+    pub rx_bytes: i64,
+}
+
+/// The payload of `metering.usage.recorded` as metering writes it since the
+/// storage and bandwidth meters: a [`UsageRecorded`] and what rates a meter
+/// other than `gpu`. The extra fields are optional, so a plain
+/// `UsageRecorded` (older messages) decodes as this, and this decodes as a
+/// `UsageRecorded` (the extra fields are ignored).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MeteredUsage {
+    #[serde(flatten)]
+    pub usage: UsageRecorded,
+    /// What `seconds` and `offset_seconds` count: `second` when absent (the
+    /// `gpu` and `storage` meters), `byte` for `bandwidth_up`/`bandwidth_down`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit: Option<String>,
+    /// The meter's list price in its own unit, which billing rates at
+    /// exactly: per GB-month of `disk_gib` (storage), per TB of 10^12 bytes
+    /// (bandwidth). Absent for `gpu`, rated at `price_per_hour`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unit_price: Option<Decimal>,
+    /// The disk a `storage` segment is for, in GiB.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_gib: Option<i32>,
+}

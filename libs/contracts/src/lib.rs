@@ -6,6 +6,7 @@ pub mod api;
 pub mod envelope;
 pub mod error_code;
 pub mod events;
+pub mod meters;
 pub mod money;
 pub mod offer_query;
 pub mod time;

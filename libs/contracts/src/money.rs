@@ -53,6 +53,20 @@ pub fn round_to_minor(amount: Decimal, currency: &str) -> Decimal {
     )
 }
 
+/// Whole seconds `balance` lasts at `per_hour`; None when nothing burns,
+/// 0 when the balance is gone.
+pub fn runway_seconds(balance: Decimal, per_hour: Decimal) -> Option<i64> {
+    use rust_decimal::prelude::ToPrimitive;
+    if per_hour <= Decimal::ZERO {
+        return None;
+    }
+    if balance <= Decimal::ZERO {
+        return Some(0);
+    }
+    let seconds = (balance * Decimal::from(3600) / per_hour).floor();
+    Some(seconds.to_i64().unwrap_or(i64::MAX))
+}
+
 /// Whole seconds between two instants given in microseconds since the epoch:
 /// `floor(t1 - t0)`, never negative.
 pub fn billed_seconds(t0_micros: i64, t1_micros: i64) -> i64 {

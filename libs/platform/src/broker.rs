@@ -81,6 +81,12 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
             &config.events_exchange,
             "ordering.instance.*",
         ),
+        // Instances' network counters, vouched for by the catalog.
+        (
+            &config.metering_queue,
+            &config.events_exchange,
+            "catalog.instance.traffic",
+        ),
         (
             &config.billing_queue,
             &config.events_exchange,

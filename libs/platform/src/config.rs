@@ -130,6 +130,11 @@ pub struct Config {
     /// process; unset, they report random numbers.
     /// `GPUMARKET_SIM_GPU_UTILIZATION_PERCENT`.
     pub sim_gpu_utilization_percent: Option<u32>,
+    /// Bytes per second each simulated container sends (it receives four
+    /// times as much), reported as its network counters with the simulated
+    /// agents' heartbeats; 0 (default) reports no traffic.
+    /// `GPUMARKET_SIM_TRAFFIC_BYTES_PER_SECOND`.
+    pub sim_traffic_bytes_per_second: u64,
     /// How often ordering's reconciler compares instances with the catalog's
     /// heartbeats and metering's intervals. `GPUMARKET_RECONCILE_INTERVAL_MS`.
     pub reconcile_interval_ms: u64,
@@ -157,6 +162,21 @@ pub struct Config {
     /// Renters' invoice period: `monthly` (calendar months, UTC), `weekly`
     /// (ISO weeks) or `daily`, parsed by billing. `GPUMARKET_INVOICE_PERIOD`.
     pub invoice_period: String,
+    /// Host payouts (Stripe Connect transfers): seconds between payout runs
+    /// of billing's loop, 0 for none (operators call `runPayouts`).
+    /// `GPUMARKET_PAYOUT_INTERVAL_SECS`.
+    pub payout_interval_secs: u64,
+    /// The smallest payout, in the settlement currency, as text parsed by
+    /// billing. `GPUMARKET_PAYOUT_MINIMUM`.
+    pub payout_minimum: String,
+    /// Earnings younger than this many seconds are held back from payouts,
+    /// so a downtime credit that follows can still be taken from them.
+    /// `GPUMARKET_PAYOUT_HOLD_SECONDS`.
+    pub payout_hold_seconds: i64,
+    /// Seconds between billing's checks for a period that ended and has
+    /// not been invoiced; 0 for none (operators call `runInvoices`).
+    /// `GPUMARKET_INVOICE_SCHEDULE_SECS`.
+    pub invoice_schedule_secs: u64,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -283,6 +303,7 @@ impl Config {
                 })?),
                 Err(_) => None,
             },
+            sim_traffic_bytes_per_second: parsed("GPUMARKET_SIM_TRAFFIC_BYTES_PER_SECOND", 0)?,
             reconcile_interval_ms: parsed("GPUMARKET_RECONCILE_INTERVAL_MS", 5000)?,
             reconcile_settle_seconds: parsed("GPUMARKET_RECONCILE_SETTLE_SECONDS", 30)?,
             stripe_secret_key: var("GPUMARKET_STRIPE_SECRET_KEY", "sk_test_gpumarket_local"),
@@ -302,6 +323,10 @@ impl Config {
             top_up_min_amount: var("GPUMARKET_TOP_UP_MIN_AMOUNT", "5"),
             top_up_max_amount: var("GPUMARKET_TOP_UP_MAX_AMOUNT", "10000"),
             invoice_period: var("GPUMARKET_INVOICE_PERIOD", "monthly"),
+            payout_interval_secs: parsed("GPUMARKET_PAYOUT_INTERVAL_SECS", 86_400)?,
+            payout_minimum: var("GPUMARKET_PAYOUT_MINIMUM", "10.00"),
+            payout_hold_seconds: parsed("GPUMARKET_PAYOUT_HOLD_SECONDS", 86_400)?,
+            invoice_schedule_secs: parsed("GPUMARKET_INVOICE_SCHEDULE_SECS", 300)?,
         })
     }
 

@@ -26,6 +26,9 @@ pub enum Error {
     Database(#[from] diesel::result::Error),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
+    /// Another service (quota, metering) answered with an error.
+    #[error(transparent)]
+    Remote(#[from] platform::internal::RemoteError),
 }
 
 impl Error {
@@ -38,6 +41,7 @@ impl Error {
             Error::PaymentProvider(_) => ErrorCode::Unavailable,
             Error::WebhookRejected(_) => ErrorCode::Validation,
             Error::Platform(_) | Error::Database(_) | Error::Io(_) => ErrorCode::Internal,
+            Error::Remote(e) => e.code,
         }
     }
 }

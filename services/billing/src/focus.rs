@@ -1,11 +1,13 @@
 //! An invoice's usage as CSV in FinOps FOCUS 1.0 columns, one row per
 //! invoice line, so that a FinOps tool can load it beside other clouds' cost
-//! exports. The costs are the invoice's own (rounded) line amounts: the
-//! `BilledCost` column adds up to the invoice total exactly.
+//! exports. The costs are the invoice's own (rounded) line amounts, and
+//! each credit note against the invoice is a `Credit` row of the negative
+//! amount: the `BilledCost` column adds up to the invoice total less its
+//! credit notes exactly (what the renter was finally charged).
 
 use chrono::{DateTime, SecondsFormat, Utc};
-use contracts::{api, money};
-use rust_decimal::{Decimal, RoundingStrategy};
+use contracts::{api, meters, money};
+use rust_decimal::Decimal;
 
 /// Who provides, publishes and invoices the service.
 pub const PROVIDER: &str = "gpumarket";
@@ -71,14 +73,19 @@ pub fn csv(invoice: &api::Invoice) -> String {
     let sub_account = invoice.tenant_id.to_string();
     for line in &invoice.lines {
         let cost = minor(line.amount, currency);
-        // Priced per hour, measured in seconds: the pricing quantity is the
-        // hours, to the ledger's 9 decimals (ListUnitPrice × PricingQuantity
-        // equals ListCost up to that and the line's one rounding).
-        let hours = (Decimal::from(line.quantity) / Decimal::from(3600))
-            .round_dp_with_strategy(money::LEDGER_SCALE, RoundingStrategy::MidpointNearestEven)
-            .normalize();
+        // Measured in the meter's unit (seconds, GiB-seconds, bytes), priced
+        // per its pricing unit (hour, GiB-month, TB): the pricing quantity
+        // is the quantity in pricing units, to the ledger's 9 decimals
+        // (ListUnitPrice × PricingQuantity equals ListCost up to that and
+        // the line's one rounding).
+        let pricing_quantity = meters::pricing_quantity(&line.meter, line.quantity);
+        let (consumed_unit, pricing_unit, per) = match meters::pricing_unit(&line.meter) {
+            "gib_month" => ("GiB-Seconds", "GiB-Months", "GiB-month"),
+            "tb" => ("Bytes", "TB", "TB"),
+            _ => ("Seconds", "Hours", "h"),
+        };
         let mut description = format!(
-            "{} usage of instance {} at {} {currency}/h",
+            "{} usage of instance {} at {} {currency}/{per}",
             line.meter,
             line.instance_id,
             line.unit_price_per_hour.normalize()
@@ -99,9 +106,9 @@ pub fn csv(invoice: &api::Invoice) -> String {
             "Usage".to_owned(),
             description,
             line.quantity.to_string(),
-            "Seconds".to_owned(),
-            hours.to_string(),
-            "Hours".to_owned(),
+            consumed_unit.to_owned(),
+            pricing_quantity.to_string(),
+            pricing_unit.to_owned(),
             line.unit_price_per_hour.normalize().to_string(),
             resource.clone(),
             resource,
@@ -112,6 +119,41 @@ pub fn csv(invoice: &api::Invoice) -> String {
             PROVIDER.to_owned(),
             sub_account.clone(),
             line.meter.clone(),
+        ];
+        let row: Vec<String> = row.iter().map(|f| field(f)).collect();
+        out.push_str(&row.join(","));
+        out.push_str("\r\n");
+    }
+    for note in &invoice.credit_notes {
+        // FOCUS: a credit is its own charge category, negative, with no
+        // consumption or pricing columns; it applies to the invoice's
+        // billing period as a whole.
+        let cost = minor(-note.amount, currency);
+        let row = [
+            cost.clone(),
+            cost.clone(),
+            cost,
+            currency.to_owned(),
+            instant(invoice.period_start),
+            instant(invoice.period_end),
+            instant(invoice.period_start),
+            instant(invoice.period_end),
+            "Credit".to_owned(),
+            format!("credit note {}: {}", note.number, note.reason),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            String::new(),
+            SERVICE_NAME.to_owned(),
+            SERVICE_CATEGORY.to_owned(),
+            PROVIDER.to_owned(),
+            PROVIDER.to_owned(),
+            PROVIDER.to_owned(),
+            sub_account.clone(),
+            String::new(),
         ];
         let row: Vec<String> = row.iter().map(|f| field(f)).collect();
         out.push_str(&row.join(","));
@@ -185,5 +227,110 @@ mod tests {
         assert!(rows[1].starts_with("1.35,1.35,1.35,USD,2026-12-03T07:10:00Z,"));
         assert!(rows[1].contains(",5400,Seconds,1.5,Hours,0.9,"));
         assert_eq!(billed_cost_sum(&text), Some(Decimal::new(135, 2)));
+    }
+
+    #[test]
+    fn storage_and_bandwidth_rows_are_priced_in_their_own_units() {
+        let at = DateTime::from_timestamp(1_796_281_800, 0).unwrap_or_default();
+        let line = |meter: &str, quantity: i64, price: Decimal, amount: Decimal| api::InvoiceLine {
+            instance_id: Uuid::nil(),
+            meter: meter.into(),
+            quantity,
+            unit: meters::unit(meter).into(),
+            unit_price_per_hour: price,
+            earlier_period: false,
+            charge_period_start: at,
+            charge_period_end: at,
+            postings: 1,
+            exact_amount: amount,
+            amount,
+        };
+        let invoice = api::Invoice {
+            id: Some(Uuid::nil()),
+            tenant_id: Uuid::nil(),
+            number: Some(1),
+            status: "paid".into(),
+            period_start: at,
+            period_end: at,
+            currency: "USD".into(),
+            subtotal: Decimal::new(366, 2),
+            total: Decimal::new(366, 2),
+            exact_total: Decimal::new(366, 2),
+            rounding: Decimal::ZERO,
+            finalized_at: None,
+            paid_at: None,
+            voided_at: None,
+            void_reason: None,
+            // 50 GiB for a month at 0.07; 2 TB down at 0.08.
+            lines: vec![
+                line(
+                    "storage",
+                    50 * 2_628_000,
+                    Decimal::new(7, 2),
+                    Decimal::new(350, 2),
+                ),
+                line(
+                    "bandwidth_down",
+                    2_000_000_000_000,
+                    Decimal::new(8, 2),
+                    Decimal::new(16, 2),
+                ),
+            ],
+            credit_notes: Vec::new(),
+        };
+        let text = csv(&invoice);
+        let rows: Vec<&str> = text.lines().collect();
+        assert!(
+            rows[1].contains(",131400000,GiB-Seconds,50,GiB-Months,0.07,"),
+            "{}",
+            rows[1]
+        );
+        assert!(rows[1].contains("USD/GiB-month"), "{}", rows[1]);
+        assert!(
+            rows[2].contains(",2000000000000,Bytes,2,TB,0.08,"),
+            "{}",
+            rows[2]
+        );
+        assert_eq!(billed_cost_sum(&text), Some(Decimal::new(366, 2)));
+    }
+
+    #[test]
+    fn a_credit_note_is_a_negative_credit_row_and_the_costs_net_out() {
+        let at = DateTime::from_timestamp(1_796_281_800, 0).unwrap_or_default();
+        let mut invoice = api::Invoice {
+            id: Some(Uuid::nil()),
+            tenant_id: Uuid::nil(),
+            number: Some(1),
+            status: "paid".into(),
+            period_start: at,
+            period_end: at,
+            currency: "USD".into(),
+            subtotal: Decimal::new(135, 2),
+            total: Decimal::new(135, 2),
+            exact_total: Decimal::new(135, 2),
+            rounding: Decimal::ZERO,
+            finalized_at: None,
+            paid_at: None,
+            voided_at: None,
+            void_reason: None,
+            lines: Vec::new(),
+            credit_notes: Vec::new(),
+        };
+        invoice.credit_notes.push(api::CreditNote {
+            id: Uuid::nil(),
+            tenant_id: Uuid::nil(),
+            invoice_id: Uuid::nil(),
+            number: 1,
+            amount: Decimal::new(10, 2),
+            currency: "USD".into(),
+            reason: "SLA, host down".into(),
+            created_at: at,
+        });
+        let text = csv(&invoice);
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows.len(), 2);
+        assert!(rows[1].starts_with("-0.10,-0.10,-0.10,USD,"), "{}", rows[1]);
+        assert!(rows[1].contains(",Credit,\"credit note 1: SLA, host down\",,,,,,,,"));
+        assert_eq!(billed_cost_sum(&text), Some(Decimal::new(-10, 2)));
     }
 }

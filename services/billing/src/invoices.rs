@@ -27,9 +27,17 @@ use uuid::Uuid;
 use crate::ledger::{self, AccountKind, Posting};
 use crate::{Error, Settings};
 
-/// The only unit of a line's quantity: seconds are what metering measures
+/// The unit of a GPU line's quantity: seconds are what metering measures
 /// exactly; an hourly quantity would be a repeating decimal.
 pub const UNIT: &str = "second";
+
+/// What a line of `meter` counts (docs/metering.md): GiB-seconds of
+/// storage (priced per GB-month), bytes of bandwidth (priced per TB), and
+/// seconds otherwise (priced per hour). The posting's `usage_details` hold
+/// the quantity in that unit and the price in its own.
+pub fn unit_of(meter: &str) -> &'static str {
+    contracts::meters::unit(meter)
+}
 
 /// Posting assignments written per statement (three parameters each).
 const ITEM_BATCH: usize = 5000;
@@ -125,6 +133,7 @@ pub fn draft(postings: &[UsagePosting], period_start: DateTime<Utc>, currency: &
     let mut lines = Vec::with_capacity(groups.len());
     let (mut total, mut exact_total) = (minor(Decimal::ZERO, currency), Decimal::ZERO);
     for ((earlier, instance_id, meter, price), members) in groups {
+        let unit = unit_of(&meter);
         let exact: Decimal = members.iter().map(|p| p.amount).sum();
         let amount = minor(money::round_to_minor(exact, currency), currency);
         let start = members.iter().map(|p| p.started_at).min();
@@ -139,7 +148,7 @@ pub fn draft(postings: &[UsagePosting], period_start: DateTime<Utc>, currency: &
                 instance_id,
                 meter,
                 quantity: members.iter().map(|p| p.seconds).sum(),
-                unit: UNIT.to_owned(),
+                unit: unit.to_owned(),
                 unit_price_per_hour: price,
                 earlier_period: earlier,
                 charge_period_start: start,
@@ -198,7 +207,9 @@ fn uninvoiced(
     before: Option<DateTime<Utc>>,
 ) -> QueryResult<(Vec<UsagePosting>, Option<DateTime<Utc>>)> {
     let rows: Vec<PostingRow> = diesel::sql_query(
-        "SELECT t.id, t.instance_id, -e.amount AS amount, d.meter, d.seconds, d.price_per_hour, \
+        "SELECT t.id, t.instance_id, -e.amount AS amount, d.meter, \
+                coalesce(d.quantity, d.seconds) AS seconds, \
+                coalesce(d.unit_price, d.price_per_hour) AS price_per_hour, \
                 d.started_at, d.ended_at, t.created_at \
          FROM billing.transactions t \
          JOIN billing.entries e ON e.transaction_id = t.id \
@@ -896,6 +907,36 @@ pub async fn void(
 /// One of the tenant's invoices; NOT_FOUND for another tenant's.
 pub async fn get(db: &Db, tenant_id: Uuid, id: Uuid) -> Result<api::Invoice, Error> {
     db.run(move |conn| find(conn, tenant_id, id)).await
+}
+
+/// Renters are prepaid: a credit (a Stripe top-up, an operator's grant)
+/// that brings an overdrawn renter's balance back to zero or above pays the
+/// invoices left open by the overdraft. Runs in the credit's transaction,
+/// so an invoice is never paid by money that was not posted. Returns how
+/// many invoices it marked paid.
+pub fn pay_open_invoices(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    currency: &str,
+) -> Result<usize, diesel::result::Error> {
+    let balance = ledger::balance(conn, AccountKind::RenterBalance, tenant_id, currency)?;
+    if balance < Decimal::ZERO {
+        return Ok(0);
+    }
+    let paid = diesel::update(
+        invoices::table
+            .filter(invoices::tenant_id.eq(tenant_id))
+            .filter(invoices::status.eq("finalized")),
+    )
+    .set((
+        invoices::status.eq("paid"),
+        invoices::paid_at.eq(Some(Utc::now())),
+    ))
+    .execute(conn)?;
+    if paid > 0 {
+        tracing::info!(tenant.id = %tenant_id, invoices = paid, "open invoices paid by a credit");
+    }
+    Ok(paid)
 }
 
 #[cfg(test)]

@@ -5,11 +5,16 @@
 //! into the host's share and the platform fee so that every posting balances
 //! exactly. Renters are prepaid: they top up through Stripe (`stripe`).
 
+pub mod dashboards;
 pub mod error;
 pub mod focus;
 pub mod invoices;
 pub mod ledger;
+pub mod payouts;
 mod routes;
+pub mod schedule;
+pub mod spend;
+pub mod statements;
 pub mod stripe;
 mod usage;
 
@@ -73,6 +78,8 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     let stripe_api = actix_web::web::Data::new(stripe::client::StripeApi::from_config(&config)?);
     let invoice_period =
         actix_web::web::Data::new(invoices::InvoicePeriod::parse(&config.invoice_period)?);
+    let payout_settings = actix_web::web::Data::new(payouts::PayoutSettings::from_config(&config)?);
+    let connect_api = actix_web::web::Data::new(stripe::connect::ConnectApi::from_config(&config)?);
     Ok(platform::http::serve(
         &config.bind_host,
         config.ports.billing,
@@ -82,7 +89,9 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
             cfg.app_data(settings.clone())
                 .app_data(stripe_settings.clone())
                 .app_data(stripe_api.clone())
-                .app_data(invoice_period.clone());
+                .app_data(invoice_period.clone())
+                .app_data(payout_settings.clone())
+                .app_data(connect_api.clone());
             routes::configure(cfg);
         },
     )?)
@@ -97,4 +106,10 @@ pub async fn run_consumer(config: Arc<Config>, db: Db) -> Result<(), Error> {
     })
     .await;
     Ok(())
+}
+
+/// Pays hosts on billing's schedule (`GPUMARKET_PAYOUT_INTERVAL_SECS`);
+/// never returns.
+pub async fn run_payout_loop(config: Arc<Config>, db: Db) {
+    payouts::run_loop(config, db).await;
 }

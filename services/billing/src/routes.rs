@@ -15,6 +15,8 @@ use crate::{Error, Settings, focus, invoices, usage};
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::scope("/internal")
+            .configure(configure_dashboards)
+            .configure(configure_payouts)
             .route("/balances/{tenant_id}", web::get().to(balance))
             .route("/credits", web::post().to(grant_credit))
             .route("/funds-checks", web::post().to(funds_check))
@@ -173,4 +175,148 @@ async fn issue_credit_note(
     body: web::Json<CreditNoteRequest>,
 ) -> Reply {
     Ok(HttpResponse::Ok().json(invoices::credit_note(&db, &s, body.into_inner()).await?))
+}
+
+/// The billing dashboards' reads (docs/dashboards.md), one tenant each.
+fn configure_dashboards(cfg: &mut web::ServiceConfig) {
+    cfg.route(
+        "/dashboards/balance-history/{tenant_id}",
+        web::get().to(balance_history),
+    )
+    .route("/dashboards/usage/{tenant_id}", web::get().to(usage_series))
+    .route(
+        "/dashboards/earnings/{host_tenant_id}",
+        web::get().to(machine_earnings),
+    );
+}
+
+async fn balance_history(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    s: web::Data<Settings>,
+    path: web::Path<Uuid>,
+    query: web::Query<contracts::api::BalanceHistoryQuery>,
+) -> Reply {
+    let page =
+        crate::dashboards::balance_history(&db, &s, path.into_inner(), query.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(page))
+}
+
+async fn usage_series(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    s: web::Data<Settings>,
+    path: web::Path<Uuid>,
+    query: web::Query<contracts::api::UsageSeriesQuery>,
+) -> Reply {
+    let series =
+        crate::dashboards::usage_series(&db, &s, path.into_inner(), query.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(series))
+}
+
+async fn machine_earnings(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    s: web::Data<Settings>,
+    path: web::Path<Uuid>,
+    query: web::Query<contracts::api::MachineEarningsQuery>,
+) -> Reply {
+    let earnings =
+        crate::dashboards::machine_earnings(&db, &s, path.into_inner(), query.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(earnings))
+}
+
+// ---------------------------------------------------------------- host statements and payouts
+
+fn configure_payouts(cfg: &mut web::ServiceConfig) {
+    cfg.route("/statements/run", web::post().to(run_statements))
+        .route(
+            "/statements/{host_tenant_id}",
+            web::get().to(list_statements),
+        )
+        // Before `{statement_id}`, which would not parse "preview".
+        .route(
+            "/statements/{host_tenant_id}/preview",
+            web::get().to(statement_preview),
+        )
+        .route(
+            "/statements/{host_tenant_id}/{statement_id}",
+            web::get().to(statement),
+        )
+        .route("/payout-accounts", web::post().to(create_payout_account))
+        .route(
+            "/payout-accounts/{host_tenant_id}",
+            web::get().to(payout_account),
+        )
+        .route("/payouts/run", web::post().to(run_payouts))
+        .route("/payouts/{host_tenant_id}", web::get().to(list_payouts));
+}
+
+async fn run_statements(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    s: web::Data<Settings>,
+    period: web::Data<InvoicePeriod>,
+    body: web::Json<contracts::api::RunStatementsRequest>,
+) -> Reply {
+    let run = crate::statements::run_statements(&db, &s, **period, body.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(run))
+}
+
+async fn list_statements(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
+    Ok(HttpResponse::Ok().json(crate::statements::list(&db, path.into_inner()).await?))
+}
+
+async fn statement_preview(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    s: web::Data<Settings>,
+    period: web::Data<InvoicePeriod>,
+    path: web::Path<Uuid>,
+) -> Reply {
+    let now = chrono::Utc::now();
+    let preview = crate::statements::preview(&db, &s, **period, path.into_inner(), now).await?;
+    Ok(HttpResponse::Ok().json(preview))
+}
+
+/// Host and statement: a statement of another host is not found.
+async fn statement(_: ServiceCaller, db: web::Data<Db>, path: web::Path<(Uuid, Uuid)>) -> Reply {
+    let (host, id) = path.into_inner();
+    Ok(HttpResponse::Ok().json(crate::statements::get(&db, host, id).await?))
+}
+
+async fn create_payout_account(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    api: web::Data<crate::stripe::connect::ConnectApi>,
+    body: web::Json<contracts::api::CreatePayoutAccountRequest>,
+) -> Reply {
+    let account = crate::payouts::create_account(&db, &api, body.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(account))
+}
+
+async fn payout_account(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    api: web::Data<crate::stripe::connect::ConnectApi>,
+    path: web::Path<Uuid>,
+) -> Reply {
+    let account = crate::payouts::get_account(&db, &api, path.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(account))
+}
+
+async fn run_payouts(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    s: web::Data<Settings>,
+    p: web::Data<crate::payouts::PayoutSettings>,
+    api: web::Data<crate::stripe::connect::ConnectApi>,
+    body: web::Json<contracts::api::RunPayoutsRequest>,
+) -> Reply {
+    let run = crate::payouts::run_payouts(&db, &api, &s, &p, body.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(run))
+}
+
+async fn list_payouts(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
+    Ok(HttpResponse::Ok().json(crate::payouts::list(&db, path.into_inner()).await?))
 }

@@ -2,14 +2,14 @@
 
 use chrono::{DateTime, Utc};
 use contracts::events::{
-    BALANCE_EXHAUSTED, BalanceExhausted, INSTANCE_DOWNTIME, InstanceDowntime, USAGE_RECORDED,
-    UsageRecorded,
+    BALANCE_EXHAUSTED, BalanceExhausted, INSTANCE_DOWNTIME, InstanceDowntime, MeteredUsage,
+    USAGE_RECORDED,
 };
 use contracts::{Envelope, api, money};
 use diesel::prelude::*;
 use platform::Db;
 use platform::consumer::HandlerError;
-use rust_decimal::Decimal;
+use rust_decimal::{Decimal, RoundingStrategy};
 use schema::billing::{accounts, entries, transactions};
 use schema::billing_invoices::usage_details;
 use uuid::Uuid;
@@ -24,6 +24,83 @@ use crate::{Error, Settings};
 /// (negative seconds) gives back exactly what was over-charged.
 pub fn segment_amount(offset: i64, seconds: i64, price_per_hour: Decimal) -> Decimal {
     money::rate(offset + seconds, price_per_hour) - money::rate(offset, price_per_hour)
+}
+
+pub use contracts::meters::{BYTES_PER_TB, STORAGE_SECONDS_PER_MONTH};
+
+/// How a meter's usage is rated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rating {
+    /// Seconds at a price per hour (GPU time).
+    Hourly(Decimal),
+    /// Seconds of `disk_gib` GiB at a price per GB-month (730 h).
+    Storage {
+        disk_gib: i32,
+        per_gb_month: Decimal,
+    },
+    /// Bytes at a price per TB (10^12 bytes).
+    Bytes { per_tb: Decimal },
+}
+
+impl Rating {
+    /// The rating a usage message asks for: by bytes when its unit is
+    /// `byte`, by GiB and month for `storage` with its disk and price, and
+    /// per hour otherwise (every GPU message, old or new).
+    pub fn of(usage: &MeteredUsage) -> Result<Rating, String> {
+        match (usage.unit.as_deref(), usage.usage.meter.as_str()) {
+            (Some("byte"), _) => match usage.unit_price {
+                Some(per_tb) => Ok(Rating::Bytes { per_tb }),
+                None => Err("byte usage without a unit price".into()),
+            },
+            (None | Some("second"), "storage") => match (usage.disk_gib, usage.unit_price) {
+                (Some(disk_gib), Some(per_gb_month)) => Ok(Rating::Storage {
+                    disk_gib,
+                    per_gb_month,
+                }),
+                _ => Ok(Rating::Hourly(usage.usage.price_per_hour)),
+            },
+            (None | Some("second"), _) => Ok(Rating::Hourly(usage.usage.price_per_hour)),
+            (Some(other), _) => Err(format!("unknown usage unit {other:?}")),
+        }
+    }
+
+    /// What the first `quantity` units of an interval cost, rounded
+    /// half-even to the ledger's 9 decimals from the exact value. None on an
+    /// overflow (beyond any real usage).
+    pub fn cumulative(self, quantity: i64) -> Option<Decimal> {
+        let q = Decimal::from(quantity);
+        let exact = match self {
+            Rating::Hourly(price) => return Some(money::rate(quantity, price)),
+            // A 28-digit quotient rounds to the same 9 decimals as the
+            // exact one: the exact value is a multiple of 1/(657 × 10^9 ×
+            // 4), never within 10^-19 of a rounding midpoint.
+            Rating::Storage {
+                disk_gib,
+                per_gb_month,
+            } => q
+                .checked_mul(Decimal::from(disk_gib))?
+                .checked_mul(per_gb_month)?
+                .checked_div(Decimal::from(STORAGE_SECONDS_PER_MONTH))?,
+            // Exact: dividing by 10^12 only moves the decimal point.
+            Rating::Bytes { per_tb } => q
+                .checked_mul(per_tb)?
+                .checked_div(Decimal::from(BYTES_PER_TB))?,
+        };
+        Some(
+            exact
+                .round_dp_with_strategy(money::LEDGER_SCALE, RoundingStrategy::MidpointNearestEven),
+        )
+    }
+
+    /// [`segment_amount`] for any meter: units `[offset, offset + quantity)`
+    /// rated cumulatively, so the segments of an interval (corrections
+    /// included) add up to the rating of its whole.
+    pub fn segment(self, offset: i64, quantity: i64) -> Option<Decimal> {
+        if let Rating::Hourly(price) = self {
+            return Some(segment_amount(offset, quantity, price));
+        }
+        Some(self.cumulative(offset.checked_add(quantity)?)? - self.cumulative(offset)?)
+    }
 }
 
 /// Posts one usage segment: renter debit = host credit + platform fee. A
@@ -42,16 +119,20 @@ pub fn apply_event(
     if envelope.kind != USAGE_RECORDED {
         return Ok(());
     }
-    let usage: UsageRecorded = envelope
+    let metered: MeteredUsage = envelope
         .payload()
         .map_err(|e| HandlerError::Permanent(format!("bad usage payload: {e}")))?;
+    let rating = Rating::of(&metered).map_err(HandlerError::Permanent)?;
+    let usage = &metered.usage;
     if usage.currency != settings.currency {
         return Err(HandlerError::Permanent(format!(
             "usage in {} but the ledger settles in {}",
             usage.currency, settings.currency
         )));
     }
-    let amount = segment_amount(usage.offset_seconds, usage.seconds, usage.price_per_hour);
+    let amount = rating
+        .segment(usage.offset_seconds, usage.seconds)
+        .ok_or_else(|| HandlerError::Permanent("usage amount out of range".into()))?;
     let split = money::split_fee(amount, settings.fee_rate);
     let currency = &settings.currency;
     let renter = ledger::account(
@@ -72,10 +153,37 @@ pub fn apply_event(
         "usage:{}:{}:{}",
         usage.interval_id, usage.offset_seconds, usage.seconds
     );
-    let description = format!(
-        "{} s of {} at {} {}/h (from second {} of the interval)",
-        usage.seconds, usage.meter, usage.price_per_hour, currency, usage.offset_seconds
-    );
+    let description = match rating {
+        Rating::Hourly(_) => format!(
+            "{} s of {} at {} {}/h (from second {} of the interval)",
+            usage.seconds, usage.meter, usage.price_per_hour, currency, usage.offset_seconds
+        ),
+        Rating::Storage {
+            disk_gib,
+            per_gb_month,
+        } => format!(
+            "{} s of {} for {} GiB at {} {}/GB-month of 730 h (from second {} of the interval)",
+            usage.seconds, usage.meter, disk_gib, per_gb_month, currency, usage.offset_seconds
+        ),
+        Rating::Bytes { per_tb } => format!(
+            "{} bytes of {} at {} {}/TB of 10^12 bytes (from byte {} of the interval)",
+            usage.seconds, usage.meter, per_tb, currency, usage.offset_seconds
+        ),
+    };
+    // What an invoice line counts: GiB-seconds of storage, bytes of
+    // bandwidth (seconds of GPU time, the default).
+    let (unit, quantity, unit_price) = match rating {
+        Rating::Hourly(_) => ("second", None, None),
+        Rating::Storage {
+            disk_gib,
+            per_gb_month,
+        } => (
+            "gib_second",
+            usage.seconds.checked_mul(i64::from(disk_gib)),
+            Some(per_gb_month),
+        ),
+        Rating::Bytes { per_tb } => ("byte", Some(usage.seconds), Some(per_tb)),
+    };
     let posted = ledger::post(
         conn,
         &Posting {
@@ -103,9 +211,13 @@ pub fn apply_event(
             usage_details::price_per_hour.eq(usage.price_per_hour),
             usage_details::started_at.eq(usage.started_at),
             usage_details::ended_at.eq(usage.ended_at),
+            usage_details::tenant_id.eq(usage.tenant_id),
             usage_details::host_tenant_id.eq(usage.host_tenant_id),
             usage_details::machine_id.eq(usage.machine_id),
             usage_details::gpu_model.eq(&usage.gpu_model),
+            usage_details::unit.eq(unit),
+            usage_details::quantity.eq(quantity),
+            usage_details::unit_price.eq(unit_price),
         ))
         .execute(conn)?;
     tracing::info!(instance.id = %usage.instance_id, %amount, "usage posted");
@@ -134,6 +246,14 @@ pub fn apply_event(
         )?;
         tracing::warn!(tenant.id = %usage.tenant_id, %balance, "balance exhausted; the tenant's instances will be stopped");
     }
+    crate::spend::charge_posted(
+        conn,
+        settings,
+        usage.tenant_id,
+        amount,
+        usage.started_at,
+        envelope.correlation_id.clone(),
+    )?;
     Ok(())
 }
 
@@ -243,6 +363,7 @@ pub async fn grant_credit(
                 legs: &[(clearing, -req.amount), (renter, req.amount)],
             },
         )?;
+        crate::invoices::pay_open_invoices(conn, req.tenant_id, &currency)?;
         Ok(api::Balance {
             tenant_id: req.tenant_id,
             amount: ledger::balance(conn, AccountKind::RenterBalance, req.tenant_id, &currency)?,
@@ -394,6 +515,58 @@ mod tests {
                 sum += amount;
             }
             proptest::prop_assert_eq!(sum, money::rate(total, price));
+        }
+
+        /// Storage and bandwidth segments add up to the rating of the whole,
+        /// which is the exact rational amount rounded half-even to 9
+        /// decimals (checked in integers).
+        #[test]
+        fn storage_and_bytes_segments_add_up_exactly(
+            price_nanos in 0i64..100_000_000_000,
+            disk_gib in 1i32..100_000,
+            cuts in proptest::collection::vec(0i64..100_000_000, 0..10),
+            bytes in proptest::collection::vec(0i64..10_000_000_000_000, 0..10),
+        ) {
+            let price = Decimal::new(price_nanos, 9);
+            let exact = |num: i128, den: i128| -> Decimal {
+                // round_half_even(num / den) in nanos.
+                let (q, r) = (num.div_euclid(den), num.rem_euclid(den));
+                let q = match (2 * r).cmp(&den) {
+                    std::cmp::Ordering::Greater => q + 1,
+                    std::cmp::Ordering::Equal if q % 2 != 0 => q + 1,
+                    _ => q,
+                };
+                Decimal::from_i128_with_scale(q, 9)
+            };
+            let storage = Rating::Storage { disk_gib, per_gb_month: price };
+            let mut cuts = cuts;
+            cuts.sort();
+            let mut sum = Decimal::ZERO;
+            let mut from = 0;
+            for &to in &cuts {
+                sum += storage.segment(from, to - from).expect("in range");
+                from = to;
+            }
+            let total = cuts.last().copied().unwrap_or(0);
+            // seconds × GiB × price_nanos / (730 × 3600) nanos.
+            let whole = exact(
+                i128::from(total) * i128::from(disk_gib) * i128::from(price_nanos),
+                i128::from(STORAGE_SECONDS_PER_MONTH),
+            );
+            proptest::prop_assert_eq!(sum, whole);
+
+            let per_tb = Rating::Bytes { per_tb: price };
+            let mut sum = Decimal::ZERO;
+            let mut from = 0i64;
+            for b in &bytes {
+                sum += per_tb.segment(from, *b).expect("in range");
+                from += b;
+            }
+            let whole = exact(
+                i128::from(from) * i128::from(price_nanos),
+                i128::from(BYTES_PER_TB),
+            );
+            proptest::prop_assert_eq!(sum, whole);
         }
     }
 }

@@ -16,6 +16,8 @@ use std::sync::Arc;
 
 use actix_web::{HttpResponse, web};
 use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
+use contracts::Envelope;
+use contracts::events::{INSTANCE_TRAFFIC, InstanceTraffic};
 use diesel::pg::PgConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{Jsonb, Nullable, Timestamptz, Uuid as SqlUuid};
@@ -58,7 +60,24 @@ struct Heartbeat {
     sent_at: DateTime<Utc>,
     #[serde(default)]
     gpus: Vec<GpuSample>,
+    #[serde(default)]
+    seq: u64,
+    #[serde(default)]
+    boot_id: Option<Uuid>,
+    #[serde(default)]
+    instances: Vec<InstanceCounters>,
 }
+
+/// An instance's network counters in a heartbeat.
+#[derive(Debug, Deserialize)]
+struct InstanceCounters {
+    instance_id: Uuid,
+    tx_bytes: u64,
+    rx_bytes: u64,
+}
+
+/// Counters a heartbeat may carry at most (a machine runs a few instances).
+const MAX_INSTANCES_PER_HEARTBEAT: usize = 256;
 
 #[derive(Debug, Deserialize)]
 struct GpuSample {
@@ -133,9 +152,11 @@ pub async fn run_consumer(config: Arc<Config>, db: Db) {
     let settings = Settings::from_config(&config);
     let queue = config.agents_queue.clone();
     let retention = config.gpu_activity_retention_seconds;
+    let events: Arc<str> = config.events_exchange.as_str().into();
     platform::consumer::run_raw(config, queue, move |message: RawMessage| {
         let db = db.clone();
-        async move { handle_report(&db, settings, retention, message).await }
+        let events = events.clone();
+        async move { handle_report(&db, settings, retention, &events, message).await }
     })
     .await
 }
@@ -145,10 +166,24 @@ pub const DEFAULT_GPU_ACTIVITY_RETENTION_SECONDS: i64 = 172_800;
 
 /// Applies one agent report.
 pub async fn handle(db: &Db, settings: Settings, message: RawMessage) -> Result<(), HandlerError> {
+    handle_with_events(db, settings, DEFAULT_EVENTS_EXCHANGE, message).await
+}
+
+/// The events exchange [`handle`] announces traffic to.
+pub const DEFAULT_EVENTS_EXCHANGE: &str = "gpumarket.events";
+
+/// [`handle`], announcing instances' traffic to `events_exchange`.
+pub async fn handle_with_events(
+    db: &Db,
+    settings: Settings,
+    events_exchange: &str,
+    message: RawMessage,
+) -> Result<(), HandlerError> {
     handle_report(
         db,
         settings,
         DEFAULT_GPU_ACTIVITY_RETENTION_SECONDS,
+        events_exchange,
         message,
     )
     .await
@@ -159,6 +194,7 @@ pub async fn handle_report(
     db: &Db,
     settings: Settings,
     retention_seconds: i64,
+    events_exchange: &str,
     message: RawMessage,
 ) -> Result<(), HandlerError> {
     let (machine_id, kind) = sender(&message)?;
@@ -173,7 +209,12 @@ pub async fn handle_report(
                 .iter()
                 .map(|g| g.utilization_percent.min(100) as i32)
                 .max();
+            let traffic = traffic_of(machine_id, &body)?;
+            let events = events_exchange.to_owned();
             db.tx(move |conn| {
+                // Even a stale or repeated heartbeat's counters count: they
+                // are samples of what happened, and metering keeps each once.
+                announce_traffic(conn, &events, &traffic)?;
                 apply_heartbeat(conn, settings, machine_id, body.sent_at, &raw)?;
                 record_utilisation(conn, machine_id, body.sent_at, busiest, retention_seconds)
             })
@@ -200,6 +241,58 @@ pub async fn handle_report(
                 .await
         }
     }
+}
+
+/// The traffic samples of a heartbeat. Counters come only from the
+/// machine's own agent (see [`sender`]); a heartbeat without a `boot_id`
+/// (an agent that reports no traffic) has none.
+fn traffic_of(machine_id: Uuid, body: &Heartbeat) -> Result<Vec<InstanceTraffic>, HandlerError> {
+    let Some(boot_id) = body.boot_id else {
+        return Ok(Vec::new());
+    };
+    if body.instances.len() > MAX_INSTANCES_PER_HEARTBEAT {
+        return Err(permanent(format!(
+            "a heartbeat carries at most {MAX_INSTANCES_PER_HEARTBEAT} instances"
+        )));
+    }
+    let too_big = |_| permanent("a traffic counter beyond 2^63 bytes");
+    let seq = i64::try_from(body.seq).map_err(too_big)?;
+    body.instances
+        .iter()
+        .map(|c| {
+            Ok(InstanceTraffic {
+                instance_id: c.instance_id,
+                machine_id,
+                boot_id,
+                seq,
+                sent_at: body.sent_at.trunc_subsecs(6),
+                tx_bytes: i64::try_from(c.tx_bytes).map_err(too_big)?,
+                rx_bytes: i64::try_from(c.rx_bytes).map_err(too_big)?,
+            })
+        })
+        .collect()
+}
+
+/// `catalog.instance.traffic` for each sample, through the outbox in the
+/// heartbeat's transaction: metering owns usage and turns samples into
+/// bytes; the catalog owns the agents and vouches for the sender.
+fn announce_traffic(
+    conn: &mut PgConnection,
+    events_exchange: &str,
+    traffic: &[InstanceTraffic],
+) -> Result<(), HandlerError> {
+    for sample in traffic {
+        let envelope = Envelope::new(INSTANCE_TRAFFIC, sample.sent_at, None, None, sample)
+            .map_err(|e| permanent(e.to_string()))?;
+        platform::outbox::enqueue(
+            conn,
+            crate::SCHEMA,
+            events_exchange,
+            INSTANCE_TRAFFIC,
+            &envelope,
+        )?;
+    }
+    Ok(())
 }
 
 /// `12.4` → 12040 (NVML's encoding: major × 1000 + minor × 10).

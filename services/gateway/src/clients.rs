@@ -31,6 +31,45 @@ impl Clients {
             runway_warning_seconds: config.runway_warning_seconds,
         }
     }
+
+    /// A page of a tenant's balance history (billing dashboards).
+    pub async fn balance_history(
+        &self,
+        tenant_id: uuid::Uuid,
+        query: &contracts::api::BalanceHistoryQuery,
+    ) -> Result<contracts::api::BalanceHistoryPage, platform::internal::RemoteError> {
+        self.billing
+            .get_query(
+                &format!("/internal/dashboards/balance-history/{tenant_id}"),
+                query,
+            )
+            .await
+    }
+
+    /// A renter tenant's usage and spend per bucket (billing dashboards).
+    pub async fn usage_series(
+        &self,
+        tenant_id: uuid::Uuid,
+        query: &contracts::api::UsageSeriesQuery,
+    ) -> Result<contracts::api::UsageSeries, platform::internal::RemoteError> {
+        self.billing
+            .get_query(&format!("/internal/dashboards/usage/{tenant_id}"), query)
+            .await
+    }
+
+    /// A host tenant's earnings per machine and day (billing dashboards).
+    pub async fn machine_earnings(
+        &self,
+        host_tenant_id: uuid::Uuid,
+        query: &contracts::api::MachineEarningsQuery,
+    ) -> Result<contracts::api::MachineEarnings, platform::internal::RemoteError> {
+        self.billing
+            .get_query(
+                &format!("/internal/dashboards/earnings/{host_tenant_id}"),
+                query,
+            )
+            .await
+    }
 }
 
 /// The clients from the schema data. Missing only when the schema was built

@@ -1,6 +1,7 @@
 use chrono::{DateTime, Utc};
 use contracts::events::{
-    INSTANCE_RUNNING, INSTANCE_STOPPED, InstanceRunning, InstanceStopped, USAGE_RECORDED,
+    INSTANCE_RUNNING, INSTANCE_STOPPED, INSTANCE_STORAGE_ENDED, INSTANCE_STORAGE_STARTED,
+    INSTANCE_TRAFFIC, InstanceRunning, InstanceStopped, MeteredUsage, USAGE_RECORDED,
     UsageRecorded,
 };
 use contracts::{Envelope, api, money};
@@ -14,25 +15,27 @@ use uuid::Uuid;
 
 use crate::{Error, SCHEMA};
 
-const GPU: &str = "gpu";
+pub(crate) const GPU: &str = "gpu";
 
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = intervals)]
 pub(crate) struct IntervalRow {
-    id: Uuid,
-    instance_id: Uuid,
-    tenant_id: Uuid,
-    host_tenant_id: Option<Uuid>,
-    meter: String,
-    started_at: Option<DateTime<Utc>>,
-    ended_at: Option<DateTime<Utc>>,
-    seconds: Option<i64>,
-    price_per_hour: Option<Decimal>,
-    currency: Option<String>,
-    recorded_at: Option<DateTime<Utc>>,
-    settled_seconds: i64,
-    machine_id: Option<Uuid>,
-    gpu_model: Option<String>,
+    pub(crate) id: Uuid,
+    pub(crate) instance_id: Uuid,
+    pub(crate) tenant_id: Uuid,
+    pub(crate) host_tenant_id: Option<Uuid>,
+    pub(crate) meter: String,
+    pub(crate) started_at: Option<DateTime<Utc>>,
+    pub(crate) ended_at: Option<DateTime<Utc>>,
+    pub(crate) seconds: Option<i64>,
+    pub(crate) price_per_hour: Option<Decimal>,
+    pub(crate) currency: Option<String>,
+    pub(crate) recorded_at: Option<DateTime<Utc>>,
+    pub(crate) settled_seconds: i64,
+    pub(crate) machine_id: Option<Uuid>,
+    pub(crate) gpu_model: Option<String>,
+    pub(crate) disk_gib: Option<i32>,
+    pub(crate) unit_price: Option<Decimal>,
 }
 
 /// The effect of one lifecycle event; runs in the inbox's transaction.
@@ -93,7 +96,13 @@ pub fn apply_event(
                 .returning(intervals::id)
                 .get_result::<Uuid>(conn)?
         }
-        // Other lifecycle events carry nothing to meter yet.
+        INSTANCE_STORAGE_STARTED | INSTANCE_STORAGE_ENDED => {
+            return crate::meters::apply_storage(conn, envelope, events_exchange);
+        }
+        INSTANCE_TRAFFIC => {
+            return crate::meters::apply_traffic(conn, envelope, events_exchange);
+        }
+        // Other lifecycle events carry nothing to meter.
         _ => return Ok(()),
     };
     close_if_complete(
@@ -106,7 +115,7 @@ pub fn apply_event(
 
 /// Once both instants are known, fixes the billed seconds and announces what
 /// settlement has not announced yet, once: `recorded_at` marks it done.
-fn close_if_complete(
+pub(crate) fn close_if_complete(
     conn: &mut PgConnection,
     id: Uuid,
     events_exchange: &str,
@@ -136,6 +145,7 @@ fn close_if_complete(
         &row,
         row.settled_seconds,
         seconds,
+        None,
         events_exchange,
         correlation_id,
     )?;
@@ -144,42 +154,62 @@ fn close_if_complete(
 }
 
 /// Announces seconds `[from, to)` of an interval to billing (nothing when
-/// they are equal; a correction when `to < from`). Needs the start, the host
-/// and the rate, which the `running` event brought.
+/// they are equal; a correction when `to < from`); bytes for a bandwidth
+/// interval, dated `bytes_seen_at`. Needs the start, the host and the rate,
+/// which the `running` (or `storage_started`) event brought.
 pub(crate) fn announce(
     conn: &mut PgConnection,
     row: &IntervalRow,
     from: i64,
     to: i64,
+    bytes_seen_at: Option<DateTime<Utc>>,
     events_exchange: &str,
     correlation_id: Option<String>,
 ) -> Result<(), diesel::result::Error> {
     if from == to {
         return Ok(());
     }
-    let (Some(t0), Some(host), Some(price), Some(currency)) = (
-        row.started_at,
-        row.host_tenant_id,
-        row.price_per_hour,
-        row.currency.clone(),
-    ) else {
+    let (Some(t0), Some(host), Some(currency)) =
+        (row.started_at, row.host_tenant_id, row.currency.clone())
+    else {
         return Ok(());
     };
     let at = |s: i64| t0 + chrono::Duration::seconds(s);
-    let usage = UsageRecorded {
-        interval_id: row.id,
-        instance_id: row.instance_id,
-        tenant_id: row.tenant_id,
-        host_tenant_id: host,
-        meter: row.meter.clone(),
-        started_at: at(from.min(to)),
-        ended_at: at(from.max(to)),
-        seconds: to - from,
-        price_per_hour: price,
-        currency,
-        offset_seconds: from,
-        machine_id: row.machine_id,
-        gpu_model: row.gpu_model.clone(),
+    let by_bytes = crate::meters::is_bandwidth(&row.meter);
+    // Bytes have no instants of their own: a bandwidth segment is dated by
+    // the newest sample that revealed them.
+    let (started_at, ended_at) = match bytes_seen_at {
+        Some(seen) if by_bytes => (seen, seen),
+        _ => (at(from.min(to)), at(from.max(to))),
+    };
+    let price = match (by_bytes, row.price_per_hour) {
+        (true, _) => Decimal::ZERO,
+        (false, Some(price)) => price,
+        (false, None) => return Ok(()),
+    };
+    let usage = MeteredUsage {
+        usage: UsageRecorded {
+            interval_id: row.id,
+            instance_id: row.instance_id,
+            tenant_id: row.tenant_id,
+            host_tenant_id: host,
+            meter: row.meter.clone(),
+            started_at,
+            ended_at,
+            seconds: to - from,
+            price_per_hour: price,
+            currency,
+            offset_seconds: from,
+            machine_id: row.machine_id,
+            gpu_model: row.gpu_model.clone(),
+        },
+        unit: by_bytes.then(|| crate::meters::BYTE.to_owned()),
+        unit_price: if row.meter == GPU {
+            None
+        } else {
+            row.unit_price
+        },
+        disk_gib: row.disk_gib,
     };
     let envelope = Envelope::new(
         USAGE_RECORDED,
@@ -217,6 +247,8 @@ pub async fn settle_open(
                     .filter(intervals::recorded_at.is_null())
                     .filter(intervals::ended_at.is_null())
                     .filter(intervals::started_at.is_not_null())
+                    // Bandwidth counts bytes, announced as samples arrive.
+                    .filter(intervals::meter.eq_any(crate::meters::TIME_METERS))
                     .filter(intervals::id.gt(after))
                     .order(intervals::id)
                     .limit(SETTLE_PAGE)
@@ -236,7 +268,7 @@ pub async fn settle_open(
                     diesel::update(intervals::table.find(row.id))
                         .set(intervals::settled_seconds.eq(due))
                         .execute(conn)?;
-                    announce(conn, &row, row.settled_seconds, due, &exchange, None)?;
+                    announce(conn, &row, row.settled_seconds, due, None, &exchange, None)?;
                     n += 1;
                 }
                 Ok((n, last, full))

@@ -8,9 +8,14 @@
 //! seconds since its start are announced to billing in segments, so a
 //! renter's balance follows the burn; at the close the rest (or a correction)
 //! is announced, and the segments add up to `floor(T1 − T0)` exactly.
+//!
+//! Storage (GB-seconds from creation to destroy) and bandwidth (bytes from
+//! the host agent's counters) are metered beside GPU time: see [`meters`]
+//! and docs/metering.md.
 
 pub mod error;
 mod intervals;
+pub mod meters;
 mod routes;
 
 use std::sync::Arc;
@@ -59,6 +64,12 @@ async fn settle_forever(config: Arc<Config>, db: Db) {
             Ok(0) => {}
             Ok(n) => tracing::debug!(intervals = n, "running intervals settled"),
             Err(error) => tracing::warn!(%error, "settlement failed; next tick retries"),
+        }
+        // A minute back covers samples a racing start could not settle.
+        let since = now - chrono::Duration::seconds(60);
+        if let Err(error) = meters::settle_recent_traffic(&db, since, &config.events_exchange).await
+        {
+            tracing::warn!(%error, "bandwidth settlement failed; next tick retries");
         }
     }
 }

@@ -39,7 +39,7 @@ pub(crate) fn configure(config: &Config) {
     let _ = EVENTS_EXCHANGE.set(config.events_exchange.clone());
 }
 
-fn exchange() -> &'static str {
+pub(crate) fn exchange() -> &'static str {
     EVENTS_EXCHANGE
         .get()
         .map(String::as_str)

@@ -4,8 +4,9 @@
 
 use chrono::{DateTime, Utc};
 use contracts::events::{
-    INSTANCE_DOWNTIME, INSTANCE_FAILED, INSTANCE_RUNNING, INSTANCE_STOPPED, InstanceDowntime,
-    InstanceFailed, InstanceRunning, InstanceStopped, PROVISION_INSTANCE, ProvisionInstance,
+    INSTANCE_DOWNTIME, INSTANCE_FAILED, INSTANCE_RUNNING, INSTANCE_STOPPED, INSTANCE_STORAGE_ENDED,
+    INSTANCE_STORAGE_STARTED, InstanceDowntime, InstanceFailed, InstanceRunning, InstanceStopped,
+    InstanceStorageEnded, InstanceStorageStarted, PROVISION_INSTANCE, ProvisionInstance,
     ProvisionRun, STOP_INSTANCE, StopInstance,
 };
 use contracts::{Envelope, api};
@@ -45,6 +46,8 @@ pub struct InstanceRow {
     pub bandwidth_up_price_per_tb: Decimal,
     pub bandwidth_down_price_per_tb: Decimal,
     pub preempted_at: Option<DateTime<Utc>>,
+    /// None for instances from before the storage meter (not metered).
+    pub disk_gib: Option<i32>,
 }
 
 impl InstanceRow {
@@ -236,6 +239,72 @@ pub fn publish_stopped(
     )
 }
 
+/// The storage snapshot of an instance; None for one from before the
+/// storage meter.
+fn storage_of(row: &InstanceRow) -> Option<InstanceStorageStarted> {
+    let disk_gib = row.disk_gib?;
+    Some(InstanceStorageStarted {
+        instance_id: row.id,
+        tenant_id: row.tenant_id,
+        host_tenant_id: row.host_tenant_id,
+        machine_id: row.machine_id,
+        gpu_model: row.gpu_model.clone(),
+        disk_gib,
+        storage_price_per_gb_month: row.storage_price_per_gb_month,
+        bandwidth_up_price_per_tb: row.bandwidth_up_price_per_tb,
+        bandwidth_down_price_per_tb: row.bandwidth_down_price_per_tb,
+        currency: row.currency.clone(),
+        started_at: row.created_at,
+    })
+}
+
+/// `ordering.instance.storage_started`: the instance's disk bills from its
+/// creation (`created_at`), running or stopped.
+pub fn publish_storage_started(
+    conn: &mut PgConnection,
+    exchange: &str,
+    row: &InstanceRow,
+) -> Result<(), Error> {
+    let Some(storage) = storage_of(row) else {
+        return Ok(());
+    };
+    publish(
+        conn,
+        exchange,
+        INSTANCE_STORAGE_STARTED,
+        row.created_at,
+        row.tenant_id,
+        &storage,
+    )
+}
+
+/// `ordering.instance.storage_ended`: the disk stops billing at `ended_at`.
+/// It repeats the start (the creation instant and the snapshots), so
+/// metering can close the interval whichever of the two arrives first.
+pub fn publish_storage_ended(
+    conn: &mut PgConnection,
+    exchange: &str,
+    row: &InstanceRow,
+    ended_at: DateTime<Utc>,
+    reason: &str,
+) -> Result<(), Error> {
+    let Some(storage) = storage_of(row) else {
+        return Ok(());
+    };
+    publish(
+        conn,
+        exchange,
+        INSTANCE_STORAGE_ENDED,
+        ended_at,
+        row.tenant_id,
+        &InstanceStorageEnded {
+            storage,
+            ended_at,
+            reason: reason.to_owned(),
+        },
+    )
+}
+
 /// Announces the end of a lost host's outage under `row` (still the
 /// `host_lost` row: `stopped_at` is the last good heartbeat, where billing
 /// stopped): billing credits the renter for the downtime, charged to the
@@ -355,6 +424,18 @@ pub fn transition(
             instance_transitions::at.eq(at),
         ))
         .execute(conn)?;
+    // Every instance leaves the states that keep its disk exactly once, by
+    // one of these two transitions, whatever path led there: the disk stops
+    // billing then (at the destroy request, not when the cleanup ends).
+    match next {
+        InstanceState::Deprovisioning => {
+            publish_storage_ended(conn, crate::events::exchange(), row, at, "destroyed")?;
+        }
+        InstanceState::Failed => {
+            publish_storage_ended(conn, crate::events::exchange(), row, at, "failed")?;
+        }
+        _ => {}
+    }
     crate::events::record(
         conn,
         row.id,

@@ -33,7 +33,7 @@ use crate::state::InstanceState;
 use crate::{Deps, Error, SCHEMA};
 
 /// Consumes ordering's queue forever: the catalog's preemptions, and
-/// billing's exhausted balances ([`crate::funds`]).
+/// billing's exhausted balances and reached spend caps ([`crate::funds`]).
 pub async fn run_consumer(config: Arc<Config>, db: Db) {
     let deps = Deps::new(config.clone());
     let queue = config.ordering_queue.clone();
@@ -46,7 +46,9 @@ pub async fn run_consumer(config: Arc<Config>, db: Db) {
 }
 
 async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), HandlerError> {
-    if envelope.kind == contracts::events::BALANCE_EXHAUSTED {
+    if envelope.kind == contracts::events::BALANCE_EXHAUSTED
+        || envelope.kind == contracts::events::SPEND_CAP_REACHED
+    {
         return crate::funds::handle(db, deps, envelope).await;
     }
     if envelope.kind != ALLOCATION_PREEMPTED {

@@ -106,6 +106,7 @@ async fn load_failed(db: &Db, id: Uuid) -> Result<Option<Failed>, Error> {
             ssh_public_key: None,
             image: None,
             team_id: None,
+            disk_gib: row.disk_gib,
         };
         let attempt = attempt(conn, id)?;
         Ok(Some(Failed {

@@ -50,9 +50,22 @@ struct OrderRow {
     failure_reason: Option<String>,
 }
 
+/// The disk an order gets when it names none: enough for an OS image and a
+/// small working set, and cheap (it is billed until the instance is
+/// destroyed).
+pub const DEFAULT_DISK_GIB: i32 = 20;
+
+/// The disk an order asks for.
+pub(crate) fn disk_gib(req: &CreateOrderRequest) -> i32 {
+    req.disk_gib.unwrap_or(DEFAULT_DISK_GIB)
+}
+
 fn validate(req: &CreateOrderRequest) -> Result<(), Error> {
     if req.gpu_count < 1 {
         return Err(Error::Validation("gpuCount: at least 1".into()));
+    }
+    if req.disk_gib.is_some_and(|d| d < 1) {
+        return Err(Error::Validation("diskGib: at least 1".into()));
     }
     match (&req.offer_id, &req.constraints) {
         (Some(_), Some(_)) => {
@@ -148,6 +161,11 @@ fn fingerprint(req: &CreateOrderRequest) -> String {
         "image": req.image,
         "team_id": req.team_id,
     });
+    // Only when given, so orders from before the field keep their prints.
+    let mut canonical = canonical;
+    if let Some(disk) = req.disk_gib {
+        canonical["disk_gib"] = disk.into();
+    }
     hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
 }
 
@@ -267,6 +285,7 @@ pub(crate) async fn candidates(deps: &Deps, req: &CreateOrderRequest) -> Result<
         countries: c.countries,
         regions: c.regions,
         min_reliability: c.min_reliability,
+        min_disk_gib: Some(disk_gib(req)),
         sort: Some(OfferSort::Price),
         first: Some((PLACEMENT_ATTEMPTS * 2) as i64),
         ..Default::default()
@@ -320,6 +339,12 @@ fn check_offer(req: &CreateOrderRequest, offer: &Offer) -> Result<(), Error> {
         return Err(Error::Validation(format!(
             "gpuCount: the machine has {} GPUs",
             offer.gpu_count
+        )));
+    }
+    if disk_gib(req) > offer.disk_gib {
+        return Err(Error::Validation(format!(
+            "diskGib: the machine has {} GiB of disk",
+            offer.disk_gib
         )));
     }
     Ok(())
@@ -497,6 +522,7 @@ async fn create_instance(
     allocation: &Allocation,
 ) -> Result<Instance, Error> {
     let commands = deps.config.commands_exchange.clone();
+    let events = deps.config.events_exchange.clone();
     let req = req.clone();
     let allocation = allocation.clone();
     let created = db
@@ -552,6 +578,7 @@ async fn create_instance(
                     instances::currency.eq(&allocation.currency),
                     instances::image.eq(&image),
                     instances::ssh_public_key.eq(&req.ssh_public_key),
+                    instances::disk_gib.eq(disk_gib(&req)),
                     instances::state.eq(InstanceState::Provisioning.as_str()),
                     instances::created_at.eq(at),
                     instances::updated_at.eq(at),
@@ -588,6 +615,7 @@ async fn create_instance(
             tracing::info!(order.id = %order_id, instance.id = %id, "instance provisioning");
             let row =
                 crate::instances::load(conn, id)?.ok_or_else(|| Error::NotFound(id.to_string()))?;
+            crate::instances::publish_storage_started(conn, &events, &row)?;
             Ok(row.into())
         })
         .await;
@@ -692,6 +720,7 @@ async fn insert_order(
                 orders::rental_type.eq(req.rental_type.as_str()),
                 orders::bid_per_gpu_hour.eq(req.bid_per_gpu_hour),
                 orders::constraints.eq(constraints),
+                orders::disk_gib.eq(req.disk_gib),
                 orders::state.eq(InstanceState::Pending.as_str()),
             ))
             .on_conflict((orders::tenant_id, orders::idempotency_key))
@@ -797,6 +826,7 @@ mod tests {
             ssh_public_key: None,
             image: None,
             team_id: None,
+            disk_gib: None,
         }
     }
 

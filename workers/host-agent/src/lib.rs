@@ -49,7 +49,10 @@ pub use inventory::{Inventory, Sampler};
 /// The AMQP client the agent speaks with, for tools and tests that need to
 /// speak the same protocol.
 pub use lapin;
-use protocol::{AgentCommand, HeartbeatReport, InventoryReport, Kind, SelfTestReport, StepResult};
+use protocol::{
+    AgentCommand, HeartbeatReport, InstanceCounters, InventoryReport, Kind, SelfTestReport,
+    StepResult,
+};
 
 const MIN_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
@@ -150,6 +153,16 @@ pub trait Executor: Send + Sync {
         &'a self,
         command: &'a AgentCommand,
     ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+
+    /// The network counters of the instances on `machine_id`, reported with
+    /// each heartbeat; none by default.
+    fn traffic<'a>(
+        &'a self,
+        machine_id: Uuid,
+    ) -> Pin<Box<dyn Future<Output = Vec<InstanceCounters>> + Send + 'a>> {
+        let _ = machine_id;
+        Box::pin(async { Vec::new() })
+    }
 }
 
 /// Commands carried out at once; more wait in the queue.
@@ -175,10 +188,12 @@ pub async fn run_with_executor(
     let sampler = Sampler::for_inventory(&config.inventory)?;
     let mut backoff = MIN_BACKOFF;
     let mut seq = 0u64;
+    // Heartbeat numbers start over with the process: this names the run.
+    let boot_id = Uuid::now_v7();
     loop {
         let started = tokio::time::Instant::now();
-        let error = match session(&config, uri.clone(), &sampler, &mut seq, executor.as_ref()).await
-        {
+        let run = (boot_id, &mut seq);
+        let error = match session(&config, uri.clone(), &sampler, run, executor.as_ref()).await {
             Ok(never) => match never {},
             Err(error) => error,
         };
@@ -200,7 +215,7 @@ async fn session(
     config: &AgentConfig,
     uri: AMQPUri,
     sampler: &Sampler,
-    seq: &mut u64,
+    (boot_id, seq): (Uuid, &mut u64),
     executor: Option<&Arc<dyn Executor>>,
 ) -> Result<std::convert::Infallible, Error> {
     let properties = ConnectionProperties::default().with_connection_name(LongString::from(
@@ -302,6 +317,10 @@ async fn session(
                 Vec::new()
             }
         };
+        let instances = match executor {
+            Some(executor) => executor.traffic(config.machine_id).await,
+            None => Vec::new(),
+        };
         *seq += 1;
         publish(
             &channel,
@@ -312,6 +331,8 @@ async fn session(
                 sent_at: now(),
                 seq: *seq,
                 gpus,
+                boot_id: Some(boot_id),
+                instances,
             },
         )
         .await?;

@@ -103,6 +103,26 @@ pub struct HeartbeatReport {
     /// Counts up from 1 within one run of the agent.
     pub seq: u64,
     pub gpus: Vec<GpuSample>,
+    /// Names this run of the agent (new at every start), so `(boot_id,
+    /// seq)` names one heartbeat for good. Absent from agents that report
+    /// no traffic.
+    #[serde(default)]
+    pub boot_id: Option<Uuid>,
+    /// The network counters of the instances on the machine.
+    #[serde(default)]
+    pub instances: Vec<InstanceCounters>,
+}
+
+/// One instance's network counters in a heartbeat: bytes since its
+/// container's network started counting. They only grow, except that a
+/// restart of the container (or of whatever counts) starts them from zero.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceCounters {
+    pub instance_id: Uuid,
+    /// Bytes the instance sent.
+    pub tx_bytes: u64,
+    /// Bytes the instance received.
+    pub rx_bytes: u64,
 }
 
 /// One check of a self-test.

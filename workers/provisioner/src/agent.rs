@@ -343,4 +343,31 @@ impl host_agent::Executor for SimulatedDriver {
             outcome.map_err(|e| e.to_string())
         })
     }
+
+    fn traffic<'a>(
+        &'a self,
+        machine_id: Uuid,
+    ) -> Pin<Box<dyn Future<Output = Vec<host_agent::protocol::InstanceCounters>> + Send + 'a>>
+    {
+        Box::pin(async move {
+            match SimulatedDriver::traffic(self, machine_id).await {
+                Ok(counters) => counters
+                    .into_iter()
+                    .map(|(instance_id, tx_bytes, rx_bytes)| {
+                        host_agent::protocol::InstanceCounters {
+                            instance_id,
+                            tx_bytes,
+                            rx_bytes,
+                        }
+                    })
+                    .collect(),
+                Err(error) => {
+                    // A heartbeat without counters beats none; the next one
+                    // carries them (they are cumulative).
+                    tracing::warn!(%error, "reading the simulated traffic failed");
+                    Vec::new()
+                }
+            }
+        })
+    }
 }

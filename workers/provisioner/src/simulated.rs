@@ -32,6 +32,8 @@ pub struct SimulatedDriver {
     latency: HashMap<Step, Duration>,
     /// Remaining injected failures per step.
     failures: Mutex<HashMap<Step, u32>>,
+    /// What each container sends per second (`GPUMARKET_SIM_TRAFFIC_BYTES_PER_SECOND`).
+    traffic_bytes_per_second: u64,
 }
 
 fn parse_map(raw: &str, what: &str) -> Result<HashMap<Step, u64>, Error> {
@@ -67,7 +69,39 @@ impl SimulatedDriver {
             db,
             latency,
             failures: Mutex::new(failures),
+            traffic_bytes_per_second: config.sim_traffic_bytes_per_second,
         })
+    }
+
+    /// The network counters of the containers on `machine_id`: `(instance,
+    /// sent, received)`, growing with each container's age, so a container
+    /// started again after a stop counts from zero (a counter reset, as on a
+    /// real host). Nothing when simulated traffic is off.
+    pub async fn traffic(&self, machine_id: Uuid) -> Result<Vec<(Uuid, u64, u64)>, Error> {
+        let rate = self.traffic_bytes_per_second;
+        if rate == 0 {
+            return Ok(Vec::new());
+        }
+        let containers: Vec<(Uuid, DateTime<Utc>)> = self
+            .db
+            .run(move |conn| {
+                sim_resources::table
+                    .filter(sim_resources::machine_id.eq(machine_id))
+                    .filter(sim_resources::kind.eq("container"))
+                    .select((sim_resources::instance_id, sim_resources::created_at))
+                    .load(conn)
+                    .map_err(Error::from)
+            })
+            .await?;
+        let now = Utc::now();
+        Ok(containers
+            .into_iter()
+            .map(|(instance_id, since)| {
+                let age = u64::try_from((now - since).num_seconds()).unwrap_or(0);
+                let sent = age.saturating_mul(rate);
+                (instance_id, sent, sent.saturating_mul(4))
+            })
+            .collect())
     }
 
     fn injected_failure(&self, step: Step) -> bool {

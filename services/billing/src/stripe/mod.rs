@@ -6,6 +6,7 @@
 //! however often the event is delivered. See `docs/billing-stripe.md`.
 
 pub mod client;
+pub mod connect;
 pub mod minor_units;
 pub mod signature;
 pub mod topups;

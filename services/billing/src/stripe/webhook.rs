@@ -267,6 +267,7 @@ fn credit(
         ))
         .execute(conn)?;
     if posted {
+        crate::invoices::pay_open_invoices(conn, top_up.tenant_id, currency)?;
         tracing::info!(tenant.id = %top_up.tenant_id, top_up.id = %top_up.id, %amount, "top-up credited");
         Ok(Outcome::Credited)
     } else {

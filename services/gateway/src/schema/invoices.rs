@@ -20,11 +20,22 @@ use crate::validate;
 pub struct InvoiceLine {
     instance_id: ID,
     meter: String,
-    /// Whole seconds, corrections included.
-    quantity_seconds: i64,
-    /// The unit of the quantity: `second`.
+    /// The line's quantity in `unit`, corrections included.
+    quantity: i64,
+    /// What `quantity` counts: `second` (GPU time), `gib_second` (storage),
+    /// `byte` (bandwidth).
     unit: String,
-    /// The rental's price per hour (all its GPUs).
+    /// The price per `pricingUnit` (all the rental's GPUs for GPU time).
+    unit_price: Decimal,
+    /// What `unitPrice` is per: `hour`, `gib_month` or `tb`.
+    pricing_unit: String,
+    /// `quantity` in pricing units (9 decimals): hours, GiB-months or TB.
+    pricing_quantity: Decimal,
+    #[graphql(deprecation = "the quantity in `unit` (seconds only for GPU lines): use `quantity`")]
+    quantity_seconds: i64,
+    #[graphql(
+        deprecation = "the price per `pricingUnit` (per hour only for GPU lines): use `unitPrice`"
+    )]
     unit_price_per_hour: Decimal,
     /// Usage from before this invoice's period that reached the ledger after
     /// that period's invoice was finalized (billed here as a delta).
@@ -41,9 +52,15 @@ pub struct InvoiceLine {
 
 impl From<api::InvoiceLine> for InvoiceLine {
     fn from(l: api::InvoiceLine) -> Self {
+        let pricing_unit = contracts::meters::pricing_unit(&l.meter);
+        let pricing_quantity = contracts::meters::pricing_quantity(&l.meter, l.quantity);
         Self {
             instance_id: l.instance_id.into(),
             meter: l.meter,
+            quantity: l.quantity,
+            unit_price: l.unit_price_per_hour,
+            pricing_unit: pricing_unit.to_owned(),
+            pricing_quantity,
             quantity_seconds: l.quantity,
             unit: l.unit,
             unit_price_per_hour: l.unit_price_per_hour,

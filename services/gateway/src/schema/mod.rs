@@ -1,12 +1,14 @@
 //! The GraphQL schema, one root per area merged into `Query` and `Mutation`.
 //! It knows nothing of HTTP: the caller's credential arrives as request data.
 
+mod dashboards;
 pub mod events;
 mod hosting;
 mod identity;
 mod invoices;
 mod market;
 mod money;
+mod payouts;
 mod quotas;
 mod rentals;
 
@@ -25,8 +27,10 @@ pub struct QueryRoot(
     rentals::RentalsQuery,
     money::MoneyQuery,
     invoices::InvoicesQuery,
+    payouts::PayoutsQuery,
     events::LifecycleQuery,
     quotas::QuotasQuery,
+    dashboards::DashboardsQuery,
 );
 
 #[derive(MergedObject, Default)]
@@ -37,6 +41,7 @@ pub struct MutationRoot(
     rentals::RentalsMutation,
     money::MoneyMutation,
     invoices::InvoicesMutation,
+    payouts::PayoutsMutation,
     events::LifecycleMutation,
     quotas::QuotasMutation,
 );

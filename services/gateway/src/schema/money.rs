@@ -45,19 +45,6 @@ pub struct Runway {
     warn_below_seconds: i64,
 }
 
-/// Whole seconds `balance` lasts at `per_hour`; None when nothing burns.
-fn runway_seconds(balance: Decimal, per_hour: Decimal) -> Option<i64> {
-    use rust_decimal::prelude::ToPrimitive;
-    if per_hour <= Decimal::ZERO {
-        return None;
-    }
-    if balance <= Decimal::ZERO {
-        return Some(0);
-    }
-    let seconds = (balance * Decimal::from(3600) / per_hour).floor();
-    Some(seconds.to_i64().unwrap_or(i64::MAX))
-}
-
 #[derive(SimpleObject)]
 pub struct HostEarnings {
     total: Decimal,
@@ -178,7 +165,7 @@ impl MoneyQuery {
             clients.billing.get::<api::Balance>(&balance_path),
             clients.metering.get::<api::BurnRate>(&burn_path),
         )?;
-        let runway = runway_seconds(balance.amount, burn.per_hour);
+        let runway = contracts::money::runway_seconds(balance.amount, burn.per_hour);
         let warn = clients.runway_warning_seconds;
         Ok(Runway {
             low: runway.is_some_and(|s| s < warn) || balance.amount <= Decimal::ZERO,
@@ -278,6 +265,7 @@ impl MoneyMutation {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use contracts::money::runway_seconds;
 
     fn d(s: &str) -> Decimal {
         s.parse().unwrap()

@@ -155,6 +155,10 @@ pub struct CreateOrderInput {
     /// A team (project) of your tenant: the order counts against its quota
     /// as well as the tenant's.
     team_id: Option<ID>,
+    /// The instance's disk in GiB, from 1 to the machine's disk (default
+    /// 20). Storage is billed at the offer's price per GB-month from the
+    /// instance's creation until it is destroyed, stopped or not.
+    disk_gib: Option<i32>,
 }
 
 #[derive(Default)]
@@ -222,6 +226,9 @@ impl RentalsMutation {
             .map(|id| validate::id("offerId", id))
             .transpose()?;
         validate::at_least("gpuCount", input.gpu_count, 1)?;
+        if let Some(disk) = input.disk_gib {
+            validate::at_least("diskGib", disk, 1)?;
+        }
         if let Some(bid) = input.bid_per_gpu_hour {
             validate::positive("bidPerGpuHour", bid)?;
         }
@@ -246,6 +253,7 @@ impl RentalsMutation {
                 .as_ref()
                 .map(|team| validate::id("teamId", team))
                 .transpose()?,
+            disk_gib: input.disk_gib,
         };
         let instance: api::Instance = clients::from_context(ctx)?
             .ordering

@@ -1,0 +1,12 @@
+ALTER TABLE billing.usage_details
+    DROP COLUMN unit_price,
+    DROP COLUMN quantity,
+    DROP COLUMN unit;
+DROP TABLE metering.traffic_samples;
+ALTER TABLE metering.intervals
+    DROP COLUMN unit_price,
+    DROP COLUMN disk_gib;
+ALTER TABLE ordering.instances
+    DROP COLUMN disk_gib;
+ALTER TABLE ordering.orders
+    DROP COLUMN disk_gib;

@@ -1,0 +1,10 @@
+DROP TABLE billing.payouts;
+DROP FUNCTION billing.guard_payout();
+DROP TABLE billing.payout_accounts;
+DROP INDEX billing.transactions_instance_usage;
+DROP TABLE billing.statement_items;
+DROP TABLE billing.statement_lines;
+DROP TABLE billing.statements;
+DROP FUNCTION billing.guard_statement_child();
+DROP FUNCTION billing.guard_statement();
+DROP TABLE billing.statement_counters;

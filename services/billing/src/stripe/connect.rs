@@ -1,0 +1,230 @@
+//! The Stripe Connect calls of host payouts, through async-stripe: create and
+//! read a host's connected account, and transfer earnings to it. Every create
+//! carries an idempotency key derived from our own id, so a retry after a
+//! lost answer (or a crash) gets the same Stripe object instead of a second
+//! one: for a transfer, the same money is never sent twice.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use platform::Config;
+use stripe::{ClientBuilder, IdempotencyKey, RequestStrategy, StripeError, StripeRequest};
+use stripe_connect::account::{
+    CreateAccount, CreateAccountCapabilities, CreateAccountCapabilitiesTransfers,
+    CreateAccountType, RetrieveAccount,
+};
+use stripe_connect::transfer::{CreateTransfer, ListTransfer};
+use uuid::Uuid;
+
+use crate::Error;
+
+/// A Stripe call that has not answered by then counts as unavailable.
+const TIMEOUT: Duration = Duration::from_secs(20);
+
+/// What billing keeps of a connected account.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AccountView {
+    pub id: String,
+    pub country: Option<String>,
+    pub email: Option<String>,
+    /// The `transfers` capability: `active`, `inactive`, `pending` (or
+    /// `none` when Stripe reports no such capability).
+    pub transfers_status: String,
+    pub payouts_enabled: bool,
+    pub details_submitted: bool,
+}
+
+/// A transfer of a payout to a host's connected account.
+pub struct NewTransfer<'a> {
+    pub payout_id: Uuid,
+    pub host_tenant_id: Uuid,
+    pub destination: &'a str,
+    pub amount_minor: i64,
+    /// ISO code; Stripe wants it in lower case.
+    pub currency: &'a str,
+}
+
+/// Why a transfer was not made.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TransferError {
+    /// Stripe answered and refused it: retrying the same request cannot
+    /// succeed, so the payout fails with this reason.
+    Refused(String),
+    /// No answer, or one that says nothing about the transfer (5xx, 429, a
+    /// timeout, a body we cannot parse): the transfer may or may not exist,
+    /// so the payout stays pending and is retried under the same key.
+    Unavailable(String),
+}
+
+#[derive(Clone)]
+pub struct ConnectApi {
+    client: stripe::Client,
+}
+
+impl ConnectApi {
+    pub fn from_config(config: &Config) -> Result<Self, Error> {
+        // async-stripe appends `v1/...` to the base as given.
+        let mut base = config.stripe_api_base.clone();
+        if !base.ends_with('/') {
+            base.push('/');
+        }
+        let client = ClientBuilder::new(config.stripe_secret_key.clone())
+            .url(base)
+            .timeout(TIMEOUT)
+            .app_info(
+                "gpumarket",
+                Some(env!("CARGO_PKG_VERSION").to_owned()),
+                None,
+            )
+            .build()
+            .map_err(|e| Error::Validation(format!("GPUMARKET_STRIPE_*: {e}")))?;
+        Ok(Self { client })
+    }
+
+    /// Creates the Express connected account of `host_tenant_id`, asking for
+    /// the `transfers` capability. The key is the tenant's, so concurrent or
+    /// repeated first calls make one account.
+    pub async fn create_account(
+        &self,
+        host_tenant_id: Uuid,
+        country: &str,
+        email: Option<&str>,
+    ) -> Result<AccountView, Error> {
+        let capabilities = CreateAccountCapabilities {
+            transfers: Some(CreateAccountCapabilitiesTransfers {
+                requested: Some(true),
+            }),
+            ..CreateAccountCapabilities::new()
+        };
+        let mut create = CreateAccount::new()
+            .type_(CreateAccountType::Express)
+            .country(country)
+            .capabilities(capabilities)
+            .metadata(HashMap::from([(
+                "host_tenant_id".to_owned(),
+                host_tenant_id.to_string(),
+            )]));
+        if let Some(email) = email {
+            create = create.email(email);
+        }
+        let account = create
+            .customize()
+            .request_strategy(idempotent(&format!(
+                "gpumarket-connect-account-{host_tenant_id}"
+            ))?)
+            .send(&self.client)
+            .await
+            .map_err(account_error)?;
+        Ok(view(account))
+    }
+
+    pub async fn retrieve_account(&self, id: &str) -> Result<AccountView, Error> {
+        let account = RetrieveAccount::new(id)
+            .send(&self.client)
+            .await
+            .map_err(account_error)?;
+        Ok(view(account))
+    }
+
+    /// Transfers a payout; the Stripe transfer's id. The idempotency key is
+    /// the payout's: whoever retries a payout gets its one transfer back.
+    pub async fn create_transfer(&self, new: &NewTransfer<'_>) -> Result<String, TransferError> {
+        let Ok(currency) = new
+            .currency
+            .to_ascii_lowercase()
+            .parse::<stripe_types::Currency>();
+        let strategy = idempotent(&payout_key(new.payout_id))
+            .map_err(|e| TransferError::Refused(e.to_string()))?;
+        let transfer = CreateTransfer::new(currency, new.destination)
+            .amount(new.amount_minor)
+            .description(format!("gpumarket payout {}", new.payout_id))
+            .transfer_group(transfer_group(new.payout_id))
+            .metadata(HashMap::from([
+                ("payout_id".to_owned(), new.payout_id.to_string()),
+                ("host_tenant_id".to_owned(), new.host_tenant_id.to_string()),
+            ]))
+            .customize()
+            .request_strategy(strategy)
+            .send(&self.client)
+            .await
+            .map_err(transfer_error)?;
+        Ok(transfer.id.to_string())
+    }
+
+    /// The transfer an earlier attempt made for a payout, found by its
+    /// transfer group. The idempotency key protects a retry only while Stripe
+    /// keeps it (24 hours); this holds for as long as the transfer exists.
+    /// Any error is `Unavailable`: not finding out is never a refusal.
+    pub async fn find_transfer(&self, payout_id: Uuid) -> Result<Option<String>, TransferError> {
+        let list = ListTransfer::new()
+            .transfer_group(transfer_group(payout_id))
+            .limit(1)
+            .send(&self.client)
+            .await
+            .map_err(|e| TransferError::Unavailable(e.to_string()))?;
+        Ok(list.data.into_iter().next().map(|t| t.id.to_string()))
+    }
+}
+
+/// The transfer group of a payout's transfer: how it is found again.
+pub fn transfer_group(payout_id: Uuid) -> String {
+    format!("payout_{payout_id}")
+}
+
+/// The Stripe idempotency key of a payout's transfer.
+pub fn payout_key(payout_id: Uuid) -> String {
+    format!("gpumarket-payout-{payout_id}")
+}
+
+fn view(account: stripe_shared::Account) -> AccountView {
+    AccountView {
+        id: account.id.to_string(),
+        country: account.country,
+        email: account.email,
+        transfers_status: account
+            .capabilities
+            .and_then(|c| c.transfers)
+            .map_or_else(|| "none".to_owned(), |s| s.as_str().to_owned()),
+        payouts_enabled: account.payouts_enabled.unwrap_or(false),
+        details_submitted: account.details_submitted.unwrap_or(false),
+    }
+}
+
+fn idempotent(key: &str) -> Result<RequestStrategy, Error> {
+    IdempotencyKey::new(key)
+        .map(RequestStrategy::Idempotent)
+        .map_err(|e| Error::Validation(format!("idempotency key: {e}")))
+}
+
+/// Stripe refusing an account (a country it does not support, say) is the
+/// caller's to fix; everything else is the provider's trouble.
+fn account_error(error: StripeError) -> Error {
+    match error {
+        StripeError::Stripe(api, 400) => Error::Validation(format!(
+            "country: Stripe refused the account: {}",
+            api.message.as_deref().unwrap_or("no reason given")
+        )),
+        StripeError::Stripe(api, 404) => Error::NotFound(format!(
+            "Stripe account: {}",
+            api.message.as_deref().unwrap_or("not found")
+        )),
+        other => Error::PaymentProvider(other.to_string()),
+    }
+}
+
+/// A 4xx other than 409 (a concurrent request with the same key still in
+/// flight) and 429 (rate limited) is Stripe's final word on the request.
+fn transfer_error(error: StripeError) -> TransferError {
+    match error {
+        StripeError::Stripe(api, status)
+            if (400..500).contains(&status) && status != 409 && status != 429 =>
+        {
+            let message = api.message.as_deref().unwrap_or("no reason given");
+            TransferError::Refused(match &api.code {
+                Some(code) => format!("Stripe refused the transfer ({}): {message}", code.as_str()),
+                None => format!("Stripe refused the transfer: {message}"),
+            })
+        }
+        other => TransferError::Unavailable(other.to_string()),
+    }
+}

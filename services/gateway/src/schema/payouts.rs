@@ -1,0 +1,391 @@
+//! Hosts' statements and payouts: the caller's host tenant's statements
+//! (finalized, and the preview of the current period), its Stripe connected
+//! account and its payouts; the operators' statement and payout runs.
+//! Billing answers for one host only (the one in the caller's token):
+//! another host's statement is NOT_FOUND.
+
+use async_graphql::{Context, ID, Object, SimpleObject};
+use contracts::api;
+use rust_decimal::Decimal;
+
+use super::instant;
+use crate::auth::{self, Access};
+use crate::clients;
+use crate::error::{GatewayError, GqlResult};
+use crate::validate;
+
+/// One statement line: one machine's usage of one meter, with the exact
+/// sums (9 decimals) of its ledger postings.
+#[derive(SimpleObject)]
+pub struct StatementLine {
+    /// None for usage recorded before machines were tracked on postings.
+    machine_id: Option<ID>,
+    gpu_model: Option<String>,
+    meter: String,
+    /// Usage of an earlier period that reached the ledger after that
+    /// period's statement was finalized.
+    earlier_period: bool,
+    /// Whole seconds, corrections included.
+    seconds: i64,
+    /// What renters paid.
+    gross: Decimal,
+    /// The platform's fee.
+    fee: Decimal,
+    /// The host's earnings: `gross − fee`.
+    net: Decimal,
+    /// Downtime credits renters received from the host's earnings.
+    downtime_credits: Decimal,
+    /// `net − downtimeCredits`.
+    amount: Decimal,
+    /// Ledger postings on the line.
+    postings: i32,
+}
+
+impl From<api::StatementLine> for StatementLine {
+    fn from(l: api::StatementLine) -> Self {
+        Self {
+            machine_id: l.machine_id.map(Into::into),
+            gpu_model: l.gpu_model,
+            meter: l.meter,
+            earlier_period: l.earlier_period,
+            seconds: l.seconds,
+            gross: l.gross,
+            fee: l.fee,
+            net: l.net,
+            downtime_credits: l.downtime_credits,
+            amount: l.amount,
+            postings: l.postings,
+        }
+    }
+}
+
+/// A host's statement of a period: what its machines earned, exactly as the
+/// ledger's postings on its earnings account. A finalized statement is
+/// numbered per host without gaps and never changes; a preview (`status`
+/// `draft`) has neither id nor number.
+#[derive(SimpleObject)]
+pub struct Statement {
+    id: Option<ID>,
+    number: Option<i64>,
+    /// `finalized`, or `draft` for the preview.
+    status: String,
+    period_start: String,
+    period_end: String,
+    currency: String,
+    seconds: i64,
+    gross: Decimal,
+    fee: Decimal,
+    net: Decimal,
+    downtime_credits: Decimal,
+    /// The sum of the lines: `net − downtimeCredits`.
+    earnings: Decimal,
+    /// Other postings on the earnings account.
+    adjustments: Decimal,
+    /// Payouts posted in this statement.
+    payouts: Decimal,
+    /// The earnings account after the previous statement.
+    opening_balance: Decimal,
+    /// `openingBalance + earnings + adjustments − payouts`.
+    closing_balance: Decimal,
+    finalized_at: Option<String>,
+    lines: Vec<StatementLine>,
+}
+
+impl From<api::Statement> for Statement {
+    fn from(s: api::Statement) -> Self {
+        Self {
+            id: s.id.map(Into::into),
+            number: s.number,
+            status: s.status,
+            period_start: instant(s.period_start),
+            period_end: instant(s.period_end),
+            currency: s.currency,
+            seconds: s.seconds,
+            gross: s.gross,
+            fee: s.fee,
+            net: s.net,
+            downtime_credits: s.downtime_credits,
+            earnings: s.earnings,
+            adjustments: s.adjustments,
+            payouts: s.payouts,
+            opening_balance: s.opening_balance,
+            closing_balance: s.closing_balance,
+            finalized_at: s.finalized_at.map(instant),
+            lines: s.lines.into_iter().map(Into::into).collect(),
+        }
+    }
+}
+
+/// What a statement run finalized (or found finalized) for its period end.
+#[derive(SimpleObject)]
+pub struct StatementRun {
+    period_end: String,
+    statements: Vec<Statement>,
+}
+
+/// The host's Stripe connected account, where payouts are transferred.
+#[derive(SimpleObject)]
+pub struct PayoutAccount {
+    stripe_account_id: String,
+    country: String,
+    email: Option<String>,
+    /// The account's `transfers` capability at Stripe: `active`, `pending`,
+    /// `inactive`. Payouts wait until it is `active`.
+    transfers_status: String,
+    payouts_enabled: bool,
+    details_submitted: bool,
+    created_at: String,
+}
+
+impl From<api::PayoutAccount> for PayoutAccount {
+    fn from(a: api::PayoutAccount) -> Self {
+        Self {
+            stripe_account_id: a.stripe_account_id,
+            country: a.country,
+            email: a.email,
+            transfers_status: a.transfers_status,
+            payouts_enabled: a.payouts_enabled,
+            details_submitted: a.details_submitted,
+            created_at: instant(a.created_at),
+        }
+    }
+}
+
+/// A transfer of earnings to the host's connected account.
+#[derive(SimpleObject)]
+pub struct Payout {
+    id: ID,
+    /// A whole number of the currency's minor units.
+    amount: Decimal,
+    currency: String,
+    /// `pending` (Stripe not answered yet), `paid` or `failed`.
+    status: String,
+    stripe_account_id: String,
+    stripe_transfer_id: Option<String>,
+    /// The ledger posting (`payout:{id}`), once paid.
+    posting_id: Option<String>,
+    failure_reason: Option<String>,
+    created_at: String,
+    paid_at: Option<String>,
+}
+
+impl From<api::Payout> for Payout {
+    fn from(p: api::Payout) -> Self {
+        Self {
+            id: p.id.into(),
+            amount: p.amount,
+            currency: p.currency,
+            status: p.status,
+            stripe_account_id: p.stripe_account_id,
+            stripe_transfer_id: p.stripe_transfer_id,
+            posting_id: p.transaction_id,
+            failure_reason: p.failure_reason,
+            created_at: instant(p.created_at),
+            paid_at: p.paid_at.map(instant),
+        }
+    }
+}
+
+/// What a payout run did for one host.
+#[derive(SimpleObject)]
+pub struct PayoutOutcome {
+    host_tenant_id: ID,
+    /// `paid`, `failed`, `pending` (retried by the next run), `skipped` or
+    /// `error`.
+    outcome: String,
+    /// What was available to pay (9 decimals).
+    available: Decimal,
+    payout: Option<Payout>,
+    reason: Option<String>,
+}
+
+impl From<api::PayoutOutcome> for PayoutOutcome {
+    fn from(o: api::PayoutOutcome) -> Self {
+        Self {
+            host_tenant_id: o.host_tenant_id.into(),
+            outcome: o.outcome,
+            available: o.available,
+            payout: o.payout.map(Into::into),
+            reason: o.reason,
+        }
+    }
+}
+
+#[derive(SimpleObject)]
+pub struct PayoutRun {
+    outcomes: Vec<PayoutOutcome>,
+}
+
+fn parse_period_end(
+    raw: Option<String>,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, GatewayError> {
+    raw.map(|s| {
+        chrono::DateTime::parse_from_rfc3339(&s)
+            .map(|t| t.with_timezone(&chrono::Utc))
+            .map_err(|_| {
+                GatewayError::validation(
+                    "periodEnd",
+                    "an RFC 3339 instant such as 2027-01-01T00:00:00Z",
+                )
+            })
+    })
+    .transpose()
+}
+
+#[derive(Default)]
+pub struct PayoutsQuery;
+
+#[Object]
+impl PayoutsQuery {
+    /// The caller's host tenant's statements, newest first (at most 100).
+    async fn statements(&self, ctx: &Context<'_>) -> GqlResult<Vec<Statement>> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let list: Vec<api::Statement> = clients::from_context(ctx)?
+            .billing
+            .get(&format!("/internal/statements/{}", principal.tenant_id))
+            .await?;
+        Ok(list.into_iter().map(Into::into).collect())
+    }
+
+    /// One of the caller's host tenant's statements, with its lines.
+    async fn statement(&self, ctx: &Context<'_>, id: ID) -> GqlResult<Statement> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let id = validate::id("id", &id)?;
+        let statement: api::Statement = clients::from_context(ctx)?
+            .billing
+            .get(&format!(
+                "/internal/statements/{}/{id}",
+                principal.tenant_id
+            ))
+            .await?;
+        Ok(statement.into())
+    }
+
+    /// The current period's statement as it stands: not stored, not numbered.
+    async fn statement_preview(&self, ctx: &Context<'_>) -> GqlResult<Statement> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let preview: api::Statement = clients::from_context(ctx)?
+            .billing
+            .get(&format!(
+                "/internal/statements/{}/preview",
+                principal.tenant_id
+            ))
+            .await?;
+        Ok(preview.into())
+    }
+
+    /// The caller's host tenant's payouts, newest first (at most 100).
+    async fn payouts(&self, ctx: &Context<'_>) -> GqlResult<Vec<Payout>> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let list: Vec<api::Payout> = clients::from_context(ctx)?
+            .billing
+            .get(&format!("/internal/payouts/{}", principal.tenant_id))
+            .await?;
+        Ok(list.into_iter().map(Into::into).collect())
+    }
+
+    /// The caller's host tenant's Stripe connected account (its state read
+    /// from Stripe when Stripe answers); null when there is none yet.
+    async fn payout_account(&self, ctx: &Context<'_>) -> GqlResult<Option<PayoutAccount>> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let result: Result<api::PayoutAccount, _> = clients::from_context(ctx)?
+            .billing
+            .get(&format!(
+                "/internal/payout-accounts/{}",
+                principal.tenant_id
+            ))
+            .await;
+        match result {
+            Ok(account) => Ok(Some(account.into())),
+            Err(e) if e.code == contracts::ErrorCode::NotFound => Ok(None),
+            Err(e) => Err(GatewayError::from(e).into()),
+        }
+    }
+}
+
+#[derive(Default)]
+pub struct PayoutsMutation;
+
+#[Object]
+impl PayoutsMutation {
+    /// Creates the caller's host tenant's Stripe connected account (Express,
+    /// with the `transfers` capability) to receive payouts. Calling it again
+    /// returns the same account.
+    async fn create_payout_account(
+        &self,
+        ctx: &Context<'_>,
+        country: String,
+        email: Option<String>,
+    ) -> GqlResult<PayoutAccount> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        validate::not_blank("country", &country)?;
+        let account: api::PayoutAccount = clients::from_context(ctx)?
+            .billing
+            .post(
+                "/internal/payout-accounts",
+                &api::CreatePayoutAccountRequest {
+                    host_tenant_id: principal.tenant_id,
+                    country,
+                    email,
+                },
+            )
+            .await?;
+        Ok(account.into())
+    }
+
+    /// Finalizes the host statements of the period ending at `periodEnd`
+    /// (RFC 3339; default: the start of the current period) for every host
+    /// with earnings not yet on a statement, or only `hostTenantId`. Running
+    /// it again returns the same statements. Operators only.
+    async fn run_statements(
+        &self,
+        ctx: &Context<'_>,
+        period_end: Option<String>,
+        host_tenant_id: Option<ID>,
+    ) -> GqlResult<StatementRun> {
+        auth::authorize(ctx, Access::Operator).await?;
+        let period_end = parse_period_end(period_end)?;
+        let host_tenant_id = host_tenant_id
+            .map(|t| validate::id("hostTenantId", &t))
+            .transpose()?;
+        let run: api::RunStatementsResult = clients::from_context(ctx)?
+            .billing
+            .post(
+                "/internal/statements/run",
+                &api::RunStatementsRequest {
+                    period_end,
+                    host_tenant_id,
+                },
+            )
+            .await?;
+        Ok(StatementRun {
+            period_end: instant(run.period_end),
+            statements: run.statements.into_iter().map(Into::into).collect(),
+        })
+    }
+
+    /// Pays every host with a connected account (or only `hostTenantId`)
+    /// whose available earnings reach the payout minimum, as billing's
+    /// schedule does. Safe to repeat: a host is never paid twice for the same
+    /// earnings. Operators only.
+    async fn run_payouts(
+        &self,
+        ctx: &Context<'_>,
+        host_tenant_id: Option<ID>,
+    ) -> GqlResult<PayoutRun> {
+        auth::authorize(ctx, Access::Operator).await?;
+        let host_tenant_id = host_tenant_id
+            .map(|t| validate::id("hostTenantId", &t))
+            .transpose()?;
+        let run: api::RunPayoutsResult = clients::from_context(ctx)?
+            .billing
+            .post(
+                "/internal/payouts/run",
+                &api::RunPayoutsRequest { host_tenant_id },
+            )
+            .await?;
+        Ok(PayoutRun {
+            outcomes: run.outcomes.into_iter().map(Into::into).collect(),
+        })
+    }
+}

@@ -1,0 +1,430 @@
+//! The storage and bandwidth meters (docs/metering.md).
+//!
+//! **Storage** is one interval per instance (`meter = 'storage'`, run 0)
+//! from the instance's creation to its destroy request (or its failure
+//! before it ever ran), running or stopped. Both events carry the whole
+//! snapshot, so whichever arrives first opens the interval and the end
+//! closes it; it is settled like GPU time.
+//!
+//! **Bandwidth** is one interval per instance and direction
+//! (`bandwidth_up`, `bandwidth_down`, run 0) whose `settled_seconds` counts
+//! the bytes announced so far. Counter samples are kept, keyed by (instance,
+//! boot, seq); the total is recomputed from all of them on every change and
+//! the difference from what was announced is announced, so duplicated, late
+//! or reordered samples give the same total, and a late one yields an extra
+//! segment (or a negative correction), never an edit.
+
+use chrono::{DateTime, Utc};
+use contracts::Envelope;
+use contracts::events::{
+    INSTANCE_STORAGE_ENDED, InstanceStorageEnded, InstanceStorageStarted, InstanceTraffic,
+};
+use diesel::prelude::*;
+use platform::Db;
+use platform::consumer::HandlerError;
+use rust_decimal::{Decimal, RoundingStrategy};
+use schema::metering::intervals;
+use schema::meters::traffic_samples;
+use uuid::Uuid;
+
+use crate::Error;
+use crate::intervals::{IntervalRow, announce, close_if_complete};
+
+pub use contracts::meters::{BANDWIDTH_DOWN, BANDWIDTH_UP, STORAGE};
+/// The meters measured in seconds between two instants.
+pub const TIME_METERS: [&str; 2] = [crate::intervals::GPU, STORAGE];
+/// What a bandwidth segment's `seconds` count.
+pub const BYTE: &str = "byte";
+/// The hours-per-month convention of storage prices (the catalog prices
+/// offers with the same one): 365 × 24 / 12.
+pub const HOURS_PER_MONTH: i64 = 730;
+
+/// Storage and bandwidth intervals are always the instance's only run.
+const RUN: i32 = 0;
+
+pub fn is_bandwidth(meter: &str) -> bool {
+    meter == BANDWIDTH_UP || meter == BANDWIDTH_DOWN
+}
+
+fn bad(kind: &str) -> impl Fn(serde_json::Error) -> HandlerError + '_ {
+    move |e| HandlerError::Permanent(format!("bad {kind} payload: {e}"))
+}
+
+/// `storage_started` or `storage_ended`: opens (or finds) the instance's
+/// storage and bandwidth intervals; an end also closes the storage one.
+/// A meter whose price is zero bills nothing and gets no interval.
+pub fn apply_storage(
+    conn: &mut PgConnection,
+    envelope: &Envelope,
+    events_exchange: &str,
+) -> Result<(), HandlerError> {
+    let (p, ended) = if envelope.kind == INSTANCE_STORAGE_ENDED {
+        let e: InstanceStorageEnded = envelope.payload().map_err(bad(&envelope.kind))?;
+        (e.storage, Some(e.ended_at))
+    } else {
+        let s: InstanceStorageStarted = envelope.payload().map_err(bad(&envelope.kind))?;
+        (s, None)
+    };
+    let correlation_id = envelope.correlation_id.clone();
+    if p.storage_price_per_gb_month > Decimal::ZERO && p.disk_gib > 0 {
+        let hourly = (p.storage_price_per_gb_month * Decimal::from(p.disk_gib)
+            / Decimal::from(HOURS_PER_MONTH))
+        .round_dp_with_strategy(9, RoundingStrategy::MidpointNearestEven);
+        let id = open(
+            conn,
+            &p,
+            STORAGE,
+            Some(hourly),
+            p.storage_price_per_gb_month,
+            Some(p.disk_gib),
+            ended,
+        )?;
+        if let Some(end) = ended {
+            // The first end stands: a repeat cannot move it.
+            diesel::update(intervals::table.find(id))
+                .filter(intervals::ended_at.is_null())
+                .set(intervals::ended_at.eq(end))
+                .execute(conn)?;
+        }
+        close_if_complete(conn, id, events_exchange, correlation_id.clone())?;
+    }
+    let mut any_bandwidth = false;
+    for (meter, price) in [
+        (BANDWIDTH_UP, p.bandwidth_up_price_per_tb),
+        (BANDWIDTH_DOWN, p.bandwidth_down_price_per_tb),
+    ] {
+        if price > Decimal::ZERO {
+            open(conn, &p, meter, None, price, None, None)?;
+            any_bandwidth = true;
+        }
+    }
+    if any_bandwidth {
+        settle_traffic(conn, p.instance_id, events_exchange, correlation_id)?;
+    }
+    Ok(())
+}
+
+/// The interval of `meter` for the instance, created from the snapshot when
+/// it does not exist yet; its id.
+fn open(
+    conn: &mut PgConnection,
+    p: &InstanceStorageStarted,
+    meter: &str,
+    price_per_hour: Option<Decimal>,
+    unit_price: Decimal,
+    disk_gib: Option<i32>,
+    ended_at: Option<DateTime<Utc>>,
+) -> QueryResult<Uuid> {
+    diesel::insert_into(intervals::table)
+        .values((
+            intervals::id.eq(Uuid::now_v7()),
+            intervals::instance_id.eq(p.instance_id),
+            intervals::tenant_id.eq(p.tenant_id),
+            intervals::host_tenant_id.eq(p.host_tenant_id),
+            intervals::meter.eq(meter),
+            intervals::run_seq.eq(RUN),
+            intervals::started_at.eq(p.started_at),
+            intervals::ended_at.eq(ended_at),
+            intervals::price_per_hour.eq(price_per_hour),
+            intervals::unit_price.eq(unit_price),
+            intervals::disk_gib.eq(disk_gib),
+            intervals::currency.eq(&p.currency),
+            intervals::machine_id.eq(p.machine_id),
+            intervals::gpu_model.eq((!p.gpu_model.is_empty()).then_some(&p.gpu_model)),
+        ))
+        .on_conflict((intervals::instance_id, intervals::meter, intervals::run_seq))
+        .do_nothing()
+        .execute(conn)?;
+    intervals::table
+        .filter(intervals::instance_id.eq(p.instance_id))
+        .filter(intervals::meter.eq(meter))
+        .filter(intervals::run_seq.eq(RUN))
+        .select(intervals::id)
+        .for_update()
+        .first(conn)
+}
+
+/// One traffic sample: kept once per (instance, boot, seq), then the
+/// instance's bandwidth is brought up to date.
+pub fn apply_traffic(
+    conn: &mut PgConnection,
+    envelope: &Envelope,
+    events_exchange: &str,
+) -> Result<(), HandlerError> {
+    let p: InstanceTraffic = envelope.payload().map_err(bad(&envelope.kind))?;
+    if p.tx_bytes < 0 || p.rx_bytes < 0 || p.seq < 0 {
+        return Err(HandlerError::Permanent(
+            "traffic counters and seq must not be negative".into(),
+        ));
+    }
+    diesel::insert_into(traffic_samples::table)
+        .values((
+            traffic_samples::instance_id.eq(p.instance_id),
+            traffic_samples::boot_id.eq(p.boot_id),
+            traffic_samples::seq.eq(p.seq),
+            traffic_samples::machine_id.eq(p.machine_id),
+            traffic_samples::sent_at.eq(p.sent_at),
+            traffic_samples::tx_bytes.eq(p.tx_bytes),
+            traffic_samples::rx_bytes.eq(p.rx_bytes),
+        ))
+        .on_conflict_do_nothing()
+        .execute(conn)?;
+    settle_traffic(
+        conn,
+        p.instance_id,
+        events_exchange,
+        envelope.correlation_id.clone(),
+    )?;
+    Ok(())
+}
+
+/// Announces the difference between the bytes the instance's samples add
+/// up to and what was announced. Locks the instance's bandwidth intervals,
+/// so two samples of one instance are settled one after the other; without
+/// them (the start has not arrived, or bandwidth is free) samples only wait.
+fn settle_traffic(
+    conn: &mut PgConnection,
+    instance_id: Uuid,
+    events_exchange: &str,
+    correlation_id: Option<String>,
+) -> QueryResult<()> {
+    let rows: Vec<IntervalRow> = intervals::table
+        .filter(intervals::instance_id.eq(instance_id))
+        .filter(intervals::meter.eq_any([BANDWIDTH_UP, BANDWIDTH_DOWN]))
+        .filter(intervals::run_seq.eq(RUN))
+        .order(intervals::meter)
+        .for_update()
+        .select(IntervalRow::as_select())
+        .load(conn)?;
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let samples: Vec<Sample> = traffic_samples::table
+        .filter(traffic_samples::instance_id.eq(instance_id))
+        .select((
+            traffic_samples::boot_id,
+            traffic_samples::seq,
+            traffic_samples::sent_at,
+            traffic_samples::tx_bytes,
+            traffic_samples::rx_bytes,
+        ))
+        .load::<(Uuid, i64, DateTime<Utc>, i64, i64)>(conn)?
+        .into_iter()
+        .map(|(boot_id, seq, sent_at, tx, rx)| Sample {
+            boot_id,
+            seq,
+            sent_at,
+            tx,
+            rx,
+        })
+        .collect();
+    let Some(newest) = samples.iter().map(|s| s.sent_at).max() else {
+        return Ok(());
+    };
+    let total = totals(&samples);
+    for row in rows {
+        let bytes = if row.meter == BANDWIDTH_UP {
+            total.tx
+        } else {
+            total.rx
+        };
+        if bytes == row.settled_seconds {
+            continue;
+        }
+        diesel::update(intervals::table.find(row.id))
+            .set(intervals::settled_seconds.eq(bytes))
+            .execute(conn)?;
+        // Dated no earlier than the interval's start, which the segment
+        // belongs to.
+        let seen = row.started_at.map_or(newest, |t0| newest.max(t0));
+        announce(
+            conn,
+            &row,
+            row.settled_seconds,
+            bytes,
+            Some(seen),
+            events_exchange,
+            correlation_id.clone(),
+        )?;
+        tracing::info!(instance.id = %instance_id, meter = %row.meter, bytes, "bandwidth recorded");
+    }
+    Ok(())
+}
+
+/// Brings up to date the bandwidth of every instance that received samples
+/// since `since`: a sample that committed while the instance's start was
+/// being applied (and so found no interval to settle) is counted here.
+pub async fn settle_recent_traffic(
+    db: &Db,
+    since: DateTime<Utc>,
+    events_exchange: &str,
+) -> Result<usize, Error> {
+    let instances: Vec<Uuid> = db
+        .run(move |conn| -> Result<Vec<Uuid>, Error> {
+            Ok(traffic_samples::table
+                .filter(traffic_samples::received_at.ge(since))
+                .select(traffic_samples::instance_id)
+                .distinct()
+                .limit(10_000)
+                .load(conn)?)
+        })
+        .await?;
+    let n = instances.len();
+    for instance_id in instances {
+        let exchange = events_exchange.to_owned();
+        db.tx(move |conn| -> Result<(), Error> {
+            settle_traffic(conn, instance_id, &exchange, None)?;
+            Ok(())
+        })
+        .await?;
+    }
+    Ok(n)
+}
+
+/// One sample of an instance's cumulative counters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Sample {
+    pub boot_id: Uuid,
+    pub seq: i64,
+    pub sent_at: DateTime<Utc>,
+    pub tx: i64,
+    pub rx: i64,
+}
+
+/// Bytes sent and received.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Totals {
+    pub tx: i64,
+    pub rx: i64,
+}
+
+/// What a counter moved from `prev` to `cur`: the difference, or, when it
+/// went down, `cur` (it was reset and counted from zero since).
+pub fn counter_delta(prev: i64, cur: i64) -> i64 {
+    if cur >= prev { cur - prev } else { cur }
+}
+
+/// The bytes a set of samples adds up to, whatever order they came in and
+/// however often each came. Samples are put in the order they were taken:
+/// boots by their earliest sample (then by id), a boot's samples by `seq`;
+/// one (boot, seq) counts once. The counters start at zero when the
+/// instance is created.
+pub fn totals(samples: &[Sample]) -> Totals {
+    let mut boot_start: std::collections::HashMap<Uuid, DateTime<Utc>> =
+        std::collections::HashMap::new();
+    for s in samples {
+        boot_start
+            .entry(s.boot_id)
+            .and_modify(|t| *t = (*t).min(s.sent_at))
+            .or_insert(s.sent_at);
+    }
+    let mut ordered: Vec<&Sample> = samples.iter().collect();
+    ordered.sort_by_key(|s| (boot_start.get(&s.boot_id).copied(), s.boot_id, s.seq));
+    ordered.dedup_by_key(|s| (s.boot_id, s.seq));
+    let (mut total, mut prev) = (Totals::default(), Totals::default());
+    for s in ordered {
+        total.tx = total.tx.saturating_add(counter_delta(prev.tx, s.tx));
+        total.rx = total.rx.saturating_add(counter_delta(prev.rx, s.rx));
+        prev = Totals { tx: s.tx, rx: s.rx };
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn at(s: i64) -> DateTime<Utc> {
+        DateTime::<Utc>::from_timestamp(1_800_000_000 + s, 0).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_reset_counts_from_zero() {
+        assert_eq!(counter_delta(100, 150), 50);
+        assert_eq!(counter_delta(100, 30), 30);
+        assert_eq!(counter_delta(0, 0), 0);
+        let boot = Uuid::from_u128(1);
+        let s = |seq: i64, tx: i64| Sample {
+            boot_id: boot,
+            seq,
+            sent_at: at(seq),
+            tx,
+            rx: 0,
+        };
+        // 100, then a container restart at 40 going on to 70: 170 bytes.
+        let samples = [s(1, 60), s(2, 100), s(3, 40), s(4, 70)];
+        assert_eq!(totals(&samples).tx, 170);
+        let mut shuffled = vec![samples[3], samples[1], samples[0], samples[3], samples[2]];
+        assert_eq!(totals(&shuffled).tx, 170);
+        shuffled.reverse();
+        assert_eq!(totals(&shuffled).tx, 170);
+    }
+
+    /// Lifetimes of a counter (each from zero), sampled; each lifetime after
+    /// the first begins in a new agent boot or the same one (a container
+    /// restart), and its first sample is below the last sample of the one
+    /// before (otherwise a reset cannot be told from traffic).
+    fn lifetimes() -> impl Strategy<Value = Vec<(bool, Vec<(i64, i64)>)>> {
+        proptest::collection::vec(
+            (
+                any::<bool>(),
+                proptest::collection::vec((0i64..1_000_000, 0i64..1_000_000), 1..8),
+            ),
+            1..6,
+        )
+    }
+
+    proptest! {
+        /// Samples duplicated and shuffled add up to what they add up to in
+        /// order, which is the sum of each counter lifetime's last sample.
+        #[test]
+        fn duplicates_and_order_do_not_change_the_total(
+            lives in lifetimes(),
+            dupes in proptest::collection::vec(any::<proptest::sample::Index>(), 0..20),
+            seed in any::<u64>(),
+        ) {
+            let mut samples = Vec::new();
+            let (mut boot, mut seq, mut t) = (0u128, 0i64, 0i64);
+            let (mut last_tx, mut last_rx) = (0i64, 0i64);
+            let mut expected = Totals::default();
+            for (i, (new_boot, increments)) in lives.iter().enumerate() {
+                if i > 0 && *new_boot {
+                    boot += 1;
+                    seq = 0;
+                }
+                let (mut tx, mut rx) = (0i64, 0i64);
+                for (j, (dtx, drx)) in increments.iter().enumerate() {
+                    tx += dtx;
+                    rx += drx;
+                    if i > 0 && j == 0 {
+                        // The first sample after a reset is below the last.
+                        if last_tx > 0 { tx %= last_tx; }
+                        if last_rx > 0 { rx %= last_rx; }
+                    }
+                    seq += 1;
+                    t += 1;
+                    samples.push(Sample { boot_id: Uuid::from_u128(boot), seq, sent_at: at(t), tx, rx });
+                }
+                expected.tx += tx;
+                expected.rx += rx;
+                last_tx = tx;
+                last_rx = rx;
+            }
+            prop_assert_eq!(totals(&samples), expected);
+            let mut mixed = samples.clone();
+            for d in &dupes {
+                mixed.push(*d.get(&samples));
+            }
+            // A deterministic shuffle from the seed.
+            let mut state = seed | 1;
+            for i in (1..mixed.len()).rev() {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                mixed.swap(i, (state % (i as u64 + 1)) as usize);
+            }
+            prop_assert_eq!(totals(&mixed), expected);
+        }
+    }
+}
