@@ -167,6 +167,20 @@ async fn meters_storage_is_billed_from_creation_through_a_stop_until_destroy() {
     tokio::time::sleep(Duration::from_millis(2500)).await;
     assert!(charged(&env, &id, "storage") > storage_at_stop);
     assert_eq!(charged(&env, &id, "gpu"), gpu_at_stop);
+    // And the runway burns at the disk's rate: 50 GiB × 7.3 / 730 h.
+    let runway = renter
+        .run("{ runway { burnRatePerHour runningInstances } }", json!({}))
+        .await
+        .expect("runway")["runway"]
+        .clone();
+    assert_eq!(runway["runningInstances"], 0, "{runway}");
+    assert_eq!(
+        runway["burnRatePerHour"]
+            .as_str()
+            .and_then(|v| v.parse::<Decimal>().ok()),
+        Some(Decimal::new(5, 1)),
+        "{runway}"
+    );
     act(&renter, "destroyInstance", &id).await;
 
     let created = instant(

@@ -635,8 +635,9 @@ pub struct Balance {
     pub currency: String,
 }
 
-/// What a tenant's running rentals cost per hour right now (the sum of the
-/// rates of its open GPU intervals, from metering).
+/// What a tenant's rentals cost per hour right now (the sum of the rates of
+/// its open GPU and storage intervals, from metering); `running_intervals`
+/// counts the GPU ones (rentals running).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BurnRate {
     pub tenant_id: Uuid,

@@ -65,19 +65,64 @@ fn minor(amount: Decimal, currency: &str) -> String {
     a.to_string()
 }
 
-/// The invoice's lines as FOCUS rows, with a header line; CRLF line ends.
+/// What differs between the rows of one invoice; the billing period,
+/// currency, provider and sub-account columns are the invoice's.
+struct Charge {
+    cost: String,
+    period: (DateTime<Utc>, DateTime<Utc>),
+    category: &'static str,
+    description: String,
+    /// Consumed quantity and unit, pricing quantity and unit, list unit
+    /// price; empty for a credit.
+    quantities: [String; 5],
+    resource: String,
+    sku: String,
+}
+
+fn push_row(out: &mut String, invoice: &api::Invoice, charge: Charge) {
+    let [consumed, consumed_unit, pricing, pricing_unit, unit_price] = charge.quantities;
+    let row = [
+        charge.cost.clone(),
+        charge.cost.clone(),
+        charge.cost,
+        invoice.currency.clone(),
+        instant(invoice.period_start),
+        instant(invoice.period_end),
+        instant(charge.period.0),
+        instant(charge.period.1),
+        charge.category.to_owned(),
+        charge.description,
+        consumed,
+        consumed_unit,
+        pricing,
+        pricing_unit,
+        unit_price,
+        charge.resource.clone(),
+        charge.resource,
+        SERVICE_NAME.to_owned(),
+        SERVICE_CATEGORY.to_owned(),
+        PROVIDER.to_owned(),
+        PROVIDER.to_owned(),
+        PROVIDER.to_owned(),
+        invoice.tenant_id.to_string(),
+        charge.sku,
+    ];
+    let row: Vec<String> = row.iter().map(|f| field(f)).collect();
+    out.push_str(&row.join(","));
+    out.push_str("\r\n");
+}
+
+/// The invoice's lines as FOCUS rows, then its credit notes, with a header
+/// line; CRLF line ends.
 pub fn csv(invoice: &api::Invoice) -> String {
     let mut out = COLUMNS.join(",");
     out.push_str("\r\n");
     let currency = invoice.currency.as_str();
-    let sub_account = invoice.tenant_id.to_string();
     for line in &invoice.lines {
-        let cost = minor(line.amount, currency);
         // Measured in the meter's unit (seconds, GiB-seconds, bytes), priced
         // per its pricing unit (hour, GiB-month, TB): the pricing quantity
-        // is the quantity in pricing units, to the ledger's 9 decimals
-        // (ListUnitPrice × PricingQuantity equals ListCost up to that and
-        // the line's one rounding).
+        // is the quantity in pricing units (ListUnitPrice × PricingQuantity
+        // equals ListCost up to its decimals and the line's one rounding).
         let pricing_quantity = meters::pricing_quantity(&line.meter, line.quantity);
         let (consumed_unit, pricing_unit, per) = match meters::pricing_unit(&line.meter) {
             "gib_month" => ("GiB-Seconds", "GiB-Months", "GiB-month"),
@@ -93,71 +138,43 @@ pub fn csv(invoice: &api::Invoice) -> String {
         if line.earlier_period {
             description.push_str(" (from an earlier period, reached the ledger after its invoice)");
         }
-        let resource = line.instance_id.to_string();
-        let row = [
-            cost.clone(),
-            cost.clone(),
-            cost,
-            currency.to_owned(),
-            instant(invoice.period_start),
-            instant(invoice.period_end),
-            instant(line.charge_period_start),
-            instant(line.charge_period_end),
-            "Usage".to_owned(),
-            description,
-            line.quantity.to_string(),
-            consumed_unit.to_owned(),
-            pricing_quantity.to_string(),
-            pricing_unit.to_owned(),
-            line.unit_price_per_hour.normalize().to_string(),
-            resource.clone(),
-            resource,
-            SERVICE_NAME.to_owned(),
-            SERVICE_CATEGORY.to_owned(),
-            PROVIDER.to_owned(),
-            PROVIDER.to_owned(),
-            PROVIDER.to_owned(),
-            sub_account.clone(),
-            line.meter.clone(),
-        ];
-        let row: Vec<String> = row.iter().map(|f| field(f)).collect();
-        out.push_str(&row.join(","));
-        out.push_str("\r\n");
+        push_row(
+            &mut out,
+            invoice,
+            Charge {
+                cost: minor(line.amount, currency),
+                period: (line.charge_period_start, line.charge_period_end),
+                category: "Usage",
+                description,
+                quantities: [
+                    line.quantity.to_string(),
+                    consumed_unit.to_owned(),
+                    pricing_quantity.to_string(),
+                    pricing_unit.to_owned(),
+                    line.unit_price_per_hour.normalize().to_string(),
+                ],
+                resource: line.instance_id.to_string(),
+                sku: line.meter.clone(),
+            },
+        );
     }
     for note in &invoice.credit_notes {
         // FOCUS: a credit is its own charge category, negative, with no
-        // consumption or pricing columns; it applies to the invoice's
-        // billing period as a whole.
-        let cost = minor(-note.amount, currency);
-        let row = [
-            cost.clone(),
-            cost.clone(),
-            cost,
-            currency.to_owned(),
-            instant(invoice.period_start),
-            instant(invoice.period_end),
-            instant(invoice.period_start),
-            instant(invoice.period_end),
-            "Credit".to_owned(),
-            format!("credit note {}: {}", note.number, note.reason),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            String::new(),
-            SERVICE_NAME.to_owned(),
-            SERVICE_CATEGORY.to_owned(),
-            PROVIDER.to_owned(),
-            PROVIDER.to_owned(),
-            PROVIDER.to_owned(),
-            sub_account.clone(),
-            String::new(),
-        ];
-        let row: Vec<String> = row.iter().map(|f| field(f)).collect();
-        out.push_str(&row.join(","));
-        out.push_str("\r\n");
+        // consumption, pricing or resource columns; it applies to the
+        // invoice's billing period as a whole.
+        push_row(
+            &mut out,
+            invoice,
+            Charge {
+                cost: minor(-note.amount, currency),
+                period: (invoice.period_start, invoice.period_end),
+                category: "Credit",
+                description: format!("credit note {}: {}", note.number, note.reason),
+                quantities: Default::default(),
+                resource: String::new(),
+                sku: String::new(),
+            },
+        );
     }
     out
 }

@@ -549,17 +549,24 @@ pub async fn finalize_period(
     tenant_id: Uuid,
     period_end: DateTime<Utc>,
 ) -> Result<Option<api::Invoice>, Error> {
-    // The database keeps microseconds: the period end is compared with what
-    // it stored, so it is cut to microseconds before anything else.
+    let period_end = ended(period_end)?;
+    let settings = settings.clone();
+    db.tx(move |conn| finalize_in(conn, &settings, period, tenant_id, period_end))
+        .await
+}
+
+/// A period end to finalize (an invoice or a statement): cut to the
+/// microseconds the database keeps, so a repeat with the same instant finds
+/// what it stored, and refused when it is still ahead (usage could still
+/// arrive within it).
+pub fn ended(period_end: DateTime<Utc>) -> Result<DateTime<Utc>, Error> {
     let period_end = period_end.trunc_subsecs(6);
     if period_end > Utc::now() {
         return Err(Error::Validation(
             "periodEnd: a period that has not ended cannot be finalized".into(),
         ));
     }
-    let settings = settings.clone();
-    db.tx(move |conn| finalize_in(conn, &settings, period, tenant_id, period_end))
-        .await
+    Ok(period_end)
 }
 
 /// The invoicing run for a period end (default: the start of the current

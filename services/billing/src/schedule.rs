@@ -1,6 +1,6 @@
-//! The invoicing schedule: when a period has ended, every tenant's invoice
-//! for it is finalized without an operator (`runInvoices` remains for
-//! reruns and other ends). The run is idempotent and races safely with
+//! The invoicing schedule: when a period has ended, every renter's invoice
+//! and every host's statement for it are finalized without an operator
+//! (`runInvoices` and `runStatements` remain for reruns and other ends). The run is idempotent and races safely with
 //! other replicas (one invoice per tenant and period end, gapless numbers),
 //! so each replica simply runs it whenever the period end it last ran for
 //! is behind.
@@ -14,6 +14,7 @@ use platform::{Config, Db};
 use tracing::Instrument;
 
 use crate::invoices::{self, InvoicePeriod};
+use crate::statements;
 use crate::{Error, Settings};
 
 /// The period end a run at `now` invoices, when it is newer than the last
@@ -32,7 +33,7 @@ pub fn due(
 }
 
 /// Checks every `GPUMARKET_INVOICE_SCHEDULE_SECS` (0: never) and runs the
-/// invoicing of a period that ended. At start-up it runs for the last
+/// invoicing (invoices and statements) of a period that ended. At start-up it runs for the last
 /// ended period (a no-op when it is done), so a restart across a period end
 /// misses nothing.
 pub async fn run_invoice_schedule(config: Arc<Config>, db: Db) -> Result<(), Error> {
@@ -49,19 +50,12 @@ pub async fn run_invoice_schedule(config: Arc<Config>, db: Db) -> Result<(), Err
         let Some(end) = due(period, Utc::now(), last_run_for) else {
             continue;
         };
-        let run = invoices::run_invoices(
-            &db,
-            &settings,
-            period,
-            api::RunInvoicesRequest {
-                period_end: Some(end),
-                tenant_id: None,
-            },
-        )
-        .instrument(tracing::info_span!("invoice_schedule", period_end = %end));
-        match run.await {
-            Ok(result) => {
-                tracing::info!(period_end = %end, invoices = result.invoices.len(), "scheduled invoicing run done");
+        match run_period(&db, &settings, period, end)
+            .instrument(tracing::info_span!("invoice_schedule", period_end = %end))
+            .await
+        {
+            Ok((invoices, statements)) => {
+                tracing::info!(period_end = %end, invoices, statements, "scheduled invoicing run done");
                 last_run_for = Some(end);
             }
             // Tried again at the next check.
@@ -70,6 +64,37 @@ pub async fn run_invoice_schedule(config: Arc<Config>, db: Db) -> Result<(), Err
             }
         }
     }
+}
+
+/// Renters' invoices, then hosts' statements, for the period ending at
+/// `end`; how many of each the run finalized (or found finalized).
+async fn run_period(
+    db: &Db,
+    settings: &Settings,
+    period: InvoicePeriod,
+    end: DateTime<Utc>,
+) -> Result<(usize, usize), Error> {
+    let invoiced = invoices::run_invoices(
+        db,
+        settings,
+        period,
+        api::RunInvoicesRequest {
+            period_end: Some(end),
+            tenant_id: None,
+        },
+    )
+    .await?;
+    let stated = statements::run_statements(
+        db,
+        settings,
+        period,
+        api::RunStatementsRequest {
+            period_end: Some(end),
+            host_tenant_id: None,
+        },
+    )
+    .await?;
+    Ok((invoiced.invoices.len(), stated.statements.len()))
 }
 
 #[cfg(test)]

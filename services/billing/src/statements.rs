@@ -483,14 +483,7 @@ pub async fn finalize_period(
     host_tenant_id: Uuid,
     period_end: DateTime<Utc>,
 ) -> Result<Option<api::Statement>, Error> {
-    // The database keeps microseconds: a repeat with the same instant must
-    // find what it stored.
-    let period_end = period_end.trunc_subsecs(6);
-    if period_end > Utc::now() {
-        return Err(Error::Validation(
-            "periodEnd: a period that has not ended cannot be finalized".into(),
-        ));
-    }
+    let period_end = crate::invoices::ended(period_end)?;
     let settings = settings.clone();
     db.tx(move |conn| finalize_in(conn, &settings, period, host_tenant_id, period_end))
         .await

@@ -325,18 +325,20 @@ pub async fn lookup(db: &Db, instance_ids: Vec<Uuid>) -> Result<Vec<api::GpuInte
 /// balance burns per hour now.
 pub async fn burn_rate(db: &Db, tenant_id: Uuid) -> Result<api::BurnRate, Error> {
     db.run(move |conn| {
-        let rates: Vec<Option<Decimal>> = intervals::table
+        // Storage burns too, while the instance is stopped as well; traffic
+        // has no rate (it is billed by the byte as it is reported).
+        let rates: Vec<(String, Option<Decimal>)> = intervals::table
             .filter(intervals::tenant_id.eq(tenant_id))
-            .filter(intervals::meter.eq(GPU))
+            .filter(intervals::meter.eq_any([GPU, crate::meters::STORAGE]))
             .filter(intervals::started_at.is_not_null())
             .filter(intervals::ended_at.is_null())
             .filter(intervals::recorded_at.is_null())
-            .select(intervals::price_per_hour)
+            .select((intervals::meter, intervals::price_per_hour))
             .load(conn)?;
         Ok(api::BurnRate {
             tenant_id,
-            per_hour: rates.iter().flatten().sum(),
-            running_intervals: rates.len() as i64,
+            per_hour: rates.iter().filter_map(|(_, rate)| *rate).sum(),
+            running_intervals: rates.iter().filter(|(meter, _)| meter == GPU).count() as i64,
         })
     })
     .await
