@@ -3,7 +3,7 @@ export CARGO_TARGET_DIR ?= /var/tmp/gpumarket-target
 
 NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
 
-.PHONY: run run-split test services lint fmt sdl deploy-validate bench
+.PHONY: run run-split test services lint fmt sdl deploy-validate bench security
 
 ## make run: start Postgres and RabbitMQ if needed, migrate, seed, run everything.
 run: services
@@ -21,6 +21,10 @@ ifeq ($(NEXTEST),yes)
 else
 	cargo test --workspace --no-fail-fast
 endif
+
+## make security: the security suite alone (docs/security.md); `make test` runs it too.
+security: services
+	cargo nextest run -p gpumarket --test system -E 'test(/security::/)'
 
 services:
 	bash deploy/local/ensure-services.sh

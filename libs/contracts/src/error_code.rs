@@ -16,6 +16,9 @@ pub enum ErrorCode {
     Conflict,
     /// The machine's price at commit is above the order's maximum.
     PriceAboveMax,
+    /// Too many requests from one API key, token or address; the HTTP
+    /// answer says when to retry (`Retry-After`).
+    RateLimited,
     Unavailable,
     Internal,
 }
@@ -32,6 +35,7 @@ impl ErrorCode {
             ErrorCode::InsufficientFunds => "INSUFFICIENT_FUNDS",
             ErrorCode::Conflict => "CONFLICT",
             ErrorCode::PriceAboveMax => "PRICE_ABOVE_MAX",
+            ErrorCode::RateLimited => "RATE_LIMITED",
             ErrorCode::Unavailable => "UNAVAILABLE",
             ErrorCode::Internal => "INTERNAL",
         }
@@ -49,6 +53,7 @@ impl ErrorCode {
             ErrorCode::InsufficientFunds => 402,
             ErrorCode::Conflict => 409,
             ErrorCode::PriceAboveMax => 409,
+            ErrorCode::RateLimited => 429,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
         }
@@ -77,6 +82,7 @@ mod tests {
             ErrorCode::QuotaExceeded,
             ErrorCode::InsufficientCapacity,
             ErrorCode::InsufficientFunds,
+            ErrorCode::RateLimited,
         ] {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -177,6 +177,12 @@ pub struct Config {
     /// not been invoiced; 0 for none (operators call `runInvoices`).
     /// `GPUMARKET_INVOICE_SCHEDULE_SECS`.
     pub invoice_schedule_secs: u64,
+    /// The gateway's token bucket per API key, user token or (anonymous)
+    /// client address: sustained requests per minute (0 turns it off) and
+    /// how many may come at once. `GPUMARKET_RATE_LIMIT_PER_MINUTE`,
+    /// `GPUMARKET_RATE_LIMIT_BURST`.
+    pub rate_limit_per_minute: u32,
+    pub rate_limit_burst: u32,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -327,6 +333,8 @@ impl Config {
             payout_minimum: var("GPUMARKET_PAYOUT_MINIMUM", "10.00"),
             payout_hold_seconds: parsed("GPUMARKET_PAYOUT_HOLD_SECONDS", 86_400)?,
             invoice_schedule_secs: parsed("GPUMARKET_INVOICE_SCHEDULE_SECS", 300)?,
+            rate_limit_per_minute: parsed("GPUMARKET_RATE_LIMIT_PER_MINUTE", 1200)?,
+            rate_limit_burst: parsed("GPUMARKET_RATE_LIMIT_BURST", 240)?,
         })
     }
 

@@ -51,8 +51,10 @@ where
     H: Fn(Envelope) -> Fut + Send + Sync + Clone + 'static,
     Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
 {
+    crate::metrics::watch_queues(&config);
+    let label: Arc<str> = Arc::from(queue_label(&queue));
     loop {
-        let on_delivery = |delivery| handle_delivery(delivery, handler.clone());
+        let on_delivery = |delivery| handle_delivery(delivery, handler.clone(), label.clone());
         if let Err(error) = consume_once(&config, &queue, on_delivery).await {
             tracing::warn!(%error, queue, "consumer restarting");
         }
@@ -107,12 +109,42 @@ fn delivery_count(delivery: &Delivery) -> i64 {
         })
 }
 
+/// The queue as a metric label: per-host queues (`host.<machine_id>`) and
+/// the broker-named queues of gateway subscriptions (`amq.gen-...`) fold into
+/// one series each, so a growing fleet does not grow the label set.
+pub fn queue_label(queue: &str) -> String {
+    match queue.split_once('.') {
+        Some(("host", _)) => "host.*".to_owned(),
+        Some(("amq", _)) => "amq.*".to_owned(),
+        _ => queue.to_owned(),
+    }
+}
+
+/// An envelope's kind as a metric label. Kinds are our own constants, but
+/// the field comes off the wire: anything unexpected is folded.
+fn kind_label(kind: &str) -> String {
+    let plain = kind.len() <= 64
+        && kind
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'.' || b == b'_');
+    if plain {
+        kind.to_owned()
+    } else {
+        "other".to_owned()
+    }
+}
+
 /// Acks a handled message, dead-letters a permanent failure, and retries a
 /// transient one after a delay that grows with the broker's delivery count.
-async fn settle(delivery: &Delivery, kind: &str, result: Result<(), HandlerError>) {
+async fn settle(delivery: &Delivery, queue: &str, kind: &str, result: Result<(), HandlerError>) {
+    if delivery.redelivered || delivery_count(delivery) > 0 {
+        crate::metrics::MESSAGES_REDELIVERED
+            .with_label_values(&[queue, kind])
+            .inc();
+    }
     let count = |outcome: &str| {
         crate::metrics::MESSAGES_CONSUMED
-            .with_label_values(&[kind, outcome])
+            .with_label_values(&[queue, kind, outcome])
             .inc();
     };
     match result {
@@ -149,7 +181,7 @@ async fn settle(delivery: &Delivery, kind: &str, result: Result<(), HandlerError
     }
 }
 
-async fn handle_delivery<H, Fut>(delivery: Delivery, handler: H)
+async fn handle_delivery<H, Fut>(delivery: Delivery, handler: H, queue: Arc<str>)
 where
     H: Fn(Envelope) -> Fut,
     Fut: Future<Output = Result<(), HandlerError>>,
@@ -176,11 +208,15 @@ where
         correlation_id = envelope.correlation_id.as_deref().unwrap_or(""),
         attempt = delivery_count(&delivery) + 1,
     );
-    let kind = envelope.kind.clone();
+    let kind = kind_label(&envelope.kind);
+    let started = std::time::Instant::now();
     let work = async move {
         // Calls this handler makes carry the message's correlation id.
         let result = crate::http::with_correlation_id(correlation_id, handler(envelope)).await;
-        settle(&delivery, &kind, result).await;
+        settle(&delivery, &queue, &kind, result).await;
+        crate::metrics::MESSAGE_SECONDS
+            .with_label_values(&[&*queue, kind.as_str()])
+            .observe(started.elapsed().as_secs_f64());
     };
     work.instrument(span).await;
 }
@@ -265,8 +301,10 @@ where
     H: Fn(RawMessage) -> Fut + Send + Sync + Clone + 'static,
     Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
 {
+    crate::metrics::watch_queues(&config);
+    let label: Arc<str> = Arc::from(queue_label(&queue));
     loop {
-        let on_delivery = |delivery| handle_raw_delivery(delivery, handler.clone());
+        let on_delivery = |delivery| handle_raw_delivery(delivery, handler.clone(), label.clone());
         if let Err(error) = consume_once(&config, &queue, on_delivery).await {
             tracing::warn!(%error, queue, "consumer restarting");
         }
@@ -274,7 +312,7 @@ where
     }
 }
 
-async fn handle_raw_delivery<H, Fut>(delivery: Delivery, handler: H)
+async fn handle_raw_delivery<H, Fut>(delivery: Delivery, handler: H, queue: Arc<str>)
 where
     H: Fn(RawMessage) -> Fut,
     Fut: Future<Output = Result<(), HandlerError>>,
@@ -303,16 +341,20 @@ where
     );
     // The first two words of the routing key (`agent.<id>.heartbeat` →
     // `agent.heartbeat`) label the metric without one series per sender.
-    let kind = {
+    let kind = kind_label(&{
         let words: Vec<&str> = message.routing_key.split('.').collect();
         match (words.first(), words.last()) {
             (Some(first), Some(last)) if words.len() > 1 => format!("{first}.{last}"),
             _ => message.routing_key.clone(),
         }
-    };
+    });
+    let started = std::time::Instant::now();
     let work = async move {
         let result = handler(message).await;
-        settle(&delivery, &kind, result).await;
+        settle(&delivery, &queue, &kind, result).await;
+        crate::metrics::MESSAGE_SECONDS
+            .with_label_values(&[&*queue, kind.as_str()])
+            .observe(started.elapsed().as_secs_f64());
     };
     work.instrument(span).await;
 }

@@ -38,9 +38,14 @@ impl Db {
         E: From<PlatformError> + Send + 'static,
     {
         let pool = self.pool.clone();
+        // A task-local does not cross into the blocking pool: carry the
+        // correlation id over, or outbox rows written in `f` lose it.
+        let cid = crate::http::current_correlation_id();
         tokio::task::spawn_blocking(move || {
-            let mut conn = pool.get().map_err(PlatformError::from)?;
-            f(&mut conn)
+            crate::http::in_correlation_scope(cid, || {
+                let mut conn = pool.get().map_err(PlatformError::from)?;
+                f(&mut conn)
+            })
         })
         .await
         .map_err(PlatformError::from)?

@@ -29,6 +29,15 @@ pub async fn with_correlation_id<F: std::future::Future>(cid: String, fut: F) ->
     CORRELATION_ID.scope(cid, fut).await
 }
 
+/// Runs the synchronous `f` with `cid` (if any) as the current correlation
+/// id: for code on the blocking pool, where the task-local is not set.
+pub fn in_correlation_scope<R>(cid: Option<String>, f: impl FnOnce() -> R) -> R {
+    match cid {
+        Some(cid) => CORRELATION_ID.sync_scope(cid, f),
+        None => f(),
+    }
+}
+
 /// An error as an internal endpoint answers it: a status from the code and a
 /// JSON body `{code, message}`. Internal errors keep their detail in the logs.
 #[derive(Debug, Clone, thiserror::Error)]
@@ -63,6 +72,15 @@ impl ResponseError for ApiError {
     }
 }
 
+/// The service an app serves, as app data: the `service` label of its HTTP
+/// metrics (one process may serve every service, `gpumarket dev`).
+#[derive(Clone, Copy, Debug)]
+pub struct ServiceName(pub &'static str);
+
+/// The label of an app without [`ServiceName`]: only the gateway builds its
+/// own app (it mounts GraphQL) instead of going through [`serve_named`].
+const UNNAMED_SERVICE: &str = "gateway";
+
 /// Middleware: one span per request carrying the correlation id (taken from
 /// `X-Correlation-Id` or made fresh), echoed on the response.
 pub async fn correlation(
@@ -76,7 +94,10 @@ pub async fn correlation(
         .filter(|v| !v.is_empty() && v.len() <= 128)
         .map(str::to_owned)
         .unwrap_or_else(|| uuid::Uuid::now_v7().to_string());
-    let method = req.method().to_string();
+    let method = crate::metrics::method_label(req.method().as_str());
+    let service = req
+        .app_data::<web::Data<ServiceName>>()
+        .map_or(UNNAMED_SERVICE, |name| name.0);
     let span = tracing::info_span!(
         "http.request",
         method = %req.method(),
@@ -89,11 +110,18 @@ pub async fn correlation(
         .instrument(span.clone())
         .await?;
     span.record("status", res.status().as_u16());
+    // The route pattern (`/internal/orders/{id}`), never the raw path: ids
+    // in labels would make a series per order.
+    let route = res
+        .request()
+        .match_pattern()
+        .unwrap_or_else(|| "unmatched".to_owned());
+    let status = crate::metrics::status_class(res.status().as_u16());
     crate::metrics::HTTP_REQUESTS
-        .with_label_values(&[method.as_str(), res.status().as_str()])
+        .with_label_values(&[service, route.as_str(), method, status])
         .inc();
     crate::metrics::HTTP_SECONDS
-        .with_label_values(&[method.as_str()])
+        .with_label_values(&[service, route.as_str(), method])
         .observe(started.elapsed().as_secs_f64());
     if let Ok(value) = actix_web::http::header::HeaderValue::from_str(&cid) {
         res.headers_mut().insert(
@@ -173,6 +201,22 @@ pub fn serve<F>(
 where
     F: Fn(&mut web::ServiceConfig) + Send + Clone + 'static,
 {
+    serve_named("unnamed", host, port, db, service_token, configure)
+}
+
+/// [`serve`] with the service's name on its HTTP metrics.
+pub fn serve_named<F>(
+    service: &'static str,
+    host: &str,
+    port: u16,
+    db: Db,
+    service_token: String,
+    configure: F,
+) -> std::io::Result<(actix_web::dev::Server, u16)>
+where
+    F: Fn(&mut web::ServiceConfig) + Send + Clone + 'static,
+{
+    let name = web::Data::new(ServiceName(service));
     let (listener, port) = listen(host, port)?;
     let db = web::Data::new(db);
     let token = web::Data::new(crate::internal::ServiceToken(service_token));
@@ -184,6 +228,7 @@ where
             .app_data(path_config())
             .app_data(db.clone())
             .app_data(token.clone())
+            .app_data(name.clone())
             .configure(health)
             .configure(configure.clone())
     })

@@ -57,11 +57,67 @@ struct Pending {
 /// Publishes `<schema>.outbox` forever, reconnecting after broker errors.
 pub async fn run_relay(db: Db, config: Arc<Config>, schema: &'static str) {
     let poll = Duration::from_millis(config.outbox_poll_ms);
+    // Its own task: the backlog matters most while the relay is stuck
+    // reconnecting to a broker that is down.
+    let watcher = tokio::spawn(watch_backlog(db.clone(), schema));
+    let _stop_watcher = AbortOnDrop(watcher);
     loop {
         if let Err(error) = relay_once(&db, &config, schema, poll).await {
             tracing::warn!(%error, schema, "outbox relay restarting");
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
+    }
+}
+
+/// Aborts the backlog watcher when the relay ends (a stopped stack).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+#[derive(QueryableByName)]
+struct Backlog {
+    #[diesel(sql_type = BigInt)]
+    rows: i64,
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    oldest_seconds: f64,
+}
+
+/// How often the backlog gauges are refreshed.
+const BACKLOG_POLL: Duration = Duration::from_secs(5);
+
+/// Keeps `gpumarket_outbox_backlog` and `..._oldest_unpublished_seconds`
+/// current for `schema`. The count uses the partial index on unpublished
+/// rows, so it costs little even with a large published history.
+async fn watch_backlog(db: Db, schema: &'static str) {
+    let rows = crate::metrics::OUTBOX_BACKLOG.with_label_values(&[schema]);
+    let oldest = crate::metrics::OUTBOX_OLDEST_SECONDS.with_label_values(&[schema]);
+    loop {
+        let read = db
+            .run(move |c| {
+                diesel::sql_query(format!(
+                    "SELECT count(*) AS rows, \
+                     COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8 \
+                     AS oldest_seconds \
+                     FROM {schema}.outbox WHERE published_at IS NULL"
+                ))
+                .get_result::<Backlog>(c)
+                .map_err(PlatformError::from)
+            })
+            .await;
+        match read {
+            Ok(backlog) => {
+                rows.set(backlog.rows);
+                oldest.set(backlog.oldest_seconds);
+            }
+            // The database being away shows in readiness and logs; the
+            // gauges keep their last values.
+            Err(error) => tracing::debug!(%error, schema, "reading outbox backlog"),
+        }
+        tokio::time::sleep(BACKLOG_POLL).await;
     }
 }
 

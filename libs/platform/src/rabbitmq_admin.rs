@@ -30,6 +30,18 @@ pub struct ConnectionInfo {
     pub vhost: String,
 }
 
+/// A queue's depth as the management API lists it.
+#[derive(Debug, Clone, Deserialize)]
+pub struct QueueInfo {
+    pub name: String,
+    #[serde(default)]
+    pub messages_ready: i64,
+    #[serde(default)]
+    pub messages_unacknowledged: i64,
+    #[serde(default)]
+    pub consumers: i64,
+}
+
 impl RabbitAdmin {
     /// `url` is `http://user:pass@host:port` (the management listener).
     pub fn new(url: &str) -> Result<Self, PlatformError> {
@@ -186,6 +198,18 @@ impl RabbitAdmin {
         let mut url = self.url(&["connections"])?;
         url.query_pairs_mut()
             .append_pair("columns", "name,user,vhost");
+        let response = self.call(Method::GET, url, None).await?;
+        Ok(response.json().await?)
+    }
+
+    /// The queues of `vhost` with their depth (only the columns we read: a
+    /// full listing carries per-queue stats we would parse for nothing).
+    pub async fn queues(&self, vhost: &str) -> Result<Vec<QueueInfo>, PlatformError> {
+        let mut url = self.url(&["queues", vhost])?;
+        url.query_pairs_mut().append_pair(
+            "columns",
+            "name,messages_ready,messages_unacknowledged,consumers",
+        );
         let response = self.call(Method::GET, url, None).await?;
         Ok(response.json().await?)
     }

@@ -538,6 +538,7 @@ pub fn finalize_in(
         ))
         .execute(conn)?;
     tracing::info!(tenant.id = %tenant_id, invoice.id = %id, number, total = %drafted.total, "invoice finalized");
+    crate::metrics::invoice_finalized(drafted.total);
     find(conn, tenant_id, id).map(Some)
 }
 

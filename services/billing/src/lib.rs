@@ -10,6 +10,7 @@ pub mod error;
 pub mod focus;
 pub mod invoices;
 pub mod ledger;
+mod metrics;
 pub mod payouts;
 mod routes;
 pub mod schedule;
@@ -80,7 +81,8 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
         actix_web::web::Data::new(invoices::InvoicePeriod::parse(&config.invoice_period)?);
     let payout_settings = actix_web::web::Data::new(payouts::PayoutSettings::from_config(&config)?);
     let connect_api = actix_web::web::Data::new(stripe::connect::ConnectApi::from_config(&config)?);
-    Ok(platform::http::serve(
+    Ok(platform::http::serve_named(
+        "billing",
         &config.bind_host,
         config.ports.billing,
         db,

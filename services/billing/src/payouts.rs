@@ -487,18 +487,21 @@ pub async fn pay_host(
                 .tx(move |conn| mark_paid(conn, &s, id, &transfer_id))
                 .await?;
             tracing::info!(host.id = %host, payout.id = %id, amount = %row.amount, "payout paid");
+            crate::metrics::payout_paid(row.amount);
             ("paid", row, None)
         }
         Err(TransferError::Refused(reason)) => {
             let r = reason.clone();
             let row = db.tx(move |conn| mark_failed(conn, id, &r)).await?;
             tracing::warn!(host.id = %host, payout.id = %id, %reason, "payout failed");
+            crate::metrics::payout_failed();
             ("failed", row, Some(reason))
         }
         // The transfer may exist: the payout stays pending and the next run
         // asks again under the same key.
         Err(TransferError::Unavailable(reason)) => {
             tracing::warn!(host.id = %host, payout.id = %id, %reason, "payout pending: Stripe unavailable");
+            crate::metrics::payout_pending();
             ("pending", row, Some(reason))
         }
     };

@@ -122,6 +122,7 @@ fn announce_cap(
         &event,
     )?;
     tracing::warn!(tenant.id = %tenant_id, %spent, %cap, "monthly spend cap reached; the tenant's instances will be stopped");
+    crate::metrics::spend_cap_reached();
     Ok(true)
 }
 
@@ -281,6 +282,7 @@ pub async fn apply_observed(
                     };
                     enqueue(conn, &settings, RUNWAY_LOW, tenant_id, None, &event)?;
                     tracing::warn!(tenant.id = %tenant_id, %balance, runway_seconds = seconds, "runway low");
+                    crate::metrics::runway_low();
                     report.runway_warnings += 1;
                 }
             }

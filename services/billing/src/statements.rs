@@ -472,6 +472,7 @@ pub fn finalize_in(
         ))
         .execute(conn)?;
     tracing::info!(host.id = %host_tenant_id, statement.id = %id, number, earnings = %drafted.earnings, "statement finalized");
+    crate::metrics::statement_finalized(drafted.earnings);
     find(conn, host_tenant_id, id).map(Some)
 }
 

@@ -221,6 +221,7 @@ pub fn apply_event(
         ))
         .execute(conn)?;
     tracing::info!(instance.id = %usage.instance_id, %amount, "usage posted");
+    crate::metrics::usage_posted(&usage.meter, amount);
     let balance = ledger::balance(conn, AccountKind::RenterBalance, usage.tenant_id, currency)?;
     if amount > Decimal::ZERO && balance < Decimal::ZERO {
         let exhausted = BalanceExhausted {
@@ -245,6 +246,7 @@ pub fn apply_event(
             &envelope,
         )?;
         tracing::warn!(tenant.id = %usage.tenant_id, %balance, "balance exhausted; the tenant's instances will be stopped");
+        crate::metrics::balance_exhausted();
     }
     crate::spend::charge_posted(
         conn,
@@ -322,6 +324,7 @@ fn credit_downtime(
     )?;
     if posted {
         tracing::info!(instance.id = %down.instance_id, %amount, seconds = down.seconds, "downtime credited");
+        crate::metrics::downtime_credited(amount);
     }
     Ok(())
 }

@@ -34,7 +34,8 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     });
     let agents = actix_web::web::Data::new(agents::AgentAccess::from_config(&config));
     let events = actix_web::web::Data::new(allocations::Events(config.events_exchange.clone()));
-    Ok(platform::http::serve(
+    Ok(platform::http::serve_named(
+        "catalog",
         &config.bind_host,
         config.ports.catalog,
         db,

@@ -15,14 +15,20 @@ use tracing::Instrument;
 use crate::auth::{Credential, JwtKeys, RequestAuth};
 use crate::clients::Clients;
 use crate::error::{GatewayError, ensure_codes};
+use crate::rate_limit::{RateLimiter, retry_after_seconds};
 use crate::schema::{self, GatewaySchema};
 
 /// A readiness probe must answer well before the orchestrator's own timeout.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The largest `/graphql` body. A real query with its variables is a few
+/// KiB; a bigger one is refused with 413 before it is parsed.
+const GRAPHQL_BODY_LIMIT: usize = 256 * 1024;
+
 struct AppState {
     schema: GatewaySchema,
     quota: InternalClient,
+    limiter: RateLimiter,
 }
 
 pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
@@ -33,6 +39,7 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
     tokio::spawn(schema::events::run_hub(config.clone(), hub.clone()));
     let state = web::Data::new(AppState {
         quota: clients.quota.clone(),
+        limiter: RateLimiter::new(config.rate_limit_per_minute, config.rate_limit_burst),
         schema: schema::builder()
             .data(keys)
             .data(clients)
@@ -52,6 +59,7 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
         App::new()
             .app_data(state.clone())
             .app_data(stripe_forward.clone())
+            .app_data(web::PayloadConfig::new(GRAPHQL_BODY_LIMIT))
             .wrap(middleware::from_fn(platform::http::correlation))
             .route("/graphql", web::post().to(graphql))
             .route("/graphql", web::get().to(graphql_get))
@@ -70,6 +78,9 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
 // The body arrives as bytes rather than through async-graphql-actix-web's
 // extractor so that actix's payload limit applies to it.
 async fn graphql(state: web::Data<AppState>, req: HttpRequest, body: web::Bytes) -> HttpResponse {
+    if let Some(limited) = rate_limited(&state, &req) {
+        return limited;
+    }
     let request: async_graphql::Request = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(error) => {
@@ -113,6 +124,9 @@ async fn graphql_get(
     if !upgrade {
         return Ok(graphiql());
     }
+    if let Some(limited) = rate_limited(&state, &req) {
+        return Ok(limited);
+    }
     // Browsers cannot set headers on a WebSocket: the token comes in the
     // `connection_init` payload (`{"authorization": "Bearer ..."}`), or, for
     // other clients, in the upgrade request's Authorization header.
@@ -132,6 +146,32 @@ async fn graphql_get(
             Ok(data)
         })
         .start(&req, payload)
+}
+
+/// The 429 answer when the caller's bucket is empty: GraphQL-shaped so a
+/// client reads `extensions.code` as for any other error.
+fn rate_limited(state: &AppState, req: &HttpRequest) -> Option<HttpResponse> {
+    let peer = req.peer_addr().map(|a| a.ip().to_string());
+    let key = RateLimiter::key(
+        req.headers().get(AUTHORIZATION).map(|v| v.as_bytes()),
+        peer.as_deref(),
+    );
+    let wait = state.limiter.check(key).err()?;
+    let seconds = retry_after_seconds(wait);
+    Some(
+        HttpResponse::TooManyRequests()
+            .insert_header((actix_web::http::header::RETRY_AFTER, seconds.to_string()))
+            .json(serde_json::json!({
+                "data": null,
+                "errors": [{
+                    "message": format!("rate limit exceeded; retry in {seconds} s"),
+                    "extensions": {
+                        "code": contracts::ErrorCode::RateLimited.as_str(),
+                        "retryAfterSeconds": seconds,
+                    },
+                }],
+            })),
+    )
 }
 
 fn graphiql() -> HttpResponse {

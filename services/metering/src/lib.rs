@@ -32,7 +32,8 @@ pub const SCHEMA: &str = "metering";
 /// the server and its port.
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
     tokio::spawn(settle_forever(config.clone(), db.clone()));
-    Ok(platform::http::serve(
+    Ok(platform::http::serve_named(
+        "metering",
         &config.bind_host,
         config.ports.metering,
         db,

@@ -61,7 +61,8 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     expiry::spawn(deps.get_ref().clone(), db.clone());
     reconciler::spawn(deps.get_ref().clone(), db.clone());
     tokio::spawn(events::run_step_consumer(config.clone(), db.clone()));
-    Ok(platform::http::serve(
+    Ok(platform::http::serve_named(
+        "ordering",
         &config.bind_host,
         config.ports.ordering,
         db,

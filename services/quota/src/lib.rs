@@ -28,7 +28,8 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
         default_max_gpus: config.default_max_gpus,
         currency: config.currency.clone(),
     });
-    Ok(platform::http::serve(
+    Ok(platform::http::serve_named(
+        "quota",
         &config.bind_host,
         config.ports.quota,
         db,

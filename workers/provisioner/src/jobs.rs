@@ -382,8 +382,12 @@ impl Worker {
     }
 
     async fn run_job(self, job: Claimed) {
-        let span = tracing::info_span!("job", job.id = %job.id, job.kind = %job.kind, instance.id = %job.instance_id);
-        let result = tracing::Instrument::instrument(self.drive(&job), span).await;
+        // The order's correlation id, so the worker's calls to ordering (the
+        // provisioning result) and its logs follow the order.
+        let cid = job.correlation_id().unwrap_or_else(|| job.id.to_string());
+        let span = tracing::info_span!("job", job.id = %job.id, job.kind = %job.kind, instance.id = %job.instance_id, correlation_id = %cid);
+        let drive = platform::http::with_correlation_id(cid, self.drive(&job));
+        let result = tracing::Instrument::instrument(drive, span).await;
         match result {
             Ok(()) => {}
             Err(Halt::LeaseLost) => {
@@ -462,16 +466,12 @@ impl Worker {
             let elapsed_ms = started.elapsed().as_millis() as i64;
             match result {
                 Ok(()) => {
-                    platform::metrics::PROVISIONING_STEPS
-                        .with_label_values(&[step.as_str(), "ok"])
-                        .inc();
+                    platform::metrics::provisioning_step(step.as_str(), "ok", started.elapsed());
                     self.finish_step(job, step, attempt, elapsed_ms).await?;
                     tracing::info!(step = step.as_str(), duration_ms = elapsed_ms, "step done");
                 }
                 Err(error) => {
-                    platform::metrics::PROVISIONING_STEPS
-                        .with_label_values(&[step.as_str(), "error"])
-                        .inc();
+                    platform::metrics::provisioning_step(step.as_str(), "error", started.elapsed());
                     let reason = error.to_string();
                     let dead = attempt >= self.settings.step_attempts as i32;
                     let delay = backoff(attempt as u32);

@@ -358,6 +358,9 @@ impl async_graphql::Executor for CodedExecutor {
     ) -> impl std::future::Future<Output = async_graphql::Response> + Send {
         let schema = self.0.clone();
         async move {
+            if let Some(refused) = super::refused(&request) {
+                return refused;
+            }
             let mut response = schema.execute(request).await;
             crate::error::ensure_codes(&mut response);
             response
@@ -369,6 +372,10 @@ impl async_graphql::Executor for CodedExecutor {
         request: async_graphql::Request,
         session_data: Option<Arc<async_graphql::Data>>,
     ) -> BoxStream<'static, async_graphql::Response> {
+        // The same door as over HTTP: validation would walk the bomb.
+        if let Some(refused) = super::refused(&request) {
+            return futures_util::stream::once(async move { refused }).boxed();
+        }
         async_graphql::Executor::execute_stream(&self.0, request, session_data)
             .map(|mut response| {
                 crate::error::ensure_codes(&mut response);

@@ -12,6 +12,9 @@ mod payouts;
 mod quotas;
 mod rentals;
 
+use std::collections::{HashMap, HashSet};
+
+use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
 use async_graphql::{MergedObject, MergedSubscription, Request, Response, Schema, SchemaBuilder};
 use chrono::{DateTime, Utc};
 
@@ -64,14 +67,126 @@ pub fn builder() -> SchemaBuilder<QueryRoot, MutationRoot, SubscriptionRoot> {
     .limit_complexity(2000)
 }
 
+/// The most fields a request may select once its fragments are expanded:
+/// the complexity limit, with room for introspection.
+const MAX_EXPANDED_FIELDS: u64 = 5000;
+
 /// Runs one request on behalf of whoever holds `credential`; every error in
 /// the response carries a code.
 pub async fn execute(schema: &GatewaySchema, request: Request, credential: Credential) -> Response {
+    if let Some(refused) = refused(&request) {
+        return refused;
+    }
     let mut response = schema
         .execute(request.data(RequestAuth::new(credential)))
         .await;
     ensure_codes(&mut response);
     response
+}
+
+/// The coded error for a request refused before execution, over HTTP or a
+/// WebSocket: one whose fragments expand past the field limit, or that
+/// carries NUL.
+pub(crate) fn refused(request: &Request) -> Option<Response> {
+    let message = if has_nul(request) {
+        // No stored text can hold NUL (Postgres refuses it), so it would
+        // fail deep in a service as an internal error.
+        "text inputs may not contain the NUL character".to_owned()
+    } else {
+        match expanded_fields(&request.query) {
+            Some(fields) if fields > MAX_EXPANDED_FIELDS => format!(
+                "query selects {fields} fields once its fragments are expanded, over the limit of {MAX_EXPANDED_FIELDS}"
+            ),
+            _ => return None,
+        }
+    };
+    let mut response = Response::from_errors(vec![async_graphql::ServerError::new(message, None)]);
+    ensure_codes(&mut response);
+    Some(response)
+}
+
+/// Whether the request carries a NUL character in its query (raw, or as the
+/// GraphQL escape `\u0000`) or in any variable.
+fn has_nul(request: &Request) -> bool {
+    fn in_value(value: &async_graphql::Value) -> bool {
+        match value {
+            async_graphql::Value::String(s) => s.contains('\0'),
+            async_graphql::Value::List(items) => items.iter().any(in_value),
+            async_graphql::Value::Object(fields) => fields
+                .iter()
+                .any(|(name, v)| name.contains('\0') || in_value(v)),
+            _ => false,
+        }
+    }
+    request.query.contains('\0')
+        || request.query.contains("\\u0000")
+        || request.variables.values().any(in_value)
+}
+
+/// How many fields `query` selects with every fragment spread expanded, or
+/// None when it does not parse (execution reports that). async-graphql's
+/// validation walks each spread anew, so fragments that each spread the
+/// previous one twice cost 2^n before the complexity limit is reached; this
+/// counts each fragment once and multiplies.
+fn expanded_fields(query: &str) -> Option<u64> {
+    let document = async_graphql::parser::parse_query(query).ok()?;
+    let mut counted = HashMap::new();
+    let mut total = 0u64;
+    for (_, operation) in document.operations.iter() {
+        let fields = count_selection(
+            &document,
+            &operation.node.selection_set.node,
+            &mut counted,
+            &mut HashSet::new(),
+        );
+        total = total.saturating_add(fields);
+    }
+    Some(total)
+}
+
+fn count_selection(
+    document: &ExecutableDocument,
+    set: &SelectionSet,
+    counted: &mut HashMap<String, u64>,
+    visiting: &mut HashSet<String>,
+) -> u64 {
+    let mut total = 0u64;
+    for item in &set.items {
+        let fields = match &item.node {
+            Selection::Field(field) => {
+                count_selection(document, &field.node.selection_set.node, counted, visiting)
+                    .saturating_add(1)
+            }
+            Selection::InlineFragment(inline) => {
+                count_selection(document, &inline.node.selection_set.node, counted, visiting)
+            }
+            Selection::FragmentSpread(spread) => {
+                let name = spread.node.fragment_name.node.as_str();
+                match counted.get(name) {
+                    Some(fields) => *fields,
+                    // A cycle is a validation error reported by execution.
+                    None if visiting.contains(name) => 0,
+                    None => match document.fragments.get(name) {
+                        None => 0,
+                        Some(fragment) => {
+                            visiting.insert(name.to_owned());
+                            let fields = count_selection(
+                                document,
+                                &fragment.node.selection_set.node,
+                                counted,
+                                visiting,
+                            );
+                            visiting.remove(name);
+                            counted.insert(name.to_owned(), fields);
+                            fields
+                        }
+                    },
+                }
+            }
+        };
+        total = total.saturating_add(fields);
+    }
+    total
 }
 
 /// Instants as the API shows them: RFC 3339, microseconds, UTC.
@@ -90,6 +205,26 @@ mod tests {
     use super::*;
     use crate::auth::JwtKeys;
     use crate::clients::Clients;
+
+    #[test]
+    fn fragments_are_counted_expanded_without_expanding_them() {
+        let mut query = String::from("{ balance { ...f30 } }\nfragment f0 on Money { amount }\n");
+        for i in 1..=30 {
+            query.push_str(&format!(
+                "fragment f{i} on Money {{ ...f{p} ...f{p} }}\n",
+                p = i - 1
+            ));
+        }
+        // 2^30 amounts and the balance itself.
+        assert_eq!(expanded_fields(&query), Some((1 << 30) + 1));
+        assert_eq!(expanded_fields("{ a: me { id } b: me { id } }"), Some(4));
+        assert_eq!(expanded_fields("{ broken"), None);
+        // A cycle is left for validation to report.
+        assert_eq!(
+            expanded_fields("{ me { ...a } } fragment a on Me { id ...a }"),
+            Some(2)
+        );
+    }
 
     fn keys() -> JwtKeys {
         JwtKeys::new(&[("k1".into(), "test-secret".into())], 600).unwrap()
