@@ -37,6 +37,26 @@ pub struct NewPaymentIntent<'a> {
     pub currency: &'a str,
 }
 
+/// The async-stripe client every Stripe call of billing goes through (the
+/// top-ups' and Connect's), pointed at `GPUMARKET_STRIPE_API_BASE`.
+pub(crate) fn client_from_config(config: &Config) -> Result<stripe::Client, Error> {
+    // async-stripe appends `v1/...` to the base as given.
+    let mut base = config.stripe_api_base.clone();
+    if !base.ends_with('/') {
+        base.push('/');
+    }
+    ClientBuilder::new(config.stripe_secret_key.clone())
+        .url(base)
+        .timeout(TIMEOUT)
+        .app_info(
+            "gpumarket",
+            Some(env!("CARGO_PKG_VERSION").to_owned()),
+            None,
+        )
+        .build()
+        .map_err(|e| Error::Validation(format!("GPUMARKET_STRIPE_*: {e}")))
+}
+
 #[derive(Clone)]
 pub struct StripeApi {
     client: stripe::Client,
@@ -44,22 +64,9 @@ pub struct StripeApi {
 
 impl StripeApi {
     pub fn from_config(config: &Config) -> Result<Self, Error> {
-        // async-stripe appends `v1/...` to the base as given.
-        let mut base = config.stripe_api_base.clone();
-        if !base.ends_with('/') {
-            base.push('/');
-        }
-        let client = ClientBuilder::new(config.stripe_secret_key.clone())
-            .url(base)
-            .timeout(TIMEOUT)
-            .app_info(
-                "gpumarket",
-                Some(env!("CARGO_PKG_VERSION").to_owned()),
-                None,
-            )
-            .build()
-            .map_err(|e| Error::Validation(format!("GPUMARKET_STRIPE_*: {e}")))?;
-        Ok(Self { client })
+        Ok(Self {
+            client: client_from_config(config)?,
+        })
     }
 
     /// Creates the Stripe customer of `tenant_id`; its id.

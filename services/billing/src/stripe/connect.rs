@@ -5,10 +5,9 @@
 //! one: for a transfer, the same money is never sent twice.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use platform::Config;
-use stripe::{ClientBuilder, IdempotencyKey, RequestStrategy, StripeError, StripeRequest};
+use stripe::{IdempotencyKey, RequestStrategy, StripeError, StripeRequest};
 use stripe_connect::account::{
     CreateAccount, CreateAccountCapabilities, CreateAccountCapabilitiesTransfers,
     CreateAccountType, RetrieveAccount,
@@ -17,9 +16,6 @@ use stripe_connect::transfer::{CreateTransfer, ListTransfer};
 use uuid::Uuid;
 
 use crate::Error;
-
-/// A Stripe call that has not answered by then counts as unavailable.
-const TIMEOUT: Duration = Duration::from_secs(20);
 
 /// What billing keeps of a connected account.
 #[derive(Debug, Clone, PartialEq)]
@@ -63,22 +59,9 @@ pub struct ConnectApi {
 
 impl ConnectApi {
     pub fn from_config(config: &Config) -> Result<Self, Error> {
-        // async-stripe appends `v1/...` to the base as given.
-        let mut base = config.stripe_api_base.clone();
-        if !base.ends_with('/') {
-            base.push('/');
-        }
-        let client = ClientBuilder::new(config.stripe_secret_key.clone())
-            .url(base)
-            .timeout(TIMEOUT)
-            .app_info(
-                "gpumarket",
-                Some(env!("CARGO_PKG_VERSION").to_owned()),
-                None,
-            )
-            .build()
-            .map_err(|e| Error::Validation(format!("GPUMARKET_STRIPE_*: {e}")))?;
-        Ok(Self { client })
+        Ok(Self {
+            client: super::client::client_from_config(config)?,
+        })
     }
 
     /// Creates the Express connected account of `host_tenant_id`, asking for
