@@ -3,7 +3,7 @@ export CARGO_TARGET_DIR ?= /var/tmp/gpumarket-target
 
 NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
 
-.PHONY: run run-split test services lint fmt sdl deploy-validate bench security
+.PHONY: run run-split test services lint fmt sdl deploy-validate bench security faults
 
 ## make run: start Postgres and RabbitMQ if needed, migrate, seed, run everything.
 run: services
@@ -25,6 +25,22 @@ endif
 ## make security: the security suite alone (docs/security.md); `make test` runs it too.
 security: services
 	cargo nextest run -p gpumarket --test system -E 'test(/security::/)'
+
+## make faults: the fault suite (docs/reliability.md, which it rewrites): split mode under load
+## while processes are SIGKILLed and RabbitMQ and PostgreSQL restarted, then the invariants.
+## It runs on a PostgreSQL cluster and a RabbitMQ node of its own (tests/faults/infra.sh).
+FAULTS_INFRA := $(CURDIR)/tests/faults/infra.sh
+faults: services
+	bash $(FAULTS_INFRA) up
+ifeq ($(NEXTEST),yes)
+	env $$(bash $(FAULTS_INFRA) env) GPUMARKET_FAULTS_INFRA=$(FAULTS_INFRA) \
+	  cargo nextest run -p gpumarket --test system --run-ignored only --retries 0 --no-capture \
+	  -E 'test(/^faults::/)'; status=$$?; bash $(FAULTS_INFRA) down; exit $$status
+else
+	env $$(bash $(FAULTS_INFRA) env) GPUMARKET_FAULTS_INFRA=$(FAULTS_INFRA) \
+	  cargo test -p gpumarket --test system faults:: -- --ignored --nocapture; \
+	  status=$$?; bash $(FAULTS_INFRA) down; exit $$status
+endif
 
 services:
 	bash deploy/local/ensure-services.sh

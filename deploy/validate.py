@@ -25,6 +25,9 @@ ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 SERVICES = ["gateway", "catalog", "ordering", "quota", "metering", "billing"]
+# The processes that read GPUMARKET_RABBITMQ_MANAGEMENT_URL: the catalog
+# (agents' broker users) and every consumer (queue depth metrics).
+MANAGEMENT_API_USERS = {"catalog", "ordering", "metering", "billing", "provisioner"}
 
 
 class Problems(list):
@@ -438,6 +441,7 @@ def check_k8s() -> None:
     p.check({"gpumarket-app", "gpumarket-jwt", "gpumarket-stripe"} <= set(env_secrets), f"pods take {env_secrets} whole, expected the app, jwt and stripe Secrets")
     for key in list(cfg) + sorted(k for name in env_secrets for k in secrets.get(name, set())):
         p.check(key in known_env, f"{key} is not read by libs/platform/src/config.rs")
+        p.check(key != "GPUMARKET_RABBITMQ_MANAGEMENT_URL", f"{key} would reach every pod: mount it from its own Secret where it is read")
 
     workloads = {**by_kind.get("Deployment", {}), **by_kind.get("Job", {})}
     for wname, w in workloads.items():
@@ -456,14 +460,24 @@ def check_k8s() -> None:
                 if e["name"].startswith("GPUMARKET_"):
                     p.check(e["name"] in known_env, f"{where}: {e['name']} is not read by config.rs")
             args = c.get("args", [])
-            if args[:1] == ["serve"]:
+            if args[:1] == ["serve"] or args == ["worker", "provisioner"]:
                 svc = args[1]
-                p.check(svc in SERVICES, f"{where}: unknown service {svc}")
+                p.check(svc in SERVICES + ["provisioner"], f"{where}: unknown service {svc}")
                 port = int(cfg[f"GPUMARKET_{svc.upper()}_PORT"])
                 ports = {cp["name"]: cp["containerPort"] for cp in c.get("ports", [])}
                 p.check(ports.get("http") == port, f"{where}: http port {ports.get('http')} != GPUMARKET_{svc.upper()}_PORT {port}")
                 for probe, path in (("readinessProbe", "/readyz"), ("livenessProbe", "/healthz")):
                     p.check(c.get(probe, {}).get("httpGet", {}).get("path") == path, f"{where}: {probe} should GET {path}")
+                notes = w["spec"]["template"]["metadata"].get("annotations", {})
+                p.check(
+                    notes.get("prometheus.io/scrape") == "true" and notes.get("prometheus.io/port") == str(port) and notes.get("prometheus.io/path") == "/metrics",
+                    f"{where}: prometheus.io annotations should scrape :{port}/metrics",
+                )
+                # Mounted one by one, never through a Secret every pod takes
+                # whole (checked above): its user can create broker users.
+                management = any(e["name"] == "GPUMARKET_RABBITMQ_MANAGEMENT_URL" for e in c.get("env", []))
+                needed = svc in MANAGEMENT_API_USERS
+                p.check(management == needed, f"{where}: GPUMARKET_RABBITMQ_MANAGEMENT_URL {'missing' if needed else 'set, but ' + svc + ' does not read it'}")
         for v in pod.get("volumes", []):
             if "configMap" in v:
                 p.check(v["configMap"]["name"] in configmaps, f"{wname}: volume from missing ConfigMap {v['configMap']['name']}")
@@ -544,7 +558,12 @@ def check_compose() -> None:
                     p.check(str(target.get(f"GPUMARKET_{u.hostname.upper()}_PORT")) == str(u.port), f"{name}: {key}={value} does not reach {u.hostname}")
     served = {s["command"][1] for s in services.values() if s.get("command", [None])[:1] == ["serve"]}
     p.check(served == set(SERVICES), f"compose serves {sorted(served)}, expected {SERVICES}")
-    p.check(any(s.get("command") == ["worker", "provisioner"] for s in services.values()), "no provisioner worker")
+    workers = [(n, s) for n, s in services.items() if s.get("command") == ["worker", "provisioner"]]
+    p.check(bool(workers), "no provisioner worker")
+    for name, s in workers:
+        port = s.get("environment", {}).get("GPUMARKET_PROVISIONER_PORT")
+        test = " ".join(s.get("healthcheck", {}).get("test", []))
+        p.check(port is not None and f"http://127.0.0.1:{port}/readyz" in test, f"{name}: healthcheck should probe GPUMARKET_PROVISIONER_PORT's /readyz")
     p.check(any(s.get("command") == ["migrate"] for s in services.values()), "no migrate service")
     p.report(f"compose: {len(services)} services; env names, ports, URLs and depends_on consistent")
 

@@ -88,11 +88,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve { service } => serve(config, service).await,
         Command::Worker {
             worker: Worker::Provisioner,
-        } => {
-            let db = Db::connect(&config.database_url_for("provisioner"), config.db_pool_size)?;
-            provisioner::run(Arc::new(config), db).await?;
-            Ok(())
-        }
+        } => run_provisioner(config).await,
         Command::Admin {
             command: Admin::CreateOperator { email, password },
         } => {
@@ -137,6 +133,117 @@ async fn migrate(config: &Config) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// SIGINT (Ctrl-C) and SIGTERM (what Kubernetes, Docker, systemd and
+/// `run-split.sh` send to stop a process), installed before anything starts
+/// so that a signal arriving during startup is not the default disposition's
+/// (killed, no clean exit).
+struct Shutdown {
+    #[cfg(unix)]
+    interrupt: tokio::signal::unix::Signal,
+    #[cfg(unix)]
+    terminate: tokio::signal::unix::Signal,
+}
+
+impl Shutdown {
+    fn install() -> anyhow::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Self {
+                interrupt: signal(SignalKind::interrupt()).context("handling SIGINT")?,
+                terminate: signal(SignalKind::terminate()).context("handling SIGTERM")?,
+            })
+        }
+        #[cfg(not(unix))]
+        Ok(Self {})
+    }
+
+    /// Waits for either signal; its name, for the log.
+    async fn recv(&mut self) -> &'static str {
+        #[cfg(unix)]
+        {
+            tokio::select! {
+                _ = self.interrupt.recv() => "SIGINT",
+                _ = self.terminate.recv() => "SIGTERM",
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+            "Ctrl-C"
+        }
+    }
+}
+
+/// The provisioning worker, with its own HTTP listener on
+/// `GPUMARKET_PROVISIONER_PORT` for `/metrics`, `/healthz` and `/readyz`
+/// (its database answers). On SIGINT or SIGTERM the listener stops and the
+/// process exits 0; a job it was running keeps its progress in Postgres and
+/// is taken over by another worker when its lease runs out.
+///
+/// A port that is set must be free, or the worker does not start (every
+/// deployment here sets it: Kubernetes probes it). Left unset, the default
+/// (8086) being taken, typically by another worker on the same machine, is
+/// only a warning: the worker runs without the listener.
+async fn run_provisioner(config: Config) -> anyhow::Result<()> {
+    let mut shutdown = Shutdown::install()?;
+    let port_set = std::env::var_os("GPUMARKET_PROVISIONER_PORT").is_some();
+    let config = Arc::new(config);
+    let db = Db::connect(&config.database_url_for("provisioner"), config.db_pool_size)?;
+    let server = match platform::http::serve_named(
+        "provisioner",
+        &config.bind_host,
+        config.provisioner_port,
+        db.clone(),
+        config.service_token.clone(),
+        |_| {},
+    ) {
+        Ok((server, port)) => {
+            tracing::info!(port, "provisioner metrics and probes listening");
+            Some(server)
+        }
+        Err(error) if !port_set && error.kind() == std::io::ErrorKind::AddrInUse => {
+            tracing::warn!(
+                %error,
+                port = config.provisioner_port,
+                "the default metrics port is taken: running without /metrics, /healthz \
+                 and /readyz; set GPUMARKET_PROVISIONER_PORT (0: any free port) to serve them"
+            );
+            None
+        }
+        Err(error) => {
+            return Err(error).with_context(|| {
+                format!(
+                    "binding the provisioner's HTTP port {} (GPUMARKET_PROVISIONER_PORT)",
+                    config.provisioner_port
+                )
+            });
+        }
+    };
+    let handle = server.as_ref().map(actix_web::dev::Server::handle);
+    let serving = async {
+        match server {
+            Some(server) => server.await,
+            None => std::future::pending().await,
+        }
+    };
+    let result = tokio::select! {
+        result = provisioner::run(config.clone(), db) => match result {
+            Ok(()) => Err(anyhow::anyhow!("the provisioner stopped")),
+            Err(error) => Err(error.into()),
+        },
+        result = serving => result.context("server failed"),
+        signal = shutdown.recv() => {
+            tracing::info!(signal, "provisioner stopping");
+            Ok(())
+        }
+    };
+    if let Some(handle) = handle {
+        handle.stop(true).await;
+    }
+    result
+}
+
 async fn run_dev(config: Config) -> anyhow::Result<()> {
     migrate(&config).await?;
     let quota_db = Db::connect(&config.database_url_for("quota"), 1)?;
@@ -171,13 +278,25 @@ async fn run_dev(config: Config) -> anyhow::Result<()> {
     );
     println!("Use a key as the header  Authorization: Bearer <key>  (Ctrl-C stops).");
     println!();
+    // Installed only now, so that Ctrl-C still interrupts a slow start
+    // (migrations, the seed) the default way.
+    let mut shutdown = Shutdown::install()?;
     tokio::select! {
         result = stack.wait() => result,
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        signal = shutdown.recv() => {
+            tracing::info!(signal, "stopping");
+            Ok(())
+        }
     }
 }
 
+/// Runs one service until it fails or is told to stop. On SIGINT or SIGTERM
+/// the listener stops accepting, requests in flight finish (up to
+/// `platform::http::SHUTDOWN_TIMEOUT`), background tasks (relay, consumers,
+/// schedules) are dropped where they stand, as a crash would leave them,
+/// which they are built to survive, and the process exits 0.
 async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
+    let mut shutdown = Shutdown::install()?;
     let config = Arc::new(config);
     let db = |name: &str| Db::connect(&config.database_url_for(name), config.db_pool_size);
     let mut tasks = tokio::task::JoinSet::new();
@@ -252,11 +371,17 @@ async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
             billing::build(config.clone(), db("billing")?)?.0
         }
     };
+    let handle = server.handle();
     tokio::select! {
         result = server => result.context("server failed"),
         // The gateway and quota have no background task, and an empty set's
         // `join_next` is ready at once: the pattern keeps that from ending them.
         Some(_) = tasks.join_next() => anyhow::bail!("a background task ended"),
-        _ = tokio::signal::ctrl_c() => Ok(()),
+        signal = shutdown.recv() => {
+            tracing::info!(signal, "stopping");
+            handle.stop(true).await;
+            // Dropping the set aborts the background tasks.
+            Ok(())
+        }
     }
 }

@@ -35,6 +35,8 @@ export GPUMARKET_ORDERING_PORT=${GPUMARKET_ORDERING_PORT:-8082}
 export GPUMARKET_QUOTA_PORT=${GPUMARKET_QUOTA_PORT:-8083}
 export GPUMARKET_METERING_PORT=${GPUMARKET_METERING_PORT:-8084}
 export GPUMARKET_BILLING_PORT=${GPUMARKET_BILLING_PORT:-8085}
+# The provisioner worker's /metrics, /healthz and /readyz (no API).
+export GPUMARKET_PROVISIONER_PORT=${GPUMARKET_PROVISIONER_PORT:-8086}
 # Every process could derive these from the ports; setting them explicitly
 # is what a real deployment does, and it keeps the processes' views equal.
 for service in CATALOG ORDERING QUOTA METERING BILLING; do
@@ -42,8 +44,9 @@ for service in CATALOG ORDERING QUOTA METERING BILLING; do
   url_var="GPUMARKET_${service}_URL"
   export "$url_var=${!url_var:-http://127.0.0.1:${!port_var}}"
 done
-# Each service keeps a few pools; seven processes at the default of 4 per
-# pool would come near Postgres's default 100 connections.
+# The seven processes open 18 pools between them (docs/deploy.md, "Postgres
+# connections"): 72 connections at the default of 4 per pool, near
+# Postgres's default 100.
 export GPUMARKET_DB_POOL_SIZE=${GPUMARKET_DB_POOL_SIZE:-2}
 
 # Migrations run as the configured (admin) user, before the roles are used.
@@ -110,9 +113,10 @@ declare -A PORTS=(
   [gateway]=$GPUMARKET_GATEWAY_PORT [catalog]=$GPUMARKET_CATALOG_PORT
   [ordering]=$GPUMARKET_ORDERING_PORT [quota]=$GPUMARKET_QUOTA_PORT
   [metering]=$GPUMARKET_METERING_PORT [billing]=$GPUMARKET_BILLING_PORT
+  [provisioner]=$GPUMARKET_PROVISIONER_PORT
 )
 deadline=$((SECONDS + ${READY_TIMEOUT_SECONDS:-120}))
-for name in catalog quota metering billing ordering gateway; do
+for name in catalog quota metering billing ordering gateway provisioner; do
   until ready "${PORTS[$name]}"; do
     if ! kill -0 "${PIDS[$name]}" 2>/dev/null; then
       echo "run-split: $name exited before it was ready" >&2

@@ -308,6 +308,7 @@ pub mod metering {
             gpu_model -> Nullable<Text>,
             disk_gib -> Nullable<Int4>,
             unit_price -> Nullable<Numeric>,
+            correlation_id -> Nullable<Text>,
         }
     }
 }

@@ -452,6 +452,8 @@ pub fn worker_process(config: &Config, env: &[(&str, &str)]) -> std::process::Ch
         .env("GPUMARKET_ORDERING_URL", &config.urls.ordering)
         .env("GPUMARKET_SERVICE_TOKEN", &config.service_token)
         .env("GPUMARKET_DB_POOL_SIZE", "2")
+        // Tests start several workers at once: each its own metrics port.
+        .env("GPUMARKET_PROVISIONER_PORT", "0")
         .env("RUST_LOG", "error")
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::inherit());

@@ -245,9 +245,10 @@ fn outbox_rows_with(env: &TestEnv, schema: &str, cid: &str, routing_key: Option<
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_order_is_followed_across_services_by_its_correlation_id() {
     let mut env = TestEnv::new().await;
-    // No settlement while it runs: periodic segments belong to no request
-    // (the interval does not keep the id of the order that opened it), so
-    // the usage this test follows is the segment the renter's stop closes.
+    // No settlement while it runs: periodic segments carry the order's id
+    // too (`system::settlement_correlation`), but here they would run out
+    // the credit and stop the instance before the renter does; the usage
+    // this test follows is the segment the renter's stop closes.
     env.config.settlement_interval_ms = 3_600_000;
     env.config.min_runway_seconds = 1;
     let stack = env.start(Parts::ALL).await;

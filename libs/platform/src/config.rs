@@ -37,6 +37,11 @@ pub struct Config {
     /// Bind address for every HTTP listener. `GPUMARKET_BIND_HOST`.
     pub bind_host: String,
     pub ports: Ports,
+    /// The provisioner worker's HTTP port (`/metrics`, `/healthz`,
+    /// `/readyz`; 0 = any free port). `GPUMARKET_PROVISIONER_PORT`. Not in
+    /// [`Ports`]: no service calls the worker, and `gpumarket dev` serves its
+    /// metrics on every service port instead.
+    pub provisioner_port: u16,
     /// Base URLs other services are reached at; default to the local ports.
     pub urls: Urls,
     /// Shared secret on internal calls (`X-Service-Token`).
@@ -266,6 +271,7 @@ impl Config {
             prefetch: parsed("GPUMARKET_PREFETCH", 16)?,
             bind_host,
             ports,
+            provisioner_port: parsed("GPUMARKET_PROVISIONER_PORT", 8086)?,
             urls,
             service_token: var("GPUMARKET_SERVICE_TOKEN", "dev-service-token"),
             jwt_keys,

@@ -161,6 +161,11 @@ pub fn health(cfg: &mut web::ServiceConfig) {
         .route("/metrics", web::get().to(crate::metrics::handler));
 }
 
+/// How long a stopping server waits for requests in flight (and idle
+/// keep-alive connections) before it closes them: well inside Kubernetes'
+/// default 30 s termination grace period.
+pub const SHUTDOWN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// Binds `host:port` and reports the port actually bound.
 pub fn listen(host: &str, port: u16) -> std::io::Result<(TcpListener, u16)> {
     let listener = TcpListener::bind((host, port))?;
@@ -233,7 +238,10 @@ where
             .configure(configure.clone())
     })
     .workers(2)
+    // The process decides when to stop (SIGINT or SIGTERM, `gpumarket serve`)
+    // and stops the server through its handle.
     .disable_signals()
+    .shutdown_timeout(SHUTDOWN_TIMEOUT.as_secs())
     .listen(listener)?
     .run();
     Ok((server, port))

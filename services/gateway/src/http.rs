@@ -68,6 +68,11 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
             .route("/readyz", web::get().to(readyz))
             .route("/metrics", web::get().to(platform::metrics::handler))
     })
+    // As every service: `gpumarket serve` handles SIGINT and SIGTERM and
+    // stops the server through its handle; open subscriptions are closed
+    // after the timeout.
+    .disable_signals()
+    .shutdown_timeout(platform::http::SHUTDOWN_TIMEOUT.as_secs())
     .listen(listener)
     .map_err(listen_error)?
     .run();

@@ -36,6 +36,9 @@ pub(crate) struct IntervalRow {
     pub(crate) gpu_model: Option<String>,
     pub(crate) disk_gib: Option<i32>,
     pub(crate) unit_price: Option<Decimal>,
+    /// The correlation id of the event that opened the interval: what the
+    /// segments metering announces on its own (settlement) are sent under.
+    pub(crate) correlation_id: Option<String>,
 }
 
 /// The effect of one lifecycle event; runs in the inbox's transaction.
@@ -50,7 +53,7 @@ pub fn apply_event(
     let interval_id = match envelope.kind.as_str() {
         INSTANCE_RUNNING => {
             let p: InstanceRunning = envelope.payload().map_err(bad)?;
-            diesel::insert_into(intervals::table)
+            let id = diesel::insert_into(intervals::table)
                 .values((
                     intervals::id.eq(Uuid::now_v7()),
                     intervals::instance_id.eq(p.instance_id),
@@ -64,6 +67,7 @@ pub fn apply_event(
                     intervals::currency.eq(&p.currency),
                     intervals::machine_id.eq(p.machine_id),
                     intervals::gpu_model.eq((!p.gpu_model.is_empty()).then_some(&p.gpu_model)),
+                    intervals::correlation_id.eq(&envelope.correlation_id),
                 ))
                 .on_conflict((intervals::instance_id, intervals::meter, intervals::run_seq))
                 .do_update()
@@ -77,7 +81,15 @@ pub fn apply_event(
                     intervals::gpu_model.eq(excluded(intervals::gpu_model)),
                 ))
                 .returning(intervals::id)
-                .get_result::<Uuid>(conn)?
+                .get_result::<Uuid>(conn)?;
+            // The `running` event opened the interval, even when the stop
+            // arrived first and created the row: its id is the interval's.
+            if let Some(cid) = &envelope.correlation_id {
+                diesel::update(intervals::table.find(id))
+                    .set(intervals::correlation_id.eq(cid))
+                    .execute(conn)?;
+            }
+            id
         }
         INSTANCE_STOPPED => {
             let p: InstanceStopped = envelope.payload().map_err(bad)?;
@@ -89,6 +101,8 @@ pub fn apply_event(
                     intervals::meter.eq(GPU),
                     intervals::run_seq.eq(p.run_seq),
                     intervals::ended_at.eq(p.stopped_at),
+                    // Until the `running` event brings its own.
+                    intervals::correlation_id.eq(&envelope.correlation_id),
                 ))
                 .on_conflict((intervals::instance_id, intervals::meter, intervals::run_seq))
                 .do_update()
@@ -138,8 +152,15 @@ pub(crate) fn close_if_complete(
             intervals::recorded_at.eq(now),
         ))
         .execute(conn)?;
-    // The rest of the interval, or, when a settlement ran ahead of a stop
-    // that had already happened, the correction (negative seconds).
+    // The rest of the interval, under the id of the event that closed it;
+    // or, when a settlement ran ahead of a stop that had already happened,
+    // the correction (negative seconds), under the interval's own id like
+    // the settlement segments it corrects.
+    let correlation_id = if seconds < row.settled_seconds {
+        row.correlation_id.clone().or(correlation_id)
+    } else {
+        correlation_id
+    };
     announce(
         conn,
         &row,
@@ -156,7 +177,9 @@ pub(crate) fn close_if_complete(
 /// Announces seconds `[from, to)` of an interval to billing (nothing when
 /// they are equal; a correction when `to < from`); bytes for a bandwidth
 /// interval, dated `bytes_seen_at`. Needs the start, the host and the rate,
-/// which the `running` (or `storage_started`) event brought.
+/// which the `running` (or `storage_started`) event brought. Without a
+/// `correlation_id` of its own (a settlement tick), the segment goes out
+/// under the interval's.
 pub(crate) fn announce(
     conn: &mut PgConnection,
     row: &IntervalRow,
@@ -215,7 +238,7 @@ pub(crate) fn announce(
         USAGE_RECORDED,
         contracts::time::now(),
         Some(row.tenant_id),
-        correlation_id,
+        correlation_id.or_else(|| row.correlation_id.clone()),
         &usage,
     )
     .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
@@ -268,7 +291,9 @@ pub async fn settle_open(
                     diesel::update(intervals::table.find(row.id))
                         .set(intervals::settled_seconds.eq(due))
                         .execute(conn)?;
-                    announce(conn, &row, row.settled_seconds, due, None, &exchange, None)?;
+                    // Under the id of the order's `running` event.
+                    let cid = row.correlation_id.clone();
+                    announce(conn, &row, row.settled_seconds, due, None, &exchange, cid)?;
                     n += 1;
                 }
                 Ok((n, last, full))

@@ -78,6 +78,7 @@ pub fn apply_storage(
             p.storage_price_per_gb_month,
             Some(p.disk_gib),
             ended,
+            correlation_id.as_deref(),
         )?;
         if let Some(end) = ended {
             // The first end stands: a repeat cannot move it.
@@ -94,7 +95,16 @@ pub fn apply_storage(
         (BANDWIDTH_DOWN, p.bandwidth_down_price_per_tb),
     ] {
         if price > Decimal::ZERO {
-            open(conn, &p, meter, None, price, None, None)?;
+            open(
+                conn,
+                &p,
+                meter,
+                None,
+                price,
+                None,
+                None,
+                correlation_id.as_deref(),
+            )?;
             any_bandwidth = true;
         }
     }
@@ -105,7 +115,9 @@ pub fn apply_storage(
 }
 
 /// The interval of `meter` for the instance, created from the snapshot when
-/// it does not exist yet; its id.
+/// it does not exist yet (with the correlation id of the event that created
+/// it); its id.
+#[allow(clippy::too_many_arguments)]
 fn open(
     conn: &mut PgConnection,
     p: &InstanceStorageStarted,
@@ -114,6 +126,7 @@ fn open(
     unit_price: Decimal,
     disk_gib: Option<i32>,
     ended_at: Option<DateTime<Utc>>,
+    correlation_id: Option<&str>,
 ) -> QueryResult<Uuid> {
     diesel::insert_into(intervals::table)
         .values((
@@ -131,6 +144,7 @@ fn open(
             intervals::currency.eq(&p.currency),
             intervals::machine_id.eq(p.machine_id),
             intervals::gpu_model.eq((!p.gpu_model.is_empty()).then_some(&p.gpu_model)),
+            intervals::correlation_id.eq(correlation_id),
         ))
         .on_conflict((intervals::instance_id, intervals::meter, intervals::run_seq))
         .do_nothing()
@@ -273,6 +287,7 @@ pub async fn settle_recent_traffic(
     for instance_id in instances {
         let exchange = events_exchange.to_owned();
         db.tx(move |conn| -> Result<(), Error> {
+            // No message behind it: each segment goes out under its interval's id.
             settle_traffic(conn, instance_id, &exchange, None)?;
             Ok(())
         })

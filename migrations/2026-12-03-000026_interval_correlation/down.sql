@@ -1,0 +1,1 @@
+ALTER TABLE metering.intervals DROP COLUMN correlation_id;
