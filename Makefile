@@ -3,7 +3,7 @@ export CARGO_TARGET_DIR ?= /var/tmp/gpumarket-target
 
 NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
 
-.PHONY: run run-split test services lint fmt sdl deploy-validate bench security faults
+.PHONY: run run-split test services lint fmt sdl deploy-validate bench security faults web web-test
 
 ## make run: start Postgres and RabbitMQ if needed, migrate, seed, run everything.
 run: services
@@ -14,13 +14,25 @@ run: services
 run-split: services
 	bash deploy/local/run-split.sh
 
-## make test: the same readiness step, then the whole suite.
+## make test: the same readiness step, then the whole suite: the Rust tests, then the web
+## front end's build checks and its browser tests (web/e2e, Debian's Chromium).
 test: services
 ifeq ($(NEXTEST),yes)
 	cargo nextest run --workspace --no-fail-fast
 else
 	cargo test --workspace --no-fail-fast
 endif
+	$(MAKE) web-test
+
+## make web: the front end (web/): install, check the generated GraphQL types against
+## api-specs/graphql/schema.graphql, type-check and build web/dist (served at /portal, /billing).
+web:
+	cd web && npm ci --no-audit --no-fund && npm run codegen:check && npm run typecheck && npm run build
+
+## make web-test: the browser tests against a fresh `gpumarket dev` stack (docs/testing.md).
+web-test: web
+	@command -v chromium >/dev/null 2>&1 || { echo "web-test needs Chromium: apt-get install -y chromium"; exit 1; }
+	bash web/e2e/run.sh
 
 ## make security: the security suite alone (docs/security.md); `make test` runs it too.
 security: services

@@ -309,13 +309,7 @@ fn whole_seconds(from: DateTime<Utc>, to: DateTime<Utc>) -> i64 {
 /// The broker's view of the test's vhost: queue name → messages (ready and
 /// unacknowledged).
 async fn queue_depths(env: &TestEnv) -> BTreeMap<String, i64> {
-    let mut url = reqwest::Url::parse(&env.config.rabbitmq_management_url).expect("mgmt url");
-    let (user, pass) = (
-        url.username().to_owned(),
-        url.password().unwrap_or_default().to_owned(),
-    );
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
+    let (url, user, pass) = management(&env.config);
     let vhost = env.config.amqp_vhost().expect("vhost");
     let queues: Value = reqwest::Client::new()
         .get(
@@ -1031,13 +1025,7 @@ async fn the_stack_keeps_its_promises_through_kills_and_restarts() {
 }
 
 async fn rabbit_version(env: &TestEnv) -> String {
-    let mut url = reqwest::Url::parse(&env.config.rabbitmq_management_url).expect("mgmt url");
-    let (user, pass) = (
-        url.username().to_owned(),
-        url.password().unwrap_or_default().to_owned(),
-    );
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
+    let (url, user, pass) = management(&env.config);
     let overview: Option<Value> = async {
         reqwest::Client::new()
             .get(url.join("api/overview").ok()?)

@@ -19,7 +19,8 @@ pub struct TestEnv {
     admin_url: String,
 }
 
-fn management(config: &Config) -> (reqwest::Url, String, String) {
+/// The RabbitMQ management API's base URL and its credentials.
+pub fn management(config: &Config) -> (reqwest::Url, String, String) {
     let mut url = reqwest::Url::parse(&config.rabbitmq_management_url).expect("management URL");
     let user = url.username().to_owned();
     let pass = url.password().unwrap_or_default().to_owned();

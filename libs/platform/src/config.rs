@@ -188,6 +188,10 @@ pub struct Config {
     /// `GPUMARKET_RATE_LIMIT_BURST`.
     pub rate_limit_per_minute: u32,
     pub rate_limit_burst: u32,
+    /// The built web front end (`make web`), served by the gateway at
+    /// `/portal` and `/billing`; relative to the working directory.
+    /// `GPUMARKET_WEB_DIR`.
+    pub web_dir: String,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -341,6 +345,7 @@ impl Config {
             invoice_schedule_secs: parsed("GPUMARKET_INVOICE_SCHEDULE_SECS", 300)?,
             rate_limit_per_minute: parsed("GPUMARKET_RATE_LIMIT_PER_MINUTE", 1200)?,
             rate_limit_burst: parsed("GPUMARKET_RATE_LIMIT_BURST", 240)?,
+            web_dir: var("GPUMARKET_WEB_DIR", "web/dist"),
         })
     }
 

@@ -55,6 +55,7 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
     let (listener, port) =
         platform::http::listen(&config.bind_host, config.ports.gateway).map_err(listen_error)?;
     let stripe_forward = web::Data::new(crate::webhooks::StripeForward::new(&config.urls.billing));
+    let web_dir = std::path::PathBuf::from(&config.web_dir);
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())
@@ -67,6 +68,7 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
             .route("/healthz", web::get().to(healthz))
             .route("/readyz", web::get().to(readyz))
             .route("/metrics", web::get().to(platform::metrics::handler))
+            .configure(|cfg| crate::web::configure(cfg, web_dir.clone()))
     })
     // As every service: `gpumarket serve` handles SIGINT and SIGTERM and
     // stops the server through its handle; open subscriptions are closed

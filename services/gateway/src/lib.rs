@@ -10,6 +10,7 @@ mod http;
 mod rate_limit;
 mod schema;
 mod validate;
+mod web;
 mod webhooks;
 
 use std::sync::Arc;

@@ -1,0 +1,235 @@
+// End-to-end: a new host onboards in the portal and lists a machine.
+// Drives Debian's Chromium with playwright-core against a running stack
+// whose gateway is GPUMARKET_WEB_E2E_URL (web/e2e/run.sh starts one).
+// Screenshots of each page go to web/e2e/screenshots/.
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdirSync, openSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const BASE = process.env.GPUMARKET_WEB_E2E_URL;
+if (!BASE) throw new Error('GPUMARKET_WEB_E2E_URL is not set: the gateway of a running stack (web/e2e/run.sh)');
+const SHOTS = join(dirname(fileURLToPath(import.meta.url)), 'screenshots');
+const TIMEOUT = 15_000;
+// When set (web/e2e/run.sh sets them), the test runs the install command it
+// was shown, with simulated GPUs, and waits for the machine to be online.
+const AGENT_BIN = process.env.GPUMARKET_E2E_AGENT_BIN;
+const AGENT_VHOST = process.env.GPUMARKET_E2E_VHOST ?? '/';
+const AGENT_LOG = process.env.GPUMARKET_E2E_AGENT_LOG;
+
+/** @type {import('node:child_process').ChildProcess | undefined} */
+let agent;
+
+/** @type {import('playwright-core').Browser} */
+let browser;
+
+before(async () => {
+  mkdirSync(SHOTS, { recursive: true });
+  browser = await chromium.launch({
+    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
+    headless: true,
+    // Playwright adds --headless and a fresh, temporary --user-data-dir.
+    args: [
+      '--no-sandbox',
+      '--disable-gpu',
+      '--disable-quic',
+      '--no-first-run',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-sync',
+    ],
+  });
+});
+
+after(async () => {
+  agent?.kill('SIGTERM');
+  await browser?.close();
+});
+
+/** @param {import('playwright-core').Page} page @param {string} name */
+async function shot(page, name) {
+  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+test('a new host signs up, registers a machine, sees its token once, prices and lists it', async () => {
+  const context = await browser.newContext({
+    viewport: { width: 1100, height: 900 },
+    permissions: ['clipboard-read', 'clipboard-write'],
+  });
+  const page = await context.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  /** @type {string[]} */
+  const consoleErrors = [];
+  page.on('console', (m) => {
+    if (m.type() === 'error') consoleErrors.push(m.text());
+  });
+  /** @type {string[]} */
+  const requests = [];
+  page.on('request', (r) => requests.push(new URL(r.url()).pathname));
+  page.on('response', (r) => {
+    if (r.status() >= 400) consoleErrors.push(`HTTP ${r.status()} ${r.url()}`);
+  });
+
+  // Sign up: a too-short password is refused with the error beside the field.
+  await page.goto(`${BASE}/portal`);
+  await page.getByRole('heading', { name: 'Create a host account' }).waitFor();
+  await shot(page, '01-sign-up');
+  const email = `host-${Date.now()}@e2e.example`;
+  await page.getByLabel('Email').fill(email);
+  await page.getByLabel('Password').fill('short');
+  await page.getByLabel('Organisation name').fill('E2E Hosting');
+  await page.getByRole('button', { name: 'Sign up', exact: true }).click();
+  const passwordError = page.locator('#auth-password-error');
+  await passwordError.waitFor();
+  assert.match(await passwordError.innerText(), /VALIDATION/);
+  assert.equal(await page.getByLabel('Password').getAttribute('aria-invalid'), 'true');
+  await shot(page, '02-sign-up-validation');
+
+  await page.getByLabel('Password').fill('correct horse battery');
+  await page.getByRole('button', { name: 'Sign up', exact: true }).click();
+
+  // Register a machine: the model comes from the API's GPU catalog and
+  // fills in the VRAM.
+  await page.getByRole('heading', { name: 'Register a machine' }).waitFor();
+  await page.getByRole('heading', { name: 'My machines' }).waitFor();
+  await page.getByText('No machines yet').waitFor();
+  assert.ok(await page.evaluate(() => sessionStorage.getItem('gpumarket.token')), 'the JWT is in sessionStorage');
+  const select = page.getByLabel('GPU model');
+  await page.waitForFunction(() => {
+    const s = /** @type {HTMLSelectElement | null} */ (document.querySelector('#m-model'));
+    return !!s && !s.disabled && s.options.length > 1;
+  });
+  const options = await select.locator('option').evaluateAll((os) =>
+    os.map((o) => ({ value: /** @type {HTMLOptionElement} */ (o).value, text: o.textContent ?? '' })),
+  );
+  const model = options.find((o) => o.value !== '');
+  assert.ok(model, 'the catalog offers at least one GPU model');
+  const vram = /\((\d+) GiB/.exec(model.text)?.[1];
+  assert.ok(vram, `the option shows its VRAM: ${model.text}`);
+  await page.getByLabel('Machine name').fill('e2e-rig');
+  await select.selectOption(model.value);
+  assert.equal(await page.getByLabel('VRAM per GPU (GiB)').inputValue(), vram);
+  await page.getByLabel('GPUs', { exact: true }).fill('2');
+  await page.getByLabel('Country').fill('DE');
+  await shot(page, '03-register-machine');
+  await page.getByRole('button', { name: 'Register machine' }).click();
+
+  // The install command with the agent token, shown once, with a copy button.
+  await page.getByRole('heading', { name: /e2e-rig is registered/ }).waitFor();
+  const command = await page.getByLabel('Agent install command').inputValue();
+  const parsed = /^gpumarket agent --machine-id (\S+) --token (\S+)$/.exec(command);
+  assert.ok(parsed, `install command: ${command}`);
+  const token = parsed[2];
+  await page.getByRole('button', { name: 'Copy' }).click();
+  await page.getByText('Copied to the clipboard.').waitFor();
+  assert.equal(await page.evaluate(() => navigator.clipboard.readText()), command);
+  await shot(page, '04-agent-token');
+  await page.getByRole('button', { name: 'I have saved the token' }).click();
+  await page.getByRole('heading', { name: 'Register a machine' }).waitFor();
+  assert.ok(!(await page.content()).includes(token), 'the token is gone from the page');
+
+  // My machines: offline, not listed, no price; listing needs a price.
+  const row = page.getByRole('listitem').filter({ has: page.getByRole('heading', { name: 'e2e-rig' }) });
+  await row.getByText('Not listed').waitFor();
+  await row.getByText('Offline').waitFor();
+  assert.ok(await row.getByRole('button', { name: 'List e2e-rig' }).isDisabled(), 'no listing without a price');
+  await row.getByLabel(/Price per GPU-hour/).fill('0.35');
+  await row.getByRole('button', { name: 'Save price' }).click();
+  await row.getByText(/0\.35\d* USD per GPU-hour/).waitFor();
+  await row.getByRole('button', { name: 'List e2e-rig' }).click();
+  await row.getByText('Listed', { exact: true }).waitFor();
+  await row.getByRole('button', { name: 'Unlist e2e-rig' }).waitFor();
+  await shot(page, '05-machine-listed');
+
+  // The agent, started with the command from the page, brings it online.
+  if (AGENT_BIN) {
+    const out = AGENT_LOG ? openSync(AGENT_LOG, 'a') : 'ignore';
+    const args = command.split(' ').slice(1);
+    agent = spawn(
+      AGENT_BIN,
+      [...args, '--vhost', AGENT_VHOST, '--simulate-gpus', '2', '--simulate-model', model.value, '--simulate-vram-gib', vram],
+      { stdio: ['ignore', out, out] },
+    );
+    await row.getByText('Online', { exact: true }).waitFor({ timeout: 30_000 });
+    await row.getByText(/last heartbeat/).waitFor();
+    await shot(page, '06-machine-online');
+  }
+
+  // A reload keeps the session and shows the machine listed, from the API.
+  await page.reload();
+  await row.getByText('Listed', { exact: true }).waitFor();
+  await row.getByText(/0\.35\d* USD per GPU-hour/).waitFor();
+  assert.ok(!(await page.content()).includes(token), 'the token is not shown again');
+
+  // The billing page is served at its own route by the same build.
+  await page.getByRole('link', { name: 'Billing' }).click();
+  await page.getByRole('heading', { name: 'Billing', level: 1 }).waitFor();
+  await shot(page, '07-billing');
+
+  // Only the public API: nothing but the app's own files and /graphql.
+  const other = requests.filter((p) => !p.startsWith('/portal') && !p.startsWith('/billing') && p !== '/graphql');
+  assert.deepEqual(other, [], 'requests outside the public API');
+  assert.deepEqual(consoleErrors, [], 'console errors');
+  await context.close();
+});
+
+test('a host logs in with the keyboard alone, and a wrong password shows the API error', async () => {
+  // An account made through the public API, as any client could.
+  const email = `keyboard-${Date.now()}@e2e.example`;
+  const password = 'correct horse battery';
+  /** @type {Response} */
+  const res = await fetch(`${BASE}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify({
+      query: 'mutation($input: SignUpInput!) { signUp(input: $input) { token } }',
+      variables: { input: { email, password, tenantName: 'Keyboard Hosting', roles: ['HOST'] } },
+    }),
+  });
+  assert.equal(res.status, 200);
+  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  const page = await context.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  await page.goto(`${BASE}/portal`);
+  await page.getByRole('heading', { name: 'Create a host account' }).waitFor();
+  const focused = () => page.evaluate(() => document.activeElement?.id || document.activeElement?.textContent || '');
+
+  // Tab order: the two nav links, then the account tabs.
+  for (let i = 0; i < 4; i++) await page.keyboard.press('Tab');
+  assert.equal(await focused(), 'Log in');
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { name: 'Log in', level: 2 }).waitFor();
+  await page.keyboard.press('Tab');
+  assert.equal(await focused(), 'auth-email');
+  await page.keyboard.type(email);
+  await page.keyboard.press('Tab');
+  assert.equal(await focused(), 'auth-password');
+  await page.keyboard.type('wrong password');
+  await page.keyboard.press('Enter');
+  const alert = page.getByRole('alert');
+  await alert.waitFor();
+  assert.match(await alert.innerText(), /UNAUTHENTICATED/);
+  await shot(page, '08-log-in-error');
+
+  await page.keyboard.press('Control+A');
+  await page.keyboard.type(password);
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { name: 'My machines' }).waitFor();
+  await page.getByText('No machines yet').waitFor();
+  await context.close();
+});
+
+test('the gateway serves the build at /portal and /billing, and 404 for a missing asset', async () => {
+  for (const path of ['/portal', '/portal/machines/x', '/billing']) {
+    /** @type {Response} */
+    const res = await fetch(`${BASE}${path}`);
+    assert.equal(res.status, 200, path);
+    assert.match(res.headers.get('content-type') ?? '', /text\/html/, path);
+  }
+  /** @type {Response} */
+  const missing = await fetch(`${BASE}/portal/assets/missing-0000.js`);
+  assert.equal(missing.status, 404);
+});

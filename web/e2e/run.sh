@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# End-to-end test of the web front end against a real stack:
+#   bash web/e2e/run.sh
+# Builds the front end, starts `gpumarket dev` on its own fresh database and
+# RabbitMQ vhost with the gateway on a free port serving web/dist, waits for
+# /readyz, runs the Playwright tests (playwright-core driving Debian's
+# Chromium, /usr/bin/chromium; the test also runs the agent install command
+# it was shown, with simulated GPUs, to see the machine online), then stops
+# the stack and drops the database, the vhost and the machines' broker
+# users. Needs PostgreSQL (127.0.0.1:5432, trust) and RabbitMQ with
+# its management plugin (5672, 15672, guest/guest): `make services`.
+#
+# GPUMARKET_BIN: the gpumarket binary (default: built with cargo into
+# $CARGO_TARGET_DIR or target/). CHROMIUM: the browser (default /usr/bin/chromium).
+# Screenshots go to web/e2e/screenshots/; the stack's log to web/e2e/.run/.
+set -euo pipefail
+WEB=$(cd "$(dirname "$0")/.." && pwd)
+ROOT=$(cd "$WEB/.." && pwd)
+cd "$WEB"
+
+export CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+if [[ ! -x $CHROMIUM ]]; then
+  echo "no Chromium at $CHROMIUM: apt-get install -y chromium" >&2
+  exit 1
+fi
+
+step() { printf '== %s\n' "$*"; }
+started=$SECONDS
+
+# --- the front end ---------------------------------------------------------
+if [[ ! -d node_modules ]]; then
+  step "npm ci"
+  npm ci --no-audit --no-fund
+fi
+step "building the front end"
+npm run --silent build
+
+# --- the binary --------------------------------------------------------------
+TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
+BIN=${GPUMARKET_BIN:-$TARGET/debug/gpumarket}
+if [[ -z ${GPUMARKET_BIN:-} ]]; then
+  step "cargo build --bin gpumarket"
+  (cd "$ROOT" && cargo build --quiet --bin gpumarket)
+fi
+
+# --- a fresh database and vhost ------------------------------------------------
+NAME="gpumarket_web_e2e_$(date +%s)_$$"
+PG=${GPUMARKET_E2E_PG:-postgres://postgres@127.0.0.1:5432}
+MGMT=${GPUMARKET_E2E_RABBITMQ_MANAGEMENT:-http://guest:guest@127.0.0.1:15672}
+RUN_DIR=$WEB/e2e/.run
+mkdir -p "$RUN_DIR"
+LOG=$RUN_DIR/gpumarket.log
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+STACK_PID=
+
+cleanup() {
+  local rc=$?
+  if [[ -n $STACK_PID ]] && kill -0 "$STACK_PID" 2>/dev/null; then
+    kill -TERM "$STACK_PID" 2>/dev/null || true
+    for _ in $(seq 1 100); do kill -0 "$STACK_PID" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$STACK_PID" 2>/dev/null || true
+    wait "$STACK_PID" 2>/dev/null || true
+  fi
+  # Agent broker users are broker-wide, one per machine: remove this run's.
+  local id
+  for id in $(psql -Atq "$PG/$NAME" -c "SELECT id FROM catalog.machines" 2>/dev/null); do
+    curl -fsS -X DELETE "$MGMT/api/users/agent-$id" >/dev/null 2>&1 || true
+  done
+  psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS \"$NAME\" WITH (FORCE)" >/dev/null 2>&1 || true
+  curl -fsS -X DELETE "$MGMT/api/vhosts/$NAME" >/dev/null 2>&1 || true
+  if [[ $rc -ne 0 ]]; then
+    echo "failed (exit $rc); the stack's log: $LOG" >&2
+    tail -n 40 "$LOG" >&2 2>/dev/null || true
+  fi
+  exit $rc
+}
+trap cleanup EXIT INT TERM
+
+step "vhost $NAME"
+curl -fsS -X PUT -H 'content-type: application/json' -d '{}' "$MGMT/api/vhosts/$NAME" >/dev/null
+curl -fsS -X PUT -H 'content-type: application/json' \
+  -d '{"configure":".*","write":".*","read":".*"}' "$MGMT/api/permissions/$NAME/guest" >/dev/null
+
+# --- the stack -----------------------------------------------------------------
+step "gpumarket dev: database $NAME, gateway on 127.0.0.1:$PORT"
+GPUMARKET_DATABASE_URL="$PG/$NAME" \
+GPUMARKET_AMQP_URL="amqp://guest:guest@127.0.0.1:5672/$NAME" \
+GPUMARKET_GATEWAY_PORT=$PORT \
+GPUMARKET_CATALOG_PORT=0 GPUMARKET_ORDERING_PORT=0 GPUMARKET_QUOTA_PORT=0 \
+GPUMARKET_METERING_PORT=0 GPUMARKET_BILLING_PORT=0 GPUMARKET_PROVISIONER_PORT=0 \
+GPUMARKET_DB_POOL_SIZE=2 \
+GPUMARKET_WEB_DIR="$WEB/dist" \
+GPUMARKET_LOG_FORMAT=json \
+  "$BIN" dev >"$LOG" 2>&1 &
+STACK_PID=$!
+
+URL="http://127.0.0.1:$PORT"
+for i in $(seq 1 240); do
+  if curl -fsS "$URL/readyz" >/dev/null 2>&1; then break; fi
+  if ! kill -0 "$STACK_PID" 2>/dev/null; then
+    echo "gpumarket dev exited before it was ready" >&2
+    exit 1
+  fi
+  if [[ $i -eq 240 ]]; then
+    echo "gpumarket dev not ready after 120 s" >&2
+    exit 1
+  fi
+  sleep 0.5
+done
+step "ready after $((SECONDS - started)) s"
+
+# --- the tests -------------------------------------------------------------------
+step "playwright: $URL/portal"
+GPUMARKET_WEB_E2E_URL=$URL GPUMARKET_E2E_AGENT_BIN=$BIN GPUMARKET_E2E_VHOST=$NAME \
+GPUMARKET_E2E_AGENT_LOG=$RUN_DIR/agent.log \
+  npm run --silent test:e2e
+step "passed in $((SECONDS - started)) s; screenshots in web/e2e/screenshots/"

@@ -1,0 +1,101 @@
+// The only way the front end talks to gpumarket: the public GraphQL API at
+// /graphql, with the user's JWT as a bearer token.
+import type { TypedDocumentString } from './gql/graphql';
+
+const TOKEN_KEY = 'gpumarket.token';
+
+export function getToken(): string | null {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+export function setToken(token: string | null): void {
+  if (token === null) sessionStorage.removeItem(TOKEN_KEY);
+  else sessionStorage.setItem(TOKEN_KEY, token);
+}
+
+/** One GraphQL error as the API reports it. */
+export interface ApiErrorDetail {
+  message: string;
+  code: string;
+  /** The input field a VALIDATION error names (`field: message`), if any. */
+  field: string | null;
+}
+
+export class ApiError extends Error {
+  readonly errors: ApiErrorDetail[];
+
+  constructor(errors: ApiErrorDetail[]) {
+    super(errors.map((e) => `${e.code}: ${e.message}`).join('; '));
+    this.errors = errors;
+  }
+
+  /** The errors that name `field`, for showing next to its input. */
+  forField(field: string): ApiErrorDetail | undefined {
+    return this.errors.find((e) => e.field === field);
+  }
+
+  get code(): string {
+    return this.errors[0]?.code ?? 'INTERNAL';
+  }
+}
+
+interface RawError {
+  message?: string;
+  extensions?: { code?: string; field?: string };
+}
+
+function detail(raw: RawError): ApiErrorDetail {
+  const message = raw.message ?? 'unknown error';
+  const code = raw.extensions?.code ?? 'INTERNAL';
+  let field = raw.extensions?.field ?? null;
+  if (field === null && code === 'VALIDATION') {
+    // The gateway writes validation errors as `<field>: <message>`.
+    const m = /^([A-Za-z][A-Za-z0-9_.]*): /.exec(message);
+    if (m) field = m[1].split('.').pop() ?? null;
+  }
+  return { message, code, field };
+}
+
+export async function request<TResult, TVariables>(
+  document: TypedDocumentString<TResult, TVariables>,
+  ...[variables]: TVariables extends Record<string, never> ? [] : [TVariables]
+): Promise<TResult> {
+  const headers: Record<string, string> = {
+    'Content-Type': 'application/json',
+    Accept: 'application/json',
+  };
+  const token = getToken();
+  if (token) headers.Authorization = `Bearer ${token}`;
+  let response: Response;
+  try {
+    response = await fetch('/graphql', {
+      method: 'POST',
+      headers,
+      body: JSON.stringify({ query: document.toString(), variables: variables ?? {} }),
+    });
+  } catch (e) {
+    throw new ApiError([{ message: `cannot reach the API: ${String(e)}`, code: 'UNAVAILABLE', field: null }]);
+  }
+  let body: { data?: TResult | null; errors?: RawError[] };
+  try {
+    body = await response.json();
+  } catch {
+    throw new ApiError([
+      { message: `the API answered HTTP ${response.status} without JSON`, code: 'UNAVAILABLE', field: null },
+    ]);
+  }
+  if (body.errors && body.errors.length > 0) {
+    const errors = body.errors.map(detail);
+    if (errors.some((e) => e.code === 'UNAUTHENTICATED')) setToken(null);
+    throw new ApiError(errors);
+  }
+  if (!body.data) {
+    throw new ApiError([{ message: `HTTP ${response.status} with no data`, code: 'INTERNAL', field: null }]);
+  }
+  return body.data;
+}
+
+export function errorText(e: unknown): string {
+  if (e instanceof ApiError) return e.errors.map((x) => `${x.message} (${x.code})`).join('; ');
+  return String(e);
+}

@@ -1,0 +1,103 @@
+// Every operation the front end sends, typed by `npm run codegen` from
+// api-specs/graphql/schema.graphql.
+import { graphql } from './gql';
+
+export const SignUp = graphql(`
+  mutation SignUp($input: SignUpInput!) {
+    signUp(input: $input) {
+      token
+      expiresAt
+      me {
+        ...MeFields
+      }
+    }
+  }
+`);
+
+export const LogIn = graphql(`
+  mutation LogIn($email: String!, $password: String!) {
+    login(email: $email, password: $password) {
+      token
+      expiresAt
+      me {
+        ...MeFields
+      }
+    }
+  }
+`);
+
+export const MeFields = graphql(`
+  fragment MeFields on Me {
+    email
+    tenantRoles
+  }
+`);
+
+export const GpuCatalog = graphql(`
+  query GpuCatalog {
+    gpuModels {
+      name
+      vramGib
+      architecture
+    }
+  }
+`);
+
+export const MachineFieldsFragment = graphql(`
+  fragment MachineFields on Machine {
+    id
+    name
+    gpuModel
+    gpuCount
+    vramGib
+    country
+    pricePerGpuHour
+    currency
+    listed
+    online
+    lastHeartbeatAt
+  }
+`);
+
+export const MyMachines = graphql(`
+  query MyMachines {
+    myMachines {
+      ...MachineFields
+    }
+  }
+`);
+
+export const RegisterMachine = graphql(`
+  mutation RegisterMachine($input: RegisterMachineInput!) {
+    registerMachine(input: $input) {
+      machine {
+        ...MachineFields
+      }
+      agentToken
+    }
+  }
+`);
+
+export const SetPrice = graphql(`
+  mutation SetPrice($machineId: ID!, $price: Decimal!) {
+    setMachinePricing(machineId: $machineId, pricePerGpuHour: $price) {
+      ...MachineFields
+    }
+  }
+`);
+
+export const ListMachine = graphql(`
+  mutation ListMachine($machineId: ID!) {
+    listMachine(machineId: $machineId) {
+      ...MachineFields
+    }
+  }
+`);
+
+export const UnlistMachine = graphql(`
+  mutation UnlistMachine($machineId: ID!) {
+    unlistMachine(machineId: $machineId) {
+      ...MachineFields
+    }
+  }
+`);

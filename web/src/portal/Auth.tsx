@@ -1,0 +1,90 @@
+import { useState, type FormEvent } from 'react';
+import { request } from '../api';
+import { LogIn, SignUp } from '../operations';
+import { ErrorBox, Field, fieldProps } from '../ui';
+
+type Mode = 'signup' | 'login';
+
+export function Auth({ onAuth }: { onAuth: (token: string, email: string) => void }) {
+  const [mode, setMode] = useState<Mode>('signup');
+  const [email, setEmail] = useState('');
+  const [password, setPassword] = useState('');
+  const [tenantName, setTenantName] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+
+  const submit = async (event: FormEvent) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const auth =
+        mode === 'signup'
+          ? (await request(SignUp, { input: { email, password, tenantName, roles: ['HOST'] } })).signUp
+          : (await request(LogIn, { email, password })).login;
+      onAuth(auth.token, auth.me.email);
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const fields = ['email', 'password', 'tenantName'];
+  return (
+    <section aria-labelledby="auth-title" className="card narrow">
+      <div role="tablist" aria-label="Account" className="tabs">
+        <button type="button" role="tab" aria-selected={mode === 'signup'} onClick={() => setMode('signup')}>
+          Sign up as a host
+        </button>
+        <button type="button" role="tab" aria-selected={mode === 'login'} onClick={() => setMode('login')}>
+          Log in
+        </button>
+      </div>
+      <h2 id="auth-title">{mode === 'signup' ? 'Create a host account' : 'Log in'}</h2>
+      <form onSubmit={submit} noValidate>
+        <Field id="auth-email" label="Email" error={error} field="email">
+          <input
+            {...fieldProps('auth-email', error, 'email')}
+            type="email"
+            autoComplete="email"
+            required
+            value={email}
+            onChange={(e) => setEmail(e.target.value)}
+          />
+        </Field>
+        <Field
+          id="auth-password"
+          label="Password"
+          error={error}
+          field="password"
+          hint={mode === 'signup' ? 'At least 8 characters.' : undefined}
+        >
+          <input
+            {...fieldProps('auth-password', error, 'password', mode === 'signup')}
+            type="password"
+            autoComplete={mode === 'signup' ? 'new-password' : 'current-password'}
+            required
+            value={password}
+            onChange={(e) => setPassword(e.target.value)}
+          />
+        </Field>
+        {mode === 'signup' && (
+          <Field id="auth-tenant" label="Organisation name" error={error} field="tenantName">
+            <input
+              {...fieldProps('auth-tenant', error, 'tenantName')}
+              autoComplete="organization"
+              required
+              value={tenantName}
+              onChange={(e) => setTenantName(e.target.value)}
+            />
+          </Field>
+        )}
+        <ErrorBox error={error} except={fields} />
+        <button type="submit" className="primary" disabled={busy}>
+          {mode === 'signup' ? 'Sign up' : 'Log in'}
+        </button>
+      </form>
+    </section>
+  );
+}

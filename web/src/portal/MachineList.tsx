@@ -1,0 +1,105 @@
+import { useState, type FormEvent } from 'react';
+import { request } from '../api';
+import type { MachineFieldsFragment } from '../gql/graphql';
+import { ListMachine, SetPrice, UnlistMachine } from '../operations';
+import { ErrorBox, Field, fieldProps } from '../ui';
+
+export function MachineList({
+  machines,
+  onChanged,
+}: {
+  machines: MachineFieldsFragment[] | null;
+  onChanged: (machine: MachineFieldsFragment) => void;
+}) {
+  return (
+    <section aria-labelledby="machines-title" className="card">
+      <h2 id="machines-title">My machines</h2>
+      {machines === null ? (
+        <p>Loading…</p>
+      ) : machines.length === 0 ? (
+        <p>No machines yet: register one above.</p>
+      ) : (
+        <ul className="machines">
+          {machines.map((m) => (
+            <MachineRow key={m.id} machine={m} onChanged={onChanged} />
+          ))}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+function MachineRow({
+  machine: m,
+  onChanged,
+}: {
+  machine: MachineFieldsFragment;
+  onChanged: (machine: MachineFieldsFragment) => void;
+}) {
+  const [price, setPrice] = useState(m.pricePerGpuHour ?? '');
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const priceId = `price-${m.id}`;
+
+  const run = async (action: () => Promise<MachineFieldsFragment>) => {
+    setBusy(true);
+    setError(null);
+    try {
+      onChanged(await action());
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const savePrice = (event: FormEvent) => {
+    event.preventDefault();
+    void run(async () => (await request(SetPrice, { machineId: m.id, price: price.trim() })).setMachinePricing);
+  };
+  const toggle = () =>
+    void run(async () =>
+      m.listed
+        ? (await request(UnlistMachine, { machineId: m.id })).unlistMachine
+        : (await request(ListMachine, { machineId: m.id })).listMachine,
+    );
+
+  return (
+    <li className="machine" aria-labelledby={`name-${m.id}`} data-machine-id={m.id}>
+      <div className="machine-head">
+        <h3 id={`name-${m.id}`}>{m.name}</h3>
+        <span className={`badge ${m.online ? 'on' : 'off'}`}>{m.online ? 'Online' : 'Offline'}</span>
+        <span className={`badge ${m.listed ? 'listed' : 'unlisted'}`}>{m.listed ? 'Listed' : 'Not listed'}</span>
+      </div>
+      <p className="specs">
+        {m.gpuCount} × {m.gpuModel}, {m.vramGib} GiB each · {m.country} ·{' '}
+        {m.pricePerGpuHour ? `${m.pricePerGpuHour} ${m.currency} per GPU-hour` : 'no price yet'}
+        {m.lastHeartbeatAt ? ` · last heartbeat ${new Date(m.lastHeartbeatAt).toLocaleString()}` : ' · agent never connected'}
+      </p>
+      <form onSubmit={savePrice} className="row" noValidate>
+        <Field id={priceId} label={`Price per GPU-hour (${m.currency})`} error={error} field="pricePerGpuHour">
+          <input
+            {...fieldProps(priceId, error, 'pricePerGpuHour')}
+            inputMode="decimal"
+            placeholder="0.35"
+            value={price}
+            onChange={(e) => setPrice(e.target.value)}
+          />
+        </Field>
+        <button type="submit" disabled={busy}>
+          Save price
+        </button>
+        <button
+          type="button"
+          className="primary"
+          disabled={busy || (!m.listed && !m.pricePerGpuHour)}
+          title={!m.listed && !m.pricePerGpuHour ? 'Set a price first' : undefined}
+          onClick={toggle}
+        >
+          {m.listed ? `Unlist ${m.name}` : `List ${m.name}`}
+        </button>
+      </form>
+      <ErrorBox error={error} except={['pricePerGpuHour']} />
+    </li>
+  );
+}
