@@ -9,6 +9,7 @@ import { mkdirSync, openSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { axeFindings, checkA11y } from './portal-axe.mjs';
 
 const BASE = process.env.GPUMARKET_WEB_E2E_URL;
 if (!BASE) throw new Error('GPUMARKET_WEB_E2E_URL is not set: the gateway of a running stack (web/e2e/run.sh)');
@@ -45,6 +46,7 @@ before(async () => {
 });
 
 after(async () => {
+  console.log(`axe findings (any impact) by page state: ${JSON.stringify(axeFindings, null, 2)}`);
   agent?.kill('SIGTERM');
   await browser?.close();
 });
@@ -77,6 +79,7 @@ test('a new host signs up, registers a machine, sees its token once, prices and 
   await page.goto(`${BASE}/portal`);
   await page.getByRole('heading', { name: 'Create a host account' }).waitFor();
   await shot(page, '01-sign-up');
+  await checkA11y(page, 'sign-up form');
   const email = `host-${Date.now()}@e2e.example`;
   await page.getByLabel('Email').fill(email);
   await page.getByLabel('Password').fill('short');
@@ -87,6 +90,7 @@ test('a new host signs up, registers a machine, sees its token once, prices and 
   assert.match(await passwordError.innerText(), /VALIDATION/);
   assert.equal(await page.getByLabel('Password').getAttribute('aria-invalid'), 'true');
   await shot(page, '02-sign-up-validation');
+  await checkA11y(page, 'sign-up form with a validation error');
 
   await page.getByLabel('Password').fill('correct horse battery');
   await page.getByRole('button', { name: 'Sign up', exact: true }).click();
@@ -115,6 +119,7 @@ test('a new host signs up, registers a machine, sees its token once, prices and 
   await page.getByLabel('GPUs', { exact: true }).fill('2');
   await page.getByLabel('Country').fill('DE');
   await shot(page, '03-register-machine');
+  await checkA11y(page, 'register form');
   await page.getByRole('button', { name: 'Register machine' }).click();
 
   // The install command with the agent token, shown once, with a copy button.
@@ -127,6 +132,7 @@ test('a new host signs up, registers a machine, sees its token once, prices and 
   await page.getByText('Copied to the clipboard.').waitFor();
   assert.equal(await page.evaluate(() => navigator.clipboard.readText()), command);
   await shot(page, '04-agent-token');
+  await checkA11y(page, 'agent token shown');
   await page.getByRole('button', { name: 'I have saved the token' }).click();
   await page.getByRole('heading', { name: 'Register a machine' }).waitFor();
   assert.ok(!(await page.content()).includes(token), 'the token is gone from the page');
@@ -157,6 +163,85 @@ test('a new host signs up, registers a machine, sees its token once, prices and 
     await row.getByText(/last heartbeat/).waitFor();
     await shot(page, '06-machine-online');
   }
+
+  // The earnings preview: the price less the platform fee, whose rate comes
+  // from the API (the latest earnings posting's `feeRate`; the API has no
+  // other field for it), per GPU-hour and per day at the utilisation.
+  const jwt = await page.evaluate(() => sessionStorage.getItem('gpumarket.token'));
+  /** @type {Response} */
+  const earningsRes = await fetch(`${BASE}/graphql`, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', authorization: `Bearer ${jwt}` },
+    body: JSON.stringify({ query: '{ hostEarnings { currency postings { feeRate postedAt } } }' }),
+  });
+  /** @type {{ data: { hostEarnings: { currency: string, postings: { feeRate: string, postedAt: string }[] } } }} */
+  const earnings = await earningsRes.json();
+  const postings = [...earnings.data.hostEarnings.postings].sort((a, b) => b.postedAt.localeCompare(a.postedAt));
+  const feeRate = postings.length > 0 ? Number(postings[0].feeRate) : null;
+  /** @param {number} n @param {number} [digits] */
+  const fmt = (n, digits) =>
+    page.evaluate(
+      ({ n, digits }) =>
+        new Intl.NumberFormat(undefined, {
+          style: 'currency',
+          currency: 'USD',
+          ...(digits === undefined ? {} : { minimumFractionDigits: digits, maximumFractionDigits: digits }),
+        }).format(n),
+      { n, digits },
+    );
+  const preview = row.getByRole('group', { name: 'Earnings preview' });
+  assert.equal(await preview.getByLabel('Utilisation (%)').inputValue(), '70', 'utilisation defaults to 70 %');
+  /** @param {number} utilisation */
+  const expectPreview = async (utilisation) => {
+    const hours = 2 * 24 * (utilisation / 100);
+    assert.equal(await preview.getByTestId('gross-hour').innerText(), await fmt(0.35, 4));
+    if (feeRate === null) {
+      assert.equal(await preview.getByTestId('gross-day').innerText(), await fmt(0.35 * hours));
+      await preview.getByTestId('fee-unknown').waitFor();
+    } else {
+      assert.equal(await preview.getByTestId('net-hour').innerText(), await fmt(0.35 * (1 - feeRate), 4));
+      assert.equal(await preview.getByTestId('net-day').innerText(), await fmt(0.35 * (1 - feeRate) * hours));
+    }
+  };
+  await expectPreview(70);
+  await preview.getByLabel('Utilisation (%)').fill('50');
+  await expectPreview(50);
+  await preview.getByLabel('Utilisation', { exact: true }).focus();
+  await page.keyboard.press('ArrowRight');
+  assert.equal(await preview.getByLabel('Utilisation (%)').inputValue(), '55', 'the slider moves by keyboard');
+  await expectPreview(55);
+  await preview.getByLabel('Utilisation (%)').fill('70');
+  await preview.screenshot({ path: join(SHOTS, '09-earnings-preview.png') });
+
+  // The machine's state in detail: online, reliability and its evidence,
+  // verification and what is missing.
+  await row.getByText('Live state and verification').click();
+  await row.getByText('Reliability', { exact: true }).waitFor();
+  await row.getByText('Heartbeat gaps (the evidence behind reliability)').waitFor();
+  await row.getByText(/No gaps in the reliability window|still silent|\d+ (s|min|h)$/).first().waitFor();
+  await row.getByText('Host verification', { exact: true }).waitFor();
+  await row.getByText('Still missing').waitFor();
+  await row.screenshot({ path: join(SHOTS, '10-machine-state.png') });
+
+  // Earnings: nothing yet, and each part says so.
+  const earningsCard = page.getByRole('region', { name: 'Earnings', exact: true });
+  await earningsCard.getByTestId('earnings-total').waitFor();
+  assert.equal(await earningsCard.getByTestId('earnings-total').innerText(), await fmt(0));
+  await earningsCard.getByTestId('earnings-empty').waitFor();
+  await earningsCard.getByTestId('statements-empty').waitFor();
+  await earningsCard.getByTestId('payouts-empty').waitFor();
+  await earningsCard.screenshot({ path: join(SHOTS, '11-earnings.png') });
+  await checkA11y(page, 'machine list');
+
+  // Phone width: the machine list fits without sideways scrolling.
+  await page.setViewportSize({ width: 390, height: 844 });
+  await row.getByRole('button', { name: 'Save price' }).waitFor();
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 0, `no sideways scrolling at 390 px (${overflow} px too wide)`);
+  await page.getByRole('heading', { name: 'My machines' }).scrollIntoViewIfNeeded();
+  await page.screenshot({ path: join(SHOTS, '12-phone-machine-list.png') });
+  await checkA11y(page, 'machine list at phone width');
+  await page.setViewportSize({ width: 1100, height: 900 });
 
   // A reload keeps the session and shows the machine listed, from the API.
   await page.reload();
@@ -213,6 +298,7 @@ test('a host logs in with the keyboard alone, and a wrong password shows the API
   await alert.waitFor();
   assert.match(await alert.innerText(), /UNAUTHENTICATED/);
   await shot(page, '08-log-in-error');
+  await checkA11y(page, 'log-in error');
 
   await page.keyboard.press('Control+A');
   await page.keyboard.type(password);

@@ -56,6 +56,10 @@ export const MachineFieldsFragment = graphql(`
     listed
     online
     lastHeartbeatAt
+    gpusAllocated
+    reliability
+    verified
+    createdAt
   }
 `);
 
@@ -98,6 +102,86 @@ export const UnlistMachine = graphql(`
   mutation UnlistMachine($machineId: ID!) {
     unlistMachine(machineId: $machineId) {
       ...MachineFields
+    }
+  }
+`);
+
+export const HeartbeatGaps = graphql(`
+  query HeartbeatGaps($machineId: ID!) {
+    heartbeatGaps(machineId: $machineId) {
+      startedAt
+      endedAt
+      seconds
+    }
+  }
+`);
+
+export const MyHostProfile = graphql(`
+  query MyHostProfile {
+    hostProfile {
+      legalName
+      country
+      payoutCurrency
+      verification
+      verificationReason
+      updatedAt
+    }
+  }
+`);
+
+export const HostEarningsOverview = graphql(`
+  query HostEarningsOverview($from: String!, $to: String!) {
+    hostEarnings {
+      total
+      currency
+      postings {
+        feeRate
+        postedAt
+      }
+    }
+    earningsByMachine(from: $from, to: $to) {
+      from
+      to
+      currency
+      days {
+        day
+        machineId
+        gpuModel
+        seconds
+        gross
+        fee
+        net
+        downtimeCredits
+        total
+      }
+      totalGross
+      totalFee
+      totalNet
+      total
+    }
+  }
+`);
+
+export const HostStatementsAndPayouts = graphql(`
+  query HostStatementsAndPayouts {
+    statements {
+      id
+      number
+      status
+      periodStart
+      periodEnd
+      currency
+      earnings
+      payouts
+    }
+    payouts {
+      id
+      amount
+      currency
+      status
+      failureReason
+      createdAt
+      paidAt
     }
   }
 `);

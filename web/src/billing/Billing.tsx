@@ -1,17 +1,466 @@
-import { Layout } from '../ui';
+import { useCallback, useEffect, useMemo, useState, type FormEvent } from 'react';
+import { getToken, request, setToken } from '../api';
+import type {
+  BillingInstancesQuery,
+  BillingInvoicesQuery,
+  BillingRunwayQuery,
+} from '../gql/graphql';
+import { ErrorBox, Field, fieldProps, Layout } from '../ui';
+import { costOfSeconds, formatDuration, formatMoney } from './money';
+import {
+  BillingInstances,
+  BillingInvoices,
+  BillingLogIn,
+  BillingRunway,
+  BillingSpendSeries,
+  BillingUsageCsv,
+} from './operations';
+import { SpendChart } from './SpendChart';
 
-/** A placeholder: the billing front end is the next slice of issue #7. */
+const EMAIL_KEY = 'gpumarket.email';
+/** How often balance, runway and instances are refreshed. */
+const POLL_MS = 5000;
+const SERIES_DAYS = 14;
+
 export function Billing() {
+  const [token, setTok] = useState<string | null>(getToken());
+  const [email, setEmail] = useState<string | null>(sessionStorage.getItem(EMAIL_KEY));
+  const onAuth = (newToken: string, newEmail: string) => {
+    setToken(newToken);
+    sessionStorage.setItem(EMAIL_KEY, newEmail);
+    setTok(newToken);
+    setEmail(newEmail);
+  };
+  const logOut = useCallback(() => {
+    setToken(null);
+    sessionStorage.removeItem(EMAIL_KEY);
+    setTok(null);
+    setEmail(null);
+  }, []);
   return (
-    <Layout title="Billing">
-      <section aria-labelledby="billing-soon">
-        <h2 id="billing-soon">Coming next</h2>
-        <p>This page will show a renter's balance and its history, top-ups by card, invoices to download, and spend
-          limits; for a host, earnings per machine and payouts. All of it from the public GraphQL API.</p>
-        <p>
-          Hosts: the <a href="/portal">host portal</a> is where you register and list machines.
-        </p>
-      </section>
+    <Layout
+      title="Billing"
+      actions={
+        token && (
+          <>
+            <span className="who">{email}</span>
+            <button type="button" onClick={logOut}>
+              Log out
+            </button>
+          </>
+        )
+      }
+    >
+      {token ? <Dashboard onSignedOut={logOut} /> : <BillingLogin onAuth={onAuth} />}
     </Layout>
+  );
+}
+
+function BillingLogin({ onAuth }: { onAuth: (token: string, email: string) => void }) {
+  const [email, setEmail] = useState('');
+  const [password, setPassword] = useState('');
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const submit = async (event: FormEvent) => {
+    event.preventDefault();
+    setBusy(true);
+    setError(null);
+    try {
+      const auth = (await request(BillingLogIn, { email, password })).login;
+      onAuth(auth.token, auth.me.email);
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <section aria-labelledby="billing-login-title" className="card narrow">
+      <h2 id="billing-login-title">Log in to see your billing</h2>
+      <p>
+        Renters: your balance, spend, instances and invoices. Hosts list machines in the{' '}
+        <a href="/portal">host portal</a>.
+      </p>
+      <form onSubmit={submit} noValidate>
+        <Field id="billing-email" label="Email" error={error} field="email">
+          <input
+            {...fieldProps('billing-email', error, 'email')}
+            type="email"
+            autoComplete="email"
+            required
+            value={email}
+            onChange={(e) => setEmail(e.target.value)}
+          />
+        </Field>
+        <Field id="billing-password" label="Password" error={error} field="password">
+          <input
+            {...fieldProps('billing-password', error, 'password')}
+            type="password"
+            autoComplete="current-password"
+            required
+            value={password}
+            onChange={(e) => setPassword(e.target.value)}
+          />
+        </Field>
+        <ErrorBox error={error} except={['email', 'password']} />
+        <button type="submit" className="primary" disabled={busy}>
+          Log in
+        </button>
+      </form>
+    </section>
+  );
+}
+
+/** One section's data: null while loading, with its own error. */
+function usePolled<T>(load: () => Promise<T>, onSignedOut: () => void, pollMs?: number) {
+  const [data, setData] = useState<T | null>(null);
+  const [error, setError] = useState<unknown>(null);
+  const refresh = useCallback(async () => {
+    try {
+      setData(await load());
+      setError(null);
+    } catch (e) {
+      setError(e);
+      if (getToken() === null) onSignedOut();
+    }
+  }, [load, onSignedOut]);
+  useEffect(() => {
+    void refresh();
+    if (!pollMs) return;
+    const timer = window.setInterval(() => void refresh(), pollMs);
+    return () => window.clearInterval(timer);
+  }, [refresh, pollMs]);
+  return { data, error, refresh };
+}
+
+function Dashboard({ onSignedOut }: { onSignedOut: () => void }) {
+  const loadRunway = useCallback(async () => (await request(BillingRunway)).runway, []);
+  const loadInstances = useCallback(async () => request(BillingInstances), []);
+  const loadInvoices = useCallback(async () => (await request(BillingInvoices)).invoices, []);
+  const loadSeries = useCallback(async () => {
+    const today = new Date();
+    const end = Date.UTC(today.getUTCFullYear(), today.getUTCMonth(), today.getUTCDate() + 1);
+    const from = new Date(end - SERIES_DAYS * 86_400_000).toISOString();
+    return (await request(BillingSpendSeries, { from, to: new Date(end).toISOString() })).usageSeries;
+  }, []);
+  const runway = usePolled(loadRunway, onSignedOut, POLL_MS);
+  const instances = usePolled(loadInstances, onSignedOut, POLL_MS);
+  const series = usePolled(loadSeries, onSignedOut, 60_000);
+  const invoices = usePolled(loadInvoices, onSignedOut);
+
+  return (
+    <>
+      <BalanceCard runway={runway.data} error={runway.error} />
+      <section aria-labelledby="billing-spend-title" className="card">
+        <h2 id="billing-spend-title">Spend per day, last {SERIES_DAYS} days</h2>
+        <ErrorBox error={series.error} />
+        {series.data ? <SpendChart series={series.data} /> : !series.error && <p>Loading…</p>}
+      </section>
+      <InstancesCard data={instances.data} error={instances.error} />
+      <InvoicesCard invoices={invoices.data} error={invoices.error} />
+      <section aria-labelledby="billing-missing-title" className="card billing-muted">
+        <h2 id="billing-missing-title">Coming next</h2>
+        <p>Card top-ups (Stripe) are offered by the API and not yet on this page.</p>
+      </section>
+    </>
+  );
+}
+
+function BalanceCard({ runway, error }: { runway: BillingRunwayQuery['runway'] | null; error: unknown }) {
+  return (
+    <section aria-labelledby="billing-balance-title" className="card">
+      <h2 id="billing-balance-title">Balance</h2>
+      <ErrorBox error={error} />
+      {runway === null ? (
+        !error && <p>Loading…</p>
+      ) : (
+        <>
+          {runway.low && (
+            <div className="billing-warning" role="alert">
+              Low balance: at the current burn it runs out
+              {runway.runwaySeconds !== null && runway.runwaySeconds !== undefined
+                ? ` in ${formatDuration(runway.runwaySeconds)}`
+                : ''}
+              ; running instances are stopped when it reaches zero. Top up soon.
+            </div>
+          )}
+          <dl className="billing-stats">
+            <div>
+              <dt>Balance</dt>
+              <dd className="billing-big" data-testid="billing-balance">
+                {formatMoney(runway.balance, runway.currency)}
+              </dd>
+              <dd>
+                <small>exact: {runway.balance} {runway.currency}</small>
+              </dd>
+            </div>
+            <div>
+              <dt>Burn rate</dt>
+              <dd className="billing-big">{formatMoney(runway.burnRatePerHour, runway.currency)}/h</dd>
+              <dd>
+                <small>
+                  {runway.runningInstances} running instance{runway.runningInstances === 1 ? '' : 's'}
+                </small>
+              </dd>
+            </div>
+            <div>
+              <dt>Runway</dt>
+              <dd className="billing-big" data-testid="billing-runway">
+                {runway.runwaySeconds === null || runway.runwaySeconds === undefined
+                  ? 'Nothing running'
+                  : formatDuration(runway.runwaySeconds)}
+              </dd>
+              <dd>
+                <small>warning below {formatDuration(runway.warnBelowSeconds)}</small>
+              </dd>
+            </div>
+          </dl>
+        </>
+      )}
+    </section>
+  );
+}
+
+type InstanceRow = BillingInstancesQuery['instances'][number];
+type Interval = BillingInstancesQuery['usage'][number];
+
+/** The seconds of an interval up to `now` (whole seconds, as billed). */
+function intervalSeconds(u: Interval, now: number): number {
+  if (u.endedAt) {
+    if (u.billedSeconds !== null && u.billedSeconds !== undefined) return u.billedSeconds;
+    return u.startedAt ? Math.floor((Date.parse(u.endedAt) - Date.parse(u.startedAt)) / 1000) : 0;
+  }
+  return u.startedAt ? Math.floor((now - Date.parse(u.startedAt)) / 1000) : 0;
+}
+
+interface Cost {
+  gpu: bigint;
+  storage: bigint;
+  gpuSeconds: number;
+}
+
+function costSoFar(intervals: Interval[], now: number): Cost {
+  const c: Cost = { gpu: 0n, storage: 0n, gpuSeconds: 0 };
+  for (const u of intervals) {
+    // Time meters only: a bandwidth interval counts bytes, not seconds, and
+    // the API gives no per-byte price on it (see the invoice lines instead).
+    if (u.meter !== 'gpu' && u.meter !== 'storage') continue;
+    const s = intervalSeconds(u, now);
+    const v = costOfSeconds(u.pricePerHour, s);
+    if (u.meter === 'gpu') {
+      c.gpu += v;
+      c.gpuSeconds += s;
+    } else c.storage += v;
+  }
+  return c;
+}
+
+/** The current time, ticking every second. */
+function useNow(): number {
+  const [now, setNow] = useState(() => Date.now());
+  useEffect(() => {
+    const t = window.setInterval(() => setNow(Date.now()), 1000);
+    return () => window.clearInterval(t);
+  }, []);
+  return now;
+}
+
+function InstancesCard({ data, error }: { data: BillingInstancesQuery | null; error: unknown }) {
+  const now = useNow();
+  const byInstance = useMemo(() => {
+    const m = new Map<string, Interval[]>();
+    for (const u of data?.usage ?? []) m.set(u.instanceId, [...(m.get(u.instanceId) ?? []), u]);
+    return m;
+  }, [data]);
+  const shown = (data?.instances ?? []).filter((i) => i.status !== 'destroyed');
+  const running = shown.filter((i) => i.status === 'running');
+  const others = shown.filter((i) => i.status !== 'running');
+  return (
+    <section aria-labelledby="billing-instances-title" className="card">
+      <h2 id="billing-instances-title">Instances</h2>
+      <ErrorBox error={error} />
+      {data === null ? (
+        !error && <p>Loading…</p>
+      ) : shown.length === 0 ? (
+        <p className="billing-empty">No instances: rent GPUs from the offers and they show here with their cost.</p>
+      ) : (
+        <>
+          <p>
+            <small>
+              Cost so far, to the second, from the API's usage intervals and billed rates (GPU and storage apart); the
+              ledger settles it as the rentals run.
+            </small>
+          </p>
+          <table className="billing-table">
+            <thead>
+              <tr>
+                <th scope="col">Instance</th>
+                <th scope="col">Status</th>
+                <th scope="col">Rate</th>
+                <th scope="col">GPU time</th>
+                <th scope="col">GPU cost</th>
+                <th scope="col">Storage cost</th>
+                <th scope="col">Total so far</th>
+              </tr>
+            </thead>
+            <tbody>
+              {[...running, ...others].map((i) => (
+                <InstanceLine key={i.id} instance={i} cost={costSoFar(byInstance.get(i.id) ?? [], now)} />
+              ))}
+            </tbody>
+          </table>
+        </>
+      )}
+    </section>
+  );
+}
+
+function InstanceLine({ instance: i, cost }: { instance: InstanceRow; cost: Cost }) {
+  const cur = i.currency;
+  // Four extra decimals so a running instance visibly grows each second.
+  const total = cost.gpu + cost.storage;
+  return (
+    <tr data-instance-id={i.id}>
+      <th scope="row">
+        {i.gpuCount}× {i.gpuModel}
+        <br />
+        <small>
+          <code>{i.id.slice(0, 8)}</code> {i.rentalType.replace('_', '-')}
+        </small>
+      </th>
+      <td>
+        <span className={`badge billing-status-${i.status}`}>{i.status}</span>
+        {i.statusReason && (
+          <>
+            <br />
+            <small>{i.statusReason}</small>
+          </>
+        )}
+      </td>
+      <td>
+        {formatMoney(i.pricePerHourTotal, cur)}/h
+        <br />
+        <small>storage {formatMoney(i.storagePricePerGbMonth, cur)}/GB-month</small>
+      </td>
+      <td>{formatDuration(cost.gpuSeconds)}</td>
+      <td data-testid="billing-gpu-cost">{formatMoney(cost.gpu, cur, 4)}</td>
+      <td data-testid="billing-storage-cost">{formatMoney(cost.storage, cur, 4)}</td>
+      <td data-testid="billing-cost">
+        <strong>{formatMoney(total, cur, 4)}</strong>
+        <br />
+        <small>{formatMoney(total, cur)}</small>
+      </td>
+    </tr>
+  );
+}
+
+function InvoicesCard({ invoices, error }: { invoices: BillingInvoicesQuery['invoices'] | null; error: unknown }) {
+  const [open, setOpen] = useState<string | null>(null);
+  return (
+    <section aria-labelledby="billing-invoices-title" className="card">
+      <h2 id="billing-invoices-title">Invoices</h2>
+      <ErrorBox error={error} />
+      {invoices === null ? (
+        !error && <p>Loading…</p>
+      ) : invoices.length === 0 ? (
+        <p className="billing-empty">No invoices yet: usage is invoiced at the end of each period.</p>
+      ) : (
+        <ul className="billing-invoices">
+          {invoices.map((inv) => {
+            const expanded = open === inv.id;
+            return (
+              <li key={inv.id}>
+                <button
+                  type="button"
+                  aria-expanded={expanded}
+                  aria-controls={`billing-inv-${inv.id}`}
+                  onClick={() => setOpen(expanded ? null : inv.id)}
+                >
+                  Invoice #{inv.number} · {inv.periodStart.slice(0, 10)} to {inv.periodEnd.slice(0, 10)} ·{' '}
+                  <span className={`badge billing-status-${inv.status}`}>{inv.status}</span> ·{' '}
+                  <strong>{formatMoney(inv.total, inv.currency)}</strong>
+                </button>
+                {expanded && (
+                  <div id={`billing-inv-${inv.id}`}>
+                    <table className="billing-table">
+                      <thead>
+                        <tr>
+                          <th scope="col">Instance</th>
+                          <th scope="col">Meter</th>
+                          <th scope="col">Quantity</th>
+                          <th scope="col">Unit price</th>
+                          <th scope="col">Amount</th>
+                        </tr>
+                      </thead>
+                      <tbody>
+                        {inv.lines.map((l, idx) => (
+                          <tr key={idx}>
+                            <td>
+                              <code>{l.instanceId.slice(0, 8)}</code>
+                              {l.earlierPeriod && <small> (earlier period)</small>}
+                            </td>
+                            <td>{l.meter}</td>
+                            <td>
+                              {l.pricingQuantity} {l.pricingUnit}
+                            </td>
+                            <td>
+                              {formatMoney(l.unitPrice, inv.currency)}/{l.pricingUnit}
+                            </td>
+                            <td title={`exact ${l.exactAmount}`}>{formatMoney(l.amount, inv.currency)}</td>
+                          </tr>
+                        ))}
+                      </tbody>
+                      <tfoot>
+                        <tr>
+                          <th scope="row" colSpan={4}>
+                            Total (exact {inv.exactTotal}, rounding {inv.rounding})
+                          </th>
+                          <td>{formatMoney(inv.total, inv.currency)}</td>
+                        </tr>
+                      </tfoot>
+                    </table>
+                    <UsageExport invoiceId={inv.id} number={inv.number} />
+                  </div>
+                )}
+              </li>
+            );
+          })}
+        </ul>
+      )}
+    </section>
+  );
+}
+
+
+/** The invoice's usage as FOCUS 1.0 CSV, from `invoiceUsageCsv`, saved as a file. */
+function UsageExport({ invoiceId, number }: { invoiceId: string; number: number }) {
+  const [error, setError] = useState<unknown>(null);
+  const [busy, setBusy] = useState(false);
+  const download = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      const csv = (await request(BillingUsageCsv, { invoiceId })).invoiceUsageCsv;
+      const url = URL.createObjectURL(new Blob([csv], { type: 'text/csv' }));
+      const a = document.createElement('a');
+      a.href = url;
+      a.download = `invoice-${number}-usage.csv`;
+      document.body.appendChild(a);
+      a.click();
+      a.remove();
+      window.setTimeout(() => URL.revokeObjectURL(url), 10_000);
+    } catch (e) {
+      setError(e);
+    } finally {
+      setBusy(false);
+    }
+  };
+  return (
+    <div className="billing-export">
+      <button type="button" onClick={() => void download()} disabled={busy}>
+        Download usage CSV (FOCUS) for invoice #{number}
+      </button>
+      <ErrorBox error={error} />
+    </div>
   );
 }

@@ -15,30 +15,74 @@ import * as types from './graphql';
  * Learn more about it here: https://the-guild.dev/graphql/codegen/plugins/presets/preset-client#reducing-bundle-size
  */
 type Documents = {
+    "\n  mutation BillingLogIn($email: String!, $password: String!) {\n    login(email: $email, password: $password) {\n      token\n      me {\n        email\n        tenantRoles\n      }\n    }\n  }\n": typeof types.BillingLogInDocument,
+    "\n  query BillingRunway {\n    runway {\n      balance\n      currency\n      burnRatePerHour\n      runningInstances\n      runwaySeconds\n      low\n      warnBelowSeconds\n    }\n  }\n": typeof types.BillingRunwayDocument,
+    "\n  query BillingSpendSeries($from: String!, $to: String!) {\n    usageSeries(bucket: DAY, groupBy: GPU_MODEL, from: $from, to: $to) {\n      from\n      to\n      currency\n      totalSpend\n      totalSeconds\n      points {\n        bucketStart\n        key\n        seconds\n        spend\n      }\n    }\n  }\n": typeof types.BillingSpendSeriesDocument,
+    "\n  query BillingInstances {\n    instances {\n      id\n      gpuModel\n      gpuCount\n      rentalType\n      pricePerGpuHour\n      pricePerHourTotal\n      storagePricePerGbMonth\n      currency\n      status\n      statusReason\n      runningAt\n      stoppedAt\n      createdAt\n    }\n    usage {\n      id\n      instanceId\n      meter\n      startedAt\n      endedAt\n      billedSeconds\n      pricePerHour\n      currency\n    }\n  }\n": typeof types.BillingInstancesDocument,
+    "\n  query BillingInvoices {\n    invoices {\n      id\n      number\n      status\n      periodStart\n      periodEnd\n      currency\n      subtotal\n      total\n      exactTotal\n      rounding\n      finalizedAt\n      paidAt\n      lines {\n        instanceId\n        meter\n        quantity\n        unit\n        unitPrice\n        pricingUnit\n        pricingQuantity\n        earlierPeriod\n        amount\n        exactAmount\n      }\n    }\n  }\n": typeof types.BillingInvoicesDocument,
+    "\n  query BillingUsageCsv($invoiceId: ID!) {\n    invoiceUsageCsv(invoiceId: $invoiceId)\n  }\n": typeof types.BillingUsageCsvDocument,
     "\n  mutation SignUp($input: SignUpInput!) {\n    signUp(input: $input) {\n      token\n      expiresAt\n      me {\n        ...MeFields\n      }\n    }\n  }\n": typeof types.SignUpDocument,
     "\n  mutation LogIn($email: String!, $password: String!) {\n    login(email: $email, password: $password) {\n      token\n      expiresAt\n      me {\n        ...MeFields\n      }\n    }\n  }\n": typeof types.LogInDocument,
     "\n  fragment MeFields on Me {\n    email\n    tenantRoles\n  }\n": typeof types.MeFieldsFragmentDoc,
     "\n  query GpuCatalog {\n    gpuModels {\n      name\n      vramGib\n      architecture\n    }\n  }\n": typeof types.GpuCatalogDocument,
-    "\n  fragment MachineFields on Machine {\n    id\n    name\n    gpuModel\n    gpuCount\n    vramGib\n    country\n    pricePerGpuHour\n    currency\n    listed\n    online\n    lastHeartbeatAt\n  }\n": typeof types.MachineFieldsFragmentDoc,
+    "\n  fragment MachineFields on Machine {\n    id\n    name\n    gpuModel\n    gpuCount\n    vramGib\n    country\n    pricePerGpuHour\n    currency\n    listed\n    online\n    lastHeartbeatAt\n    gpusAllocated\n    reliability\n    verified\n    createdAt\n  }\n": typeof types.MachineFieldsFragmentDoc,
     "\n  query MyMachines {\n    myMachines {\n      ...MachineFields\n    }\n  }\n": typeof types.MyMachinesDocument,
     "\n  mutation RegisterMachine($input: RegisterMachineInput!) {\n    registerMachine(input: $input) {\n      machine {\n        ...MachineFields\n      }\n      agentToken\n    }\n  }\n": typeof types.RegisterMachineDocument,
     "\n  mutation SetPrice($machineId: ID!, $price: Decimal!) {\n    setMachinePricing(machineId: $machineId, pricePerGpuHour: $price) {\n      ...MachineFields\n    }\n  }\n": typeof types.SetPriceDocument,
     "\n  mutation ListMachine($machineId: ID!) {\n    listMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n": typeof types.ListMachineDocument,
     "\n  mutation UnlistMachine($machineId: ID!) {\n    unlistMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n": typeof types.UnlistMachineDocument,
+    "\n  query HeartbeatGaps($machineId: ID!) {\n    heartbeatGaps(machineId: $machineId) {\n      startedAt\n      endedAt\n      seconds\n    }\n  }\n": typeof types.HeartbeatGapsDocument,
+    "\n  query MyHostProfile {\n    hostProfile {\n      legalName\n      country\n      payoutCurrency\n      verification\n      verificationReason\n      updatedAt\n    }\n  }\n": typeof types.MyHostProfileDocument,
+    "\n  query HostEarningsOverview($from: String!, $to: String!) {\n    hostEarnings {\n      total\n      currency\n      postings {\n        feeRate\n        postedAt\n      }\n    }\n    earningsByMachine(from: $from, to: $to) {\n      from\n      to\n      currency\n      days {\n        day\n        machineId\n        gpuModel\n        seconds\n        gross\n        fee\n        net\n        downtimeCredits\n        total\n      }\n      totalGross\n      totalFee\n      totalNet\n      total\n    }\n  }\n": typeof types.HostEarningsOverviewDocument,
+    "\n  query HostStatementsAndPayouts {\n    statements {\n      id\n      number\n      status\n      periodStart\n      periodEnd\n      currency\n      earnings\n      payouts\n    }\n    payouts {\n      id\n      amount\n      currency\n      status\n      failureReason\n      createdAt\n      paidAt\n    }\n  }\n": typeof types.HostStatementsAndPayoutsDocument,
 };
 const documents: Documents = {
+    "\n  mutation BillingLogIn($email: String!, $password: String!) {\n    login(email: $email, password: $password) {\n      token\n      me {\n        email\n        tenantRoles\n      }\n    }\n  }\n": types.BillingLogInDocument,
+    "\n  query BillingRunway {\n    runway {\n      balance\n      currency\n      burnRatePerHour\n      runningInstances\n      runwaySeconds\n      low\n      warnBelowSeconds\n    }\n  }\n": types.BillingRunwayDocument,
+    "\n  query BillingSpendSeries($from: String!, $to: String!) {\n    usageSeries(bucket: DAY, groupBy: GPU_MODEL, from: $from, to: $to) {\n      from\n      to\n      currency\n      totalSpend\n      totalSeconds\n      points {\n        bucketStart\n        key\n        seconds\n        spend\n      }\n    }\n  }\n": types.BillingSpendSeriesDocument,
+    "\n  query BillingInstances {\n    instances {\n      id\n      gpuModel\n      gpuCount\n      rentalType\n      pricePerGpuHour\n      pricePerHourTotal\n      storagePricePerGbMonth\n      currency\n      status\n      statusReason\n      runningAt\n      stoppedAt\n      createdAt\n    }\n    usage {\n      id\n      instanceId\n      meter\n      startedAt\n      endedAt\n      billedSeconds\n      pricePerHour\n      currency\n    }\n  }\n": types.BillingInstancesDocument,
+    "\n  query BillingInvoices {\n    invoices {\n      id\n      number\n      status\n      periodStart\n      periodEnd\n      currency\n      subtotal\n      total\n      exactTotal\n      rounding\n      finalizedAt\n      paidAt\n      lines {\n        instanceId\n        meter\n        quantity\n        unit\n        unitPrice\n        pricingUnit\n        pricingQuantity\n        earlierPeriod\n        amount\n        exactAmount\n      }\n    }\n  }\n": types.BillingInvoicesDocument,
+    "\n  query BillingUsageCsv($invoiceId: ID!) {\n    invoiceUsageCsv(invoiceId: $invoiceId)\n  }\n": types.BillingUsageCsvDocument,
     "\n  mutation SignUp($input: SignUpInput!) {\n    signUp(input: $input) {\n      token\n      expiresAt\n      me {\n        ...MeFields\n      }\n    }\n  }\n": types.SignUpDocument,
     "\n  mutation LogIn($email: String!, $password: String!) {\n    login(email: $email, password: $password) {\n      token\n      expiresAt\n      me {\n        ...MeFields\n      }\n    }\n  }\n": types.LogInDocument,
     "\n  fragment MeFields on Me {\n    email\n    tenantRoles\n  }\n": types.MeFieldsFragmentDoc,
     "\n  query GpuCatalog {\n    gpuModels {\n      name\n      vramGib\n      architecture\n    }\n  }\n": types.GpuCatalogDocument,
-    "\n  fragment MachineFields on Machine {\n    id\n    name\n    gpuModel\n    gpuCount\n    vramGib\n    country\n    pricePerGpuHour\n    currency\n    listed\n    online\n    lastHeartbeatAt\n  }\n": types.MachineFieldsFragmentDoc,
+    "\n  fragment MachineFields on Machine {\n    id\n    name\n    gpuModel\n    gpuCount\n    vramGib\n    country\n    pricePerGpuHour\n    currency\n    listed\n    online\n    lastHeartbeatAt\n    gpusAllocated\n    reliability\n    verified\n    createdAt\n  }\n": types.MachineFieldsFragmentDoc,
     "\n  query MyMachines {\n    myMachines {\n      ...MachineFields\n    }\n  }\n": types.MyMachinesDocument,
     "\n  mutation RegisterMachine($input: RegisterMachineInput!) {\n    registerMachine(input: $input) {\n      machine {\n        ...MachineFields\n      }\n      agentToken\n    }\n  }\n": types.RegisterMachineDocument,
     "\n  mutation SetPrice($machineId: ID!, $price: Decimal!) {\n    setMachinePricing(machineId: $machineId, pricePerGpuHour: $price) {\n      ...MachineFields\n    }\n  }\n": types.SetPriceDocument,
     "\n  mutation ListMachine($machineId: ID!) {\n    listMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n": types.ListMachineDocument,
     "\n  mutation UnlistMachine($machineId: ID!) {\n    unlistMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n": types.UnlistMachineDocument,
+    "\n  query HeartbeatGaps($machineId: ID!) {\n    heartbeatGaps(machineId: $machineId) {\n      startedAt\n      endedAt\n      seconds\n    }\n  }\n": types.HeartbeatGapsDocument,
+    "\n  query MyHostProfile {\n    hostProfile {\n      legalName\n      country\n      payoutCurrency\n      verification\n      verificationReason\n      updatedAt\n    }\n  }\n": types.MyHostProfileDocument,
+    "\n  query HostEarningsOverview($from: String!, $to: String!) {\n    hostEarnings {\n      total\n      currency\n      postings {\n        feeRate\n        postedAt\n      }\n    }\n    earningsByMachine(from: $from, to: $to) {\n      from\n      to\n      currency\n      days {\n        day\n        machineId\n        gpuModel\n        seconds\n        gross\n        fee\n        net\n        downtimeCredits\n        total\n      }\n      totalGross\n      totalFee\n      totalNet\n      total\n    }\n  }\n": types.HostEarningsOverviewDocument,
+    "\n  query HostStatementsAndPayouts {\n    statements {\n      id\n      number\n      status\n      periodStart\n      periodEnd\n      currency\n      earnings\n      payouts\n    }\n    payouts {\n      id\n      amount\n      currency\n      status\n      failureReason\n      createdAt\n      paidAt\n    }\n  }\n": types.HostStatementsAndPayoutsDocument,
 };
 
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation BillingLogIn($email: String!, $password: String!) {\n    login(email: $email, password: $password) {\n      token\n      me {\n        email\n        tenantRoles\n      }\n    }\n  }\n"): typeof import('./graphql').BillingLogInDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query BillingRunway {\n    runway {\n      balance\n      currency\n      burnRatePerHour\n      runningInstances\n      runwaySeconds\n      low\n      warnBelowSeconds\n    }\n  }\n"): typeof import('./graphql').BillingRunwayDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query BillingSpendSeries($from: String!, $to: String!) {\n    usageSeries(bucket: DAY, groupBy: GPU_MODEL, from: $from, to: $to) {\n      from\n      to\n      currency\n      totalSpend\n      totalSeconds\n      points {\n        bucketStart\n        key\n        seconds\n        spend\n      }\n    }\n  }\n"): typeof import('./graphql').BillingSpendSeriesDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query BillingInstances {\n    instances {\n      id\n      gpuModel\n      gpuCount\n      rentalType\n      pricePerGpuHour\n      pricePerHourTotal\n      storagePricePerGbMonth\n      currency\n      status\n      statusReason\n      runningAt\n      stoppedAt\n      createdAt\n    }\n    usage {\n      id\n      instanceId\n      meter\n      startedAt\n      endedAt\n      billedSeconds\n      pricePerHour\n      currency\n    }\n  }\n"): typeof import('./graphql').BillingInstancesDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query BillingInvoices {\n    invoices {\n      id\n      number\n      status\n      periodStart\n      periodEnd\n      currency\n      subtotal\n      total\n      exactTotal\n      rounding\n      finalizedAt\n      paidAt\n      lines {\n        instanceId\n        meter\n        quantity\n        unit\n        unitPrice\n        pricingUnit\n        pricingQuantity\n        earlierPeriod\n        amount\n        exactAmount\n      }\n    }\n  }\n"): typeof import('./graphql').BillingInvoicesDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query BillingUsageCsv($invoiceId: ID!) {\n    invoiceUsageCsv(invoiceId: $invoiceId)\n  }\n"): typeof import('./graphql').BillingUsageCsvDocument;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -58,7 +102,7 @@ export function graphql(source: "\n  query GpuCatalog {\n    gpuModels {\n      
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  fragment MachineFields on Machine {\n    id\n    name\n    gpuModel\n    gpuCount\n    vramGib\n    country\n    pricePerGpuHour\n    currency\n    listed\n    online\n    lastHeartbeatAt\n  }\n"): typeof import('./graphql').MachineFieldsFragmentDoc;
+export function graphql(source: "\n  fragment MachineFields on Machine {\n    id\n    name\n    gpuModel\n    gpuCount\n    vramGib\n    country\n    pricePerGpuHour\n    currency\n    listed\n    online\n    lastHeartbeatAt\n    gpusAllocated\n    reliability\n    verified\n    createdAt\n  }\n"): typeof import('./graphql').MachineFieldsFragmentDoc;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -79,6 +123,22 @@ export function graphql(source: "\n  mutation ListMachine($machineId: ID!) {\n  
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  mutation UnlistMachine($machineId: ID!) {\n    unlistMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n"): typeof import('./graphql').UnlistMachineDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query HeartbeatGaps($machineId: ID!) {\n    heartbeatGaps(machineId: $machineId) {\n      startedAt\n      endedAt\n      seconds\n    }\n  }\n"): typeof import('./graphql').HeartbeatGapsDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query MyHostProfile {\n    hostProfile {\n      legalName\n      country\n      payoutCurrency\n      verification\n      verificationReason\n      updatedAt\n    }\n  }\n"): typeof import('./graphql').MyHostProfileDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query HostEarningsOverview($from: String!, $to: String!) {\n    hostEarnings {\n      total\n      currency\n      postings {\n        feeRate\n        postedAt\n      }\n    }\n    earningsByMachine(from: $from, to: $to) {\n      from\n      to\n      currency\n      days {\n        day\n        machineId\n        gpuModel\n        seconds\n        gross\n        fee\n        net\n        downtimeCredits\n        total\n      }\n      totalGross\n      totalFee\n      totalNet\n      total\n    }\n  }\n"): typeof import('./graphql').HostEarningsOverviewDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query HostStatementsAndPayouts {\n    statements {\n      id\n      number\n      status\n      periodStart\n      periodEnd\n      currency\n      earnings\n      payouts\n    }\n    payouts {\n      id\n      amount\n      currency\n      status\n      failureReason\n      createdAt\n      paidAt\n    }\n  }\n"): typeof import('./graphql').HostStatementsAndPayoutsDocument;
 
 
 export function graphql(source: string) {

@@ -3,14 +3,24 @@ import { request } from '../api';
 import type { MachineFieldsFragment } from '../gql/graphql';
 import { ListMachine, SetPrice, UnlistMachine } from '../operations';
 import { ErrorBox, Field, fieldProps } from '../ui';
+import { EarningsPreview } from './EarningsPreview';
+import { MachineState, type HostProfile } from './MachineState';
+import { money } from './money';
+
+interface Shared {
+  /** The platform fee rate from the API, or null when it shows none. */
+  feeRate: number | null;
+  profile: HostProfile | null | undefined;
+}
 
 export function MachineList({
   machines,
   onChanged,
+  ...shared
 }: {
   machines: MachineFieldsFragment[] | null;
   onChanged: (machine: MachineFieldsFragment) => void;
-}) {
+} & Shared) {
   return (
     <section aria-labelledby="machines-title" className="card">
       <h2 id="machines-title">My machines</h2>
@@ -21,7 +31,7 @@ export function MachineList({
       ) : (
         <ul className="machines">
           {machines.map((m) => (
-            <MachineRow key={m.id} machine={m} onChanged={onChanged} />
+            <MachineRow key={m.id} machine={m} onChanged={onChanged} {...shared} />
           ))}
         </ul>
       )}
@@ -32,13 +42,17 @@ export function MachineList({
 function MachineRow({
   machine: m,
   onChanged,
+  feeRate,
+  profile,
 }: {
   machine: MachineFieldsFragment;
   onChanged: (machine: MachineFieldsFragment) => void;
-}) {
+} & Shared) {
   const [price, setPrice] = useState(m.pricePerGpuHour ?? '');
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
+  // The details (and their heartbeat-gaps request) only while open.
+  const [detailsOpen, setDetailsOpen] = useState(false);
   const priceId = `price-${m.id}`;
 
   const run = async (action: () => Promise<MachineFieldsFragment>) => {
@@ -73,7 +87,11 @@ function MachineRow({
       </div>
       <p className="specs">
         {m.gpuCount} × {m.gpuModel}, {m.vramGib} GiB each · {m.country} ·{' '}
-        {m.pricePerGpuHour ? `${m.pricePerGpuHour} ${m.currency} per GPU-hour` : 'no price yet'}
+        {m.pricePerGpuHour ? (
+          <span title={money(m.pricePerGpuHour, m.currency, 4)}>{`${m.pricePerGpuHour} ${m.currency} per GPU-hour`}</span>
+        ) : (
+          'no price yet'
+        )}
         {m.lastHeartbeatAt ? ` · last heartbeat ${new Date(m.lastHeartbeatAt).toLocaleString()}` : ' · agent never connected'}
       </p>
       <form onSubmit={savePrice} className="row" noValidate>
@@ -100,6 +118,11 @@ function MachineRow({
         </button>
       </form>
       <ErrorBox error={error} except={['pricePerGpuHour']} />
+      <EarningsPreview price={price} currency={m.currency} gpus={m.gpuCount} feeRate={feeRate} />
+      <details className="more" onToggle={(e) => setDetailsOpen(e.currentTarget.open)}>
+        <summary>Live state and verification</summary>
+        {detailsOpen && <MachineState machine={m} profile={profile} />}
+      </details>
     </li>
   );
 }

@@ -1,0 +1,114 @@
+// The billing dashboard's operations, typed by `npm run codegen` from
+// api-specs/graphql/schema.graphql (codegen.ts picks up every src/**/*.ts).
+import { graphql } from '../gql';
+
+export const BillingLogIn = graphql(`
+  mutation BillingLogIn($email: String!, $password: String!) {
+    login(email: $email, password: $password) {
+      token
+      me {
+        email
+        tenantRoles
+      }
+    }
+  }
+`);
+
+export const BillingRunway = graphql(`
+  query BillingRunway {
+    runway {
+      balance
+      currency
+      burnRatePerHour
+      runningInstances
+      runwaySeconds
+      low
+      warnBelowSeconds
+    }
+  }
+`);
+
+export const BillingSpendSeries = graphql(`
+  query BillingSpendSeries($from: String!, $to: String!) {
+    usageSeries(bucket: DAY, groupBy: GPU_MODEL, from: $from, to: $to) {
+      from
+      to
+      currency
+      totalSpend
+      totalSeconds
+      points {
+        bucketStart
+        key
+        seconds
+        spend
+      }
+    }
+  }
+`);
+
+export const BillingInstances = graphql(`
+  query BillingInstances {
+    instances {
+      id
+      gpuModel
+      gpuCount
+      rentalType
+      pricePerGpuHour
+      pricePerHourTotal
+      storagePricePerGbMonth
+      currency
+      status
+      statusReason
+      runningAt
+      stoppedAt
+      createdAt
+    }
+    usage {
+      id
+      instanceId
+      meter
+      startedAt
+      endedAt
+      billedSeconds
+      pricePerHour
+      currency
+    }
+  }
+`);
+
+export const BillingInvoices = graphql(`
+  query BillingInvoices {
+    invoices {
+      id
+      number
+      status
+      periodStart
+      periodEnd
+      currency
+      subtotal
+      total
+      exactTotal
+      rounding
+      finalizedAt
+      paidAt
+      lines {
+        instanceId
+        meter
+        quantity
+        unit
+        unitPrice
+        pricingUnit
+        pricingQuantity
+        earlierPeriod
+        amount
+        exactAmount
+      }
+    }
+  }
+`);
+
+export const BillingUsageCsv = graphql(`
+  query BillingUsageCsv($invoiceId: ID!) {
+    invoiceUsageCsv(invoiceId: $invoiceId)
+  }
+`);
