@@ -8,93 +8,36 @@
 // Needs GPUMARKET_WEB_E2E_URL and GPUMARKET_E2E_AGENT_BIN (web/e2e/run.sh).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdirSync, openSync, readFileSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { readFileSync } from 'node:fs';
+import {
+  AGENT_BIN,
+  BASE,
+  PASSWORD,
+  gql,
+  grantCredit,
+  launchBrowser,
+  listedMachine,
+  operatorToken,
+  rentOneGpu,
+  shot,
+  signUp,
+  startAgent,
+  stopAgents,
+  until,
+  watchedPage,
+} from './lib.mjs';
 
-const BASE = process.env.GPUMARKET_WEB_E2E_URL;
-if (!BASE) throw new Error('GPUMARKET_WEB_E2E_URL is not set: the gateway of a running stack (web/e2e/run.sh)');
-const SHOTS = join(dirname(fileURLToPath(import.meta.url)), 'screenshots');
-const TIMEOUT = 15_000;
-const AGENT_BIN = process.env.GPUMARKET_E2E_AGENT_BIN;
-const AGENT_VHOST = process.env.GPUMARKET_E2E_VHOST ?? '/';
-const AGENT_LOG = process.env.GPUMARKET_E2E_AGENT_LOG;
-const OPERATOR = { email: 'operator@demo.gpumarket.dev', password: 'demo-password-1' };
-const PASSWORD = 'correct horse battery';
-
-/** @type {import('node:child_process').ChildProcess | undefined} */
-let agent;
 /** @type {import('playwright-core').Browser} */
 let browser;
 
 before(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    headless: true,
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchBrowser();
 });
 
 after(async () => {
-  agent?.kill('SIGTERM');
+  stopAgents();
   await browser?.close();
 });
-
-/**
- * One GraphQL request to the public API; throws on any error.
- * @param {string} query @param {Record<string, unknown>} variables @param {string} [token]
- * @returns {Promise<any>}
- */
-async function gql(query, variables = {}, token) {
-  /** @type {Record<string, string>} */
-  const headers = { 'content-type': 'application/json' };
-  if (token) headers.authorization = `Bearer ${token}`;
-  const res = await fetch(`${BASE}/graphql`, { method: 'POST', headers, body: JSON.stringify({ query, variables }) });
-  const body = await res.json();
-  if (body.errors?.length) throw new Error(`${query.trim().split('\n')[0]}: ${JSON.stringify(body.errors)}`);
-  return body.data;
-}
-
-/**
- * Polls `check` until it returns a truthy value.
- * @template T @param {() => Promise<T>} check @param {string} what @param {number} [ms]
- * @returns {Promise<NonNullable<T>>}
- */
-async function until(check, what, ms = 30_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v) return /** @type {NonNullable<T>} */ (v);
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 500));
-  }
-}
-
-/** @param {import('playwright-core').Page} page @param {string} name */
-async function shot(page, name) {
-  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-}
-
-/** @param {string} role @param {string} tag */
-async function signUp(role, tag) {
-  const email = `${tag}-${Date.now()}@e2e.example`;
-  const data = await gql(
-    'mutation($input: SignUpInput!) { signUp(input: $input) { token me { tenantId } } }',
-    { input: { email, password: PASSWORD, tenantName: `E2E ${tag}`, roles: [role] } },
-  );
-  return { email, token: /** @type {string} */ (data.signUp.token), tenantId: /** @type {string} */ (data.signUp.me.tenantId) };
-}
 
 /** The cost shown for the instance's row, as a number (display only). @param {import('playwright-core').Locator} row */
 async function shownCost(row) {
@@ -110,86 +53,27 @@ test('a renter sees its balance, a running instance whose cost grows, and the in
   const host = await signUp('HOST', 'billing-host');
   const models = (await gql('{ gpuModels { name vramGib } }')).gpuModels;
   const model = models[models.length - 1];
-  const reg = (
-    await gql(
-      `mutation($input: RegisterMachineInput!) {
-        registerMachine(input: $input) { machine { id } agentToken } }`,
-      {
-        input: {
-          name: 'billing-rig',
-          gpuModel: model.name,
-          gpuCount: 2,
-          cpuCores: 16,
-          ramGib: 64,
-          diskGib: 200,
-          country: 'DE',
-          idempotencyKey: `billing-${Date.now()}`,
-        },
-      },
-      host.token,
-    )
-  ).registerMachine;
-  const machineId = reg.machine.id;
-  await gql(
-    'mutation($id: ID!) { setMachinePricing(machineId: $id, pricePerGpuHour: "1.80", storagePricePerGbMonth: "5.00") { id } }',
-    { id: machineId },
-    host.token,
-  );
-  await gql('mutation($id: ID!) { listMachine(machineId: $id) { id } }', { id: machineId }, host.token);
-  const out = AGENT_LOG ? openSync(AGENT_LOG, 'a') : 'ignore';
-  agent = spawn(
-    /** @type {string} */ (AGENT_BIN),
-    [
-      'agent', '--machine-id', machineId, '--token', reg.agentToken, '--vhost', AGENT_VHOST,
-      '--simulate-gpus', '2', '--simulate-model', model.name, '--simulate-vram-gib', String(model.vramGib),
-    ],
-    { stdio: ['ignore', out, out] },
-  );
+  const { machineId, agentToken } = await listedMachine(host.token, model, {
+    name: 'billing-rig',
+    country: 'DE',
+    idempotencyKey: `billing-${Date.now()}`,
+    pricePerGpuHour: '1.80',
+    storagePricePerGbMonth: '5.00',
+  });
+  startAgent(['agent', '--machine-id', machineId, '--token', agentToken], model.name, model.vramGib);
 
   // A renter with credit from the demo operator.
   const renter = await signUp('RENTER', 'billing-renter');
-  const op = (
-    await gql('mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }', {
-      e: OPERATOR.email,
-      p: OPERATOR.password,
-    })
-  ).login.token;
-  await gql(
-    'mutation($t: ID!, $k: String!) { grantCredit(tenantId: $t, amount: "1.00", idempotencyKey: $k, reason: "e2e") { amount } }',
-    { t: renter.tenantId, k: `billing-credit-${Date.now()}` },
-    op,
-  );
+  const op = await operatorToken();
+  await grantCredit(op, renter.tenantId, '1.00', `billing-credit-${Date.now()}`);
 
   // The renter rents one GPU of the machine once it is online and offered.
-  const offer = await until(async () => {
-    const nodes = (await gql('{ offers(first: 100) { nodes { id machineId gpusFree } } }', {}, renter.token)).offers.nodes;
-    return nodes.find((/** @type {any} */ o) => o.machineId === machineId && o.gpusFree > 0);
-  }, 'the machine offered');
-  const ordered = (
-    await gql(
-      'mutation($input: CreateOrderInput!) { createOrder(input: $input) { id status } }',
-      { input: { offerId: offer.id, gpuCount: 1, idempotencyKey: `billing-order-${Date.now()}` } },
-      renter.token,
-    )
-  ).createOrder;
-  await until(
-    async () => (await gql('query($id: ID!) { instance(id: $id) { status } }', { id: ordered.id }, renter.token)).instance.status === 'running',
-    'the instance running',
-  );
+  const ordered = await rentOneGpu(renter.token, machineId, `billing-order-${Date.now()}`);
   console.log(`# data ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
   // In the browser: log in at /billing.
   const context = await browser.newContext({ viewport: { width: 1100, height: 900 }, acceptDownloads: true });
-  const page = await context.newPage();
-  page.setDefaultTimeout(TIMEOUT);
-  /** @type {string[]} */
-  const consoleErrors = [];
-  page.on('console', (m) => {
-    if (m.type() === 'error') consoleErrors.push(m.text());
-  });
-  /** @type {string[]} */
-  const requests = [];
-  page.on('request', (r) => requests.push(new URL(r.url()).pathname));
+  const { page, consoleErrors, requests } = await watchedPage(context);
 
   await page.goto(`${BASE}/billing`);
   await page.getByRole('heading', { name: 'Log in to see your billing' }).waitFor();

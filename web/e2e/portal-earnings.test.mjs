@@ -7,132 +7,58 @@
 // Needs GPUMARKET_WEB_E2E_URL and GPUMARKET_E2E_AGENT_BIN (web/e2e/run.sh).
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdirSync, openSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { join } from 'node:path';
+import {
+  AGENT_BIN,
+  BASE,
+  PASSWORD,
+  SHOTS,
+  gql,
+  grantCredit,
+  launchBrowser,
+  listedMachine,
+  operatorToken,
+  pageMoney,
+  rentOneGpu,
+  signUp,
+  startAgent,
+  stopAgents,
+  until,
+  watchedPage,
+} from './lib.mjs';
 import { axeFindings, checkA11y } from './portal-axe.mjs';
 
-const BASE = process.env.GPUMARKET_WEB_E2E_URL;
-if (!BASE) throw new Error('GPUMARKET_WEB_E2E_URL is not set: the gateway of a running stack (web/e2e/run.sh)');
-const HERE = dirname(fileURLToPath(import.meta.url));
-const SHOTS = join(HERE, 'screenshots');
-const TIMEOUT = 15_000;
-const AGENT_BIN = process.env.GPUMARKET_E2E_AGENT_BIN;
-const AGENT_VHOST = process.env.GPUMARKET_E2E_VHOST ?? '/';
-const AGENT_LOG = process.env.GPUMARKET_E2E_AGENT_LOG;
-const OPERATOR = { email: 'operator@demo.gpumarket.dev', password: 'demo-password-1' };
-const PASSWORD = 'correct horse battery';
-
-/** @type {import('node:child_process').ChildProcess | undefined} */
-let agent;
 /** @type {import('playwright-core').Browser} */
 let browser;
 
 before(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchBrowser();
 });
 
 after(async () => {
   console.log(`axe findings (any impact) by page state: ${JSON.stringify(axeFindings, null, 2)}`);
-  agent?.kill('SIGTERM');
+  stopAgents();
   await browser?.close();
 });
-
-/**
- * One GraphQL request to the public API; throws on any error.
- * @param {string} query @param {Record<string, unknown>} variables @param {string} [token]
- * @returns {Promise<any>}
- */
-async function gql(query, variables = {}, token) {
-  /** @type {Record<string, string>} */
-  const headers = { 'content-type': 'application/json' };
-  if (token) headers.authorization = `Bearer ${token}`;
-  const res = await fetch(`${BASE}/graphql`, { method: 'POST', headers, body: JSON.stringify({ query, variables }) });
-  const body = await res.json();
-  if (body.errors?.length) throw new Error(`${query.trim().split('\n')[0]}: ${JSON.stringify(body.errors)}`);
-  return body.data;
-}
-
-/**
- * Polls `check` until it returns a truthy value.
- * @template T @param {() => Promise<T>} check @param {string} what @param {number} [ms]
- * @returns {Promise<NonNullable<T>>}
- */
-async function until(check, what, ms = 30_000) {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const v = await check();
-    if (v) return /** @type {NonNullable<T>} */ (v);
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 300));
-  }
-}
-
-/** @param {string} role @param {string} tag */
-async function signUp(role, tag) {
-  const email = `${tag}-${Date.now()}@e2e.example`;
-  const data = await gql('mutation($input: SignUpInput!) { signUp(input: $input) { token me { tenantId } } }', {
-    input: { email, password: PASSWORD, tenantName: `E2E ${tag}`, roles: [role] },
-  });
-  return { email, token: /** @type {string} */ (data.signUp.token), tenantId: /** @type {string} */ (data.signUp.me.tenantId) };
-}
 
 test('a host with earnings sees the preview from the API fee rate, the earnings chart and its table', { skip: !AGENT_BIN && 'GPUMARKET_E2E_AGENT_BIN is not set' }, async () => {
   const t0 = Date.now();
   const host = await signUp('HOST', 'earnings-host');
   const models = (await gql('{ gpuModels { name vramGib } }')).gpuModels;
   const model = models[0];
-  const reg = (
-    await gql(
-      'mutation($input: RegisterMachineInput!) { registerMachine(input: $input) { machine { id } agentToken } }',
-      {
-        input: {
-          name: 'earning-rig', gpuModel: model.name, gpuCount: 2, cpuCores: 16, ramGib: 64, diskGib: 200,
-          country: 'NL', idempotencyKey: `earnings-${Date.now()}`,
-        },
-      },
-      host.token,
-    )
-  ).registerMachine;
-  const machineId = reg.machine.id;
-  await gql('mutation($id: ID!) { setMachinePricing(machineId: $id, pricePerGpuHour: "0.80") { id } }', { id: machineId }, host.token);
-  await gql('mutation($id: ID!) { listMachine(machineId: $id) { id } }', { id: machineId }, host.token);
-  const out = AGENT_LOG ? openSync(AGENT_LOG, 'a') : 'ignore';
-  agent = spawn(
-    /** @type {string} */ (AGENT_BIN),
-    ['agent', '--machine-id', machineId, '--token', reg.agentToken, '--vhost', AGENT_VHOST,
-      '--simulate-gpus', '2', '--simulate-model', model.name, '--simulate-vram-gib', String(model.vramGib)],
-    { stdio: ['ignore', out, out] },
-  );
+  const { machineId, agentToken } = await listedMachine(host.token, model, {
+    name: 'earning-rig',
+    country: 'NL',
+    idempotencyKey: `earnings-${Date.now()}`,
+    pricePerGpuHour: '0.80',
+  });
+  startAgent(['agent', '--machine-id', machineId, '--token', agentToken], model.name, model.vramGib);
 
   // A renter with credit rents one GPU for a moment, then stops.
   const renter = await signUp('RENTER', 'earnings-renter');
-  const op = (await gql('mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }', { e: OPERATOR.email, p: OPERATOR.password })).login.token;
-  await gql(
-    'mutation($t: ID!, $k: String!) { grantCredit(tenantId: $t, amount: "50", idempotencyKey: $k, reason: "e2e") { amount } }',
-    { t: renter.tenantId, k: `earnings-credit-${Date.now()}` },
-    op,
-  );
-  const offer = await until(async () => {
-    const nodes = (await gql('{ offers(first: 100) { nodes { id machineId gpusFree } } }', {}, renter.token)).offers.nodes;
-    return nodes.find((/** @type {any} */ o) => o.machineId === machineId && o.gpusFree > 0);
-  }, 'the machine offered');
-  const ordered = (
-    await gql('mutation($input: CreateOrderInput!) { createOrder(input: $input) { id } }', {
-      input: { offerId: offer.id, gpuCount: 1, idempotencyKey: `earnings-order-${Date.now()}` },
-    }, renter.token)
-  ).createOrder;
-  await until(
-    async () => (await gql('query($id: ID!) { instance(id: $id) { status } }', { id: ordered.id }, renter.token)).instance.status === 'running',
-    'the instance running',
-  );
+  const op = await operatorToken();
+  await grantCredit(op, renter.tenantId, '50', `earnings-credit-${Date.now()}`);
+  const ordered = await rentOneGpu(renter.token, machineId, `earnings-order-${Date.now()}`, 300);
   await new Promise((r) => setTimeout(r, 2000));
   await gql('mutation($id: ID!) { stopInstance(id: $id) { id } }', { id: ordered.id }, renter.token);
   // The usage is posted in parts: wait until the total holds still.
@@ -144,20 +70,14 @@ test('a host with earnings sees the preview from the API fee rate, the earnings 
     seen = e.total;
     if (!settled) await new Promise((r) => setTimeout(r, 700));
     return settled ? e : null;
-  }, 'the host earnings posted and settled');
+  }, 'the host earnings posted and settled', 30_000, 300);
   const feeRate = Number([...earnings.postings].sort((a, b) => b.postedAt.localeCompare(a.postedAt))[0].feeRate);
   assert.ok(feeRate > 0 && feeRate < 1, `a fee rate from the API: ${feeRate}`);
   console.log(`# earnings data ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; fee rate ${feeRate}`);
 
   // In the portal: log in.
   const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
-  const page = await context.newPage();
-  page.setDefaultTimeout(TIMEOUT);
-  /** @type {string[]} */
-  const consoleErrors = [];
-  page.on('console', (m) => {
-    if (m.type() === 'error') consoleErrors.push(m.text());
-  });
+  const { page, consoleErrors } = await watchedPage(context);
   await page.goto(`${BASE}/portal`);
   await page.getByRole('tab', { name: 'Log in' }).click();
   await page.getByLabel('Email').fill(host.email);
@@ -166,17 +86,7 @@ test('a host with earnings sees the preview from the API fee rate, the earnings 
   const row = page.getByRole('listitem').filter({ has: page.getByRole('heading', { name: 'earning-rig' }) });
   await row.waitFor();
 
-  /** @param {number} n @param {number} [digits] */
-  const fmt = (n, digits) =>
-    page.evaluate(
-      ({ n, c, digits }) =>
-        new Intl.NumberFormat(undefined, {
-          style: 'currency',
-          currency: c,
-          ...(digits === undefined ? {} : { minimumFractionDigits: digits, maximumFractionDigits: digits }),
-        }).format(n),
-      { n, c: earnings.currency, digits },
-    );
+  const fmt = pageMoney(page, earnings.currency);
 
   // The preview: 0.80 less the API's fee rate, per GPU-hour and per day for
   // 2 GPUs at the utilisation (70 % by default, then 40 %).

@@ -4,76 +4,32 @@
 // Screenshots of each page go to web/e2e/screenshots/.
 import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdirSync, openSync } from 'node:fs';
-import { dirname, join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import { chromium } from 'playwright-core';
+import { join } from 'node:path';
+// When GPUMARKET_E2E_AGENT_BIN is set (web/e2e/run.sh sets it), the test runs
+// the install command it was shown, with simulated GPUs, and waits for the
+// machine to be online.
+import { AGENT_BIN, BASE, SHOTS, TIMEOUT, gql, launchBrowser, pageMoney, shot, startAgent, stopAgents, watchedPage } from './lib.mjs';
 import { axeFindings, checkA11y } from './portal-axe.mjs';
-
-const BASE = process.env.GPUMARKET_WEB_E2E_URL;
-if (!BASE) throw new Error('GPUMARKET_WEB_E2E_URL is not set: the gateway of a running stack (web/e2e/run.sh)');
-const SHOTS = join(dirname(fileURLToPath(import.meta.url)), 'screenshots');
-const TIMEOUT = 15_000;
-// When set (web/e2e/run.sh sets them), the test runs the install command it
-// was shown, with simulated GPUs, and waits for the machine to be online.
-const AGENT_BIN = process.env.GPUMARKET_E2E_AGENT_BIN;
-const AGENT_VHOST = process.env.GPUMARKET_E2E_VHOST ?? '/';
-const AGENT_LOG = process.env.GPUMARKET_E2E_AGENT_LOG;
-
-/** @type {import('node:child_process').ChildProcess | undefined} */
-let agent;
 
 /** @type {import('playwright-core').Browser} */
 let browser;
 
 before(async () => {
-  mkdirSync(SHOTS, { recursive: true });
-  browser = await chromium.launch({
-    executablePath: process.env.CHROMIUM ?? '/usr/bin/chromium',
-    headless: true,
-    // Playwright adds --headless and a fresh, temporary --user-data-dir.
-    args: [
-      '--no-sandbox',
-      '--disable-gpu',
-      '--disable-quic',
-      '--no-first-run',
-      '--disable-background-networking',
-      '--disable-component-update',
-      '--disable-sync',
-    ],
-  });
+  browser = await launchBrowser();
 });
 
 after(async () => {
   console.log(`axe findings (any impact) by page state: ${JSON.stringify(axeFindings, null, 2)}`);
-  agent?.kill('SIGTERM');
+  stopAgents();
   await browser?.close();
 });
-
-/** @param {import('playwright-core').Page} page @param {string} name */
-async function shot(page, name) {
-  await page.screenshot({ path: join(SHOTS, `${name}.png`), fullPage: true });
-}
 
 test('a new host signs up, registers a machine, sees its token once, prices and lists it', async () => {
   const context = await browser.newContext({
     viewport: { width: 1100, height: 900 },
     permissions: ['clipboard-read', 'clipboard-write'],
   });
-  const page = await context.newPage();
-  page.setDefaultTimeout(TIMEOUT);
-  /** @type {string[]} */
-  const consoleErrors = [];
-  page.on('console', (m) => {
-    if (m.type() === 'error') consoleErrors.push(m.text());
-  });
-  /** @type {string[]} */
-  const requests = [];
-  page.on('request', (r) => requests.push(new URL(r.url()).pathname));
-  page.on('response', (r) => {
-    if (r.status() >= 400) consoleErrors.push(`HTTP ${r.status()} ${r.url()}`);
-  });
+  const { page, consoleErrors, requests } = await watchedPage(context, { httpErrors: true });
 
   // Sign up: a too-short password is refused with the error beside the field.
   await page.goto(`${BASE}/portal`);
@@ -152,13 +108,7 @@ test('a new host signs up, registers a machine, sees its token once, prices and 
 
   // The agent, started with the command from the page, brings it online.
   if (AGENT_BIN) {
-    const out = AGENT_LOG ? openSync(AGENT_LOG, 'a') : 'ignore';
-    const args = command.split(' ').slice(1);
-    agent = spawn(
-      AGENT_BIN,
-      [...args, '--vhost', AGENT_VHOST, '--simulate-gpus', '2', '--simulate-model', model.value, '--simulate-vram-gib', vram],
-      { stdio: ['ignore', out, out] },
-    );
+    startAgent(command.split(' ').slice(1), model.value, vram);
     await row.getByText('Online', { exact: true }).waitFor({ timeout: 30_000 });
     await row.getByText(/last heartbeat/).waitFor();
     await shot(page, '06-machine-online');
@@ -168,27 +118,11 @@ test('a new host signs up, registers a machine, sees its token once, prices and 
   // from the API (the latest earnings posting's `feeRate`; the API has no
   // other field for it), per GPU-hour and per day at the utilisation.
   const jwt = await page.evaluate(() => sessionStorage.getItem('gpumarket.token'));
-  /** @type {Response} */
-  const earningsRes = await fetch(`${BASE}/graphql`, {
-    method: 'POST',
-    headers: { 'content-type': 'application/json', authorization: `Bearer ${jwt}` },
-    body: JSON.stringify({ query: '{ hostEarnings { currency postings { feeRate postedAt } } }' }),
-  });
-  /** @type {{ data: { hostEarnings: { currency: string, postings: { feeRate: string, postedAt: string }[] } } }} */
-  const earnings = await earningsRes.json();
-  const postings = [...earnings.data.hostEarnings.postings].sort((a, b) => b.postedAt.localeCompare(a.postedAt));
+  /** @type {{ hostEarnings: { currency: string, postings: { feeRate: string, postedAt: string }[] } }} */
+  const earnings = await gql('{ hostEarnings { currency postings { feeRate postedAt } } }', {}, jwt ?? undefined);
+  const postings = [...earnings.hostEarnings.postings].sort((a, b) => b.postedAt.localeCompare(a.postedAt));
   const feeRate = postings.length > 0 ? Number(postings[0].feeRate) : null;
-  /** @param {number} n @param {number} [digits] */
-  const fmt = (n, digits) =>
-    page.evaluate(
-      ({ n, digits }) =>
-        new Intl.NumberFormat(undefined, {
-          style: 'currency',
-          currency: 'USD',
-          ...(digits === undefined ? {} : { minimumFractionDigits: digits, maximumFractionDigits: digits }),
-        }).format(n),
-      { n, digits },
-    );
+  const fmt = pageMoney(page, 'USD');
   const preview = row.getByRole('group', { name: 'Earnings preview' });
   assert.equal(await preview.getByLabel('Utilisation (%)').inputValue(), '70', 'utilisation defaults to 70 %');
   /** @param {number} utilisation */

@@ -20,6 +20,18 @@ export function Layout({ title, children, actions }: { title: string; children: 
   );
 }
 
+/** The header's actions while signed in: who, and "Log out". */
+export function SignedIn({ email, onLogOut }: { email: string | null; onLogOut: () => void }) {
+  return (
+    <>
+      <span className="who">{email}</span>
+      <button type="button" onClick={onLogOut}>
+        Log out
+      </button>
+    </>
+  );
+}
+
 /** An error from the API: its message and `extensions.code`. */
 export function ErrorBox({ error, except }: { error: unknown; except?: string[] }) {
   if (!error) return null;

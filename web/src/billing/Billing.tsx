@@ -1,12 +1,14 @@
 import { useCallback, useEffect, useMemo, useState, type FormEvent } from 'react';
-import { getToken, request, setToken } from '../api';
+import { getToken, request } from '../api';
+import { useSession } from '../session';
 import type {
   BillingInstancesQuery,
   BillingInvoicesQuery,
   BillingRunwayQuery,
 } from '../gql/graphql';
-import { ErrorBox, Field, fieldProps, Layout } from '../ui';
-import { costOfSeconds, formatDuration, formatMoney } from './money';
+import { LoginFields } from '../LoginFields';
+import { ErrorBox, Layout, SignedIn } from '../ui';
+import { costOfSeconds, formatDuration, formatMoney } from '../money';
 import {
   BillingInstances,
   BillingInvoices,
@@ -17,40 +19,14 @@ import {
 } from './operations';
 import { SpendChart } from './SpendChart';
 
-const EMAIL_KEY = 'gpumarket.email';
 /** How often balance, runway and instances are refreshed. */
 const POLL_MS = 5000;
 const SERIES_DAYS = 14;
 
 export function Billing() {
-  const [token, setTok] = useState<string | null>(getToken());
-  const [email, setEmail] = useState<string | null>(sessionStorage.getItem(EMAIL_KEY));
-  const onAuth = (newToken: string, newEmail: string) => {
-    setToken(newToken);
-    sessionStorage.setItem(EMAIL_KEY, newEmail);
-    setTok(newToken);
-    setEmail(newEmail);
-  };
-  const logOut = useCallback(() => {
-    setToken(null);
-    sessionStorage.removeItem(EMAIL_KEY);
-    setTok(null);
-    setEmail(null);
-  }, []);
+  const { token, email, onAuth, logOut } = useSession();
   return (
-    <Layout
-      title="Billing"
-      actions={
-        token && (
-          <>
-            <span className="who">{email}</span>
-            <button type="button" onClick={logOut}>
-              Log out
-            </button>
-          </>
-        )
-      }
-    >
+    <Layout title="Billing" actions={token && <SignedIn email={email} onLogOut={logOut} />}>
       {token ? <Dashboard onSignedOut={logOut} /> : <BillingLogin onAuth={onAuth} />}
     </Layout>
   );
@@ -82,26 +58,14 @@ function BillingLogin({ onAuth }: { onAuth: (token: string, email: string) => vo
         <a href="/portal">host portal</a>.
       </p>
       <form onSubmit={submit} noValidate>
-        <Field id="billing-email" label="Email" error={error} field="email">
-          <input
-            {...fieldProps('billing-email', error, 'email')}
-            type="email"
-            autoComplete="email"
-            required
-            value={email}
-            onChange={(e) => setEmail(e.target.value)}
-          />
-        </Field>
-        <Field id="billing-password" label="Password" error={error} field="password">
-          <input
-            {...fieldProps('billing-password', error, 'password')}
-            type="password"
-            autoComplete="current-password"
-            required
-            value={password}
-            onChange={(e) => setPassword(e.target.value)}
-          />
-        </Field>
+        <LoginFields
+          idPrefix="billing"
+          email={email}
+          password={password}
+          onEmail={setEmail}
+          onPassword={setPassword}
+          error={error}
+        />
         <ErrorBox error={error} except={['email', 'password']} />
         <button type="submit" className="primary" disabled={busy}>
           Log in

@@ -1,5 +1,5 @@
 import type { BillingSpendSeriesQuery } from '../gql/graphql';
-import { formatMoney, parseDecimal } from './money';
+import { formatMoney, parseDecimal } from '../money';
 
 type Series = BillingSpendSeriesQuery['usageSeries'];
 

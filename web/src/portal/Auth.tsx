@@ -1,6 +1,7 @@
 import { useState, type FormEvent } from 'react';
 import { request } from '../api';
 import { LogIn, SignUp } from '../operations';
+import { LoginFields } from '../LoginFields';
 import { ErrorBox, Field, fieldProps } from '../ui';
 
 type Mode = 'signup' | 'login';
@@ -43,32 +44,15 @@ export function Auth({ onAuth }: { onAuth: (token: string, email: string) => voi
       </div>
       <h2 id="auth-title">{mode === 'signup' ? 'Create a host account' : 'Log in'}</h2>
       <form onSubmit={submit} noValidate>
-        <Field id="auth-email" label="Email" error={error} field="email">
-          <input
-            {...fieldProps('auth-email', error, 'email')}
-            type="email"
-            autoComplete="email"
-            required
-            value={email}
-            onChange={(e) => setEmail(e.target.value)}
-          />
-        </Field>
-        <Field
-          id="auth-password"
-          label="Password"
+        <LoginFields
+          idPrefix="auth"
+          email={email}
+          password={password}
+          onEmail={setEmail}
+          onPassword={setPassword}
           error={error}
-          field="password"
-          hint={mode === 'signup' ? 'At least 8 characters.' : undefined}
-        >
-          <input
-            {...fieldProps('auth-password', error, 'password', mode === 'signup')}
-            type="password"
-            autoComplete={mode === 'signup' ? 'new-password' : 'current-password'}
-            required
-            value={password}
-            onChange={(e) => setPassword(e.target.value)}
-          />
-        </Field>
+          newPassword={mode === 'signup'}
+        />
         {mode === 'signup' && (
           <Field id="auth-tenant" label="Organisation name" error={error} field="tenantName">
             <input

@@ -7,7 +7,7 @@ import type {
 } from '../gql/graphql';
 import { HostStatementsAndPayouts } from '../operations';
 import { ErrorBox } from '../ui';
-import { minorUnits, moneyFine } from './money';
+import { moneyFine, moneyFromMinorUnits } from '../money';
 
 export type Overview = HostEarningsOverviewQuery;
 type Day = Overview['earningsByMachine']['days'][number];
@@ -234,7 +234,7 @@ function StatementsAndPayouts() {
           <ul className="plain">
             {data.payouts.map((p) => (
               <li key={p.id}>
-                {new Date(p.createdAt).toLocaleDateString()}: {minorUnits(p.amount, p.currency)} ({p.status}
+                {new Date(p.createdAt).toLocaleDateString()}: {moneyFromMinorUnits(p.amount, p.currency)} ({p.status}
                 {p.failureReason ? `: ${p.failureReason}` : ''})
               </li>
             ))}

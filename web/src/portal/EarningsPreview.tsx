@@ -1,5 +1,5 @@
 import { useId, useState } from 'react';
-import { money, percent, preview } from './money';
+import { money, percent, preview } from '../money';
 
 /**
  * What a price earns the host: the price less the platform fee, per GPU-hour

@@ -5,7 +5,7 @@ import { ListMachine, SetPrice, UnlistMachine } from '../operations';
 import { ErrorBox, Field, fieldProps } from '../ui';
 import { EarningsPreview } from './EarningsPreview';
 import { MachineState, type HostProfile } from './MachineState';
-import { money } from './money';
+import { money } from '../money';
 
 interface Shared {
   /** The platform fee rate from the API, or null when it shows none. */

@@ -3,7 +3,7 @@ import { request } from '../api';
 import type { HeartbeatGapsQuery, MachineFieldsFragment, MyHostProfileQuery } from '../gql/graphql';
 import { HeartbeatGaps } from '../operations';
 import { ErrorBox } from '../ui';
-import { percent } from './money';
+import { percent } from '../money';
 
 type Gap = HeartbeatGapsQuery['heartbeatGaps'][number];
 export type HostProfile = MyHostProfileQuery['hostProfile'];

@@ -1,8 +1,9 @@
 import { useCallback, useEffect, useState } from 'react';
-import { ApiError, getToken, request, setToken } from '../api';
+import { ApiError, getToken, request } from '../api';
+import { useSession } from '../session';
 import type { MachineFieldsFragment } from '../gql/graphql';
 import { HostEarningsOverview, MyHostProfile, MyMachines as MyMachinesQuery } from '../operations';
-import { ErrorBox, Layout } from '../ui';
+import { ErrorBox, Layout, SignedIn } from '../ui';
 import { Auth } from './Auth';
 import { Earnings, earningsWindow, type Overview } from './Earnings';
 import type { HostProfile } from './MachineState';
@@ -10,43 +11,15 @@ import { MachineList } from './MachineList';
 import { RegisterMachine } from './RegisterMachine';
 import { TokenOnce, type Issued } from './TokenOnce';
 
-const EMAIL_KEY = 'gpumarket.email';
 /** How often the machines' online state is refreshed. */
 const POLL_MS = 5000;
 /** How often the earnings (and so the fee rate) are refreshed. */
 const EARNINGS_POLL_MS = 30_000;
 
 export function Portal() {
-  const [token, setTok] = useState<string | null>(getToken());
-  const [email, setEmail] = useState<string | null>(sessionStorage.getItem(EMAIL_KEY));
-
-  const onAuth = (newToken: string, newEmail: string) => {
-    setToken(newToken);
-    sessionStorage.setItem(EMAIL_KEY, newEmail);
-    setTok(newToken);
-    setEmail(newEmail);
-  };
-  const logOut = useCallback(() => {
-    setToken(null);
-    sessionStorage.removeItem(EMAIL_KEY);
-    setTok(null);
-    setEmail(null);
-  }, []);
-
+  const { token, email, onAuth, logOut } = useSession();
   return (
-    <Layout
-      title="Host portal"
-      actions={
-        token && (
-          <>
-            <span className="who">{email}</span>
-            <button type="button" onClick={logOut}>
-              Log out
-            </button>
-          </>
-        )
-      }
-    >
+    <Layout title="Host portal" actions={token && <SignedIn email={email} onLogOut={logOut} />}>
       {token ? <HostHome onSignedOut={logOut} /> : <Auth onAuth={onAuth} />}
     </Layout>
   );
