@@ -26,6 +26,7 @@ import {
   until,
   watchedPage,
 } from './lib.mjs';
+import { axeFindings, checkA11y } from './portal-axe.mjs';
 
 /** @type {import('playwright-core').Browser} */
 let browser;
@@ -35,6 +36,7 @@ before(async () => {
 });
 
 after(async () => {
+  console.log(`axe findings (any impact) by billing page state: ${JSON.stringify(axeFindings, null, 2)}`);
   stopAgents();
   await browser?.close();
 });
@@ -77,10 +79,12 @@ test('a renter sees its balance, a running instance whose cost grows, and the in
 
   await page.goto(`${BASE}/billing`);
   await page.getByRole('heading', { name: 'Log in to see your billing' }).waitFor();
+  await checkA11y(page, 'billing login form');
   await page.getByLabel('Email').fill(renter.email);
   await page.getByLabel('Password').fill('wrong password');
   await page.getByRole('button', { name: 'Log in' }).click();
   assert.match(await page.getByRole('alert').innerText(), /UNAUTHENTICATED/);
+  await checkA11y(page, 'billing login error');
   await page.getByLabel('Password').fill(PASSWORD);
   await page.getByRole('button', { name: 'Log in' }).click();
 
@@ -112,13 +116,25 @@ test('a renter sees its balance, a running instance whose cost grows, and the in
   await page.getByRole('heading', { name: /Spend per day/ }).waitFor();
   await page.getByRole('heading', { name: 'Invoices' }).waitFor();
   await page.getByText('No invoices yet').waitFor();
+  await checkA11y(page, 'billing dashboard, running instance');
   await shot(page, 'billing-01-running');
+
+  // At phone width the page does not scroll sideways (tables scroll inside
+  // their own focusable, labelled region).
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.waitForTimeout(200);
+  const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow <= 0, `no sideways scrolling at 390 px (${overflow} px too wide)`);
+  await checkA11y(page, 'billing dashboard at 390 px');
+  await shot(page, 'billing-01-running-phone');
+  await page.setViewportSize({ width: 1100, height: 900 });
 
   // Stopped through the API: the page shows it stopped, with its cost fixed.
   await gql('mutation($id: ID!) { stopInstance(id: $id) { id status } }', { id: ordered.id }, renter.token);
   await row.getByText('stopped', { exact: true }).waitFor();
   // Storage is billed while stopped: the burn is the disk's alone.
   await page.getByText(/^0 running instances$/).waitFor();
+  await checkA11y(page, 'billing dashboard, instance stopped');
   await shot(page, 'billing-02-stopped');
 
   // Once the usage is settled, the operator invoices it (period ending now):
@@ -152,7 +168,15 @@ test('a renter sees its balance, a running instance whose cost grows, and the in
   await lines.first().waitFor();
   assert.equal(await lines.count(), run.invoices[0].lines.length);
   await lines.filter({ hasText: 'gpu' }).first().waitFor();
+  await checkA11y(page, 'billing invoice expanded');
   await shot(page, 'billing-03-invoice');
+  await page.setViewportSize({ width: 390, height: 844 });
+  await page.waitForTimeout(200);
+  const overflow2 = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+  assert.ok(overflow2 <= 0, `no sideways scrolling at 390 px with the invoice open (${overflow2} px too wide)`);
+  await checkA11y(page, 'billing invoice expanded at 390 px');
+  await shot(page, 'billing-03-invoice-phone');
+  await page.setViewportSize({ width: 1100, height: 900 });
 
   // The usage export: the invoice's FOCUS CSV, one row per line.
   const [download] = await Promise.all([

@@ -4,6 +4,13 @@ import type { TypedDocumentString } from './gql/graphql';
 
 const TOKEN_KEY = 'gpumarket.token';
 
+/**
+ * Dispatched on `window` when the API answers UNAUTHENTICATED to a request
+ * that carried a token (the JWT expired or was revoked): the session hooks
+ * drop the session and show the log-in form, keeping the forms' drafts.
+ */
+export const SESSION_EXPIRED_EVENT = 'gpumarket:session-expired';
+
 export function getToken(): string | null {
   return sessionStorage.getItem(TOKEN_KEY);
 }
@@ -86,7 +93,13 @@ export async function request<TResult, TVariables>(
   }
   if (body.errors && body.errors.length > 0) {
     const errors = body.errors.map(detail);
-    if (errors.some((e) => e.code === 'UNAUTHENTICATED')) setToken(null);
+    if (token && errors.some((e) => e.code === 'UNAUTHENTICATED')) {
+      // Only if the token is still the one sent (not a newer log-in).
+      if (getToken() === token) {
+        setToken(null);
+        window.dispatchEvent(new Event(SESSION_EXPIRED_EVENT));
+      }
+    }
     throw new ApiError(errors);
   }
   if (!body.data) {

@@ -102,3 +102,12 @@ export function newKey(): string {
   if (typeof crypto !== 'undefined' && 'randomUUID' in crypto) return crypto.randomUUID();
   return `k-${Date.now().toString(36)}-${Math.random().toString(36).slice(2)}`;
 }
+
+/** Above a log-in form after the API stopped accepting the session's token. */
+export function SessionExpired() {
+  return (
+    <p role="status" className="expired" data-testid="session-expired">
+      Your session has expired. Log in again: what you typed is kept.
+    </p>
+  );
+}

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useMemo, useState, type FormEvent } from 'react';
-import { getToken, request } from '../api';
+import { request } from '../api';
 import { useSession } from '../session';
 import type {
   BillingInstancesQuery,
@@ -7,7 +7,7 @@ import type {
   BillingRunwayQuery,
 } from '../gql/graphql';
 import { LoginFields } from '../LoginFields';
-import { ErrorBox, Layout, SignedIn } from '../ui';
+import { ErrorBox, Layout, SessionExpired, SignedIn } from '../ui';
 import { costOfSeconds, formatDuration, formatMoney } from '../money';
 import {
   BillingInstances,
@@ -24,16 +24,28 @@ const POLL_MS = 5000;
 const SERIES_DAYS = 14;
 
 export function Billing() {
-  const { token, email, onAuth, logOut } = useSession();
+  const { token, email, expired, expiredEmail, onAuth, logOut } = useSession();
   return (
     <Layout title="Billing" actions={token && <SignedIn email={email} onLogOut={logOut} />}>
-      {token ? <Dashboard onSignedOut={logOut} /> : <BillingLogin onAuth={onAuth} />}
+      {token ? (
+        <Dashboard />
+      ) : (
+        <BillingLogin onAuth={onAuth} expired={expired} expiredEmail={expiredEmail} />
+      )}
     </Layout>
   );
 }
 
-function BillingLogin({ onAuth }: { onAuth: (token: string, email: string) => void }) {
-  const [email, setEmail] = useState('');
+function BillingLogin({
+  onAuth,
+  expired,
+  expiredEmail,
+}: {
+  onAuth: (token: string, email: string) => void;
+  expired: boolean;
+  expiredEmail: string | null;
+}) {
+  const [email, setEmail] = useState(expiredEmail ?? '');
   const [password, setPassword] = useState('');
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
@@ -53,6 +65,7 @@ function BillingLogin({ onAuth }: { onAuth: (token: string, email: string) => vo
   return (
     <section aria-labelledby="billing-login-title" className="card narrow">
       <h2 id="billing-login-title">Log in to see your billing</h2>
+      {expired && <SessionExpired />}
       <p>
         Renters: your balance, spend, instances and invoices. Hosts list machines in the{' '}
         <a href="/portal">host portal</a>.
@@ -76,7 +89,7 @@ function BillingLogin({ onAuth }: { onAuth: (token: string, email: string) => vo
 }
 
 /** One section's data: null while loading, with its own error. */
-function usePolled<T>(load: () => Promise<T>, onSignedOut: () => void, pollMs?: number) {
+function usePolled<T>(load: () => Promise<T>, pollMs?: number) {
   const [data, setData] = useState<T | null>(null);
   const [error, setError] = useState<unknown>(null);
   const refresh = useCallback(async () => {
@@ -85,9 +98,8 @@ function usePolled<T>(load: () => Promise<T>, onSignedOut: () => void, pollMs?: 
       setError(null);
     } catch (e) {
       setError(e);
-      if (getToken() === null) onSignedOut();
     }
-  }, [load, onSignedOut]);
+  }, [load]);
   useEffect(() => {
     void refresh();
     if (!pollMs) return;
@@ -97,7 +109,7 @@ function usePolled<T>(load: () => Promise<T>, onSignedOut: () => void, pollMs?: 
   return { data, error, refresh };
 }
 
-function Dashboard({ onSignedOut }: { onSignedOut: () => void }) {
+function Dashboard() {
   const loadRunway = useCallback(async () => (await request(BillingRunway)).runway, []);
   const loadInstances = useCallback(async () => request(BillingInstances), []);
   const loadInvoices = useCallback(async () => (await request(BillingInvoices)).invoices, []);
@@ -107,10 +119,10 @@ function Dashboard({ onSignedOut }: { onSignedOut: () => void }) {
     const from = new Date(end - SERIES_DAYS * 86_400_000).toISOString();
     return (await request(BillingSpendSeries, { from, to: new Date(end).toISOString() })).usageSeries;
   }, []);
-  const runway = usePolled(loadRunway, onSignedOut, POLL_MS);
-  const instances = usePolled(loadInstances, onSignedOut, POLL_MS);
-  const series = usePolled(loadSeries, onSignedOut, 60_000);
-  const invoices = usePolled(loadInvoices, onSignedOut);
+  const runway = usePolled(loadRunway, POLL_MS);
+  const instances = usePolled(loadInstances, POLL_MS);
+  const series = usePolled(loadSeries, 60_000);
+  const invoices = usePolled(loadInvoices);
 
   return (
     <>
@@ -255,24 +267,27 @@ function InstancesCard({ data, error }: { data: BillingInstancesQuery | null; er
               ledger settles it as the rentals run.
             </small>
           </p>
-          <table className="billing-table">
-            <thead>
-              <tr>
-                <th scope="col">Instance</th>
-                <th scope="col">Status</th>
-                <th scope="col">Rate</th>
-                <th scope="col">GPU time</th>
-                <th scope="col">GPU cost</th>
-                <th scope="col">Storage cost</th>
-                <th scope="col">Total so far</th>
-              </tr>
-            </thead>
-            <tbody>
-              {[...running, ...others].map((i) => (
-                <InstanceLine key={i.id} instance={i} cost={costSoFar(byInstance.get(i.id) ?? [], now)} />
-              ))}
-            </tbody>
-          </table>
+          {/* Focusable, so the table can be scrolled sideways from the keyboard. */}
+          <div className="scroll" tabIndex={0} role="region" aria-label="Instances and their cost so far">
+            <table className="billing-table">
+              <thead>
+                <tr>
+                  <th scope="col">Instance</th>
+                  <th scope="col">Status</th>
+                  <th scope="col">Rate</th>
+                  <th scope="col">GPU time</th>
+                  <th scope="col">GPU cost</th>
+                  <th scope="col">Storage cost</th>
+                  <th scope="col">Total so far</th>
+                </tr>
+              </thead>
+              <tbody>
+                {[...running, ...others].map((i) => (
+                  <InstanceLine key={i.id} instance={i} cost={costSoFar(byInstance.get(i.id) ?? [], now)} />
+                ))}
+              </tbody>
+            </table>
+          </div>
         </>
       )}
     </section>
@@ -345,7 +360,13 @@ function InvoicesCard({ invoices, error }: { invoices: BillingInvoicesQuery['inv
                   <strong>{formatMoney(inv.total, inv.currency)}</strong>
                 </button>
                 {expanded && (
-                  <div id={`billing-inv-${inv.id}`}>
+                  <div
+                    id={`billing-inv-${inv.id}`}
+                    className="scroll"
+                    tabIndex={0}
+                    role="region"
+                    aria-label={`Lines of invoice #${inv.number}`}
+                  >
                     <table className="billing-table">
                       <thead>
                         <tr>

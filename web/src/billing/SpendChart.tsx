@@ -86,33 +86,36 @@ export function SpendChart({ series }: { series: Series }) {
       </ul>
       <details className="billing-chart-table">
         <summary>Spend per day as a table</summary>
-        <table>
-          <caption className="billing-sr">Spend per UTC day by GPU model ({cur})</caption>
-          <thead>
-            <tr>
-              <th scope="col">Day (UTC)</th>
-              {keys.map((k) => (
-                <th scope="col" key={k}>
-                  {k}
-                </th>
-              ))}
-              <th scope="col">Total</th>
-            </tr>
-          </thead>
-          <tbody>
-            {dayList
-              .filter((d) => dayTotal(d) !== 0n)
-              .map((d) => (
-                <tr key={d}>
-                  <th scope="row">{d}</th>
-                  {keys.map((k) => (
-                    <td key={k}>{formatMoney(cell.get(`${d}|${k}`) ?? 0n, cur)}</td>
-                  ))}
-                  <td>{formatMoney(dayTotal(d), cur)}</td>
-                </tr>
-              ))}
-          </tbody>
-        </table>
+        {/* Focusable, so the table can be scrolled sideways from the keyboard. */}
+        <div className="scroll" tabIndex={0} role="region" aria-label="Spend per day, as a table">
+          <table>
+            <caption className="billing-sr">Spend per UTC day by GPU model ({cur})</caption>
+            <thead>
+              <tr>
+                <th scope="col">Day (UTC)</th>
+                {keys.map((k) => (
+                  <th scope="col" key={k}>
+                    {k}
+                  </th>
+                ))}
+                <th scope="col">Total</th>
+              </tr>
+            </thead>
+            <tbody>
+              {dayList
+                .filter((d) => dayTotal(d) !== 0n)
+                .map((d) => (
+                  <tr key={d}>
+                    <th scope="row">{d}</th>
+                    {keys.map((k) => (
+                      <td key={k}>{formatMoney(cell.get(`${d}|${k}`) ?? 0n, cur)}</td>
+                    ))}
+                    <td>{formatMoney(dayTotal(d), cur)}</td>
+                  </tr>
+                ))}
+            </tbody>
+          </table>
+        </div>
       </details>
     </div>
   );

@@ -2,13 +2,22 @@ import { useState, type FormEvent } from 'react';
 import { request } from '../api';
 import { LogIn, SignUp } from '../operations';
 import { LoginFields } from '../LoginFields';
-import { ErrorBox, Field, fieldProps } from '../ui';
+import { ErrorBox, Field, fieldProps, SessionExpired } from '../ui';
 
 type Mode = 'signup' | 'login';
 
-export function Auth({ onAuth }: { onAuth: (token: string, email: string) => void }) {
-  const [mode, setMode] = useState<Mode>('signup');
-  const [email, setEmail] = useState('');
+export function Auth({
+  onAuth,
+  expired = false,
+  expiredEmail = null,
+}: {
+  onAuth: (token: string, email: string) => void;
+  /** The session expired: open on the log-in tab, with a message. */
+  expired?: boolean;
+  expiredEmail?: string | null;
+}) {
+  const [mode, setMode] = useState<Mode>(expired ? 'login' : 'signup');
+  const [email, setEmail] = useState(expiredEmail ?? '');
   const [password, setPassword] = useState('');
   const [tenantName, setTenantName] = useState('');
   const [error, setError] = useState<unknown>(null);
@@ -43,6 +52,7 @@ export function Auth({ onAuth }: { onAuth: (token: string, email: string) => voi
         </button>
       </div>
       <h2 id="auth-title">{mode === 'signup' ? 'Create a host account' : 'Log in'}</h2>
+      {expired && <SessionExpired />}
       <form onSubmit={submit} noValidate>
         <LoginFields
           idPrefix="auth"

@@ -1,4 +1,5 @@
 import { useState, type FormEvent } from 'react';
+import { useDraft } from '../session';
 import { request } from '../api';
 import type { MachineFieldsFragment } from '../gql/graphql';
 import { ListMachine, SetPrice, UnlistMachine } from '../operations';
@@ -48,7 +49,7 @@ function MachineRow({
   machine: MachineFieldsFragment;
   onChanged: (machine: MachineFieldsFragment) => void;
 } & Shared) {
-  const [price, setPrice] = useState(m.pricePerGpuHour ?? '');
+  const [price, setPrice] = useDraft(`price.${m.id}`, m.pricePerGpuHour ?? '');
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
   // The details (and their heartbeat-gaps request) only while open.

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useState } from 'react';
-import { ApiError, getToken, request } from '../api';
+import { ApiError, request } from '../api';
 import { useSession } from '../session';
 import type { MachineFieldsFragment } from '../gql/graphql';
 import { HostEarningsOverview, MyHostProfile, MyMachines as MyMachinesQuery } from '../operations';
@@ -17,15 +17,19 @@ const POLL_MS = 5000;
 const EARNINGS_POLL_MS = 30_000;
 
 export function Portal() {
-  const { token, email, onAuth, logOut } = useSession();
+  const { token, email, expired, expiredEmail, onAuth, logOut } = useSession();
   return (
     <Layout title="Host portal" actions={token && <SignedIn email={email} onLogOut={logOut} />}>
-      {token ? <HostHome onSignedOut={logOut} /> : <Auth onAuth={onAuth} />}
+      {token ? (
+        <HostHome />
+      ) : (
+        <Auth onAuth={onAuth} expired={expired} expiredEmail={expiredEmail} />
+      )}
     </Layout>
   );
 }
 
-function HostHome({ onSignedOut }: { onSignedOut: () => void }) {
+function HostHome() {
   const [machines, setMachines] = useState<MachineFieldsFragment[] | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [issued, setIssued] = useState<Issued | null>(null);
@@ -67,9 +71,8 @@ function HostHome({ onSignedOut }: { onSignedOut: () => void }) {
       setError(null);
     } catch (e) {
       setError(e);
-      if (getToken() === null) onSignedOut();
     }
-  }, [onSignedOut]);
+  }, []);
 
   useEffect(() => {
     void refresh();

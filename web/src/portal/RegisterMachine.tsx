@@ -2,6 +2,7 @@ import { useEffect, useState, type FormEvent } from 'react';
 import { request } from '../api';
 import type { GpuCatalogQuery, MachineFieldsFragment } from '../gql/graphql';
 import { GpuCatalog, RegisterMachine as RegisterMachineMutation } from '../operations';
+import { useDraft } from '../session';
 import { ErrorBox, Field, fieldProps, newKey } from '../ui';
 
 type Model = GpuCatalogQuery['gpuModels'][number];
@@ -15,14 +16,14 @@ export function RegisterMachine({
 }) {
   const [models, setModels] = useState<Model[] | null>(null);
   const [catalogError, setCatalogError] = useState<unknown>(null);
-  const [name, setName] = useState('');
-  const [gpuModel, setGpuModel] = useState('');
-  const [gpuCount, setGpuCount] = useState('1');
-  const [vramGib, setVramGib] = useState('');
-  const [cpuCores, setCpuCores] = useState('16');
-  const [ramGib, setRamGib] = useState('64');
-  const [diskGib, setDiskGib] = useState('1000');
-  const [country, setCountry] = useState('');
+  const [name, setName] = useDraft('register.name', '');
+  const [gpuModel, setGpuModel] = useDraft('register.gpuModel', '');
+  const [gpuCount, setGpuCount] = useDraft('register.gpuCount', '1');
+  const [vramGib, setVramGib] = useDraft('register.vramGib', '');
+  const [cpuCores, setCpuCores] = useDraft('register.cpuCores', '16');
+  const [ramGib, setRamGib] = useDraft('register.ramGib', '64');
+  const [diskGib, setDiskGib] = useDraft('register.diskGib', '1000');
+  const [country, setCountry] = useDraft('register.country', '');
   // One key per machine being registered: a retry after a lost answer
   // returns the same machine rather than a second one.
   const [idempotencyKey, setIdempotencyKey] = useState(newKey);
