@@ -20,7 +20,7 @@ test: services
 ifeq ($(NEXTEST),yes)
 	cargo nextest run --workspace --no-fail-fast
 else
-	cargo test --workspace --no-fail-fast
+	cargo test --workspace --no-fail-fast -- --skip faults::
 endif
 	$(MAKE) web-test
 
@@ -46,11 +46,11 @@ faults: services
 	bash $(FAULTS_INFRA) up
 ifeq ($(NEXTEST),yes)
 	env $$(bash $(FAULTS_INFRA) env) GPUMARKET_FAULTS_INFRA=$(FAULTS_INFRA) \
-	  cargo nextest run -p gpumarket --test system --run-ignored only --retries 0 --no-capture \
+	  cargo nextest run -p gpumarket --test system --ignore-default-filter --retries 0 --no-capture \
 	  -E 'test(/^faults::/)'; status=$$?; bash $(FAULTS_INFRA) down; exit $$status
 else
 	env $$(bash $(FAULTS_INFRA) env) GPUMARKET_FAULTS_INFRA=$(FAULTS_INFRA) \
-	  cargo test -p gpumarket --test system faults:: -- --ignored --nocapture; \
+	  cargo test -p gpumarket --test system faults:: -- --nocapture; \
 	  status=$$?; bash $(FAULTS_INFRA) down; exit $$status
 endif
 

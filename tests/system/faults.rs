@@ -3,9 +3,10 @@
 //! SIGKILL and RabbitMQ and PostgreSQL are restarted; then quiescence and the
 //! invariants a marketplace promises (docs/reliability.md, which this writes).
 //!
-//! Ignored by `make test`: it restarts its database and broker, so it runs on
-//! a PostgreSQL cluster and a RabbitMQ node of its own (tests/faults/infra.sh)
-//! that `make faults` starts and points the test at.
+//! Left out of `make test` by the nextest profile's default filter
+//! (`.config/nextest.toml`): it restarts its database and broker, so it runs
+//! on a PostgreSQL cluster and a RabbitMQ node of its own
+//! (tests/faults/infra.sh) that `make faults` starts and points the test at.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -769,7 +770,6 @@ fn report(
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "make faults: restarts its own PostgreSQL and RabbitMQ (tests/faults/infra.sh)"]
 async fn the_stack_keeps_its_promises_through_kills_and_restarts() {
     assert!(
         std::env::var_os("GPUMARKET_FAULTS_INFRA").is_some(),
