@@ -341,14 +341,43 @@ pub async fn machine_with_agent(
     vram: i32,
     price: &str,
 ) -> String {
+    let (id, token) = machine_for_agent(host, "agent-rig", model, gpus, None, price).await;
+    let agent = gpumarket::seed::DemoAgent {
+        machine_id: id.parse().expect("uuid"),
+        token,
+        gpu_model: model.to_owned(),
+        gpu_count: gpus as u32,
+        vram_gib: vram as u32,
+        cuda_version: "12.4".into(),
+    };
+    // The task ends with the test's runtime.
+    let _agent = gpumarket::dev::spawn_agent(&stack.config, &agent).expect("agent");
+    wait_online(host, &id, Duration::from_secs(20)).await;
+    id
+}
+
+/// Registers, prices and lists a machine for an agent to run; its id and
+/// the agent token. Without `vram`, the catalog's figure for the model.
+pub async fn machine_for_agent(
+    host: &Client,
+    name: &str,
+    model: &str,
+    gpus: i32,
+    vram: Option<i32>,
+    price: &str,
+) -> (String, String) {
+    let mut input = json!({
+        "name": name, "gpuModel": model, "gpuCount": gpus, "cpuCores": 16,
+        "ramGib": 64, "diskGib": 1000, "country": "US", "cudaVersion": "12.4",
+        "idempotencyKey": uuid::Uuid::now_v7().to_string(),
+    });
+    if let Some(vram) = vram {
+        input["vramGib"] = vram.into();
+    }
     let data = host
         .run(
             "mutation($input: RegisterMachineInput!) { registerMachine(input: $input) { machine { id } agentToken } }",
-            json!({ "input": {
-                "name": "agent-rig", "gpuModel": model, "gpuCount": gpus, "cpuCores": 16, "ramGib": 64,
-                "diskGib": 1000, "country": "US", "cudaVersion": "12.4",
-                "idempotencyKey": uuid::Uuid::now_v7().to_string(),
-            }}),
+            json!({ "input": input }),
         )
         .await
         .expect("registerMachine");
@@ -372,29 +401,23 @@ pub async fn machine_with_agent(
     )
     .await
     .expect("listMachine");
-    let agent = gpumarket::seed::DemoAgent {
-        machine_id: id.parse().expect("uuid"),
-        token,
-        gpu_model: model.to_owned(),
-        gpu_count: gpus as u32,
-        vram_gib: vram as u32,
-        cuda_version: "12.4".into(),
-    };
-    // The task ends with the test's runtime.
-    let _agent = gpumarket::dev::spawn_agent(&stack.config, &agent).expect("agent");
-    eventually("machine online", Duration::from_secs(20), || async {
+    (id, token)
+}
+
+/// Waits until the host sees its machine online (its agent heartbeats).
+pub async fn wait_online(host: &Client, id: &str, limit: Duration) {
+    eventually("machine online", limit, || async {
         let machines = host
             .run("{ myMachines { id online } }", json!({}))
             .await
             .expect("myMachines");
         machines["myMachines"]
             .as_array()
-            .and_then(|ms| ms.iter().find(|m| m["id"] == id.as_str()))
+            .and_then(|ms| ms.iter().find(|m| m["id"] == id))
             .filter(|m| m["online"] == true)
             .map(|_| ())
     })
     .await;
-    id
 }
 
 /// Registers, prices and lists a machine with a full specification, and

@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use gpumarket::client::Client;
 use platform::Config;
-use serde_json::json;
 
-use crate::harness::eventually;
+use crate::harness::{machine_for_agent, wait_online};
 
 pub const SERVICES: [&str; 5] = ["catalog", "quota", "metering", "billing", "ordering"];
 
@@ -228,37 +227,7 @@ pub async fn machine_with_agent_process(
     gpus: i32,
     price: &str,
 ) -> String {
-    let data = host
-        .run(
-            "mutation($input: RegisterMachineInput!) { registerMachine(input: $input) { machine { id } agentToken } }",
-            json!({ "input": {
-                "name": name, "gpuModel": "RTX 4090", "gpuCount": gpus, "vramGib": 24,
-                "cpuCores": 16, "ramGib": 64, "diskGib": 1000, "country": "US",
-                "cudaVersion": "12.4", "idempotencyKey": uuid::Uuid::now_v7().to_string(),
-            }}),
-        )
-        .await
-        .expect("registerMachine");
-    let id = data["registerMachine"]["machine"]["id"]
-        .as_str()
-        .expect("id")
-        .to_owned();
-    let token = data["registerMachine"]["agentToken"]
-        .as_str()
-        .expect("token")
-        .to_owned();
-    host.run(
-        "mutation($id: ID!, $p: Decimal!) { setMachinePricing(machineId: $id, pricePerGpuHour: $p) { id } }",
-        json!({ "id": id, "p": price }),
-    )
-    .await
-    .expect("setMachinePricing");
-    host.run(
-        "mutation($id: ID!) { listMachine(machineId: $id) { listed } }",
-        json!({ "id": id }),
-    )
-    .await
-    .expect("listMachine");
+    let (id, token) = machine_for_agent(host, name, "RTX 4090", gpus, Some(24), price).await;
 
     let amqp = reqwest::Url::parse(&config.amqp_url).expect("amqp url");
     let amqp_host = format!(
@@ -286,17 +255,6 @@ pub async fn machine_with_agent_process(
             &gpus,
         ],
     );
-    eventually("machine online", Duration::from_secs(60), || async {
-        let machines = host
-            .run("{ myMachines { id online } }", json!({}))
-            .await
-            .expect("myMachines");
-        machines["myMachines"]
-            .as_array()
-            .and_then(|ms| ms.iter().find(|m| m["id"] == id.as_str()))
-            .filter(|m| m["online"] == true)
-            .map(|_| ())
-    })
-    .await;
+    wait_online(host, &id, Duration::from_secs(60)).await;
     id
 }
