@@ -12,6 +12,9 @@
 #
 # GPUMARKET_BIN: the gpumarket binary (default: built with cargo into
 # $CARGO_TARGET_DIR or target/). CHROMIUM: the browser (default /usr/bin/chromium).
+# GPUMARKET_E2E_TESTS: test files to run (e.g. "billing.test.mjs"; default
+# every e2e/*.test.mjs). Each run builds into a directory of its own, so two
+# runs at once do not serve each other's half-written assets.
 # Screenshots go to web/e2e/screenshots/; the stack's log to web/e2e/.run/.
 set -euo pipefail
 WEB=$(cd "$(dirname "$0")/.." && pwd)
@@ -32,8 +35,9 @@ if [[ ! -d node_modules ]]; then
   step "npm ci"
   npm ci --no-audit --no-fund
 fi
-step "building the front end"
-npm run --silent build
+DIST=$(mktemp -d "${TMPDIR:-/tmp}/gpumarket-web-dist.XXXXXX")
+step "building the front end into $DIST"
+npx vite build --logLevel warn --outDir "$DIST" --emptyOutDir
 
 # --- the binary --------------------------------------------------------------
 TARGET=${CARGO_TARGET_DIR:-$ROOT/target}
@@ -47,7 +51,7 @@ fi
 NAME="gpumarket_web_e2e_$(date +%s)_$$"
 PG=${GPUMARKET_E2E_PG:-postgres://postgres@127.0.0.1:5432}
 MGMT=${GPUMARKET_E2E_RABBITMQ_MANAGEMENT:-http://guest:guest@127.0.0.1:15672}
-RUN_DIR=$WEB/e2e/.run
+RUN_DIR=$WEB/e2e/.run/$NAME
 mkdir -p "$RUN_DIR"
 LOG=$RUN_DIR/gpumarket.log
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -68,6 +72,7 @@ cleanup() {
   done
   psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS \"$NAME\" WITH (FORCE)" >/dev/null 2>&1 || true
   curl -fsS -X DELETE "$MGMT/api/vhosts/$NAME" >/dev/null 2>&1 || true
+  rm -rf "$DIST"
   if [[ $rc -ne 0 ]]; then
     echo "failed (exit $rc); the stack's log: $LOG" >&2
     tail -n 40 "$LOG" >&2 2>/dev/null || true
@@ -89,7 +94,7 @@ GPUMARKET_GATEWAY_PORT=$PORT \
 GPUMARKET_CATALOG_PORT=0 GPUMARKET_ORDERING_PORT=0 GPUMARKET_QUOTA_PORT=0 \
 GPUMARKET_METERING_PORT=0 GPUMARKET_BILLING_PORT=0 GPUMARKET_PROVISIONER_PORT=0 \
 GPUMARKET_DB_POOL_SIZE=2 \
-GPUMARKET_WEB_DIR="$WEB/dist" \
+GPUMARKET_WEB_DIR="$DIST" \
 GPUMARKET_LOG_FORMAT=json \
   "$BIN" dev >"$LOG" 2>&1 &
 STACK_PID=$!
@@ -110,8 +115,13 @@ done
 step "ready after $((SECONDS - started)) s"
 
 # --- the tests -------------------------------------------------------------------
-step "playwright: $URL/portal"
+TESTS=(e2e/)
+if [[ -n ${GPUMARKET_E2E_TESTS:-} ]]; then
+  TESTS=()
+  for t in $GPUMARKET_E2E_TESTS; do TESTS+=("e2e/$t"); done
+fi
+step "playwright: $URL/portal (${TESTS[*]})"
 GPUMARKET_WEB_E2E_URL=$URL GPUMARKET_E2E_AGENT_BIN=$BIN GPUMARKET_E2E_VHOST=$NAME \
 GPUMARKET_E2E_AGENT_LOG=$RUN_DIR/agent.log \
-  npm run --silent test:e2e
+  node --test --test-concurrency=1 "${TESTS[@]}"
 step "passed in $((SECONDS - started)) s; screenshots in web/e2e/screenshots/"
