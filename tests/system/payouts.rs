@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 use crate::harness::*;
-use crate::stripe_double::{StripeDouble, TransferMode};
+use stripe_double::{StripeDouble, TransferMode};
 
 const SECRET_KEY: &str = "sk_test_double_payouts";
 
@@ -189,7 +189,9 @@ fn sql_refused(env: &TestEnv, sql: &str) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hosts_get_statements_and_are_paid_once_through_stripe_connect() {
-    let stripe = StripeDouble::start(SECRET_KEY).await;
+    let stripe = StripeDouble::start(SECRET_KEY)
+        .await
+        .expect("Stripe double");
     let mut env = TestEnv::new().await;
     env.config.settlement_interval_ms = 300;
     env.config.stripe_api_base = stripe.url.clone();
@@ -197,6 +199,7 @@ async fn hosts_get_statements_and_are_paid_once_through_stripe_connect() {
     env.config.payout_minimum = "0.10".into();
     env.config.payout_hold_seconds = 0;
     env.config.payout_interval_secs = 0;
+    env.config.public_url = "https://market.test".into();
     // Billing on its own database role: the new tables must be granted to it.
     env.config.db_role_per_service = true;
     let stack = env.start(Parts::ALL).await;
@@ -388,7 +391,46 @@ async fn hosts_get_statements_and_are_paid_once_through_stripe_connect() {
         "{waiting}"
     );
     assert_eq!(stripe.created("/v1/transfers"), 0);
-    stripe.set_transfers_capability(&acct, "active");
+
+    // Onboarding: a link to Stripe's hosted page (the double's stand-in),
+    // which sends the browser back to the portal under the public URL, never
+    // a URL the client chose; once done, the account reads as active.
+    let onboard = "mutation { createPayoutOnboardingLink { url expiresAt } }";
+    let (no_account, _) = sign_up(&api, &["HOST"]).await;
+    let refused = no_account
+        .run(onboard, json!({}))
+        .await
+        .expect_err("no account");
+    assert_eq!(refused.code, "NOT_FOUND", "{refused:?}");
+    let link =
+        host.run(onboard, json!({})).await.expect("link")["createPayoutOnboardingLink"].clone();
+    let url = link["url"].as_str().expect("url").to_owned();
+    assert!(url.starts_with(&stripe.url), "{link}");
+    assert!(link["expiresAt"].as_str().is_some(), "{link}");
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("client");
+    let back = browser.get(&url).send().await.expect("onboarding page");
+    assert_eq!(back.status(), 303);
+    assert_eq!(
+        back.headers()["location"],
+        "https://market.test/portal/profile?payouts=done"
+    );
+    let used = browser.get(&url).send().await.expect("used link");
+    assert_eq!(used.status(), 404, "an account link is single use");
+    let onboarded = host
+        .run(
+            "{ payoutAccount { transfersStatus payoutsEnabled detailsSubmitted } }",
+            json!({}),
+        )
+        .await
+        .expect("account")["payoutAccount"]
+        .clone();
+    assert_eq!(
+        onboarded,
+        json!({"transfersStatus": "active", "payoutsEnabled": true, "detailsSubmitted": true})
+    );
 
     // Payout 1: the floor of the earnings, in cents, once.
     let outcomes = run_payouts(&operator, None).await;

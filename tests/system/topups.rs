@@ -11,7 +11,7 @@ use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 use crate::harness::*;
-use crate::stripe_double::{Signing, StripeDouble};
+use stripe_double::{Signing, StripeDouble};
 
 const SECRET_KEY: &str = "sk_test_double_4242";
 /// The endpoint secret being rolled in, and the one being rolled out.
@@ -75,7 +75,9 @@ fn ledger_rows(env: &TestEnv) -> (i64, i64) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
-    let stripe = StripeDouble::start(SECRET_KEY).await;
+    let stripe = StripeDouble::start(SECRET_KEY)
+        .await
+        .expect("Stripe double");
     let mut env = TestEnv::new().await;
     env.config.stripe_api_base = stripe.url.clone();
     env.config.stripe_secret_key = SECRET_KEY.into();
@@ -150,19 +152,32 @@ async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
     assert_eq!(balance(&renter).await, Decimal::ZERO);
 
     // The customer pays; Stripe's event, first forged and stale.
-    let event = stripe.succeed(&intent_id);
+    let event = stripe.succeed(&intent_id).expect("known PaymentIntent");
     let forged = Signing::now(&["whsec_attacker"]);
-    let (status, body) = stripe.deliver(&webhook, &event, &forged).await;
+    let (status, body) = stripe
+        .deliver(&webhook, &event, &forged)
+        .await
+        .expect("deliver");
     assert_eq!(status, 400, "{body}");
     let stale = Signing::now(&[NEW_SECRET]).at(chrono::Utc::now().timestamp() - 600);
-    let (status, body) = stripe.deliver(&webhook, &event, &stale).await;
+    let (status, body) = stripe
+        .deliver(&webhook, &event, &stale)
+        .await
+        .expect("deliver");
     assert_eq!(status, 400, "{body}");
     assert!(body.contains("tolerance"), "{body}");
     let future = Signing::now(&[NEW_SECRET]).at(chrono::Utc::now().timestamp() + 600);
-    assert_eq!(stripe.deliver(&webhook, &event, &future).await.0, 400);
+    assert_eq!(
+        stripe
+            .deliver(&webhook, &event, &future)
+            .await
+            .expect("deliver")
+            .0,
+        400
+    );
     // A genuine signature over other bytes (an amount changed in transit).
     let payload = serde_json::to_vec_pretty(&event).unwrap();
-    let header = Signing::now(&[NEW_SECRET]).header(&payload);
+    let header = Signing::now(&[NEW_SECRET]).header(&payload).expect("sign");
     let tampered = String::from_utf8(payload)
         .unwrap()
         .replace("2550", "9999999");
@@ -170,18 +185,27 @@ async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
         stripe
             .deliver_raw(&webhook, tampered.into_bytes(), Some(&header))
             .await
+            .expect("deliver")
             .0,
         400
     );
     assert_eq!(
-        stripe.deliver_raw(&webhook, b"{}".to_vec(), None).await.0,
+        stripe
+            .deliver_raw(&webhook, b"{}".to_vec(), None)
+            .await
+            .expect("deliver")
+            .0,
         400
     );
     // Signed, but not an event.
     let junk = b"not json".to_vec();
-    let header = Signing::now(&[NEW_SECRET]).header(&junk);
+    let header = Signing::now(&[NEW_SECRET]).header(&junk).expect("sign");
     assert_eq!(
-        stripe.deliver_raw(&webhook, junk, Some(&header)).await.0,
+        stripe
+            .deliver_raw(&webhook, junk, Some(&header))
+            .await
+            .expect("deliver")
+            .0,
         400
     );
     assert_eq!(balance(&renter).await, Decimal::ZERO);
@@ -193,17 +217,24 @@ async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
 
     // Genuine, during a secret rotation: signed with the new and the old secret.
     let rolling = Signing::now(&[NEW_SECRET, OLD_SECRET]);
-    let (status, body) = stripe.deliver(&webhook, &event, &rolling).await;
+    let (status, body) = stripe
+        .deliver(&webhook, &event, &rolling)
+        .await
+        .expect("deliver");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"credited\""), "{body}");
     // Delivered again (Stripe retries), and replayed with a fresh signature by
     // the old secret only: nothing more.
-    let (status, body) = stripe.deliver(&webhook, &event, &rolling).await;
+    let (status, body) = stripe
+        .deliver(&webhook, &event, &rolling)
+        .await
+        .expect("deliver");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("duplicate"), "{body}");
     let (status, body) = stripe
         .deliver(&webhook, &event, &Signing::now(&[OLD_SECRET]))
-        .await;
+        .await
+        .expect("deliver");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("duplicate"), "{body}");
     // The same PaymentIntent under a new event id credits nothing either.
@@ -213,7 +244,8 @@ async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
     );
     let (status, body) = stripe
         .deliver(&webhook, &resent, &Signing::now(&[NEW_SECRET]))
-        .await;
+        .await
+        .expect("deliver");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("already_credited"), "{body}");
 
@@ -240,7 +272,8 @@ async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
     let other = stripe.event("customer.created", stripe.customer(&customer).unwrap());
     let (status, body) = stripe
         .deliver(&webhook, &other, &Signing::now(&[NEW_SECRET]))
-        .await;
+        .await
+        .expect("deliver");
     assert!((200..300).contains(&status), "{status} {body}");
     assert!(body.contains("ignored"), "{body}");
     assert_eq!(balance(&renter).await, expected);
@@ -282,10 +315,13 @@ async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
 
     // Delivered straight to billing (an ingress routing the path there) works the same.
     let direct = format!("{}/webhooks/stripe", stack.config.urls.billing);
-    let paid = stripe.succeed(second["paymentIntentId"].as_str().unwrap());
+    let paid = stripe
+        .succeed(second["paymentIntentId"].as_str().unwrap())
+        .expect("known PaymentIntent");
     let (status, body) = stripe
         .deliver(&direct, &paid, &Signing::now(&[OLD_SECRET]))
-        .await;
+        .await
+        .expect("deliver");
     assert_eq!(status, 200, "{body}");
     assert_eq!(balance(&renter).await, "35.50".parse::<Decimal>().unwrap());
 
@@ -296,7 +332,9 @@ async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_unreachable_stripe_is_unavailable_and_the_retry_succeeds() {
-    let stripe = StripeDouble::start(SECRET_KEY).await;
+    let stripe = StripeDouble::start(SECRET_KEY)
+        .await
+        .expect("Stripe double");
     let mut env = TestEnv::new().await;
     // Nothing listens on port 1.
     env.config.stripe_api_base = "http://127.0.0.1:1/".into();
@@ -331,10 +369,11 @@ async fn an_unreachable_stripe_is_unavailable_and_the_retry_succeeds() {
     let intent_id = done["paymentIntentId"].as_str().unwrap().to_owned();
     env.exec("UPDATE billing.top_ups SET payment_intent_id = NULL, status = 'creating'");
     let webhook = format!("{}/webhooks/stripe", stack.gateway_url);
-    let paid = stripe.succeed(&intent_id);
+    let paid = stripe.succeed(&intent_id).expect("known PaymentIntent");
     let (status, body) = stripe
         .deliver(&webhook, &paid, &Signing::now(&[NEW_SECRET]))
-        .await;
+        .await
+        .expect("deliver");
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("\"credited\""), "{body}");
     assert_eq!(balance(&renter).await, Decimal::from(20));
@@ -359,7 +398,9 @@ async fn a_top_up_that_covers_an_overdraft_pays_the_open_invoice() {
     use contracts::events::{USAGE_RECORDED, UsageRecorded};
     use diesel::Connection;
 
-    let stripe = StripeDouble::start(SECRET_KEY).await;
+    let stripe = StripeDouble::start(SECRET_KEY)
+        .await
+        .expect("Stripe double");
     let mut env = TestEnv::new().await;
     env.config.stripe_api_base = stripe.url.clone();
     env.config.stripe_secret_key = SECRET_KEY.into();
@@ -433,15 +474,55 @@ async fn a_top_up_that_covers_an_overdraft_pays_the_open_invoice() {
     let (code, body) = stripe
         .deliver(
             &webhook,
-            &stripe.succeed(&intent_id),
+            &stripe.succeed(&intent_id).expect("known PaymentIntent"),
             &Signing::now(&[NEW_SECRET]),
         )
-        .await;
+        .await
+        .expect("deliver");
     assert_eq!(code, 200, "{body}");
     assert_eq!(balance(&renter).await, Decimal::from(7));
     assert_eq!(status().await, "paid");
 
     stack.stop().await;
     stripe.stop().await;
+    env.cleanup().await;
+}
+
+/// The public terms the front ends load first: billing's currency and fee
+/// rate (asked from billing, not re-read by the gateway) and the Stripe
+/// publishable key, for anyone, logged in or not; no key configured is null.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_platform_terms_are_public_and_come_from_billing() {
+    const PLATFORM: &str = "{ platform { currency platformFeeRate stripePublishableKey } }";
+    let mut env = TestEnv::new().await;
+    env.config.fee_rate = "0.2".into();
+    env.config.stripe_publishable_key = Some("pk_test_double_4242".into());
+    let stack = env.start(SERVICES).await;
+    let api = Client::new(&stack.gateway_url);
+
+    let anonymous = api.run(PLATFORM, json!({})).await.expect("platform");
+    assert_eq!(
+        anonymous["platform"],
+        json!({
+            "currency": "USD",
+            "platformFeeRate": "0.2",
+            "stripePublishableKey": "pk_test_double_4242",
+        })
+    );
+    let (renter, _) = sign_up(&api, &["RENTER"]).await;
+    assert_eq!(
+        renter.run(PLATFORM, json!({})).await.expect("platform"),
+        anonymous
+    );
+    stack.stop().await;
+
+    // Without a publishable key top-ups cannot be paid in a browser: null.
+    env.config.stripe_publishable_key = None;
+    let stack = env.start(SERVICES).await;
+    let api = Client::new(&stack.gateway_url);
+    let data = api.run(PLATFORM, json!({})).await.expect("platform");
+    assert!(data["platform"]["stripePublishableKey"].is_null(), "{data}");
+    assert_eq!(data["platform"]["platformFeeRate"], "0.2");
+    stack.stop().await;
     env.cleanup().await;
 }

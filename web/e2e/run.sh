@@ -11,7 +11,9 @@
 # its management plugin (5672, 15672, guest/guest): `make services`.
 #
 # GPUMARKET_BIN: the gpumarket binary (default: built with cargo into
-# $CARGO_TARGET_DIR or target/). CHROMIUM: the browser (default /usr/bin/chromium).
+# $CARGO_TARGET_DIR or target/). GPUMARKET_STRIPE_DOUBLE_BIN: the Stripe test
+# double (default: built likewise), which plays Stripe for billing and for the
+# tests' Stripe.js stand-in. CHROMIUM: the browser (default /usr/bin/chromium).
 # GPUMARKET_E2E_TESTS: test files to run (e.g. "billing.test.mjs"; default
 # every e2e/*.test.mjs). Each run builds into a directory of its own, so two
 # runs at once do not serve each other's half-written assets.
@@ -46,6 +48,13 @@ if [[ -z ${GPUMARKET_BIN:-} ]]; then
   step "cargo build --bin gpumarket"
   (cd "$ROOT" && cargo build --quiet --bin gpumarket)
 fi
+# The Stripe test double (libs/stripe-double) as a process: billing's Stripe,
+# and what the tests' Stripe.js stand-in confirms payments with.
+STRIPE_DOUBLE_BIN=${GPUMARKET_STRIPE_DOUBLE_BIN:-$TARGET/debug/stripe-double}
+if [[ -z ${GPUMARKET_STRIPE_DOUBLE_BIN:-} ]]; then
+  step "cargo build --bin stripe-double"
+  (cd "$ROOT" && cargo build --quiet -p gpumarket-stripe-double --bin stripe-double)
+fi
 
 # --- a fresh database and vhost ------------------------------------------------
 NAME="gpumarket_web_e2e_$(date +%s)_$$"
@@ -56,9 +65,15 @@ mkdir -p "$RUN_DIR"
 LOG=$RUN_DIR/gpumarket.log
 PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
 STACK_PID=
+STRIPE_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+STRIPE_PID=
+STRIPE_SECRET_KEY=sk_test_e2e_double
+STRIPE_PUBLISHABLE_KEY=pk_test_e2e_double
+STRIPE_WEBHOOK_SECRET="whsec_e2e_$NAME"
 
 cleanup() {
   local rc=$?
+  if [[ -n $STRIPE_PID ]]; then kill -TERM "$STRIPE_PID" 2>/dev/null || true; wait "$STRIPE_PID" 2>/dev/null || true; fi
   if [[ -n $STACK_PID ]] && kill -0 "$STACK_PID" 2>/dev/null; then
     kill -TERM "$STACK_PID" 2>/dev/null || true
     for _ in $(seq 1 100); do kill -0 "$STACK_PID" 2>/dev/null || break; sleep 0.1; done
@@ -86,6 +101,20 @@ curl -fsS -X PUT -H 'content-type: application/json' -d '{}' "$MGMT/api/vhosts/$
 curl -fsS -X PUT -H 'content-type: application/json' \
   -d '{"configure":".*","write":".*","read":".*"}' "$MGMT/api/permissions/$NAME/guest" >/dev/null
 
+# --- Stripe (the test double) ------------------------------------------------------
+step "stripe-double on 127.0.0.1:$STRIPE_PORT"
+"$STRIPE_DOUBLE_BIN" --port "$STRIPE_PORT" --secret-key "$STRIPE_SECRET_KEY" \
+  --publishable-key "$STRIPE_PUBLISHABLE_KEY" --webhook-url "http://127.0.0.1:$PORT/webhooks/stripe" \
+  --webhook-secret "$STRIPE_WEBHOOK_SECRET" >"$RUN_DIR/stripe-double.log" 2>&1 &
+STRIPE_PID=$!
+for i in $(seq 1 100); do
+  if grep -q 'listening on' "$RUN_DIR/stripe-double.log" 2>/dev/null; then break; fi
+  if ! kill -0 "$STRIPE_PID" 2>/dev/null || [[ $i -eq 100 ]]; then
+    echo "stripe-double did not start:" >&2; cat "$RUN_DIR/stripe-double.log" >&2; exit 1
+  fi
+  sleep 0.1
+done
+
 # --- the stack -----------------------------------------------------------------
 step "gpumarket dev: database $NAME, gateway on 127.0.0.1:$PORT"
 GPUMARKET_DATABASE_URL="$PG/$NAME" \
@@ -94,7 +123,9 @@ GPUMARKET_GATEWAY_PORT=$PORT \
 GPUMARKET_CATALOG_PORT=0 GPUMARKET_ORDERING_PORT=0 GPUMARKET_QUOTA_PORT=0 \
 GPUMARKET_METERING_PORT=0 GPUMARKET_BILLING_PORT=0 GPUMARKET_PROVISIONER_PORT=0 \
 GPUMARKET_DB_POOL_SIZE=2 \
-GPUMARKET_WEB_DIR="$DIST" \
+GPUMARKET_STRIPE_API_BASE="http://127.0.0.1:$STRIPE_PORT/" GPUMARKET_STRIPE_SECRET_KEY=$STRIPE_SECRET_KEY \
+GPUMARKET_STRIPE_WEBHOOK_SECRETS=$STRIPE_WEBHOOK_SECRET GPUMARKET_STRIPE_PUBLISHABLE_KEY=$STRIPE_PUBLISHABLE_KEY \
+GPUMARKET_WEB_DIR="$DIST" GPUMARKET_PUBLIC_URL="http://127.0.0.1:$PORT" \
 GPUMARKET_LOG_FORMAT=json \
   "$BIN" dev >"$LOG" 2>&1 &
 STACK_PID=$!
@@ -122,6 +153,6 @@ if [[ -n ${GPUMARKET_E2E_TESTS:-} ]]; then
 fi
 step "playwright: $URL/portal (${TESTS[*]})"
 GPUMARKET_WEB_E2E_URL=$URL GPUMARKET_E2E_AGENT_BIN=$BIN GPUMARKET_E2E_VHOST=$NAME \
-GPUMARKET_E2E_AGENT_LOG=$RUN_DIR/agent.log \
+GPUMARKET_E2E_AGENT_LOG=$RUN_DIR/agent.log GPUMARKET_E2E_STRIPE_URL="http://127.0.0.1:$STRIPE_PORT/" \
   node --test --test-concurrency=1 "${TESTS[@]}"
 step "passed in $((SECONDS - started)) s; screenshots in web/e2e/screenshots/"

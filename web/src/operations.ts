@@ -116,15 +116,66 @@ export const HeartbeatGaps = graphql(`
   }
 `);
 
+export const HostProfileFieldsFragment = graphql(`
+  fragment HostProfileFields on HostProfile {
+    legalName
+    country
+    payoutCurrency
+    verification
+    verificationReason
+    updatedAt
+  }
+`);
+
 export const MyHostProfile = graphql(`
   query MyHostProfile {
     hostProfile {
-      legalName
-      country
-      payoutCurrency
-      verification
-      verificationReason
-      updatedAt
+      ...HostProfileFields
+    }
+  }
+`);
+
+export const UpdateHostProfile = graphql(`
+  mutation UpdateHostProfile($input: HostProfileInput!) {
+    updateHostProfile(input: $input) {
+      ...HostProfileFields
+    }
+  }
+`);
+
+export const PayoutAccountFieldsFragment = graphql(`
+  fragment PayoutAccountFields on PayoutAccount {
+    stripeAccountId
+    country
+    email
+    transfersStatus
+    payoutsEnabled
+    detailsSubmitted
+    createdAt
+  }
+`);
+
+export const MyPayoutAccount = graphql(`
+  query MyPayoutAccount {
+    payoutAccount {
+      ...PayoutAccountFields
+    }
+  }
+`);
+
+export const CreatePayoutOnboardingLink = graphql(`
+  mutation CreatePayoutOnboardingLink {
+    createPayoutOnboardingLink {
+      url
+      expiresAt
+    }
+  }
+`);
+
+export const CreatePayoutAccount = graphql(`
+  mutation CreatePayoutAccount($country: String!, $email: String) {
+    createPayoutAccount(country: $country, email: $email) {
+      ...PayoutAccountFields
     }
   }
 `);
@@ -182,6 +233,57 @@ export const HostStatementsAndPayouts = graphql(`
       failureReason
       createdAt
       paidAt
+    }
+  }
+`);
+
+export const StatementFieldsFragment = graphql(`
+  fragment StatementFields on Statement {
+    id
+    number
+    status
+    periodStart
+    periodEnd
+    currency
+    seconds
+    gross
+    fee
+    net
+    downtimeCredits
+    earnings
+    adjustments
+    payouts
+    openingBalance
+    closingBalance
+    finalizedAt
+    lines {
+      machineId
+      gpuModel
+      meter
+      earlierPeriod
+      seconds
+      gross
+      fee
+      net
+      downtimeCredits
+      amount
+      postings
+    }
+  }
+`);
+
+export const HostStatement = graphql(`
+  query HostStatement($id: ID!) {
+    statement(id: $id) {
+      ...StatementFields
+    }
+  }
+`);
+
+export const HostStatementPreview = graphql(`
+  query HostStatementPreview {
+    statementPreview {
+      ...StatementFields
     }
   }
 `);

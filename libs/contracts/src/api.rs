@@ -889,6 +889,16 @@ pub struct TopUp {
     pub succeeded_at: Option<DateTime<Utc>>,
 }
 
+/// The public money terms billing applies (`GET /internal/platform-terms`):
+/// what the front ends show before anyone has money in the system.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PlatformTerms {
+    /// The settlement currency (ISO 4217).
+    pub currency: String,
+    /// The platform's share of each charge, in [0, 1).
+    pub fee_rate: Decimal,
+}
+
 // ---------------------------------------------------------------- billing: invoices
 
 /// One line of a renter's invoice: the usage postings of one instance, meter
@@ -1216,6 +1226,22 @@ pub struct CreatePayoutAccountRequest {
     /// ISO 3166-1 alpha-2 country of the host's business.
     pub country: String,
     pub email: Option<String>,
+}
+
+/// Where Stripe's hosted Connect onboarding sends the host back: `return_url`
+/// when it is done, `refresh_url` when the link expired or was used.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OnboardingLinkRequest {
+    pub return_url: String,
+    pub refresh_url: String,
+}
+
+/// A single-use link to Stripe's hosted onboarding of the host's connected
+/// account.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct OnboardingLink {
+    pub url: String,
+    pub expires_at: DateTime<Utc>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

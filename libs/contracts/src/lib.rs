@@ -9,6 +9,7 @@ pub mod events;
 pub mod meters;
 pub mod money;
 pub mod offer_query;
+pub mod operator;
 pub mod time;
 
 pub use envelope::Envelope;

@@ -160,6 +160,15 @@ pub struct Config {
     /// How far a webhook's signed timestamp may be from now.
     /// `GPUMARKET_STRIPE_WEBHOOK_TOLERANCE_SECONDS`.
     pub stripe_webhook_tolerance_seconds: i64,
+    /// The publishable key (`pk_test_...`, `pk_live_...`) the web front end
+    /// gives Stripe.js, shown by the gateway's public `platform` query; unset,
+    /// the billing page says top-ups are not configured.
+    /// `GPUMARKET_STRIPE_PUBLISHABLE_KEY`.
+    pub stripe_publishable_key: Option<String>,
+    /// The address people open the web front ends at, without a trailing
+    /// slash; Stripe's hosted onboarding sends hosts back under it, so a
+    /// client cannot choose where. `GPUMARKET_PUBLIC_URL`.
+    pub public_url: String,
     /// Smallest and largest top-up, in the settlement currency, as text
     /// parsed by billing. `GPUMARKET_TOP_UP_MIN_AMOUNT`, `GPUMARKET_TOP_UP_MAX_AMOUNT`.
     pub top_up_min_amount: String,
@@ -215,6 +224,26 @@ pub struct Urls {
 
 fn var(name: &str, default: &str) -> String {
     env::var(name).unwrap_or_else(|_| default.to_owned())
+}
+
+/// `GPUMARKET_STRIPE_PUBLISHABLE_KEY`, which the gateway shows to anyone:
+/// anything but a publishable key (a secret `sk_` or restricted `rk_` key
+/// pasted into the wrong variable) is refused rather than published.
+fn publishable_key(raw: Option<String>) -> Result<Option<String>, PlatformError> {
+    let Some(raw) = raw else {
+        return Ok(None);
+    };
+    let key = raw.trim();
+    if key.is_empty() {
+        return Ok(None);
+    }
+    if !key.starts_with("pk_") {
+        return Err(PlatformError::Config(
+            "GPUMARKET_STRIPE_PUBLISHABLE_KEY: not a publishable key (pk_...); it is shown publicly"
+                .into(),
+        ));
+    }
+    Ok(Some(key.to_owned()))
 }
 
 fn parsed<T: FromStr>(name: &str, default: T) -> Result<T, PlatformError> {
@@ -336,6 +365,12 @@ impl Config {
                 "GPUMARKET_STRIPE_WEBHOOK_TOLERANCE_SECONDS",
                 300,
             )?,
+            stripe_publishable_key: publishable_key(
+                env::var("GPUMARKET_STRIPE_PUBLISHABLE_KEY").ok(),
+            )?,
+            public_url: var("GPUMARKET_PUBLIC_URL", "http://127.0.0.1:8080")
+                .trim_end_matches('/')
+                .to_owned(),
             top_up_min_amount: var("GPUMARKET_TOP_UP_MIN_AMOUNT", "5"),
             top_up_max_amount: var("GPUMARKET_TOP_UP_MAX_AMOUNT", "10000"),
             invoice_period: var("GPUMARKET_INVOICE_PERIOD", "monthly"),
@@ -469,6 +504,19 @@ fn parse_jwt_keys(raw: &str) -> Result<Vec<(String, String)>, PlatformError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_a_publishable_stripe_key_is_published() {
+        assert_eq!(publishable_key(None).unwrap(), None);
+        assert_eq!(publishable_key(Some("  ".into())).unwrap(), None);
+        assert_eq!(
+            publishable_key(Some(" pk_test_123 ".into())).unwrap(),
+            Some("pk_test_123".into())
+        );
+        for secret in ["sk_live_123", "rk_test_123", "whsec_123"] {
+            assert!(publishable_key(Some(secret.into())).is_err(), "{secret}");
+        }
+    }
 
     #[test]
     fn database_name_is_replaced_keeping_the_query() {

@@ -83,6 +83,11 @@ impl InternalClient {
         Self {
             http: reqwest::Client::builder()
                 .timeout(std::time::Duration::from_secs(30))
+                // Below the services' keep-alive (actix's default, 5 s): a
+                // pooled connection is dropped here, a second before the
+                // server would close it, instead of a request racing that
+                // close ("connection closed before message completed").
+                .pool_idle_timeout(std::time::Duration::from_secs(4))
                 .build()
                 .unwrap_or_default(),
             base: base.into(),

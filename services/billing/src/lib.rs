@@ -10,6 +10,7 @@ pub mod error;
 pub mod focus;
 pub mod invoices;
 pub mod ledger;
+pub mod marketplace;
 mod metrics;
 pub mod payouts;
 mod routes;

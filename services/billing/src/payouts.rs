@@ -238,6 +238,38 @@ pub async fn get_account(
     }
 }
 
+/// A link to Stripe's hosted onboarding of the host's connected account.
+/// The account must exist (`create_account`); what the host submits there
+/// shows in the account's state the next time it is read from Stripe.
+pub async fn onboarding_link(
+    db: &Db,
+    api: &ConnectApi,
+    host: Uuid,
+    req: api::OnboardingLinkRequest,
+) -> Result<api::OnboardingLink, Error> {
+    for (field, url) in [
+        ("returnUrl", &req.return_url),
+        ("refreshUrl", &req.refresh_url),
+    ] {
+        if !(url.starts_with("https://") || url.starts_with("http://")) || url.len() > 2048 {
+            return Err(Error::Validation(format!(
+                "{field}: an absolute http(s) URL"
+            )));
+        }
+    }
+    let row = db
+        .run(move |conn| Ok::<_, Error>(find_account(conn, host)?))
+        .await?
+        .ok_or_else(|| Error::NotFound("the host has no payout account".into()))?;
+    let (url, expires_at) = api
+        .create_onboarding_link(&row.stripe_account_id, &req.return_url, &req.refresh_url)
+        .await?;
+    Ok(api::OnboardingLink {
+        url,
+        expires_at: DateTime::from_timestamp(expires_at, 0).unwrap_or_else(Utc::now),
+    })
+}
+
 /// What the host may be paid now: the earnings balance less the credits of
 /// the hold-back window (never more than the balance, never below zero).
 fn available(

@@ -1,6 +1,6 @@
 use actix_web::{HttpResponse, web};
 use contracts::api::{
-    CreateTopUpRequest, CreditNoteRequest, FundsCheckRequest, GrantCreditRequest,
+    CreateTopUpRequest, CreditNoteRequest, FundsCheckRequest, GrantCreditRequest, PlatformTerms,
     RunInvoicesRequest, UsageExport, VoidInvoiceRequest,
 };
 use platform::Db;
@@ -18,11 +18,20 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .configure(configure_dashboards)
             .configure(configure_payouts)
             .route("/balances/{tenant_id}", web::get().to(balance))
+            .route(
+                "/marketplace/volume",
+                web::get().to(crate::marketplace::volume_route),
+            )
+            .route(
+                "/marketplace/credit-risks",
+                web::get().to(crate::marketplace::credit_risks_route),
+            )
             .route("/credits", web::post().to(grant_credit))
             .route("/funds-checks", web::post().to(funds_check))
             .route("/earnings/{host_tenant_id}", web::get().to(earnings))
             .route("/top-ups", web::post().to(create_top_up))
             .route("/top-ups/{tenant_id}", web::get().to(list_top_ups))
+            .route("/platform-terms", web::get().to(platform_terms))
             .route("/invoices/run", web::post().to(run_invoices))
             // Before the tenant's routes of the same shape.
             .route(
@@ -99,6 +108,15 @@ async fn create_top_up(
 
 async fn list_top_ups(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
     Ok(HttpResponse::Ok().json(topups::list(&db, path.into_inner()).await?))
+}
+
+/// The terms the gateway shows publicly; from billing's settings, so the
+/// gateway never parses billing's configuration itself.
+async fn platform_terms(_: ServiceCaller, s: web::Data<Settings>) -> HttpResponse {
+    HttpResponse::Ok().json(PlatformTerms {
+        currency: s.currency.clone(),
+        fee_rate: s.fee_rate,
+    })
 }
 
 async fn run_invoices(
@@ -248,6 +266,10 @@ fn configure_payouts(cfg: &mut web::ServiceConfig) {
             "/payout-accounts/{host_tenant_id}",
             web::get().to(payout_account),
         )
+        .route(
+            "/payout-accounts/{host_tenant_id}/onboarding-link",
+            web::post().to(create_onboarding_link),
+        )
         .route("/payouts/run", web::post().to(run_payouts))
         .route("/payouts/{host_tenant_id}", web::get().to(list_payouts));
 }
@@ -303,6 +325,18 @@ async fn payout_account(
 ) -> Reply {
     let account = crate::payouts::get_account(&db, &api, path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(account))
+}
+
+async fn create_onboarding_link(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    api: web::Data<crate::stripe::connect::ConnectApi>,
+    path: web::Path<Uuid>,
+    body: web::Json<contracts::api::OnboardingLinkRequest>,
+) -> Reply {
+    let link =
+        crate::payouts::onboarding_link(&db, &api, path.into_inner(), body.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(link))
 }
 
 async fn run_payouts(

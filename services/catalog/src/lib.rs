@@ -16,6 +16,7 @@ pub mod offers;
 pub mod preemption;
 pub mod reliability;
 mod routes;
+mod supply;
 
 use std::sync::Arc;
 

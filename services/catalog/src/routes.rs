@@ -16,6 +16,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(
         web::scope("/internal")
             .route("/gpu-models", web::get().to(gpu_model_list))
+            .route("/gpu-supply", web::get().to(crate::supply::supply_route))
             .route("/hosts/{tenant_id}/profile", web::get().to(host_profile))
             .route(
                 "/hosts/{tenant_id}/profile",

@@ -44,6 +44,10 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
             .data(keys)
             .data(clients)
             .data(hub)
+            .data(schema::platform::StripePublishableKey(
+                config.stripe_publishable_key.clone(),
+            ))
+            .data(schema::payouts::PublicUrl(config.public_url.clone()))
             .finish(),
     });
 

@@ -23,6 +23,14 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/api-keys", web::post().to(create_api_key))
             .route("/api-keys/authenticate", web::post().to(authenticate))
             .route("/reservations", web::post().to(reserve))
+            .route(
+                "/quota-pressure",
+                web::get().to(crate::pressure::pressure_route),
+            )
+            .route(
+                "/tenant-names",
+                web::post().to(crate::pressure::names_route),
+            )
             .route("/reservations/{order_id}/release", web::post().to(release))
             .route("/tenants/{tenant_id}/quota", web::get().to(get_quota))
             .route("/tenants/{tenant_id}/quota", web::put().to(set_quota))

@@ -18,6 +18,9 @@ import {
   BillingUsageCsv,
 } from './operations';
 import { SpendChart } from './SpendChart';
+import { TopUpCard } from './TopUp';
+import { OperatorView } from './Operator';
+import { BalanceHistory } from './BalanceHistory';
 
 /** How often balance, runway and instances are refreshed. */
 const POLL_MS = 5000;
@@ -126,7 +129,10 @@ function Dashboard() {
 
   return (
     <>
+      <OperatorView />
       <BalanceCard runway={runway.data} error={runway.error} />
+      <TopUpCard />
+      <BalanceHistory />
       <section aria-labelledby="billing-spend-title" className="card">
         <h2 id="billing-spend-title">Spend per day, last {SERIES_DAYS} days</h2>
         <ErrorBox error={series.error} />
@@ -134,10 +140,6 @@ function Dashboard() {
       </section>
       <InstancesCard data={instances.data} error={instances.error} />
       <InvoicesCard invoices={invoices.data} error={invoices.error} />
-      <section aria-labelledby="billing-missing-title" className="card billing-muted">
-        <h2 id="billing-missing-title">Coming next</h2>
-        <p>Card top-ups (Stripe) are offered by the API and not yet on this page.</p>
-      </section>
     </>
   );
 }

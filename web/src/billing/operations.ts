@@ -112,3 +112,25 @@ export const BillingUsageCsv = graphql(`
     invoiceUsageCsv(invoiceId: $invoiceId)
   }
 `);
+
+export const BillingBalanceHistory = graphql(`
+  query BillingBalanceHistory($first: Int, $after: String) {
+    balanceHistory(first: $first, after: $after) {
+      balance
+      currency
+      nodes {
+        kind
+        description
+        instanceId
+        amount
+        balanceAfter
+        postedAt
+        cursor
+      }
+      pageInfo {
+        endCursor
+        hasNextPage
+      }
+    }
+  }
+`);

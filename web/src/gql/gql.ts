@@ -21,6 +21,12 @@ type Documents = {
     "\n  query BillingInstances {\n    instances {\n      id\n      gpuModel\n      gpuCount\n      rentalType\n      pricePerGpuHour\n      pricePerHourTotal\n      storagePricePerGbMonth\n      currency\n      status\n      statusReason\n      runningAt\n      stoppedAt\n      createdAt\n    }\n    usage {\n      id\n      instanceId\n      meter\n      startedAt\n      endedAt\n      billedSeconds\n      pricePerHour\n      currency\n    }\n  }\n": typeof types.BillingInstancesDocument,
     "\n  query BillingInvoices {\n    invoices {\n      id\n      number\n      status\n      periodStart\n      periodEnd\n      currency\n      subtotal\n      total\n      exactTotal\n      rounding\n      finalizedAt\n      paidAt\n      lines {\n        instanceId\n        meter\n        quantity\n        unit\n        unitPrice\n        pricingUnit\n        pricingQuantity\n        earlierPeriod\n        amount\n        exactAmount\n      }\n    }\n  }\n": typeof types.BillingInvoicesDocument,
     "\n  query BillingUsageCsv($invoiceId: ID!) {\n    invoiceUsageCsv(invoiceId: $invoiceId)\n  }\n": typeof types.BillingUsageCsvDocument,
+    "\n  query BillingBalanceHistory($first: Int, $after: String) {\n    balanceHistory(first: $first, after: $after) {\n      balance\n      currency\n      nodes {\n        kind\n        description\n        instanceId\n        amount\n        balanceAfter\n        postedAt\n        cursor\n      }\n      pageInfo {\n        endCursor\n        hasNextPage\n      }\n    }\n  }\n": typeof types.BillingBalanceHistoryDocument,
+    "\n  query OperatorViewer {\n    me {\n      operator\n    }\n  }\n": typeof types.OperatorViewerDocument,
+    "\n  query OperatorMarketplace($from: String!, $to: String!, $nearQuotaPercent: Int) {\n    marketplaceOverview(from: $from, to: $to, bucket: DAY, nearQuotaPercent: $nearQuotaPercent) {\n      from\n      to\n      volume {\n        currency\n        totalVolume\n        totalHostEarnings\n        totalFees\n        totalFeeAdjustments\n        totalFeeRevenue\n        totalPostings\n        totalSeconds\n        points {\n          bucketStart\n          volume\n          hostEarnings\n          fees\n          feeAdjustments\n          postings\n        }\n      }\n      gpuSupply {\n        at\n        listedGpus\n        onlineGpus\n        rentedGpus\n        rentedListedGpus\n        models {\n          gpuModel\n          listedMachines\n          listedGpus\n          onlineGpus\n          rentedGpus\n          rentedListedGpus\n        }\n      }\n      nearQuota {\n        thresholdPercent\n        currency\n        tenants {\n          tenantId\n          tenantName\n          dimensions {\n            quota\n            limit\n            used\n            percent\n          }\n        }\n      }\n      outOfCredit {\n        currency\n        warnBelowSeconds\n        tenants {\n          tenantId\n          tenantName\n          reasons\n          balance\n          burnPerHour\n          runwaySeconds\n          lowSince\n          lastChargedAt\n        }\n      }\n    }\n  }\n": typeof types.OperatorMarketplaceDocument,
+    "\n  query TopUpPlatform {\n    platform {\n      currency\n      stripePublishableKey\n    }\n    me {\n      tenantRoles\n    }\n  }\n": typeof types.TopUpPlatformDocument,
+    "\n  query TopUpState {\n    balance {\n      amount\n      currency\n    }\n    topUps {\n      id\n      amount\n      currency\n      status\n      createdAt\n      succeededAt\n    }\n  }\n": typeof types.TopUpStateDocument,
+    "\n  mutation TopUpCreate($amount: Decimal!, $idempotencyKey: String) {\n    createTopUp(amount: $amount, idempotencyKey: $idempotencyKey) {\n      id\n      amount\n      currency\n      status\n      clientSecret\n      paymentIntentId\n      createdAt\n    }\n  }\n": typeof types.TopUpCreateDocument,
     "\n  mutation SignUp($input: SignUpInput!) {\n    signUp(input: $input) {\n      token\n      expiresAt\n      me {\n        ...MeFields\n      }\n    }\n  }\n": typeof types.SignUpDocument,
     "\n  mutation LogIn($email: String!, $password: String!) {\n    login(email: $email, password: $password) {\n      token\n      expiresAt\n      me {\n        ...MeFields\n      }\n    }\n  }\n": typeof types.LogInDocument,
     "\n  fragment MeFields on Me {\n    email\n    tenantRoles\n  }\n": typeof types.MeFieldsFragmentDoc,
@@ -32,9 +38,18 @@ type Documents = {
     "\n  mutation ListMachine($machineId: ID!) {\n    listMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n": typeof types.ListMachineDocument,
     "\n  mutation UnlistMachine($machineId: ID!) {\n    unlistMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n": typeof types.UnlistMachineDocument,
     "\n  query HeartbeatGaps($machineId: ID!) {\n    heartbeatGaps(machineId: $machineId) {\n      startedAt\n      endedAt\n      seconds\n    }\n  }\n": typeof types.HeartbeatGapsDocument,
-    "\n  query MyHostProfile {\n    hostProfile {\n      legalName\n      country\n      payoutCurrency\n      verification\n      verificationReason\n      updatedAt\n    }\n  }\n": typeof types.MyHostProfileDocument,
+    "\n  fragment HostProfileFields on HostProfile {\n    legalName\n    country\n    payoutCurrency\n    verification\n    verificationReason\n    updatedAt\n  }\n": typeof types.HostProfileFieldsFragmentDoc,
+    "\n  query MyHostProfile {\n    hostProfile {\n      ...HostProfileFields\n    }\n  }\n": typeof types.MyHostProfileDocument,
+    "\n  mutation UpdateHostProfile($input: HostProfileInput!) {\n    updateHostProfile(input: $input) {\n      ...HostProfileFields\n    }\n  }\n": typeof types.UpdateHostProfileDocument,
+    "\n  fragment PayoutAccountFields on PayoutAccount {\n    stripeAccountId\n    country\n    email\n    transfersStatus\n    payoutsEnabled\n    detailsSubmitted\n    createdAt\n  }\n": typeof types.PayoutAccountFieldsFragmentDoc,
+    "\n  query MyPayoutAccount {\n    payoutAccount {\n      ...PayoutAccountFields\n    }\n  }\n": typeof types.MyPayoutAccountDocument,
+    "\n  mutation CreatePayoutOnboardingLink {\n    createPayoutOnboardingLink {\n      url\n      expiresAt\n    }\n  }\n": typeof types.CreatePayoutOnboardingLinkDocument,
+    "\n  mutation CreatePayoutAccount($country: String!, $email: String) {\n    createPayoutAccount(country: $country, email: $email) {\n      ...PayoutAccountFields\n    }\n  }\n": typeof types.CreatePayoutAccountDocument,
     "\n  query HostEarningsOverview($from: String!, $to: String!) {\n    hostEarnings {\n      total\n      currency\n      postings {\n        feeRate\n        postedAt\n      }\n    }\n    earningsByMachine(from: $from, to: $to) {\n      from\n      to\n      currency\n      days {\n        day\n        machineId\n        gpuModel\n        seconds\n        gross\n        fee\n        net\n        downtimeCredits\n        total\n      }\n      totalGross\n      totalFee\n      totalNet\n      total\n    }\n  }\n": typeof types.HostEarningsOverviewDocument,
     "\n  query HostStatementsAndPayouts {\n    statements {\n      id\n      number\n      status\n      periodStart\n      periodEnd\n      currency\n      earnings\n      payouts\n    }\n    payouts {\n      id\n      amount\n      currency\n      status\n      failureReason\n      createdAt\n      paidAt\n    }\n  }\n": typeof types.HostStatementsAndPayoutsDocument,
+    "\n  fragment StatementFields on Statement {\n    id\n    number\n    status\n    periodStart\n    periodEnd\n    currency\n    seconds\n    gross\n    fee\n    net\n    downtimeCredits\n    earnings\n    adjustments\n    payouts\n    openingBalance\n    closingBalance\n    finalizedAt\n    lines {\n      machineId\n      gpuModel\n      meter\n      earlierPeriod\n      seconds\n      gross\n      fee\n      net\n      downtimeCredits\n      amount\n      postings\n    }\n  }\n": typeof types.StatementFieldsFragmentDoc,
+    "\n  query HostStatement($id: ID!) {\n    statement(id: $id) {\n      ...StatementFields\n    }\n  }\n": typeof types.HostStatementDocument,
+    "\n  query HostStatementPreview {\n    statementPreview {\n      ...StatementFields\n    }\n  }\n": typeof types.HostStatementPreviewDocument,
 };
 const documents: Documents = {
     "\n  mutation BillingLogIn($email: String!, $password: String!) {\n    login(email: $email, password: $password) {\n      token\n      me {\n        email\n        tenantRoles\n      }\n    }\n  }\n": types.BillingLogInDocument,
@@ -43,6 +58,12 @@ const documents: Documents = {
     "\n  query BillingInstances {\n    instances {\n      id\n      gpuModel\n      gpuCount\n      rentalType\n      pricePerGpuHour\n      pricePerHourTotal\n      storagePricePerGbMonth\n      currency\n      status\n      statusReason\n      runningAt\n      stoppedAt\n      createdAt\n    }\n    usage {\n      id\n      instanceId\n      meter\n      startedAt\n      endedAt\n      billedSeconds\n      pricePerHour\n      currency\n    }\n  }\n": types.BillingInstancesDocument,
     "\n  query BillingInvoices {\n    invoices {\n      id\n      number\n      status\n      periodStart\n      periodEnd\n      currency\n      subtotal\n      total\n      exactTotal\n      rounding\n      finalizedAt\n      paidAt\n      lines {\n        instanceId\n        meter\n        quantity\n        unit\n        unitPrice\n        pricingUnit\n        pricingQuantity\n        earlierPeriod\n        amount\n        exactAmount\n      }\n    }\n  }\n": types.BillingInvoicesDocument,
     "\n  query BillingUsageCsv($invoiceId: ID!) {\n    invoiceUsageCsv(invoiceId: $invoiceId)\n  }\n": types.BillingUsageCsvDocument,
+    "\n  query BillingBalanceHistory($first: Int, $after: String) {\n    balanceHistory(first: $first, after: $after) {\n      balance\n      currency\n      nodes {\n        kind\n        description\n        instanceId\n        amount\n        balanceAfter\n        postedAt\n        cursor\n      }\n      pageInfo {\n        endCursor\n        hasNextPage\n      }\n    }\n  }\n": types.BillingBalanceHistoryDocument,
+    "\n  query OperatorViewer {\n    me {\n      operator\n    }\n  }\n": types.OperatorViewerDocument,
+    "\n  query OperatorMarketplace($from: String!, $to: String!, $nearQuotaPercent: Int) {\n    marketplaceOverview(from: $from, to: $to, bucket: DAY, nearQuotaPercent: $nearQuotaPercent) {\n      from\n      to\n      volume {\n        currency\n        totalVolume\n        totalHostEarnings\n        totalFees\n        totalFeeAdjustments\n        totalFeeRevenue\n        totalPostings\n        totalSeconds\n        points {\n          bucketStart\n          volume\n          hostEarnings\n          fees\n          feeAdjustments\n          postings\n        }\n      }\n      gpuSupply {\n        at\n        listedGpus\n        onlineGpus\n        rentedGpus\n        rentedListedGpus\n        models {\n          gpuModel\n          listedMachines\n          listedGpus\n          onlineGpus\n          rentedGpus\n          rentedListedGpus\n        }\n      }\n      nearQuota {\n        thresholdPercent\n        currency\n        tenants {\n          tenantId\n          tenantName\n          dimensions {\n            quota\n            limit\n            used\n            percent\n          }\n        }\n      }\n      outOfCredit {\n        currency\n        warnBelowSeconds\n        tenants {\n          tenantId\n          tenantName\n          reasons\n          balance\n          burnPerHour\n          runwaySeconds\n          lowSince\n          lastChargedAt\n        }\n      }\n    }\n  }\n": types.OperatorMarketplaceDocument,
+    "\n  query TopUpPlatform {\n    platform {\n      currency\n      stripePublishableKey\n    }\n    me {\n      tenantRoles\n    }\n  }\n": types.TopUpPlatformDocument,
+    "\n  query TopUpState {\n    balance {\n      amount\n      currency\n    }\n    topUps {\n      id\n      amount\n      currency\n      status\n      createdAt\n      succeededAt\n    }\n  }\n": types.TopUpStateDocument,
+    "\n  mutation TopUpCreate($amount: Decimal!, $idempotencyKey: String) {\n    createTopUp(amount: $amount, idempotencyKey: $idempotencyKey) {\n      id\n      amount\n      currency\n      status\n      clientSecret\n      paymentIntentId\n      createdAt\n    }\n  }\n": types.TopUpCreateDocument,
     "\n  mutation SignUp($input: SignUpInput!) {\n    signUp(input: $input) {\n      token\n      expiresAt\n      me {\n        ...MeFields\n      }\n    }\n  }\n": types.SignUpDocument,
     "\n  mutation LogIn($email: String!, $password: String!) {\n    login(email: $email, password: $password) {\n      token\n      expiresAt\n      me {\n        ...MeFields\n      }\n    }\n  }\n": types.LogInDocument,
     "\n  fragment MeFields on Me {\n    email\n    tenantRoles\n  }\n": types.MeFieldsFragmentDoc,
@@ -54,9 +75,18 @@ const documents: Documents = {
     "\n  mutation ListMachine($machineId: ID!) {\n    listMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n": types.ListMachineDocument,
     "\n  mutation UnlistMachine($machineId: ID!) {\n    unlistMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n": types.UnlistMachineDocument,
     "\n  query HeartbeatGaps($machineId: ID!) {\n    heartbeatGaps(machineId: $machineId) {\n      startedAt\n      endedAt\n      seconds\n    }\n  }\n": types.HeartbeatGapsDocument,
-    "\n  query MyHostProfile {\n    hostProfile {\n      legalName\n      country\n      payoutCurrency\n      verification\n      verificationReason\n      updatedAt\n    }\n  }\n": types.MyHostProfileDocument,
+    "\n  fragment HostProfileFields on HostProfile {\n    legalName\n    country\n    payoutCurrency\n    verification\n    verificationReason\n    updatedAt\n  }\n": types.HostProfileFieldsFragmentDoc,
+    "\n  query MyHostProfile {\n    hostProfile {\n      ...HostProfileFields\n    }\n  }\n": types.MyHostProfileDocument,
+    "\n  mutation UpdateHostProfile($input: HostProfileInput!) {\n    updateHostProfile(input: $input) {\n      ...HostProfileFields\n    }\n  }\n": types.UpdateHostProfileDocument,
+    "\n  fragment PayoutAccountFields on PayoutAccount {\n    stripeAccountId\n    country\n    email\n    transfersStatus\n    payoutsEnabled\n    detailsSubmitted\n    createdAt\n  }\n": types.PayoutAccountFieldsFragmentDoc,
+    "\n  query MyPayoutAccount {\n    payoutAccount {\n      ...PayoutAccountFields\n    }\n  }\n": types.MyPayoutAccountDocument,
+    "\n  mutation CreatePayoutOnboardingLink {\n    createPayoutOnboardingLink {\n      url\n      expiresAt\n    }\n  }\n": types.CreatePayoutOnboardingLinkDocument,
+    "\n  mutation CreatePayoutAccount($country: String!, $email: String) {\n    createPayoutAccount(country: $country, email: $email) {\n      ...PayoutAccountFields\n    }\n  }\n": types.CreatePayoutAccountDocument,
     "\n  query HostEarningsOverview($from: String!, $to: String!) {\n    hostEarnings {\n      total\n      currency\n      postings {\n        feeRate\n        postedAt\n      }\n    }\n    earningsByMachine(from: $from, to: $to) {\n      from\n      to\n      currency\n      days {\n        day\n        machineId\n        gpuModel\n        seconds\n        gross\n        fee\n        net\n        downtimeCredits\n        total\n      }\n      totalGross\n      totalFee\n      totalNet\n      total\n    }\n  }\n": types.HostEarningsOverviewDocument,
     "\n  query HostStatementsAndPayouts {\n    statements {\n      id\n      number\n      status\n      periodStart\n      periodEnd\n      currency\n      earnings\n      payouts\n    }\n    payouts {\n      id\n      amount\n      currency\n      status\n      failureReason\n      createdAt\n      paidAt\n    }\n  }\n": types.HostStatementsAndPayoutsDocument,
+    "\n  fragment StatementFields on Statement {\n    id\n    number\n    status\n    periodStart\n    periodEnd\n    currency\n    seconds\n    gross\n    fee\n    net\n    downtimeCredits\n    earnings\n    adjustments\n    payouts\n    openingBalance\n    closingBalance\n    finalizedAt\n    lines {\n      machineId\n      gpuModel\n      meter\n      earlierPeriod\n      seconds\n      gross\n      fee\n      net\n      downtimeCredits\n      amount\n      postings\n    }\n  }\n": types.StatementFieldsFragmentDoc,
+    "\n  query HostStatement($id: ID!) {\n    statement(id: $id) {\n      ...StatementFields\n    }\n  }\n": types.HostStatementDocument,
+    "\n  query HostStatementPreview {\n    statementPreview {\n      ...StatementFields\n    }\n  }\n": types.HostStatementPreviewDocument,
 };
 
 /**
@@ -83,6 +113,30 @@ export function graphql(source: "\n  query BillingInvoices {\n    invoices {\n  
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  query BillingUsageCsv($invoiceId: ID!) {\n    invoiceUsageCsv(invoiceId: $invoiceId)\n  }\n"): typeof import('./graphql').BillingUsageCsvDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query BillingBalanceHistory($first: Int, $after: String) {\n    balanceHistory(first: $first, after: $after) {\n      balance\n      currency\n      nodes {\n        kind\n        description\n        instanceId\n        amount\n        balanceAfter\n        postedAt\n        cursor\n      }\n      pageInfo {\n        endCursor\n        hasNextPage\n      }\n    }\n  }\n"): typeof import('./graphql').BillingBalanceHistoryDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query OperatorViewer {\n    me {\n      operator\n    }\n  }\n"): typeof import('./graphql').OperatorViewerDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query OperatorMarketplace($from: String!, $to: String!, $nearQuotaPercent: Int) {\n    marketplaceOverview(from: $from, to: $to, bucket: DAY, nearQuotaPercent: $nearQuotaPercent) {\n      from\n      to\n      volume {\n        currency\n        totalVolume\n        totalHostEarnings\n        totalFees\n        totalFeeAdjustments\n        totalFeeRevenue\n        totalPostings\n        totalSeconds\n        points {\n          bucketStart\n          volume\n          hostEarnings\n          fees\n          feeAdjustments\n          postings\n        }\n      }\n      gpuSupply {\n        at\n        listedGpus\n        onlineGpus\n        rentedGpus\n        rentedListedGpus\n        models {\n          gpuModel\n          listedMachines\n          listedGpus\n          onlineGpus\n          rentedGpus\n          rentedListedGpus\n        }\n      }\n      nearQuota {\n        thresholdPercent\n        currency\n        tenants {\n          tenantId\n          tenantName\n          dimensions {\n            quota\n            limit\n            used\n            percent\n          }\n        }\n      }\n      outOfCredit {\n        currency\n        warnBelowSeconds\n        tenants {\n          tenantId\n          tenantName\n          reasons\n          balance\n          burnPerHour\n          runwaySeconds\n          lowSince\n          lastChargedAt\n        }\n      }\n    }\n  }\n"): typeof import('./graphql').OperatorMarketplaceDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query TopUpPlatform {\n    platform {\n      currency\n      stripePublishableKey\n    }\n    me {\n      tenantRoles\n    }\n  }\n"): typeof import('./graphql').TopUpPlatformDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query TopUpState {\n    balance {\n      amount\n      currency\n    }\n    topUps {\n      id\n      amount\n      currency\n      status\n      createdAt\n      succeededAt\n    }\n  }\n"): typeof import('./graphql').TopUpStateDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation TopUpCreate($amount: Decimal!, $idempotencyKey: String) {\n    createTopUp(amount: $amount, idempotencyKey: $idempotencyKey) {\n      id\n      amount\n      currency\n      status\n      clientSecret\n      paymentIntentId\n      createdAt\n    }\n  }\n"): typeof import('./graphql').TopUpCreateDocument;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -130,7 +184,31 @@ export function graphql(source: "\n  query HeartbeatGaps($machineId: ID!) {\n   
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
-export function graphql(source: "\n  query MyHostProfile {\n    hostProfile {\n      legalName\n      country\n      payoutCurrency\n      verification\n      verificationReason\n      updatedAt\n    }\n  }\n"): typeof import('./graphql').MyHostProfileDocument;
+export function graphql(source: "\n  fragment HostProfileFields on HostProfile {\n    legalName\n    country\n    payoutCurrency\n    verification\n    verificationReason\n    updatedAt\n  }\n"): typeof import('./graphql').HostProfileFieldsFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query MyHostProfile {\n    hostProfile {\n      ...HostProfileFields\n    }\n  }\n"): typeof import('./graphql').MyHostProfileDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation UpdateHostProfile($input: HostProfileInput!) {\n    updateHostProfile(input: $input) {\n      ...HostProfileFields\n    }\n  }\n"): typeof import('./graphql').UpdateHostProfileDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment PayoutAccountFields on PayoutAccount {\n    stripeAccountId\n    country\n    email\n    transfersStatus\n    payoutsEnabled\n    detailsSubmitted\n    createdAt\n  }\n"): typeof import('./graphql').PayoutAccountFieldsFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query MyPayoutAccount {\n    payoutAccount {\n      ...PayoutAccountFields\n    }\n  }\n"): typeof import('./graphql').MyPayoutAccountDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation CreatePayoutOnboardingLink {\n    createPayoutOnboardingLink {\n      url\n      expiresAt\n    }\n  }\n"): typeof import('./graphql').CreatePayoutOnboardingLinkDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation CreatePayoutAccount($country: String!, $email: String) {\n    createPayoutAccount(country: $country, email: $email) {\n      ...PayoutAccountFields\n    }\n  }\n"): typeof import('./graphql').CreatePayoutAccountDocument;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
@@ -139,6 +217,18 @@ export function graphql(source: "\n  query HostEarningsOverview($from: String!, 
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  query HostStatementsAndPayouts {\n    statements {\n      id\n      number\n      status\n      periodStart\n      periodEnd\n      currency\n      earnings\n      payouts\n    }\n    payouts {\n      id\n      amount\n      currency\n      status\n      failureReason\n      createdAt\n      paidAt\n    }\n  }\n"): typeof import('./graphql').HostStatementsAndPayoutsDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment StatementFields on Statement {\n    id\n    number\n    status\n    periodStart\n    periodEnd\n    currency\n    seconds\n    gross\n    fee\n    net\n    downtimeCredits\n    earnings\n    adjustments\n    payouts\n    openingBalance\n    closingBalance\n    finalizedAt\n    lines {\n      machineId\n      gpuModel\n      meter\n      earlierPeriod\n      seconds\n      gross\n      fee\n      net\n      downtimeCredits\n      amount\n      postings\n    }\n  }\n"): typeof import('./graphql').StatementFieldsFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query HostStatement($id: ID!) {\n    statement(id: $id) {\n      ...StatementFields\n    }\n  }\n"): typeof import('./graphql').HostStatementDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query HostStatementPreview {\n    statementPreview {\n      ...StatementFields\n    }\n  }\n"): typeof import('./graphql').HostStatementPreviewDocument;
 
 
 export function graphql(source: string) {

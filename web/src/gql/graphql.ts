@@ -4,10 +4,31 @@ type Exact<T extends { [key: string]: unknown }> = { [K in keyof T]: T[K] };
 /** Internal type. DO NOT USE DIRECTLY. */
 export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' | '__typename' ? T[P] : never };
 import type { DocumentTypeDecoration } from '@graphql-typed-document-node/core';
+/** Why a tenant is on the out-of-credit list. */
+export type CreditRiskReason =
+  /**
+   * The balance is at or below zero: new orders are refused and running
+   * instances are being stopped.
+   */
+  | 'BALANCE_EXHAUSTED'
+  /**
+   * Billing's low-runway warning is in force: at the burn it measured,
+   * the balance lasts less than `warnBelowSeconds`.
+   */
+  | 'LOW_RUNWAY';
+
 export type DiskType =
   | 'HDD'
   | 'NVME'
   | 'SSD';
+
+export type HostProfileInput = {
+  /** ISO 3166-1 alpha-2. */
+  country: string;
+  legalName: string;
+  /** ISO 4217, e.g. USD. */
+  payoutCurrency: string;
+};
 
 export type RegisterMachineInput = {
   /** ISO 3166-1 alpha-2. */
@@ -91,6 +112,46 @@ export type BillingUsageCsvQueryVariables = Exact<{
 
 export type BillingUsageCsvQuery = { invoiceUsageCsv: string };
 
+export type BillingBalanceHistoryQueryVariables = Exact<{
+  first?: number | null | undefined;
+  after?: string | null | undefined;
+}>;
+
+
+export type BillingBalanceHistoryQuery = { balanceHistory: { balance: string, currency: string, nodes: Array<{ kind: string, description: string, instanceId: string | null, amount: string, balanceAfter: string, postedAt: string, cursor: string }>, pageInfo: { endCursor: string | null, hasNextPage: boolean } } };
+
+export type OperatorViewerQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type OperatorViewerQuery = { me: { operator: boolean } };
+
+export type OperatorMarketplaceQueryVariables = Exact<{
+  from: string;
+  to: string;
+  nearQuotaPercent?: number | null | undefined;
+}>;
+
+
+export type OperatorMarketplaceQuery = { marketplaceOverview: { from: string, to: string, volume: { currency: string, totalVolume: string, totalHostEarnings: string, totalFees: string, totalFeeAdjustments: string, totalFeeRevenue: string, totalPostings: number, totalSeconds: number, points: Array<{ bucketStart: string, volume: string, hostEarnings: string, fees: string, feeAdjustments: string, postings: number }> }, gpuSupply: { at: string, listedGpus: number, onlineGpus: number, rentedGpus: number, rentedListedGpus: number, models: Array<{ gpuModel: string, listedMachines: number, listedGpus: number, onlineGpus: number, rentedGpus: number, rentedListedGpus: number }> }, nearQuota: { thresholdPercent: number, currency: string, tenants: Array<{ tenantId: string, tenantName: string, dimensions: Array<{ quota: string, limit: string, used: string, percent: string }> }> }, outOfCredit: { currency: string, warnBelowSeconds: number, tenants: Array<{ tenantId: string, tenantName: string, reasons: Array<CreditRiskReason>, balance: string, burnPerHour: string | null, runwaySeconds: number | null, lowSince: string | null, lastChargedAt: string | null }> } } };
+
+export type TopUpPlatformQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type TopUpPlatformQuery = { platform: { currency: string, stripePublishableKey: string | null }, me: { tenantRoles: Array<TenantRole> } };
+
+export type TopUpStateQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type TopUpStateQuery = { balance: { amount: string, currency: string }, topUps: Array<{ id: string, amount: string, currency: string, status: string, createdAt: string, succeededAt: string | null }> };
+
+export type TopUpCreateMutationVariables = Exact<{
+  amount: string;
+  idempotencyKey?: string | null | undefined;
+}>;
+
+
+export type TopUpCreateMutation = { createTopUp: { id: string, amount: string, currency: string, status: string, clientSecret: string | null, paymentIntentId: string | null, createdAt: string } };
+
 export type SignUpMutationVariables = Exact<{
   input: SignUpInput;
 }>;
@@ -156,10 +217,39 @@ export type HeartbeatGapsQueryVariables = Exact<{
 
 export type HeartbeatGapsQuery = { heartbeatGaps: Array<{ startedAt: string, endedAt: string | null, seconds: number }> };
 
+export type HostProfileFieldsFragment = { legalName: string | null, country: string | null, payoutCurrency: string | null, verification: Verification, verificationReason: string | null, updatedAt: string };
+
 export type MyHostProfileQueryVariables = Exact<{ [key: string]: never; }>;
 
 
 export type MyHostProfileQuery = { hostProfile: { legalName: string | null, country: string | null, payoutCurrency: string | null, verification: Verification, verificationReason: string | null, updatedAt: string } };
+
+export type UpdateHostProfileMutationVariables = Exact<{
+  input: HostProfileInput;
+}>;
+
+
+export type UpdateHostProfileMutation = { updateHostProfile: { legalName: string | null, country: string | null, payoutCurrency: string | null, verification: Verification, verificationReason: string | null, updatedAt: string } };
+
+export type PayoutAccountFieldsFragment = { stripeAccountId: string, country: string, email: string | null, transfersStatus: string, payoutsEnabled: boolean, detailsSubmitted: boolean, createdAt: string };
+
+export type MyPayoutAccountQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type MyPayoutAccountQuery = { payoutAccount: { stripeAccountId: string, country: string, email: string | null, transfersStatus: string, payoutsEnabled: boolean, detailsSubmitted: boolean, createdAt: string } | null };
+
+export type CreatePayoutOnboardingLinkMutationVariables = Exact<{ [key: string]: never; }>;
+
+
+export type CreatePayoutOnboardingLinkMutation = { createPayoutOnboardingLink: { url: string, expiresAt: string } };
+
+export type CreatePayoutAccountMutationVariables = Exact<{
+  country: string;
+  email?: string | null | undefined;
+}>;
+
+
+export type CreatePayoutAccountMutation = { createPayoutAccount: { stripeAccountId: string, country: string, email: string | null, transfersStatus: string, payoutsEnabled: boolean, detailsSubmitted: boolean, createdAt: string } };
 
 export type HostEarningsOverviewQueryVariables = Exact<{
   from: string;
@@ -173,6 +263,20 @@ export type HostStatementsAndPayoutsQueryVariables = Exact<{ [key: string]: neve
 
 
 export type HostStatementsAndPayoutsQuery = { statements: Array<{ id: string | null, number: number | null, status: string, periodStart: string, periodEnd: string, currency: string, earnings: string, payouts: string }>, payouts: Array<{ id: string, amount: string, currency: string, status: string, failureReason: string | null, createdAt: string, paidAt: string | null }> };
+
+export type StatementFieldsFragment = { id: string | null, number: number | null, status: string, periodStart: string, periodEnd: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAt: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> };
+
+export type HostStatementQueryVariables = Exact<{
+  id: string | number;
+}>;
+
+
+export type HostStatementQuery = { statement: { id: string | null, number: number | null, status: string, periodStart: string, periodEnd: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAt: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> } };
+
+export type HostStatementPreviewQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type HostStatementPreviewQuery = { statementPreview: { id: string | null, number: number | null, status: string, periodStart: string, periodEnd: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAt: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> } };
 
 export class TypedDocumentString<TResult, TVariables>
   extends String
@@ -217,6 +321,61 @@ export const MachineFieldsFragmentDoc = new TypedDocumentString(`
   createdAt
 }
     `, {"fragmentName":"MachineFields"}) as unknown as TypedDocumentString<MachineFieldsFragment, unknown>;
+export const HostProfileFieldsFragmentDoc = new TypedDocumentString(`
+    fragment HostProfileFields on HostProfile {
+  legalName
+  country
+  payoutCurrency
+  verification
+  verificationReason
+  updatedAt
+}
+    `, {"fragmentName":"HostProfileFields"}) as unknown as TypedDocumentString<HostProfileFieldsFragment, unknown>;
+export const PayoutAccountFieldsFragmentDoc = new TypedDocumentString(`
+    fragment PayoutAccountFields on PayoutAccount {
+  stripeAccountId
+  country
+  email
+  transfersStatus
+  payoutsEnabled
+  detailsSubmitted
+  createdAt
+}
+    `, {"fragmentName":"PayoutAccountFields"}) as unknown as TypedDocumentString<PayoutAccountFieldsFragment, unknown>;
+export const StatementFieldsFragmentDoc = new TypedDocumentString(`
+    fragment StatementFields on Statement {
+  id
+  number
+  status
+  periodStart
+  periodEnd
+  currency
+  seconds
+  gross
+  fee
+  net
+  downtimeCredits
+  earnings
+  adjustments
+  payouts
+  openingBalance
+  closingBalance
+  finalizedAt
+  lines {
+    machineId
+    gpuModel
+    meter
+    earlierPeriod
+    seconds
+    gross
+    fee
+    net
+    downtimeCredits
+    amount
+    postings
+  }
+}
+    `, {"fragmentName":"StatementFields"}) as unknown as TypedDocumentString<StatementFieldsFragment, unknown>;
 export const BillingLogInDocument = new TypedDocumentString(`
     mutation BillingLogIn($email: String!, $password: String!) {
   login(email: $email, password: $password) {
@@ -322,6 +481,148 @@ export const BillingUsageCsvDocument = new TypedDocumentString(`
   invoiceUsageCsv(invoiceId: $invoiceId)
 }
     `) as unknown as TypedDocumentString<BillingUsageCsvQuery, BillingUsageCsvQueryVariables>;
+export const BillingBalanceHistoryDocument = new TypedDocumentString(`
+    query BillingBalanceHistory($first: Int, $after: String) {
+  balanceHistory(first: $first, after: $after) {
+    balance
+    currency
+    nodes {
+      kind
+      description
+      instanceId
+      amount
+      balanceAfter
+      postedAt
+      cursor
+    }
+    pageInfo {
+      endCursor
+      hasNextPage
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<BillingBalanceHistoryQuery, BillingBalanceHistoryQueryVariables>;
+export const OperatorViewerDocument = new TypedDocumentString(`
+    query OperatorViewer {
+  me {
+    operator
+  }
+}
+    `) as unknown as TypedDocumentString<OperatorViewerQuery, OperatorViewerQueryVariables>;
+export const OperatorMarketplaceDocument = new TypedDocumentString(`
+    query OperatorMarketplace($from: String!, $to: String!, $nearQuotaPercent: Int) {
+  marketplaceOverview(
+    from: $from
+    to: $to
+    bucket: DAY
+    nearQuotaPercent: $nearQuotaPercent
+  ) {
+    from
+    to
+    volume {
+      currency
+      totalVolume
+      totalHostEarnings
+      totalFees
+      totalFeeAdjustments
+      totalFeeRevenue
+      totalPostings
+      totalSeconds
+      points {
+        bucketStart
+        volume
+        hostEarnings
+        fees
+        feeAdjustments
+        postings
+      }
+    }
+    gpuSupply {
+      at
+      listedGpus
+      onlineGpus
+      rentedGpus
+      rentedListedGpus
+      models {
+        gpuModel
+        listedMachines
+        listedGpus
+        onlineGpus
+        rentedGpus
+        rentedListedGpus
+      }
+    }
+    nearQuota {
+      thresholdPercent
+      currency
+      tenants {
+        tenantId
+        tenantName
+        dimensions {
+          quota
+          limit
+          used
+          percent
+        }
+      }
+    }
+    outOfCredit {
+      currency
+      warnBelowSeconds
+      tenants {
+        tenantId
+        tenantName
+        reasons
+        balance
+        burnPerHour
+        runwaySeconds
+        lowSince
+        lastChargedAt
+      }
+    }
+  }
+}
+    `) as unknown as TypedDocumentString<OperatorMarketplaceQuery, OperatorMarketplaceQueryVariables>;
+export const TopUpPlatformDocument = new TypedDocumentString(`
+    query TopUpPlatform {
+  platform {
+    currency
+    stripePublishableKey
+  }
+  me {
+    tenantRoles
+  }
+}
+    `) as unknown as TypedDocumentString<TopUpPlatformQuery, TopUpPlatformQueryVariables>;
+export const TopUpStateDocument = new TypedDocumentString(`
+    query TopUpState {
+  balance {
+    amount
+    currency
+  }
+  topUps {
+    id
+    amount
+    currency
+    status
+    createdAt
+    succeededAt
+  }
+}
+    `) as unknown as TypedDocumentString<TopUpStateQuery, TopUpStateQueryVariables>;
+export const TopUpCreateDocument = new TypedDocumentString(`
+    mutation TopUpCreate($amount: Decimal!, $idempotencyKey: String) {
+  createTopUp(amount: $amount, idempotencyKey: $idempotencyKey) {
+    id
+    amount
+    currency
+    status
+    clientSecret
+    paymentIntentId
+    createdAt
+  }
+}
+    `) as unknown as TypedDocumentString<TopUpCreateMutation, TopUpCreateMutationVariables>;
 export const SignUpDocument = new TypedDocumentString(`
     mutation SignUp($input: SignUpInput!) {
   signUp(input: $input) {
@@ -489,15 +790,69 @@ export const HeartbeatGapsDocument = new TypedDocumentString(`
 export const MyHostProfileDocument = new TypedDocumentString(`
     query MyHostProfile {
   hostProfile {
-    legalName
-    country
-    payoutCurrency
-    verification
-    verificationReason
-    updatedAt
+    ...HostProfileFields
   }
 }
-    `) as unknown as TypedDocumentString<MyHostProfileQuery, MyHostProfileQueryVariables>;
+    fragment HostProfileFields on HostProfile {
+  legalName
+  country
+  payoutCurrency
+  verification
+  verificationReason
+  updatedAt
+}`) as unknown as TypedDocumentString<MyHostProfileQuery, MyHostProfileQueryVariables>;
+export const UpdateHostProfileDocument = new TypedDocumentString(`
+    mutation UpdateHostProfile($input: HostProfileInput!) {
+  updateHostProfile(input: $input) {
+    ...HostProfileFields
+  }
+}
+    fragment HostProfileFields on HostProfile {
+  legalName
+  country
+  payoutCurrency
+  verification
+  verificationReason
+  updatedAt
+}`) as unknown as TypedDocumentString<UpdateHostProfileMutation, UpdateHostProfileMutationVariables>;
+export const MyPayoutAccountDocument = new TypedDocumentString(`
+    query MyPayoutAccount {
+  payoutAccount {
+    ...PayoutAccountFields
+  }
+}
+    fragment PayoutAccountFields on PayoutAccount {
+  stripeAccountId
+  country
+  email
+  transfersStatus
+  payoutsEnabled
+  detailsSubmitted
+  createdAt
+}`) as unknown as TypedDocumentString<MyPayoutAccountQuery, MyPayoutAccountQueryVariables>;
+export const CreatePayoutOnboardingLinkDocument = new TypedDocumentString(`
+    mutation CreatePayoutOnboardingLink {
+  createPayoutOnboardingLink {
+    url
+    expiresAt
+  }
+}
+    `) as unknown as TypedDocumentString<CreatePayoutOnboardingLinkMutation, CreatePayoutOnboardingLinkMutationVariables>;
+export const CreatePayoutAccountDocument = new TypedDocumentString(`
+    mutation CreatePayoutAccount($country: String!, $email: String) {
+  createPayoutAccount(country: $country, email: $email) {
+    ...PayoutAccountFields
+  }
+}
+    fragment PayoutAccountFields on PayoutAccount {
+  stripeAccountId
+  country
+  email
+  transfersStatus
+  payoutsEnabled
+  detailsSubmitted
+  createdAt
+}`) as unknown as TypedDocumentString<CreatePayoutAccountMutation, CreatePayoutAccountMutationVariables>;
 export const HostEarningsOverviewDocument = new TypedDocumentString(`
     query HostEarningsOverview($from: String!, $to: String!) {
   hostEarnings {
@@ -553,3 +908,79 @@ export const HostStatementsAndPayoutsDocument = new TypedDocumentString(`
   }
 }
     `) as unknown as TypedDocumentString<HostStatementsAndPayoutsQuery, HostStatementsAndPayoutsQueryVariables>;
+export const HostStatementDocument = new TypedDocumentString(`
+    query HostStatement($id: ID!) {
+  statement(id: $id) {
+    ...StatementFields
+  }
+}
+    fragment StatementFields on Statement {
+  id
+  number
+  status
+  periodStart
+  periodEnd
+  currency
+  seconds
+  gross
+  fee
+  net
+  downtimeCredits
+  earnings
+  adjustments
+  payouts
+  openingBalance
+  closingBalance
+  finalizedAt
+  lines {
+    machineId
+    gpuModel
+    meter
+    earlierPeriod
+    seconds
+    gross
+    fee
+    net
+    downtimeCredits
+    amount
+    postings
+  }
+}`) as unknown as TypedDocumentString<HostStatementQuery, HostStatementQueryVariables>;
+export const HostStatementPreviewDocument = new TypedDocumentString(`
+    query HostStatementPreview {
+  statementPreview {
+    ...StatementFields
+  }
+}
+    fragment StatementFields on Statement {
+  id
+  number
+  status
+  periodStart
+  periodEnd
+  currency
+  seconds
+  gross
+  fee
+  net
+  downtimeCredits
+  earnings
+  adjustments
+  payouts
+  openingBalance
+  closingBalance
+  finalizedAt
+  lines {
+    machineId
+    gpuModel
+    meter
+    earlierPeriod
+    seconds
+    gross
+    fee
+    net
+    downtimeCredits
+    amount
+    postings
+  }
+}`) as unknown as TypedDocumentString<HostStatementPreviewQuery, HostStatementPreviewQueryVariables>;

@@ -1,4 +1,4 @@
-import { useEffect, useId, useState } from 'react';
+import { useEffect, useId, useRef, useState } from 'react';
 import { request } from '../api';
 import type {
   HostEarningsOverviewQuery,
@@ -7,7 +7,8 @@ import type {
 } from '../gql/graphql';
 import { HostStatementsAndPayouts } from '../operations';
 import { ErrorBox } from '../ui';
-import { moneyFine, moneyFromMinorUnits } from '../money';
+import { formatMoney, moneyFine, moneyFromMinorUnits } from '../money';
+import { periodText, StatementDetail, type OpenStatement } from './StatementDetail';
 
 export type Overview = HostEarningsOverviewQuery;
 type Day = Overview['earningsByMachine']['days'][number];
@@ -65,7 +66,7 @@ export function Earnings({
           />
         </>
       )}
-      <StatementsAndPayouts />
+      <StatementsAndPayouts machines={machines} />
     </section>
   );
 }
@@ -192,55 +193,94 @@ function EarningsChart({
   );
 }
 
-function StatementsAndPayouts() {
+type StatementSummary = HostStatementsAndPayoutsQuery['statements'][number];
+
+function statementName(s: StatementSummary): string {
+  return `${s.number != null ? `No. ${s.number}` : 'Draft'}, ${periodText(s)}`;
+}
+
+function StatementsAndPayouts({ machines }: { machines: MachineFieldsFragment[] | null }) {
   const [data, setData] = useState<HostStatementsAndPayoutsQuery | null>(null);
   const [error, setError] = useState<unknown>(null);
+  const [open, setOpen] = useState<OpenStatement | null>(null);
+  const heading = useRef<HTMLHeadingElement>(null);
   useEffect(() => {
     request(HostStatementsAndPayouts).then(setData).catch(setError);
   }, []);
 
+  const isOpen = (which: OpenStatement) =>
+    open !== null && (open === 'preview' ? which === 'preview' : which !== 'preview' && which.id === open.id);
+  const opener = (which: OpenStatement) => ({
+    type: 'button' as const,
+    className: 'link',
+    'aria-expanded': isOpen(which),
+    'aria-controls': isOpen(which) ? 'statement-detail' : undefined,
+    onClick: () => setOpen(isOpen(which) ? null : which),
+  });
+
   return (
-    <div className="cols">
-      <div>
-        <h3>Statements</h3>
-        {error ? (
-          <ErrorBox error={error} />
-        ) : data === null ? (
-          <p>Loading…</p>
-        ) : data.statements.length === 0 ? (
-          <p className="empty" data-testid="statements-empty">
-            No statements yet: one is finalized at the end of each period with earnings.
+    <>
+      <div className="cols">
+        <div>
+          <h3 id="statements-title" tabIndex={-1} ref={heading}>
+            Statements
+          </h3>
+          <p>
+            <button {...opener('preview')}>Current period so far</button>
           </p>
-        ) : (
-          <ul className="plain">
-            {data.statements.map((s) => (
-              <li key={s.id ?? s.periodEnd}>
-                {s.number != null ? `No. ${s.number}` : 'Draft'}, {s.periodStart.slice(0, 10)} to{' '}
-                {s.periodEnd.slice(0, 10)}: {moneyFine(s.earnings, s.currency)} ({s.status})
-              </li>
-            ))}
-          </ul>
-        )}
+          {error ? (
+            <ErrorBox error={error} />
+          ) : data === null ? (
+            <p>Loading…</p>
+          ) : data.statements.length === 0 ? (
+            <p className="empty" data-testid="statements-empty">
+              No statements yet: one is finalized at the end of each period with earnings.
+            </p>
+          ) : (
+            <ul className="plain" aria-labelledby="statements-title">
+              {data.statements.map((s) => (
+                <li key={s.id ?? s.periodEnd}>
+                  {s.id ? (
+                    <button {...opener({ id: s.id })}>{statementName(s)}</button>
+                  ) : (
+                    statementName(s)
+                  )}
+                  : {formatMoney(s.earnings, s.currency)} ({s.status})
+                </li>
+              ))}
+            </ul>
+          )}
+        </div>
+        <div>
+          <h3>Payouts</h3>
+          {error ? null : data === null ? (
+            <p>Loading…</p>
+          ) : data.payouts.length === 0 ? (
+            <p className="empty" data-testid="payouts-empty">
+              No payouts yet: earnings are paid out to your connected account once they reach the minimum.
+            </p>
+          ) : (
+            <ul className="plain">
+              {data.payouts.map((p) => (
+                <li key={p.id}>
+                  {new Date(p.createdAt).toLocaleDateString()}: {moneyFromMinorUnits(p.amount, p.currency)} ({p.status}
+                  {p.failureReason ? `: ${p.failureReason}` : ''})
+                </li>
+              ))}
+            </ul>
+          )}
+        </div>
       </div>
-      <div>
-        <h3>Payouts</h3>
-        {error ? null : data === null ? (
-          <p>Loading…</p>
-        ) : data.payouts.length === 0 ? (
-          <p className="empty" data-testid="payouts-empty">
-            No payouts yet: earnings are paid out to your connected account once they reach the minimum.
-          </p>
-        ) : (
-          <ul className="plain">
-            {data.payouts.map((p) => (
-              <li key={p.id}>
-                {new Date(p.createdAt).toLocaleDateString()}: {moneyFromMinorUnits(p.amount, p.currency)} ({p.status}
-                {p.failureReason ? `: ${p.failureReason}` : ''})
-              </li>
-            ))}
-          </ul>
-        )}
-      </div>
-    </div>
+      {open !== null && (
+        <StatementDetail
+          which={open}
+          machines={machines}
+          onClose={() => {
+            setOpen(null);
+            heading.current?.focus();
+          }}
+        />
+      )}
+    </>
   );
 }

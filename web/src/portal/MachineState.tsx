@@ -91,6 +91,11 @@ export function MachineState({
               <li key={x}>{x}</li>
             ))}
           </ul>
+          {missing.some((x) => x.includes('host profile')) && (
+            <p>
+              The host profile is filled in on the <a href="/portal/profile">Profile and payouts</a> page.
+            </p>
+          )}
         </>
       )}
       <p className="label">Heartbeat gaps (the evidence behind reliability)</p>

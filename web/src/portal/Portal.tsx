@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useState } from 'react';
+import { useCallback, useEffect, useState, type MouseEvent } from 'react';
 import { ApiError, request } from '../api';
 import { useSession } from '../session';
 import type { MachineFieldsFragment } from '../gql/graphql';
@@ -6,8 +6,10 @@ import { HostEarningsOverview, MyHostProfile, MyMachines as MyMachinesQuery } fr
 import { ErrorBox, Layout, SignedIn } from '../ui';
 import { Auth } from './Auth';
 import { Earnings, earningsWindow, type Overview } from './Earnings';
+import { HostProfileCard } from './HostProfileForm';
 import type { HostProfile } from './MachineState';
 import { MachineList } from './MachineList';
+import { PayoutAccountCard } from './PayoutAccount';
 import { RegisterMachine } from './RegisterMachine';
 import { TokenOnce, type Issued } from './TokenOnce';
 
@@ -16,12 +18,57 @@ const POLL_MS = 5000;
 /** How often the earnings (and so the fee rate) are refreshed. */
 const EARNINGS_POLL_MS = 30_000;
 
+/** The portal's two pages, each at its own path so a reload stays on it. */
+type View = 'machines' | 'profile';
+const PATHS: Record<View, string> = { machines: '/portal', profile: '/portal/profile' };
+
+function viewOfPath(): View {
+  return window.location.pathname.replace(/\/+$/, '') === PATHS.profile ? 'profile' : 'machines';
+}
+
+function useView(): [View, (view: View) => void] {
+  const [view, setView] = useState<View>(viewOfPath);
+  useEffect(() => {
+    const onPop = () => setView(viewOfPath());
+    window.addEventListener('popstate', onPop);
+    return () => window.removeEventListener('popstate', onPop);
+  }, []);
+  const go = useCallback((next: View) => {
+    if (viewOfPath() !== next) window.history.pushState(null, '', PATHS[next]);
+    setView(next);
+  }, []);
+  return [view, go];
+}
+
+function PortalNav({ view, onGo }: { view: View; onGo: (view: View) => void }) {
+  const link = (to: View, label: string) => (
+    <a
+      href={PATHS[to]}
+      aria-current={view === to ? 'page' : undefined}
+      onClick={(e: MouseEvent) => {
+        // A new tab or window keeps the browser's own handling.
+        if (e.metaKey || e.ctrlKey || e.shiftKey || e.altKey || e.button !== 0) return;
+        e.preventDefault();
+        onGo(to);
+      }}
+    >
+      {label}
+    </a>
+  );
+  return (
+    <nav aria-label="Host portal pages" className="subnav">
+      {link('machines', 'Machines and earnings')}
+      {link('profile', 'Profile and payouts')}
+    </nav>
+  );
+}
+
 export function Portal() {
   const { token, email, expired, expiredEmail, onAuth, logOut } = useSession();
   return (
     <Layout title="Host portal" actions={token && <SignedIn email={email} onLogOut={logOut} />}>
       {token ? (
-        <HostHome />
+        <HostHome email={email} />
       ) : (
         <Auth onAuth={onAuth} expired={expired} expiredEmail={expiredEmail} />
       )}
@@ -29,11 +76,13 @@ export function Portal() {
   );
 }
 
-function HostHome() {
+function HostHome({ email }: { email: string | null }) {
+  const [view, go] = useView();
   const [machines, setMachines] = useState<MachineFieldsFragment[] | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [issued, setIssued] = useState<Issued | null>(null);
   const [profile, setProfile] = useState<HostProfile | null | undefined>(undefined);
+  const [profileError, setProfileError] = useState<unknown>(null);
   const [overview, setOverview] = useState<Overview | null>(null);
   const [overviewError, setOverviewError] = useState<unknown>(null);
   const [window_] = useState(() => earningsWindow(14));
@@ -44,6 +93,7 @@ function HostHome() {
       // A host that has not filled in its profile yet has none.
       .catch((e) => {
         if (e instanceof ApiError && e.code === 'NOT_FOUND') setProfile(null);
+        else setProfileError(e);
       });
     const loadEarnings = () =>
       request(HostEarningsOverview, { from: window_.from, to: window_.to })
@@ -86,8 +136,25 @@ function HostHome() {
       return [...rest, machine].sort((a, b) => a.name.localeCompare(b.name));
     });
 
+  if (view === 'profile') {
+    return (
+      <>
+        <PortalNav view={view} onGo={go} />
+        <HostProfileCard profile={profile} error={profileError} onSaved={setProfile} />
+        <PayoutAccountCard
+          defaults={
+            profile === undefined && !profileError
+              ? undefined
+              : { country: profile?.country ?? '', email: email ?? '' }
+          }
+        />
+      </>
+    );
+  }
+
   return (
     <>
+      <PortalNav view={view} onGo={go} />
       {issued ? (
         <TokenOnce issued={issued} onDone={() => setIssued(null)} />
       ) : (

@@ -12,6 +12,7 @@ use stripe_connect::account::{
     CreateAccount, CreateAccountCapabilities, CreateAccountCapabilitiesTransfers,
     CreateAccountType, RetrieveAccount,
 };
+use stripe_connect::account_link::{CreateAccountLink, CreateAccountLinkType};
 use stripe_connect::transfer::{CreateTransfer, ListTransfer};
 use uuid::Uuid;
 
@@ -109,6 +110,24 @@ impl ConnectApi {
         Ok(view(account))
     }
 
+    /// A link to Stripe's hosted onboarding of `account_id`, where the host
+    /// gives Stripe what the `transfers` capability needs. Links are single
+    /// use and short-lived, so none is stored and no idempotency key is sent.
+    pub async fn create_onboarding_link(
+        &self,
+        account_id: &str,
+        return_url: &str,
+        refresh_url: &str,
+    ) -> Result<(String, i64), Error> {
+        let link = CreateAccountLink::new(account_id, CreateAccountLinkType::AccountOnboarding)
+            .return_url(return_url)
+            .refresh_url(refresh_url)
+            .send(&self.client)
+            .await
+            .map_err(link_error)?;
+        Ok((link.url, link.expires_at))
+    }
+
     /// Transfers a payout; the Stripe transfer's id. The idempotency key is
     /// the payout's: whoever retries a payout gets its one transfer back.
     pub async fn create_transfer(&self, new: &NewTransfer<'_>) -> Result<String, TransferError> {
@@ -190,6 +209,16 @@ fn account_error(error: StripeError) -> Error {
         StripeError::Stripe(api, 404) => Error::NotFound(format!(
             "Stripe account: {}",
             api.message.as_deref().unwrap_or("not found")
+        )),
+        other => Error::PaymentProvider(other.to_string()),
+    }
+}
+
+fn link_error(error: StripeError) -> Error {
+    match error {
+        StripeError::Stripe(api, 400) => Error::Validation(format!(
+            "Stripe refused the onboarding link: {}",
+            api.message.as_deref().unwrap_or("no reason given")
         )),
         other => Error::PaymentProvider(other.to_string()),
     }

@@ -244,7 +244,7 @@ fn parse_instant(field: &'static str, raw: &str) -> Result<DateTime<Utc>, Gatewa
 
 /// `[from, to)`, checked before billing is asked (billing checks the bucket
 /// count too).
-fn range(from: &str, to: &str) -> Result<(DateTime<Utc>, DateTime<Utc>), GatewayError> {
+pub(super) fn range(from: &str, to: &str) -> Result<(DateTime<Utc>, DateTime<Utc>), GatewayError> {
     let (from, to) = (parse_instant("from", from)?, parse_instant("to", to)?);
     if to <= from {
         return Err(GatewayError::validation("to", "must be after from"));

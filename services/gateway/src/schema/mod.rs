@@ -8,7 +8,9 @@ mod identity;
 mod invoices;
 mod market;
 mod money;
-mod payouts;
+mod operator;
+pub mod payouts;
+pub mod platform;
 mod quotas;
 mod rentals;
 
@@ -34,6 +36,8 @@ pub struct QueryRoot(
     events::LifecycleQuery,
     quotas::QuotasQuery,
     dashboards::DashboardsQuery,
+    platform::PlatformQuery,
+    operator::OperatorQuery,
 );
 
 #[derive(MergedObject, Default)]
@@ -198,7 +202,8 @@ fn instant(at: DateTime<Utc>) -> String {
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use contracts::api::{Principal, Scope, TenantRole};
-    use platform::internal::InternalClient;
+    // The crate, not the `platform` schema module glob-imported below.
+    use ::platform::internal::InternalClient;
     use serde_json::Value;
     use uuid::Uuid;
 

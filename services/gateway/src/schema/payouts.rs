@@ -151,6 +151,17 @@ impl From<api::PayoutAccount> for PayoutAccount {
     }
 }
 
+/// Where the web front ends are served (`GPUMARKET_PUBLIC_URL`).
+pub struct PublicUrl(pub String);
+
+/// A single-use link to Stripe's hosted onboarding of the host's connected
+/// account; open it in the browser before `expiresAt`.
+#[derive(SimpleObject)]
+pub struct PayoutOnboardingLink {
+    url: String,
+    expires_at: String,
+}
+
 /// A transfer of earnings to the host's connected account.
 #[derive(SimpleObject)]
 pub struct Payout {
@@ -331,6 +342,40 @@ impl PayoutsMutation {
             )
             .await?;
         Ok(account.into())
+    }
+
+    /// A link to Stripe's hosted onboarding, where the host gives Stripe what
+    /// payouts need (identity, bank account). Stripe sends the browser back
+    /// to the portal's profile page (`?payouts=done`, or `?payouts=expired`
+    /// for a stale link); the account's state is then read from Stripe.
+    /// NOT_FOUND before `createPayoutAccount`.
+    async fn create_payout_onboarding_link(
+        &self,
+        ctx: &Context<'_>,
+    ) -> GqlResult<PayoutOnboardingLink> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let base = &ctx
+            .data_opt::<PublicUrl>()
+            .ok_or_else(|| GatewayError::Internal("public URL missing from schema data".into()))?
+            .0;
+        let page = format!("{base}/portal/profile");
+        let link: api::OnboardingLink = clients::from_context(ctx)?
+            .billing
+            .post(
+                &format!(
+                    "/internal/payout-accounts/{}/onboarding-link",
+                    principal.tenant_id
+                ),
+                &api::OnboardingLinkRequest {
+                    return_url: format!("{page}?payouts=done"),
+                    refresh_url: format!("{page}?payouts=expired"),
+                },
+            )
+            .await?;
+        Ok(PayoutOnboardingLink {
+            url: link.url,
+            expires_at: instant(link.expires_at),
+        })
     }
 
     /// Finalizes the host statements of the period ending at `periodEnd`

@@ -1,0 +1,1 @@
+DROP INDEX billing.usage_details_started;

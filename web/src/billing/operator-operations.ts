@@ -1,0 +1,81 @@
+// The operators' marketplace overview on the billing dashboard, typed by
+// `npm run codegen` from api-specs/graphql/schema.graphql.
+import { graphql } from '../gql';
+
+export const OperatorViewer = graphql(`
+  query OperatorViewer {
+    me {
+      operator
+    }
+  }
+`);
+
+export const OperatorMarketplace = graphql(`
+  query OperatorMarketplace($from: String!, $to: String!, $nearQuotaPercent: Int) {
+    marketplaceOverview(from: $from, to: $to, bucket: DAY, nearQuotaPercent: $nearQuotaPercent) {
+      from
+      to
+      volume {
+        currency
+        totalVolume
+        totalHostEarnings
+        totalFees
+        totalFeeAdjustments
+        totalFeeRevenue
+        totalPostings
+        totalSeconds
+        points {
+          bucketStart
+          volume
+          hostEarnings
+          fees
+          feeAdjustments
+          postings
+        }
+      }
+      gpuSupply {
+        at
+        listedGpus
+        onlineGpus
+        rentedGpus
+        rentedListedGpus
+        models {
+          gpuModel
+          listedMachines
+          listedGpus
+          onlineGpus
+          rentedGpus
+          rentedListedGpus
+        }
+      }
+      nearQuota {
+        thresholdPercent
+        currency
+        tenants {
+          tenantId
+          tenantName
+          dimensions {
+            quota
+            limit
+            used
+            percent
+          }
+        }
+      }
+      outOfCredit {
+        currency
+        warnBelowSeconds
+        tenants {
+          tenantId
+          tenantName
+          reasons
+          balance
+          burnPerHour
+          runwaySeconds
+          lowSince
+          lastChargedAt
+        }
+      }
+    }
+  }
+`);
