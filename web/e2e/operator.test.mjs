@@ -159,6 +159,9 @@ test('an operator sees marketplace volume, fees, GPU supply and the tenants at r
   const section = page.getByTestId('operator-overview');
   await section.getByRole('heading', { name: 'Marketplace (operators)' }).waitFor();
   await section.getByTestId('op-total-volume').waitFor();
+  // The platform tenant rents nothing: no renter balance (or low-balance
+  // warning) of its own below the overview.
+  assert.equal(await page.getByTestId('billing-balance').count(), 0, 'no renter sections for an operator');
 
   // Volume and fees: the page's exact amounts are the API's.
   const exact = (/** @type {string} */ id) => async () => section.getByTestId(id).getAttribute('data-exact');

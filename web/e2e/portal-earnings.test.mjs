@@ -73,6 +73,8 @@ test('a host with earnings sees the preview from the API fee rate, the earnings 
   }, 'the host earnings posted and settled', 30_000, 300);
   const feeRate = Number([...earnings.postings].sort((a, b) => b.postedAt.localeCompare(a.postedAt))[0].feeRate);
   assert.ok(feeRate > 0 && feeRate < 1, `a fee rate from the API: ${feeRate}`);
+  // The public terms the preview uses are the rate billing charged.
+  assert.equal(Number((await gql('{ platform { platformFeeRate } }')).platform.platformFeeRate), feeRate);
   console.log(`# earnings data ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; fee rate ${feeRate}`);
 
   // In the portal: log in.

@@ -114,14 +114,11 @@ test('a new host signs up, registers a machine, sees its token once, prices and 
     await shot(page, '06-machine-online');
   }
 
-  // The earnings preview: the price less the platform fee, whose rate comes
-  // from the API (the latest earnings posting's `feeRate`; the API has no
-  // other field for it), per GPU-hour and per day at the utilisation.
-  const jwt = await page.evaluate(() => sessionStorage.getItem('gpumarket.token'));
-  /** @type {{ hostEarnings: { currency: string, postings: { feeRate: string, postedAt: string }[] } }} */
-  const earnings = await gql('{ hostEarnings { currency postings { feeRate postedAt } } }', {}, jwt ?? undefined);
-  const postings = [...earnings.hostEarnings.postings].sort((a, b) => b.postedAt.localeCompare(a.postedAt));
-  const feeRate = postings.length > 0 ? Number(postings[0].feeRate) : null;
+  // The earnings preview: the price less the platform fee, whose rate is the
+  // API's public terms (so a new host, with no earnings yet, sees the net),
+  // per GPU-hour and per day at the utilisation.
+  const feeRate = Number((await gql('{ platform { platformFeeRate } }')).platform.platformFeeRate);
+  assert.ok(feeRate > 0 && feeRate < 1, `a fee rate from the API: ${feeRate}`);
   const fmt = pageMoney(page, 'USD');
   const preview = row.getByRole('group', { name: 'Earnings preview' });
   assert.equal(await preview.getByLabel('Utilisation (%)').inputValue(), '70', 'utilisation defaults to 70 %');
@@ -129,13 +126,9 @@ test('a new host signs up, registers a machine, sees its token once, prices and 
   const expectPreview = async (utilisation) => {
     const hours = 2 * 24 * (utilisation / 100);
     assert.equal(await preview.getByTestId('gross-hour').innerText(), await fmt(0.35, 4));
-    if (feeRate === null) {
-      assert.equal(await preview.getByTestId('gross-day').innerText(), await fmt(0.35 * hours));
-      await preview.getByTestId('fee-unknown').waitFor();
-    } else {
-      assert.equal(await preview.getByTestId('net-hour').innerText(), await fmt(0.35 * (1 - feeRate), 4));
-      assert.equal(await preview.getByTestId('net-day').innerText(), await fmt(0.35 * (1 - feeRate) * hours));
-    }
+    assert.equal(await preview.getByTestId('net-hour').innerText(), await fmt(0.35 * (1 - feeRate), 4));
+    assert.equal(await preview.getByTestId('net-day').innerText(), await fmt(0.35 * (1 - feeRate) * hours));
+    assert.equal(await preview.getByTestId('fee-unknown').count(), 0, 'the fee rate is known before any earnings');
   };
   await expectPreview(70);
   await preview.getByLabel('Utilisation (%)').fill('50');

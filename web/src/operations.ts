@@ -180,15 +180,20 @@ export const CreatePayoutAccount = graphql(`
   }
 `);
 
+/** The marketplace's public terms: the fee the earnings preview takes off. */
+export const PlatformFeeRate = graphql(`
+  query PlatformFeeRate {
+    platform {
+      platformFeeRate
+    }
+  }
+`);
+
 export const HostEarningsOverview = graphql(`
   query HostEarningsOverview($from: String!, $to: String!) {
     hostEarnings {
       total
       currency
-      postings {
-        feeRate
-        postedAt
-      }
     }
     earningsByMachine(from: $from, to: $to) {
       from

@@ -19,7 +19,7 @@ import {
 } from './operations';
 import { SpendChart } from './SpendChart';
 import { TopUpCard } from './TopUp';
-import { OperatorView } from './Operator';
+import { OperatorOverview, useBillingViewer } from './Operator';
 import { BalanceHistory } from './BalanceHistory';
 
 /** How often balance, runway and instances are refreshed. */
@@ -113,6 +113,17 @@ function usePolled<T>(load: () => Promise<T>, pollMs?: number) {
 }
 
 function Dashboard() {
+  const viewer = useBillingViewer();
+  if (viewer === null) return <p>Loading…</p>;
+  return (
+    <>
+      {viewer.operator && <OperatorOverview />}
+      {(viewer.renter || !viewer.operator) && <RenterDashboard />}
+    </>
+  );
+}
+
+function RenterDashboard() {
   const loadRunway = useCallback(async () => (await request(BillingRunway)).runway, []);
   const loadInstances = useCallback(async () => request(BillingInstances), []);
   const loadInvoices = useCallback(async () => (await request(BillingInvoices)).invoices, []);
@@ -129,7 +140,6 @@ function Dashboard() {
 
   return (
     <>
-      <OperatorView />
       <BalanceCard runway={runway.data} error={runway.error} />
       <TopUpCard />
       <BalanceHistory />

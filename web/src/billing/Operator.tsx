@@ -25,23 +25,26 @@ function lastDays(days: number): { from: string; to: string } {
   return { from: new Date(end - days * DAY_MS).toISOString(), to: new Date(end).toISOString() };
 }
 
-/** Renders the operator view when the signed-in user is an operator. */
-export function OperatorView() {
-  const [operator, setOperator] = useState(false);
+/**
+ * Who is looking: operators get the marketplace overview, renters their own
+ * billing. An operator of the platform tenant has no renter billing to show.
+ */
+export function useBillingViewer(): { operator: boolean; renter: boolean } | null {
+  const [viewer, setViewer] = useState<{ operator: boolean; renter: boolean } | null>(null);
   useEffect(() => {
     let live = true;
     request(OperatorViewer)
-      .then((r) => live && setOperator(r.me.operator))
-      // Not knowing means not showing: the renter sections report the failure.
-      .catch(() => live && setOperator(false));
+      .then((r) => live && setViewer({ operator: r.me.operator, renter: r.me.tenantRoles.includes('RENTER') }))
+      // Not knowing means the renter view: its sections report the failure.
+      .catch(() => live && setViewer({ operator: false, renter: true }));
     return () => {
       live = false;
     };
   }, []);
-  return operator ? <OperatorOverview /> : null;
+  return viewer;
 }
 
-function OperatorOverview() {
+export function OperatorOverview() {
   const [days, setDays] = useState<number>(30);
   const [data, setData] = useState<Overview | null>(null);
   const [error, setError] = useState<unknown>(null);

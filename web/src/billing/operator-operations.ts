@@ -6,6 +6,7 @@ export const OperatorViewer = graphql(`
   query OperatorViewer {
     me {
       operator
+      tenantRoles
     }
   }
 `);

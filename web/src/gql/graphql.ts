@@ -123,7 +123,7 @@ export type BillingBalanceHistoryQuery = { balanceHistory: { balance: string, cu
 export type OperatorViewerQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type OperatorViewerQuery = { me: { operator: boolean } };
+export type OperatorViewerQuery = { me: { operator: boolean, tenantRoles: Array<TenantRole> } };
 
 export type OperatorMarketplaceQueryVariables = Exact<{
   from: string;
@@ -251,13 +251,18 @@ export type CreatePayoutAccountMutationVariables = Exact<{
 
 export type CreatePayoutAccountMutation = { createPayoutAccount: { stripeAccountId: string, country: string, email: string | null, transfersStatus: string, payoutsEnabled: boolean, detailsSubmitted: boolean, createdAt: string } };
 
+export type PlatformFeeRateQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type PlatformFeeRateQuery = { platform: { platformFeeRate: string } };
+
 export type HostEarningsOverviewQueryVariables = Exact<{
   from: string;
   to: string;
 }>;
 
 
-export type HostEarningsOverviewQuery = { hostEarnings: { total: string, currency: string, postings: Array<{ feeRate: string, postedAt: string }> }, earningsByMachine: { from: string, to: string, currency: string, totalGross: string, totalFee: string, totalNet: string, total: string, days: Array<{ day: string, machineId: string | null, gpuModel: string | null, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, total: string }> } };
+export type HostEarningsOverviewQuery = { hostEarnings: { total: string, currency: string }, earningsByMachine: { from: string, to: string, currency: string, totalGross: string, totalFee: string, totalNet: string, total: string, days: Array<{ day: string, machineId: string | null, gpuModel: string | null, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, total: string }> } };
 
 export type HostStatementsAndPayoutsQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -506,6 +511,7 @@ export const OperatorViewerDocument = new TypedDocumentString(`
     query OperatorViewer {
   me {
     operator
+    tenantRoles
   }
 }
     `) as unknown as TypedDocumentString<OperatorViewerQuery, OperatorViewerQueryVariables>;
@@ -853,15 +859,18 @@ export const CreatePayoutAccountDocument = new TypedDocumentString(`
   detailsSubmitted
   createdAt
 }`) as unknown as TypedDocumentString<CreatePayoutAccountMutation, CreatePayoutAccountMutationVariables>;
+export const PlatformFeeRateDocument = new TypedDocumentString(`
+    query PlatformFeeRate {
+  platform {
+    platformFeeRate
+  }
+}
+    `) as unknown as TypedDocumentString<PlatformFeeRateQuery, PlatformFeeRateQueryVariables>;
 export const HostEarningsOverviewDocument = new TypedDocumentString(`
     query HostEarningsOverview($from: String!, $to: String!) {
   hostEarnings {
     total
     currency
-    postings {
-      feeRate
-      postedAt
-    }
   }
   earningsByMachine(from: $from, to: $to) {
     from

@@ -4,8 +4,8 @@ import { money, percent, preview } from '../money';
 /**
  * What a price earns the host: the price less the platform fee, per GPU-hour
  * and per day at a chosen utilisation, for the machine's GPUs. The fee rate
- * comes from the API (the rate on the host's latest earnings posting); the
- * API has no other field for it, so without postings only gross is shown.
+ * is the API's public `platform.platformFeeRate`, the rate billing charges;
+ * until it is known only gross is shown.
  */
 export function EarningsPreview({
   price,
@@ -90,7 +90,7 @@ export function EarningsPreview({
       )}
       {r !== null && feeRate === null && (
         <p className="muted" data-testid="fee-unknown">
-          Gross only: the API shows the platform fee rate only on earnings postings, and there are none yet.
+          Gross only: the platform fee rate could not be loaded.
         </p>
       )}
     </div>

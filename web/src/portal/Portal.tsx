@@ -2,7 +2,7 @@ import { useCallback, useEffect, useState, type MouseEvent } from 'react';
 import { ApiError, request } from '../api';
 import { useSession } from '../session';
 import type { MachineFieldsFragment } from '../gql/graphql';
-import { HostEarningsOverview, MyHostProfile, MyMachines as MyMachinesQuery } from '../operations';
+import { HostEarningsOverview, MyHostProfile, MyMachines as MyMachinesQuery, PlatformFeeRate } from '../operations';
 import { ErrorBox, Layout, SignedIn } from '../ui';
 import { Auth } from './Auth';
 import { Earnings, earningsWindow, type Overview } from './Earnings';
@@ -107,12 +107,14 @@ function HostHome({ email }: { email: string | null }) {
     return () => window.clearInterval(timer);
   }, [window_]);
 
-  // The platform fee rate, as the API shows it: on the latest earnings posting.
-  const latest = overview?.hostEarnings.postings.reduce<{ feeRate: string; postedAt: string } | null>(
-    (a, p) => (a === null || p.postedAt > a.postedAt ? p : a),
-    null,
-  );
-  const feeRate = latest ? Number(latest.feeRate) : null;
+  // The platform fee rate from the public terms; until it loads (or if it
+  // cannot), the preview shows gross only.
+  const [feeRate, setFeeRate] = useState<number | null>(null);
+  useEffect(() => {
+    request(PlatformFeeRate)
+      .then((d) => setFeeRate(Number(d.platform.platformFeeRate)))
+      .catch(() => setFeeRate(null));
+  }, []);
 
   const refresh = useCallback(async () => {
     try {
