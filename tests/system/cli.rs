@@ -70,13 +70,6 @@ fn json_of(what: &str, out: &Output) -> Value {
         .unwrap_or_else(|e| panic!("{what}: stdout is not JSON ({e}):\n{}", stdout(out)))
 }
 
-fn dec(v: &Value) -> Decimal {
-    v.as_str()
-        .expect("decimal string")
-        .parse()
-        .expect("decimal")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cli_registers_prices_lists_and_finds_a_machine() {
     let env = TestEnv::new().await;

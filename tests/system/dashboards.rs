@@ -12,7 +12,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use contracts::events::{INSTANCE_DOWNTIME, InstanceDowntime, USAGE_RECORDED, UsageRecorded};
 use contracts::{Envelope, money};
-use diesel::{Connection, RunQueryDsl};
+use diesel::Connection;
 use gpumarket::client::Client;
 use gpumarket::dev::Parts;
 use rust_decimal::Decimal;
@@ -21,25 +21,8 @@ use uuid::Uuid;
 
 use crate::harness::*;
 
-fn dec(v: &Value) -> Decimal {
-    v.as_str()
-        .unwrap_or_else(|| panic!("decimal string: {v}"))
-        .parse()
-        .expect("decimal")
-}
-
 fn at(s: &str) -> DateTime<Utc> {
     s.parse().expect("instant")
-}
-
-fn sql_decimal(env: &TestEnv, sql: &str) -> Decimal {
-    #[derive(diesel::QueryableByName)]
-    struct D {
-        #[diesel(sql_type = diesel::sql_types::Numeric)]
-        d: Decimal,
-    }
-    let rows: Vec<D> = diesel::sql_query(sql).load(&mut env.conn()).expect(sql);
-    rows.first().map(|r| r.d).unwrap_or_default()
 }
 
 /// The renter's usage charges in the ledger (positive), for one instance or

@@ -19,13 +19,6 @@ fn instant(v: &serde_json::Value) -> DateTime<Utc> {
         .with_timezone(&Utc)
 }
 
-fn dec(v: &serde_json::Value) -> Decimal {
-    v.as_str()
-        .expect("decimal string")
-        .parse()
-        .expect("decimal")
-}
-
 async fn error_code(result: Result<serde_json::Value, gpumarket::client::GraphQlError>) -> String {
     match result {
         Ok(v) => panic!("expected an error, got {v}"),

@@ -709,3 +709,22 @@ impl EventStream {
         }
     }
 }
+
+/// A GraphQL decimal (a JSON string) as an exact decimal.
+pub fn dec(v: &Value) -> rust_decimal::Decimal {
+    v.as_str()
+        .unwrap_or_else(|| panic!("decimal string: {v}"))
+        .parse()
+        .expect("decimal")
+}
+
+/// The one numeric column `d` of the first row of `sql` (0 without rows).
+pub fn sql_decimal(env: &TestEnv, sql: &str) -> rust_decimal::Decimal {
+    #[derive(diesel::QueryableByName)]
+    struct D {
+        #[diesel(sql_type = diesel::sql_types::Numeric)]
+        d: rust_decimal::Decimal,
+    }
+    let rows: Vec<D> = diesel::sql_query(sql).load(&mut env.conn()).expect(sql);
+    rows.first().map(|r| r.d).unwrap_or_default()
+}

@@ -21,23 +21,6 @@ use crate::harness::*;
 const INVOICE: &str = "id number status periodStart periodEnd total subtotal exactTotal rounding
     lines { instanceId meter quantitySeconds unit unitPricePerHour earlierPeriod postings exactAmount amount }";
 
-fn dec(v: &Value) -> Decimal {
-    v.as_str()
-        .expect("decimal string")
-        .parse()
-        .expect("decimal")
-}
-
-fn sql_decimal(env: &TestEnv, sql: &str) -> Decimal {
-    #[derive(diesel::QueryableByName)]
-    struct D {
-        #[diesel(sql_type = diesel::sql_types::Numeric)]
-        d: Decimal,
-    }
-    let rows: Vec<D> = diesel::sql_query(sql).load(&mut env.conn()).expect(sql);
-    rows.first().map(|r| r.d).unwrap_or_default()
-}
-
 /// The exact sum of the renter's usage legs.
 fn charged(env: &TestEnv, tenant: &str) -> Decimal {
     sql_decimal(

@@ -9,7 +9,6 @@
 
 use std::time::Duration;
 
-use diesel::RunQueryDsl;
 use gpumarket::client::Client;
 use gpumarket::dev::Parts;
 use rust_decimal::Decimal;
@@ -31,23 +30,6 @@ const OVERVIEW: &str = "query($f: String!, $t: String!, $b: UsageBucket, $p: Int
                       tenants { tenantId tenantName reasons balance burnPerHour runwaySeconds
                                 lowSince lastChargedAt } }
     } }";
-
-fn dec(v: &Value) -> Decimal {
-    v.as_str()
-        .unwrap_or_else(|| panic!("decimal string: {v}"))
-        .parse()
-        .expect("decimal")
-}
-
-fn sql_decimal(env: &TestEnv, sql: &str) -> Decimal {
-    #[derive(diesel::QueryableByName)]
-    struct D {
-        #[diesel(sql_type = diesel::sql_types::Numeric)]
-        d: Decimal,
-    }
-    let rows: Vec<D> = diesel::sql_query(sql).load(&mut env.conn()).expect(sql);
-    rows.first().map(|r| r.d).unwrap_or_default()
-}
 
 /// The legs of usage postings on accounts of `kind` (all tenants), signed.
 fn usage_legs(env: &TestEnv, kind: &str) -> Decimal {

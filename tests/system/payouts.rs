@@ -28,23 +28,6 @@ const STATEMENT: &str = "id number status periodStart periodEnd currency seconds
 
 const PAYOUT: &str = "id amount currency status stripeAccountId stripeTransferId postingId failureReason createdAt paidAt";
 
-fn dec(v: &Value) -> Decimal {
-    v.as_str()
-        .unwrap_or_else(|| panic!("decimal string, got {v}"))
-        .parse()
-        .expect("decimal")
-}
-
-fn sql_decimal(env: &TestEnv, sql: &str) -> Decimal {
-    #[derive(diesel::QueryableByName)]
-    struct D {
-        #[diesel(sql_type = diesel::sql_types::Numeric)]
-        d: Decimal,
-    }
-    let rows: Vec<D> = diesel::sql_query(sql).load(&mut env.conn()).expect(sql);
-    rows.first().map(|r| r.d).unwrap_or_default()
-}
-
 fn earnings_balance(env: &TestEnv, host: &str) -> Decimal {
     sql_decimal(
         env,
