@@ -136,43 +136,46 @@ export function SupplyChart({ supply }: { supply: Supply }) {
     return <p className="billing-empty">No machines listed and nothing rented.</p>;
   }
   const max = Math.max(1, ...supply.models.map((m) => Math.max(m.listedGpus, m.rentedGpus)));
-  // Narrower than the volume chart: its labels stay legible at phone width.
-  const W = 480;
-  const rowH = 34;
-  const labelW = 150;
-  const H = supply.models.length * rowH + 8;
-  const w = (n: number) => (n / max) * (W - labelW - 60);
+  // Widths as a share of the largest model, so every bar is on one scale.
+  const pct = (n: number) => `${(n / max) * 100}%`;
   const summary = `GPUs now: ${supply.listedGpus} listed, ${supply.onlineGpus} of them online, ${
     supply.rentedGpus
   } rented. ${supply.models
     .map((m) => `${m.gpuModel}: ${m.listedGpus} listed, ${m.onlineGpus} online, ${m.rentedGpus} rented`)
     .join('; ')}.`;
+  // HTML bars rather than SVG: the labels keep the page's font size at any
+  // width instead of scaling with a viewBox.
   return (
     <div className="billing-chart">
-      <svg viewBox={`0 0 ${W} ${H}`} role="img" aria-label={summary} className="billing-chart-svg">
-        {supply.models.map((m, i) => {
-          const y = 4 + i * rowH;
-          return (
-            <g key={m.gpuModel}>
-              <text x={0} y={y + 18} fontSize="12" fill="#24292f">
-                {m.gpuModel}
-              </text>
-              <rect x={labelW} y={y + 2} width={w(m.listedGpus)} height={10} fill="#d8dee4">
-                <title>{`${m.gpuModel}: ${m.listedGpus} listed`}</title>
-              </rect>
-              <rect x={labelW} y={y + 2} width={w(m.onlineGpus)} height={10} fill="#2da44e">
-                <title>{`${m.gpuModel}: ${m.onlineGpus} online`}</title>
-              </rect>
-              <rect x={labelW} y={y + 15} width={w(m.rentedGpus)} height={10} fill={HOST}>
-                <title>{`${m.gpuModel}: ${m.rentedGpus} rented`}</title>
-              </rect>
-              <text x={labelW + w(Math.max(m.listedGpus, m.rentedGpus)) + 6} y={y + 18} fontSize="11" fill="#57606a">
-                {`${m.rentedGpus}/${m.listedGpus}`}
-              </text>
-            </g>
-          );
-        })}
-      </svg>
+      <div role="img" aria-label={summary} className="supply-chart">
+        {supply.models.map((m) => (
+          <div key={m.gpuModel} className="supply-row">
+            <span className="supply-model">{m.gpuModel}</span>
+            <span className="supply-bars">
+              <span className="supply-track">
+                <span
+                  className="supply-bar"
+                  style={{ width: pct(m.listedGpus), background: '#d8dee4' }}
+                  title={`${m.gpuModel}: ${m.listedGpus} listed`}
+                />
+                <span
+                  className="supply-bar"
+                  style={{ width: pct(m.onlineGpus), background: '#2da44e' }}
+                  title={`${m.gpuModel}: ${m.onlineGpus} online`}
+                />
+              </span>
+              <span className="supply-track">
+                <span
+                  className="supply-bar"
+                  style={{ width: pct(m.rentedGpus), background: HOST }}
+                  title={`${m.gpuModel}: ${m.rentedGpus} rented`}
+                />
+              </span>
+            </span>
+            <span className="supply-count">{`${m.rentedGpus}/${m.listedGpus}`}</span>
+          </div>
+        ))}
+      </div>
       <ul className="billing-legend" aria-hidden="true">
         <li>
           <span className="billing-swatch" style={{ background: '#d8dee4' }} /> listed

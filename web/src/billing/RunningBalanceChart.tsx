@@ -22,11 +22,11 @@ export function RunningBalanceChart({ entries, currency }: { entries: BalanceEnt
     if (p.balance > high) high = p.balance;
   }
 
-  const W = 600;
-  const H = 150;
+  const W = 800;
+  const H = 180;
   const padX = 8;
-  const padTop = 22;
-  const padBottom = 24;
+  const padTop = 6;
+  const padBottom = 6;
   const plotH = H - padTop - padBottom;
   // The axis includes zero, so a balance near it reads as near running out.
   const yMin = low < 0n ? low : 0n;
@@ -52,22 +52,20 @@ export function RunningBalanceChart({ entries, currency }: { entries: BalanceEnt
 
   return (
     <div className="billing-chart">
+      {/* Labels in HTML, not in the SVG: they keep the page's font size
+          however far the viewBox is scaled. */}
+      <p className="balance-chart-label">{`${formatMoney(yMax, currency)} (highest)`}</p>
       <svg viewBox={`0 0 ${W} ${H}`} role="img" aria-label={summary} className="billing-chart-svg">
         <line x1={padX} x2={W - padX} y1={y(0n)} y2={y(0n)} stroke="#8c959f" />
-        <text x={padX} y={padTop - 6} fontSize="12" fill="#57606a">
-          {`${formatMoney(yMax, currency)} (highest)`}
-        </text>
-        <text x={padX} y={H - 6} fontSize="12" fill="#57606a">
-          {utcTime(first.e.postedAt).slice(5, 16)}
-        </text>
-        <text x={W - padX} y={H - 6} fontSize="12" fill="#57606a" textAnchor="end">
-          {utcTime(last.e.postedAt).slice(5, 16)}
-        </text>
         <path d={path} fill="none" stroke="#1f6feb" strokeWidth="2" />
         <circle cx={x(points.length - 1)} cy={y(last.balance)} r="3.5" fill="#1f6feb">
           <title>{`${utcTime(last.e.postedAt)}: ${formatMoney(last.balance, currency)}`}</title>
         </circle>
       </svg>
+      <p className="balance-chart-axis" aria-hidden="true">
+        <span>{utcTime(first.e.postedAt).slice(5, 16)}</span>
+        <span>{utcTime(last.e.postedAt).slice(5, 16)}</span>
+      </p>
       <details className="billing-chart-table">
         <summary>Running balance as a table</summary>
         {/* Focusable, so the table can be scrolled sideways from the keyboard. */}
