@@ -509,6 +509,95 @@ async fn bad_machines_and_terms_are_refused_and_nothing_is_stored() {
     m.env.cleanup().await;
 }
 
+/// `extensions.fieldErrors` of the one error in `body`, as (field, message).
+fn field_errors(body: &Value) -> Vec<(String, String)> {
+    let errors = body["errors"].as_array().expect("errors");
+    assert_eq!(errors.len(), 1, "{body}");
+    assert_eq!(errors[0]["extensions"]["code"], "VALIDATION", "{body}");
+    errors[0]["extensions"]["fieldErrors"]
+        .as_array()
+        .unwrap_or_else(|| panic!("fieldErrors: {body}"))
+        .iter()
+        .map(|e| {
+            (
+                e["field"].as_str().expect("field").to_owned(),
+                e["message"].as_str().expect("message").to_owned(),
+            )
+        })
+        .collect()
+}
+
+/// A form with several wrong fields learns about all of them in one answer
+/// (the portal marks each input), and nothing is stored.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_invalid_field_of_a_form_is_reported_at_once() {
+    let m = Market::new().await;
+    let machines = m.env.count("SELECT count(*) AS n FROM catalog.machines");
+    let body = m
+        .host
+        .raw(
+            "mutation($i: RegisterMachineInput!) { registerMachine(input: $i) { machine { id } } }",
+            json!({ "i": {"name": " ", "gpuModel": "RTX 4090", "gpuCount": 0, "cpuCores": 4, "ramGib": 16,
+                          "diskGib": 100, "country": "USA", "cudaVersion": "twelve", "idempotencyKey": "form-1"} }),
+        )
+        .await
+        .expect("transport");
+    let fields = field_errors(&body);
+    let names: Vec<&str> = fields.iter().map(|(f, _)| f.as_str()).collect();
+    assert_eq!(names, ["name", "gpuCount", "country", "cudaVersion"]);
+    assert_eq!(fields[1].1, "must be between 1 and 64");
+    // Clients that read only the message still see every field.
+    let message = body["errors"][0]["message"].as_str().expect("message");
+    assert!(
+        message.starts_with(
+            "name: 1 to 200 characters; gpuCount: must be between 1 and 64; country: "
+        ),
+        "{message}"
+    );
+    assert_eq!(
+        m.env.count("SELECT count(*) AS n FROM catalog.machines"),
+        machines
+    );
+
+    let profiles = m
+        .env
+        .count("SELECT count(*) AS n FROM catalog.host_profiles");
+    let body = m
+        .host
+        .raw(
+            "mutation { updateHostProfile(input: {legalName: \"\", country: \"Canada\", payoutCurrency: \"CA\"}) { legalName } }",
+            json!({}),
+        )
+        .await
+        .expect("transport");
+    let names: Vec<String> = field_errors(&body).into_iter().map(|(f, _)| f).collect();
+    assert_eq!(names, ["legalName", "country", "payoutCurrency"]);
+    assert_eq!(
+        m.env
+            .count("SELECT count(*) AS n FROM catalog.host_profiles"),
+        profiles
+    );
+
+    let users = m.env.count("SELECT count(*) AS n FROM quota.users");
+    let body = m
+        .api
+        .raw(
+            "mutation { signUp(input: {email: \"nobody\", password: \"short\", tenantName: \"Ok\", roles: [HOST]}) { token } }",
+            json!({}),
+        )
+        .await
+        .expect("transport");
+    assert_eq!(
+        field_errors(&body),
+        [
+            ("email".to_owned(), "not an email address".to_owned()),
+            ("password".to_owned(), "at least 8 characters".to_owned()),
+        ]
+    );
+    assert_eq!(m.env.count("SELECT count(*) AS n FROM quota.users"), users);
+    m.env.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn host_profiles_are_kept_and_only_operators_verify() {
     let m = Market::new().await;

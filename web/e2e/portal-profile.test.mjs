@@ -53,7 +53,7 @@ after(async () => {
 /**
  * A GraphQL request whose errors are the point: the raw answer.
  * @param {string} query @param {Record<string, unknown>} variables @param {string} token
- * @returns {Promise<{ data: any, errors?: { message: string, extensions?: { code?: string } }[] }>}
+ * @returns {Promise<{ data: any, errors?: { message: string, extensions?: { code?: string, fieldErrors?: { field: string, message: string }[] } }[] }>}
  */
 async function rawGql(query, variables, token) {
   const res = await fetch(`${BASE}/graphql`, {
@@ -148,6 +148,32 @@ test('a new host saves its profile (an invalid country first) and sets up payout
     await page.keyboard.press('Tab');
     assert.equal(await focused(), next);
   }
+
+  // Three wrong fields: one answer from the API names them all
+  // (extensions.fieldErrors), and each input shows its own message.
+  await card.getByLabel('Legal name').fill('   ');
+  await card.getByLabel('Country').fill('Germany');
+  await card.getByLabel('Payout currency').fill('euro');
+  await card.getByRole('button', { name: 'Save host profile' }).click();
+  await page.locator('#profile-currency-error').waitFor();
+  const allWrong = await rawGql(
+    'mutation($input: HostProfileInput!) { updateHostProfile(input: $input) { updatedAt } }',
+    { input: { legalName: '   ', country: 'Germany', payoutCurrency: 'euro' } },
+    jwt,
+  );
+  const fieldErrors = allWrong.errors?.[0]?.extensions?.fieldErrors ?? [];
+  assert.deepEqual(
+    fieldErrors.map((e) => e.field),
+    ['legalName', 'country', 'payoutCurrency'],
+  );
+  const inputs = ['profile-legal-name', 'profile-country', 'profile-currency'];
+  for (const [i, id] of inputs.entries()) {
+    const e = fieldErrors[i];
+    assert.equal(await page.locator(`#${id}-error`).innerText(), `${e.field}: ${e.message} VALIDATION`);
+    assert.equal(await page.locator(`#${id}`).getAttribute('aria-invalid'), 'true');
+  }
+  await shot(page, '21-host-profile-all-invalid');
+  await checkA11y(page, 'host profile with three invalid fields');
 
   // An invalid country: the API's VALIDATION message, at the country field.
   await card.getByLabel('Legal name').fill('E2E Hosting GmbH');

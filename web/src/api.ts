@@ -48,19 +48,32 @@ export class ApiError extends Error {
 
 interface RawError {
   message?: string;
-  extensions?: { code?: string; field?: string };
+  extensions?: { code?: string; field?: string; fieldErrors?: { field?: string; message?: string }[] };
 }
 
-function detail(raw: RawError): ApiErrorDetail {
+/**
+ * One API error as the details the forms show: a VALIDATION error that lists
+ * several invalid fields (`extensions.fieldErrors`) becomes one detail per
+ * field, so every input it names is marked at once.
+ */
+function details(raw: RawError): ApiErrorDetail[] {
   const message = raw.message ?? 'unknown error';
   const code = raw.extensions?.code ?? 'INTERNAL';
+  const fieldErrors = raw.extensions?.fieldErrors;
+  if (code === 'VALIDATION' && Array.isArray(fieldErrors) && fieldErrors.length > 0) {
+    return fieldErrors.map((e) => ({
+      message: `${e.field ?? 'input'}: ${e.message ?? 'invalid'}`,
+      code,
+      field: e.field ?? null,
+    }));
+  }
   let field = raw.extensions?.field ?? null;
   if (field === null && code === 'VALIDATION') {
     // The gateway writes validation errors as `<field>: <message>`.
     const m = /^([A-Za-z][A-Za-z0-9_.]*): /.exec(message);
     if (m) field = m[1].split('.').pop() ?? null;
   }
-  return { message, code, field };
+  return [{ message, code, field }];
 }
 
 export async function request<TResult, TVariables>(
@@ -92,7 +105,7 @@ export async function request<TResult, TVariables>(
     ]);
   }
   if (body.errors && body.errors.length > 0) {
-    const errors = body.errors.map(detail);
+    const errors = body.errors.flatMap(details);
     if (token && errors.some((e) => e.code === 'UNAUTHENTICATED')) {
       // Only if the token is still the one sent (not a newer log-in).
       if (getToken() === token) {

@@ -6,6 +6,7 @@ pub mod api;
 pub mod envelope;
 pub mod error_code;
 pub mod events;
+pub mod field_errors;
 pub mod meters;
 pub mod money;
 pub mod offer_query;
@@ -14,3 +15,4 @@ pub mod time;
 
 pub use envelope::Envelope;
 pub use error_code::{ErrorBody, ErrorCode};
+pub use field_errors::FieldErrors;

@@ -6,6 +6,9 @@ use contracts::ErrorCode;
 pub enum Error {
     #[error("{0}")]
     Validation(String),
+    /// Every invalid field of a form-like request at once.
+    #[error("{0}")]
+    Fields(#[from] contracts::FieldErrors),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -25,7 +28,7 @@ pub enum Error {
 impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::Validation(_) => ErrorCode::Validation,
+            Error::Validation(_) | Error::Fields(_) => ErrorCode::Validation,
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::Conflict(_) => ErrorCode::Conflict,
             Error::InsufficientCapacity(_) => ErrorCode::InsufficientCapacity,
@@ -41,6 +44,10 @@ impl ResponseError for Error {
     }
 
     fn error_response(&self) -> actix_web::HttpResponse {
-        platform::http::error_response(self.code(), self)
+        let details = match self {
+            Error::Fields(fields) => Some(fields.details()),
+            _ => None,
+        };
+        platform::http::error_response_with_details(self.code(), self, details)
     }
 }

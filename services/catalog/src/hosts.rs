@@ -1,6 +1,7 @@
 //! Host organisations as the catalog sees them: their profile and the
 //! verification an operator gives or takes away, with a reason.
 
+use contracts::FieldErrors;
 use contracts::api::{HostProfile, SetVerificationRequest, UpdateHostProfileRequest, Verification};
 use diesel::prelude::*;
 use diesel::upsert::excluded;
@@ -76,21 +77,26 @@ pub async fn update(
     req: UpdateHostProfileRequest,
 ) -> Result<HostProfile, Error> {
     let legal_name = req.legal_name.trim().to_owned();
-    if legal_name.is_empty() || legal_name.chars().count() > 300 {
-        return Err(Error::Validation("legalName: 1 to 300 characters".into()));
-    }
     let country = req.country.trim().to_uppercase();
-    if country.len() != 2 || !country.chars().all(|c| c.is_ascii_uppercase()) {
-        return Err(Error::Validation(
-            "country: an ISO 3166-1 alpha-2 code such as US".into(),
-        ));
-    }
     let currency = req.payout_currency.trim().to_uppercase();
-    if currency.len() != 3 || !currency.chars().all(|c| c.is_ascii_uppercase()) {
-        return Err(Error::Validation(
-            "payoutCurrency: an ISO 4217 code such as USD".into(),
-        ));
-    }
+    // All at once: the portal's profile form marks every wrong field.
+    let mut errors = FieldErrors::new();
+    errors.check(
+        !legal_name.is_empty() && legal_name.chars().count() <= 300,
+        "legalName",
+        "1 to 300 characters",
+    );
+    errors.check(
+        country.len() == 2 && country.chars().all(|c| c.is_ascii_uppercase()),
+        "country",
+        "an ISO 3166-1 alpha-2 code such as US",
+    );
+    errors.check(
+        currency.len() == 3 && currency.chars().all(|c| c.is_ascii_uppercase()),
+        "payoutCurrency",
+        "an ISO 4217 code such as USD",
+    );
+    errors.into_result()?;
     db.tx(move |conn| {
         diesel::insert_into(host_profiles::table)
             .values((

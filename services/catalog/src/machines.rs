@@ -2,6 +2,7 @@
 //! specification, listing terms, listing and unlisting.
 
 use chrono::{DateTime, Utc};
+use contracts::FieldErrors;
 use contracts::api::{
     DiskType, Machine, MachineRegistered, RegisterMachineRequest, SetPricingRequest,
 };
@@ -164,16 +165,20 @@ struct NewMachine<'a> {
     idempotency_key: &'a str,
 }
 
-fn text(field: &str, value: &str, max: usize) -> Result<(), Error> {
-    if value.trim().is_empty() || value.chars().count() > max {
-        return Err(Error::Validation(format!("{field}: 1 to {max} characters")));
-    }
-    Ok(())
+fn text(errors: &mut FieldErrors, field: &str, value: &str, max: usize) {
+    errors.check(
+        !value.trim().is_empty() && value.chars().count() <= max,
+        field,
+        format!("1 to {max} characters"),
+    );
 }
 
+/// Checks every field and reports all that are wrong, so that the portal's
+/// form marks each at once; returns the CUDA version as a number.
 fn validate(req: &RegisterMachineRequest) -> Result<Option<i32>, Error> {
-    text("name", &req.name, 200)?;
-    text("gpuModel", &req.gpu_model, 100)?;
+    let mut errors = FieldErrors::new();
+    text(&mut errors, "name", &req.name, 200);
+    text(&mut errors, "gpuModel", &req.gpu_model, 100);
     for (field, value, max) in [
         ("gpuCount", Some(req.gpu_count), 64),
         ("vramGib", req.vram_gib, 1024),
@@ -183,43 +188,51 @@ fn validate(req: &RegisterMachineRequest) -> Result<Option<i32>, Error> {
         ("uploadMbps", req.upload_mbps, 1_000_000),
         ("downloadMbps", req.download_mbps, 1_000_000),
     ] {
-        if let Some(value) = value
-            && !(1..=max).contains(&value)
-        {
-            return Err(Error::Validation(format!(
-                "{field}: must be between 1 and {max}"
-            )));
+        if let Some(value) = value {
+            errors.check(
+                (1..=max).contains(&value),
+                field,
+                format!("must be between 1 and {max}"),
+            );
         }
     }
-    if req.country.len() != 2 || !req.country.chars().all(|c| c.is_ascii_uppercase()) {
-        return Err(Error::Validation(
-            "country: an ISO 3166-1 alpha-2 code such as US".into(),
-        ));
-    }
-    if let Some(region) = &req.region
-        && region.chars().count() > 100
-    {
-        return Err(Error::Validation("region: at most 100 characters".into()));
+    errors.check(
+        req.country.len() == 2 && req.country.chars().all(|c| c.is_ascii_uppercase()),
+        "country",
+        "an ISO 3166-1 alpha-2 code such as US",
+    );
+    if let Some(region) = &req.region {
+        errors.check(
+            region.chars().count() <= 100,
+            "region",
+            "at most 100 characters",
+        );
     }
     if let Some(cpu) = &req.cpu_model {
-        text("cpuModel", cpu, 200)?;
+        text(&mut errors, "cpuModel", cpu, 200);
     }
     if let Some(driver) = &req.driver_version {
-        text("driverVersion", driver, 50)?;
+        text(&mut errors, "driverVersion", driver, 50);
     }
-    if req.idempotency_key.is_empty() || req.idempotency_key.len() > 200 {
-        return Err(Error::Validation(
-            "idempotencyKey: 1 to 200 characters".into(),
-        ));
-    }
-    req.cuda_version
-        .as_deref()
-        .map(|v| {
-            cuda_code(v).ok_or_else(|| {
-                Error::Validation(format!("cudaVersion: {v:?} is not a version such as 12.4"))
-            })
-        })
-        .transpose()
+    errors.check(
+        !req.idempotency_key.is_empty() && req.idempotency_key.len() <= 200,
+        "idempotencyKey",
+        "1 to 200 characters",
+    );
+    let cuda = match req.cuda_version.as_deref() {
+        Some(v) => {
+            let code = cuda_code(v);
+            errors.check(
+                code.is_some(),
+                "cudaVersion",
+                format!("{v:?} is not a version such as 12.4"),
+            );
+            code
+        }
+        None => None,
+    };
+    errors.into_result()?;
+    Ok(cuda)
 }
 
 /// Registers a machine (unlisted, unpriced) and returns its agent token once.

@@ -45,23 +45,6 @@ pub fn at_least(field: &'static str, value: i32, min: i32) -> Result<(), Gateway
     Ok(())
 }
 
-pub fn email(field: &'static str, value: &str) -> Result<(), GatewayError> {
-    if !value.contains('@') {
-        return Err(GatewayError::validation(field, "must be an email address"));
-    }
-    Ok(())
-}
-
-pub fn password(field: &'static str, value: &str) -> Result<(), GatewayError> {
-    if value.chars().count() < 8 {
-        return Err(GatewayError::validation(
-            field,
-            "must be at least 8 characters",
-        ));
-    }
-    Ok(())
-}
-
 pub fn non_negative(field: &'static str, value: Decimal) -> Result<(), GatewayError> {
     if value < Decimal::ZERO {
         return Err(GatewayError::validation(field, "must not be negative"));
@@ -113,9 +96,6 @@ mod tests {
     fn numbers_and_text() {
         assert!(at_least("gpuCount", 1, 1).is_ok());
         assert_eq!(field_of(at_least("gpuCount", 0, 1)), "gpuCount");
-        assert_eq!(field_of(email("email", "nobody")), "email");
-        assert_eq!(field_of(password("password", "short")), "password");
-        assert!(password("password", "long enough").is_ok());
         assert!(non_negative("price", Decimal::ZERO).is_ok());
         assert!(non_negative("price", Decimal::new(-0, 2)).is_ok());
         assert_eq!(

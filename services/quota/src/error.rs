@@ -6,6 +6,9 @@ use contracts::ErrorCode;
 pub enum Error {
     #[error("{0}")]
     Validation(String),
+    /// Every invalid field of a form-like request at once.
+    #[error("{0}")]
+    Fields(#[from] contracts::FieldErrors),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -31,7 +34,7 @@ pub enum Error {
 impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::Validation(_) => ErrorCode::Validation,
+            Error::Validation(_) | Error::Fields(_) => ErrorCode::Validation,
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::Conflict(_) => ErrorCode::Conflict,
             Error::BadCredentials | Error::BadApiKey => ErrorCode::Unauthenticated,
@@ -52,6 +55,7 @@ impl ResponseError for Error {
     fn error_response(&self) -> actix_web::HttpResponse {
         let details = match self {
             Error::QuotaExceeded(violation) => Some(violation.details()),
+            Error::Fields(fields) => Some(fields.details()),
             _ => None,
         };
         platform::http::error_response_with_details(self.code(), self, details)

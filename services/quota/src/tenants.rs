@@ -3,6 +3,7 @@
 use argon2::password_hash::rand_core::OsRng;
 use argon2::password_hash::{PasswordHash, SaltString};
 use argon2::{Argon2, PasswordHasher, PasswordVerifier};
+use contracts::FieldErrors;
 use contracts::api::{Principal, Scope, SignUpRequest, TenantRole};
 use diesel::prelude::*;
 use platform::Db;
@@ -99,32 +100,36 @@ fn normalize_email(email: &str) -> String {
     email.trim().to_lowercase()
 }
 
+/// Checks every field and reports all that are wrong, so that a sign-up
+/// form marks each at once.
 fn validate(req: &SignUpRequest) -> Result<(), Error> {
+    let mut errors = FieldErrors::new();
     let email = req.email.trim();
-    if email.len() > 254 || !email.contains('@') || email.starts_with('@') || email.ends_with('@') {
-        return Err(Error::Validation("email: not an email address".into()));
-    }
+    errors.check(
+        email.len() <= 254
+            && email.contains('@')
+            && !email.starts_with('@')
+            && !email.ends_with('@'),
+        "email",
+        "not an email address",
+    );
     if req.password.chars().count() < 8 {
-        return Err(Error::Validation("password: at least 8 characters".into()));
-    }
-    if req.password.len() > 1024 {
-        return Err(Error::Validation("password: at most 1024 bytes".into()));
+        errors.add("password", "at least 8 characters");
+    } else if req.password.len() > 1024 {
+        errors.add("password", "at most 1024 bytes");
     }
     let name = req.tenant_name.trim();
-    if name.is_empty() || name.chars().count() > 200 {
-        return Err(Error::Validation("tenantName: 1 to 200 characters".into()));
-    }
+    errors.check(
+        !name.is_empty() && name.chars().count() <= 200,
+        "tenantName",
+        "1 to 200 characters",
+    );
     if req.roles.is_empty() {
-        return Err(Error::Validation(
-            "roles: at least one of RENTER, HOST".into(),
-        ));
+        errors.add("roles", "at least one of RENTER, HOST");
+    } else if req.roles.contains(&TenantRole::Platform) {
+        errors.add("roles", "PLATFORM cannot be signed up for");
     }
-    if req.roles.contains(&TenantRole::Platform) {
-        return Err(Error::Validation(
-            "roles: PLATFORM cannot be signed up for".into(),
-        ));
-    }
-    Ok(())
+    Ok(errors.into_result()?)
 }
 
 fn hash_password(password: &str) -> Result<String, Error> {

@@ -275,8 +275,8 @@ impl HostingMutation {
         ctx: &Context<'_>,
         input: HostProfileInput,
     ) -> GqlResult<HostProfile> {
+        // Catalog checks every field and reports all that are wrong at once.
         let principal = auth::authorize(ctx, Access::Host).await?;
-        validate::not_blank("legalName", &input.legal_name)?;
         let profile: api::HostProfile = clients::from_context(ctx)?
             .catalog
             .put(
@@ -324,14 +324,8 @@ impl HostingMutation {
         input: RegisterMachineInput,
     ) -> GqlResult<RegisterMachinePayload> {
         let principal = auth::authorize(ctx, Access::Host).await?;
-        validate::not_blank("name", &input.name)?;
-        validate::not_blank("gpuModel", &input.gpu_model)?;
-        validate::at_least("gpuCount", input.gpu_count, 1)?;
-        validate::at_least("cpuCores", input.cpu_cores, 1)?;
-        validate::at_least("ramGib", input.ram_gib, 1)?;
-        validate::at_least("diskGib", input.disk_gib, 1)?;
-        validate::not_blank("country", &input.country)?;
-        validate::idempotency_key("idempotencyKey", &input.idempotency_key)?;
+        // Catalog checks every field and reports all that are wrong at once
+        // (`extensions.fieldErrors`), so the portal's form marks each.
         let request = api::RegisterMachineRequest {
             host_tenant_id: principal.tenant_id,
             name: input.name,

@@ -171,15 +171,8 @@ pub struct IdentityMutation;
 impl IdentityMutation {
     /// Creates a user and its tenant, and logs in.
     async fn sign_up(&self, ctx: &Context<'_>, input: SignUpInput) -> GqlResult<AuthPayload> {
-        validate::email("email", &input.email)?;
-        validate::password("password", &input.password)?;
-        validate::not_blank("tenantName", &input.tenant_name)?;
-        if input.roles.is_empty() {
-            return Err(GatewayError::validation("roles", "must name at least one role").into());
-        }
-        if input.roles.contains(&TenantRole::Platform) {
-            return Err(GatewayError::validation("roles", "may only be RENTER or HOST").into());
-        }
+        // No checks here: quota checks every field and reports all that are
+        // wrong at once (`extensions.fieldErrors`), for the sign-up form.
         let request = api::SignUpRequest {
             email: input.email,
             password: input.password,
