@@ -46,6 +46,12 @@ impl Error {
     }
 }
 
+/// What a caller is told when Stripe does not answer. Every request that
+/// reaches Stripe is safe to repeat: top-ups by their idempotencyKey, payout
+/// accounts and onboarding links because a host has one account.
+pub const PAYMENT_PROVIDER_UNAVAILABLE: &str = "the payment provider (Stripe) is unavailable; \
+     try again (a top-up with the same idempotencyKey)";
+
 impl ResponseError for Error {
     fn status_code(&self) -> StatusCode {
         match self {
@@ -69,11 +75,8 @@ impl ResponseError for Error {
             // is safe to show and tells the caller what to do.
             Error::PaymentProvider(detail) => {
                 tracing::warn!(%detail, "payment provider unavailable");
-                platform::http::ApiError::new(
-                    ErrorCode::Unavailable,
-                    "the payment provider (Stripe) is unavailable; retry with the same idempotencyKey",
-                )
-                .error_response()
+                platform::http::ApiError::new(ErrorCode::Unavailable, PAYMENT_PROVIDER_UNAVAILABLE)
+                    .error_response()
             }
             _ => platform::http::error_response(self.code(), self),
         }
