@@ -8,7 +8,7 @@
 // running balance is the one below it plus the row's amount, and the newest
 // equals the balance. Needs GPUMARKET_WEB_E2E_URL and GPUMARKET_E2E_AGENT_BIN
 // (web/e2e/run.sh).
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   AGENT_BIN,
@@ -16,36 +16,24 @@ import {
   PASSWORD,
   gql,
   grantCredit,
-  launchBrowser,
+  browserForFile,
   listedMachine,
   operatorToken,
   rentOneGpu,
   shot,
   signUp,
   startAgent,
-  stopAgents,
   until,
   watchedPage,
 } from './lib.mjs';
-import { axeFindings, checkA11y } from './portal-axe.mjs';
+import { checkA11y } from './portal-axe.mjs';
 import { decimal, historyRows, signedUsd, usd } from './billing-money.mjs';
 
 /** The page size of the history (HISTORY_PAGE in src/billing/BalanceHistory.tsx). */
 const PAGE = 20;
 const GRANTS = PAGE + 3;
 
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  browser = await launchBrowser();
-});
-
-after(async () => {
-  console.log(`axe findings (any impact) by balance history state: ${JSON.stringify(axeFindings, null, 2)}`);
-  stopAgents();
-  await browser?.close();
-});
+const browser = browserForFile('balance history state');
 
 const HISTORY = `query($after: String) { balanceHistory(first: 200, after: $after) {
   balance currency nodes { cursor kind amount balanceAfter postedAt } pageInfo { endCursor hasNextPage } } }`;
@@ -92,7 +80,7 @@ test('the balance history after real usage: newest first, paged, equal to the le
   );
   console.log(`# data ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  const context = await browser().newContext({ viewport: { width: 1100, height: 900 } });
   const { page, consoleErrors, requests } = await watchedPage(context);
   await page.goto(`${BASE}/billing`);
   await page.getByLabel('Email').fill(renter.email);
@@ -206,7 +194,7 @@ test('the balance history after real usage: newest first, paged, equal to the le
 test('the balance history empty, loading and failing', async () => {
   // A renter with no entries yet.
   const renter = await signUp('RENTER', 'history-empty');
-  const context = await browser.newContext({ viewport: { width: 390, height: 844 } });
+  const context = await browser().newContext({ viewport: { width: 390, height: 844 } });
   const { page, consoleErrors } = await watchedPage(context);
   await page.goto(`${BASE}/billing`);
   await page.getByLabel('Email').fill(renter.email);

@@ -5,23 +5,13 @@
 // the email filled in, and after logging in again the dashboard is back
 // (with the typed top-up amount as typed).
 // Needs GPUMARKET_WEB_E2E_URL (web/e2e/run.sh).
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BASE, PASSWORD, gql, grantCredit, launchBrowser, operatorToken, shot, signUp, watchedPage } from './lib.mjs';
-import { axeFindings, checkA11y } from './portal-axe.mjs';
+import { BASE, PASSWORD, gql, grantCredit, browserForFile, operatorToken, shot, signUp, watchedPage } from './lib.mjs';
+import { checkA11y } from './portal-axe.mjs';
 import { decimal, usd } from './billing-money.mjs';
 
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  browser = await launchBrowser();
-});
-
-after(async () => {
-  console.log(`axe findings (any impact) by billing session state: ${JSON.stringify(axeFindings, null, 2)}`);
-  await browser?.close();
-});
+const browser = browserForFile('billing session state');
 
 /**
  * Answers the page's next log-in with `errors` instead of sending it. The
@@ -62,7 +52,7 @@ test('billing log-in: a VALIDATION error shows at its field; an expired session 
   const op = await operatorToken();
   await grantCredit(op, renter.tenantId, '2.50', `billing-session-${Date.now()}`);
 
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  const context = await browser().newContext({ viewport: { width: 1100, height: 900 } });
   const { page, consoleErrors, requests } = await watchedPage(context);
   await page.goto(`${BASE}/billing`);
   await page.getByRole('heading', { name: 'Log in to see your billing' }).waitFor();

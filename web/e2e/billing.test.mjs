@@ -6,7 +6,7 @@
 // /billing and sees its balance and the running instance's cost growing;
 // once the instance is stopped through the API, the page shows it stopped.
 // Needs GPUMARKET_WEB_E2E_URL and GPUMARKET_E2E_AGENT_BIN (web/e2e/run.sh).
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import {
@@ -15,31 +15,19 @@ import {
   PASSWORD,
   gql,
   grantCredit,
-  launchBrowser,
+  browserForFile,
   listedMachine,
   operatorToken,
   rentOneGpu,
   shot,
   signUp,
   startAgent,
-  stopAgents,
   until,
   watchedPage,
 } from './lib.mjs';
-import { axeFindings, checkA11y } from './portal-axe.mjs';
+import { checkA11y } from './portal-axe.mjs';
 
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  browser = await launchBrowser();
-});
-
-after(async () => {
-  console.log(`axe findings (any impact) by billing page state: ${JSON.stringify(axeFindings, null, 2)}`);
-  stopAgents();
-  await browser?.close();
-});
+const browser = browserForFile('billing page state');
 
 /** The cost shown for the instance's row, as a number (display only). @param {import('playwright-core').Locator} row */
 async function shownCost(row) {
@@ -74,7 +62,7 @@ test('a renter sees its balance, a running instance whose cost grows, and the in
   console.log(`# data ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
   // In the browser: log in at /billing.
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 }, acceptDownloads: true });
+  const context = await browser().newContext({ viewport: { width: 1100, height: 900 }, acceptDownloads: true });
   const { page, consoleErrors, requests } = await watchedPage(context);
 
   await page.goto(`${BASE}/billing`);

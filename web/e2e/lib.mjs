@@ -5,8 +5,10 @@
 import { spawn } from 'node:child_process';
 import { mkdirSync, openSync } from 'node:fs';
 import { dirname, join } from 'node:path';
+import { after, before } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { axeFindings } from './portal-axe.mjs';
 
 const base = process.env.GPUMARKET_WEB_E2E_URL;
 if (!base) throw new Error('GPUMARKET_WEB_E2E_URL is not set: the gateway of a running stack (web/e2e/run.sh)');
@@ -40,6 +42,30 @@ export async function launchBrowser() {
       '--disable-sync',
     ],
   });
+}
+
+/**
+ * One browser for a test file: launched before its tests, closed after them
+ * with the file's agents stopped and, when `axeLabel` is given, the axe
+ * findings printed per page state.
+ * @param {string | null} axeLabel
+ * @returns {() => import('playwright-core').Browser}
+ */
+export function browserForFile(axeLabel) {
+  /** @type {import('playwright-core').Browser | undefined} */
+  let browser;
+  before(async () => {
+    browser = await launchBrowser();
+  });
+  after(async () => {
+    if (axeLabel) console.log(`axe findings (any impact) by ${axeLabel}: ${JSON.stringify(axeFindings, null, 2)}`);
+    stopAgents();
+    await browser?.close();
+  });
+  return () => {
+    if (!browser) throw new Error('the browser is launched in before()');
+    return browser;
+  };
 }
 
 /** @param {import('playwright-core').Page} page @param {string} name */

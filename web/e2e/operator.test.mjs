@@ -10,7 +10,7 @@
 // out-of-credit list for its runway; every number on the page is checked
 // against the API. Needs GPUMARKET_WEB_E2E_URL and GPUMARKET_E2E_AGENT_BIN
 // (web/e2e/run.sh).
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import {
   AGENT_BIN,
@@ -19,31 +19,19 @@ import {
   PASSWORD,
   gql,
   grantCredit,
-  launchBrowser,
+  browserForFile,
   listedMachine,
   operatorToken,
   rentOneGpu,
   shot,
   signUp,
   startAgent,
-  stopAgents,
   until,
   watchedPage,
 } from './lib.mjs';
-import { axeFindings, checkA11y } from './portal-axe.mjs';
+import { checkA11y } from './portal-axe.mjs';
 
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  browser = await launchBrowser();
-});
-
-after(async () => {
-  console.log(`axe findings (any impact) by operator page state: ${JSON.stringify(axeFindings, null, 2)}`);
-  stopAgents();
-  await browser?.close();
-});
+const browser = browserForFile('operator page state');
 
 const OVERVIEW = `query($f: String!, $t: String!) {
   marketplaceOverview(from: $f, to: $t, bucket: DAY, nearQuotaPercent: 80) {
@@ -138,7 +126,7 @@ test('an operator sees marketplace volume, fees, GPU supply and the tenants at r
   console.log(`# data ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
   // A renter's dashboard has no operator section.
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  const context = await browser().newContext({ viewport: { width: 1100, height: 900 } });
   const renterView = await watchedPage(context);
   await renterView.page.goto(`${BASE}/billing`);
   await renterView.page.getByLabel('Email').fill(renter.email);

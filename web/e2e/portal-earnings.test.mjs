@@ -5,7 +5,7 @@
 // and runs its agent (simulated GPUs), a renter with credit from the demo
 // operator (seeded by `gpumarket dev`) rents it for a few seconds.
 // Needs GPUMARKET_WEB_E2E_URL and GPUMARKET_E2E_AGENT_BIN (web/e2e/run.sh).
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import {
@@ -15,31 +15,19 @@ import {
   SHOTS,
   gql,
   grantCredit,
-  launchBrowser,
+  browserForFile,
   listedMachine,
   operatorToken,
   pageMoney,
   rentOneGpu,
   signUp,
   startAgent,
-  stopAgents,
   until,
   watchedPage,
 } from './lib.mjs';
-import { axeFindings, checkA11y } from './portal-axe.mjs';
+import { checkA11y } from './portal-axe.mjs';
 
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  browser = await launchBrowser();
-});
-
-after(async () => {
-  console.log(`axe findings (any impact) by page state: ${JSON.stringify(axeFindings, null, 2)}`);
-  stopAgents();
-  await browser?.close();
-});
+const browser = browserForFile('page state');
 
 test('a host with earnings sees the preview from the API fee rate, the earnings chart and its table', { skip: !AGENT_BIN && 'GPUMARKET_E2E_AGENT_BIN is not set' }, async () => {
   const t0 = Date.now();
@@ -78,7 +66,7 @@ test('a host with earnings sees the preview from the API fee rate, the earnings 
   console.log(`# earnings data ready in ${((Date.now() - t0) / 1000).toFixed(1)} s; fee rate ${feeRate}`);
 
   // In the portal: log in.
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  const context = await browser().newContext({ viewport: { width: 1100, height: 900 } });
   const { page, consoleErrors } = await watchedPage(context);
   await page.goto(`${BASE}/portal`);
   await page.getByRole('tab', { name: 'Log in' }).click();

@@ -14,7 +14,7 @@
 //    from the API, to the last decimal.
 // Each new state is checked with axe and at phone width (390 px).
 // Needs GPUMARKET_WEB_E2E_URL; the second test GPUMARKET_E2E_AGENT_BIN (web/e2e/run.sh).
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 import {
@@ -24,31 +24,19 @@ import {
   SHOTS,
   gql,
   grantCredit,
-  launchBrowser,
+  browserForFile,
   listedMachine,
   operatorToken,
   rentOneGpu,
   shot,
   signUp,
   startAgent,
-  stopAgents,
   until,
   watchedPage,
 } from './lib.mjs';
-import { axeFindings, checkA11y } from './portal-axe.mjs';
+import { checkA11y } from './portal-axe.mjs';
 
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  browser = await launchBrowser();
-});
-
-after(async () => {
-  console.log(`axe findings (any impact) by page state: ${JSON.stringify(axeFindings, null, 2)}`);
-  stopAgents();
-  await browser?.close();
-});
+const browser = browserForFile('page state');
 
 /**
  * A GraphQL request whose errors are the point: the raw answer.
@@ -116,7 +104,7 @@ function exact9(value, currency) {
 }
 
 test('a new host saves its profile (an invalid country first) and sets up payouts', async () => {
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  const context = await browser().newContext({ viewport: { width: 1100, height: 900 } });
   const { page, consoleErrors, requests } = await watchedPage(context);
 
   // Sign up in the portal, then go to the profile page.
@@ -361,7 +349,7 @@ test('a host opens the current period and a finalized statement: the lines add u
   assert.ok(dec(total) > 0n, `earnings: ${total}`);
   console.log(`# earnings ${total} ready in ${((Date.now() - t0) / 1000).toFixed(1)} s`);
 
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  const context = await browser().newContext({ viewport: { width: 1100, height: 900 } });
   const { page, consoleErrors } = await watchedPage(context);
   await page.goto(`${BASE}/portal`);
   await page.getByRole('tab', { name: 'Log in' }).click();

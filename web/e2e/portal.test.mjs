@@ -2,30 +2,19 @@
 // Drives Debian's Chromium with playwright-core against a running stack
 // whose gateway is GPUMARKET_WEB_E2E_URL (web/e2e/run.sh starts one).
 // Screenshots of each page go to web/e2e/screenshots/.
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
 // When GPUMARKET_E2E_AGENT_BIN is set (web/e2e/run.sh sets it), the test runs
 // the install command it was shown, with simulated GPUs, and waits for the
 // machine to be online.
-import { AGENT_BIN, BASE, SHOTS, TIMEOUT, gql, launchBrowser, pageMoney, shot, startAgent, stopAgents, watchedPage } from './lib.mjs';
-import { axeFindings, checkA11y } from './portal-axe.mjs';
+import { AGENT_BIN, BASE, SHOTS, TIMEOUT, gql, browserForFile, pageMoney, shot, startAgent, watchedPage } from './lib.mjs';
+import { checkA11y } from './portal-axe.mjs';
 
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  browser = await launchBrowser();
-});
-
-after(async () => {
-  console.log(`axe findings (any impact) by page state: ${JSON.stringify(axeFindings, null, 2)}`);
-  stopAgents();
-  await browser?.close();
-});
+const browser = browserForFile('page state');
 
 test('a new host signs up, registers a machine, sees its token once, prices and lists it', async () => {
-  const context = await browser.newContext({
+  const context = await browser().newContext({
     viewport: { width: 1100, height: 900 },
     permissions: ['clipboard-read', 'clipboard-write'],
   });
@@ -202,7 +191,7 @@ test('a host logs in with the keyboard alone, and a wrong password shows the API
     }),
   });
   assert.equal(res.status, 200);
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  const context = await browser().newContext({ viewport: { width: 1100, height: 900 } });
   const page = await context.newPage();
   page.setDefaultTimeout(TIMEOUT);
   await page.goto(`${BASE}/portal`);

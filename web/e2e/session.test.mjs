@@ -4,21 +4,12 @@
 // had expired or been revoked), the host submits, sees the log-in form with
 // the session-expired message, logs in again, and finds the form as typed.
 // Needs GPUMARKET_WEB_E2E_URL (web/e2e/run.sh).
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { BASE, PASSWORD, gql, launchBrowser, shot, signUp, watchedPage } from './lib.mjs';
+import { BASE, PASSWORD, gql, browserForFile, shot, signUp, watchedPage } from './lib.mjs';
 import { checkA11y } from './portal-axe.mjs';
 
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  browser = await launchBrowser();
-});
-
-after(async () => {
-  await browser?.close();
-});
+const browser = browserForFile(null);
 
 test('an expired session returns to the log-in form and keeps the typed form', async () => {
   const t0 = Date.now();
@@ -26,7 +17,7 @@ test('an expired session returns to the log-in form and keeps the typed form', a
   const models = (await gql('{ gpuModels { name vramGib } }')).gpuModels;
   const model = models[0];
 
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  const context = await browser().newContext({ viewport: { width: 1100, height: 900 } });
   const { page, consoleErrors, requests } = await watchedPage(context);
   await page.goto(`${BASE}/portal`);
   await page.getByRole('tab', { name: 'Log in' }).click();

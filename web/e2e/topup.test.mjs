@@ -7,26 +7,16 @@
 // `payment_intent.succeeded` webhook to the gateway, which forwards it to
 // billing, which credits the ledger; the page polls until it shows the
 // credit. Needs GPUMARKET_WEB_E2E_URL and GPUMARKET_E2E_STRIPE_URL (run.sh).
-import { after, before, test } from 'node:test';
+import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { BASE, PASSWORD, gql, launchBrowser, shot, signUp, watchedPage } from './lib.mjs';
-import { axeFindings, checkA11y } from './portal-axe.mjs';
+import { BASE, PASSWORD, gql, browserForFile, shot, signUp, watchedPage } from './lib.mjs';
+import { checkA11y } from './portal-axe.mjs';
 
 const STRIPE_URL = process.env.GPUMARKET_E2E_STRIPE_URL;
 const STANDIN = new URL('./stripe-js-standin.js', import.meta.url);
 
-/** @type {import('playwright-core').Browser} */
-let browser;
-
-before(async () => {
-  browser = await launchBrowser();
-});
-
-after(async () => {
-  console.log(`axe findings (any impact) by top-up state: ${JSON.stringify(axeFindings, null, 2)}`);
-  await browser?.close();
-});
+const browser = browserForFile('top-up state');
 
 /** A decimal string as an exact count of 10^-9 (no floats). @param {string} s */
 function nanos(s) {
@@ -65,7 +55,7 @@ test('a renter tops up 25.00 by card and sees it credited', { skip: !STRIPE_URL 
   assert.match(terms.stripePublishableKey, /^pk_test_/, 'run.sh configures a publishable key');
   const before = await balance(renter.token);
 
-  const context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  const context = await browser().newContext({ viewport: { width: 1100, height: 900 } });
   const standin = readFileSync(STANDIN, 'utf8').replaceAll('__STRIPE_API_BASE__', stripeBase);
   /** @type {string[]} */
   const stripeJsRequests = [];
