@@ -3,6 +3,7 @@
 //! here, as `diesel print-schema` would; every query in the system tests runs
 //! against the migrated database, so a drift fails there).
 
+pub mod catalog_registrations;
 pub mod quota;
 
 pub mod catalog {
@@ -357,6 +358,7 @@ pub mod billing {
     diesel::allow_tables_to_appear_in_same_query!(accounts, transactions, entries);
 }
 
+pub mod billing_credits;
 pub mod billing_invoices;
 pub mod billing_payouts;
 pub mod billing_spend;

@@ -40,6 +40,8 @@ diesel::table! {
         idempotency_key -> Text,
         created_at -> Timestamptz,
         revoked_at -> Nullable<Timestamptz>,
+        last_used_at -> Nullable<Timestamptz>,
+        rotated_from -> Nullable<Uuid>,
     }
 }
 

@@ -12,6 +12,7 @@ mod expiry;
 mod faults;
 mod flow;
 mod harness;
+mod idempotency;
 mod invoices;
 mod lifecycle;
 mod market;

@@ -98,6 +98,46 @@ pub struct ApiKeyCreated {
     pub created_at: DateTime<Utc>,
 }
 
+/// Whose keys a listing, revocation or rotation acts as: the caller's
+/// tenant and user, and the scopes the caller holds (a key-authenticated
+/// caller may not touch a key that can do more than itself).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApiKeyCaller {
+    pub tenant_id: Uuid,
+    pub user_id: Uuid,
+    pub scopes: Vec<Scope>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ListApiKeysRequest {
+    pub caller: ApiKeyCaller,
+    pub include_revoked: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct RotateApiKeyRequest {
+    pub caller: ApiKeyCaller,
+    pub idempotency_key: String,
+}
+
+/// One API key as a listing shows it; never its secret.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ApiKeyInfo {
+    pub id: Uuid,
+    pub user_id: Uuid,
+    /// The email of the user the key acts as.
+    pub owner_email: String,
+    pub name: String,
+    pub prefix: String,
+    pub scopes: Vec<Scope>,
+    pub created_at: DateTime<Utc>,
+    /// To the minute: authentication records it at most once a minute.
+    pub last_used_at: Option<DateTime<Utc>>,
+    pub revoked_at: Option<DateTime<Utc>>,
+    /// The key this one replaced by a rotation.
+    pub rotated_from: Option<Uuid>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AuthenticateKeyRequest {
     pub secret: String,

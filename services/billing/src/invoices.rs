@@ -732,7 +732,8 @@ pub async fn mark_paid(db: &Db, settings: &Settings, id: Uuid) -> Result<api::In
 /// refund or SLA credit of `amount` (at most what is not credited yet),
 /// posted from the platform's fee revenue to the renter's balance (the
 /// platform bears refunds; the host keeps its earnings). The same
-/// idempotency key returns the same note.
+/// idempotency key with the same invoice, amount and reason returns the same
+/// note; with anything else it is a CONFLICT.
 fn credit_note_in(
     conn: &mut PgConnection,
     settings: &Settings,
@@ -762,7 +763,10 @@ fn credit_note_in(
         .first(conn)
         .optional()?;
     if let Some(note) = existing {
-        if note.invoice_id != req.invoice_id || note.amount != req.amount {
+        if note.invoice_id != req.invoice_id
+            || note.amount != req.amount
+            || note.reason != req.reason
+        {
             return Err(Error::Conflict(
                 "idempotencyKey: already used for another credit note".into(),
             ));

@@ -11,6 +11,7 @@ use platform::Db;
 use platform::consumer::HandlerError;
 use rust_decimal::{Decimal, RoundingStrategy};
 use schema::billing::{accounts, entries, transactions};
+use schema::billing_credits::credit_grants;
 use schema::billing_invoices::usage_details;
 use uuid::Uuid;
 
@@ -346,26 +347,74 @@ pub async fn grant_credit(
     }
     let currency = settings.currency.clone();
     db.tx(move |conn| {
-        let renter = ledger::account(
-            conn,
-            AccountKind::RenterBalance,
-            Some(req.tenant_id),
-            &currency,
-        )?;
-        let clearing = ledger::account(conn, AccountKind::PaymentClearing, None, &currency)?;
-        let id = format!("credit:{}:{}", req.tenant_id, req.idempotency_key);
-        ledger::post(
-            conn,
-            &Posting {
-                id: &id,
-                kind: "credit",
-                tenant_id: Some(req.tenant_id),
-                instance_id: None,
-                fee_rate: None,
-                description: &req.reason,
-                legs: &[(clearing, -req.amount), (renter, req.amount)],
-            },
-        )?;
+        // The key names one grant: a replay with the same tenant, amount and
+        // reason answers again, anything else is a CONFLICT.
+        let same_grant = |conn: &mut PgConnection| -> Result<(), Error> {
+            let first: Option<(Uuid, Decimal, String)> = credit_grants::table
+                .find(&req.idempotency_key)
+                .select((
+                    credit_grants::tenant_id,
+                    credit_grants::amount,
+                    credit_grants::reason,
+                ))
+                .first(conn)
+                .optional()?;
+            match first {
+                Some((tenant, amount, reason))
+                    if tenant == req.tenant_id && amount == req.amount && reason == req.reason =>
+                {
+                    Ok(())
+                }
+                _ => Err(Error::Conflict(
+                    "idempotencyKey: already used for another credit grant".into(),
+                )),
+            }
+        };
+        let granted_before: i64 = credit_grants::table
+            .filter(credit_grants::idempotency_key.eq(&req.idempotency_key))
+            .count()
+            .get_result(conn)?;
+        if granted_before > 0 {
+            same_grant(conn)?;
+        } else {
+            let renter = ledger::account(
+                conn,
+                AccountKind::RenterBalance,
+                Some(req.tenant_id),
+                &currency,
+            )?;
+            let clearing = ledger::account(conn, AccountKind::PaymentClearing, None, &currency)?;
+            let id = format!("credit:{}:{}", req.tenant_id, req.idempotency_key);
+            let posted = ledger::post(
+                conn,
+                &Posting {
+                    id: &id,
+                    kind: "credit",
+                    tenant_id: Some(req.tenant_id),
+                    instance_id: None,
+                    fee_rate: None,
+                    description: &req.reason,
+                    legs: &[(clearing, -req.amount), (renter, req.amount)],
+                },
+            )?;
+            let recorded = posted
+                && diesel::insert_into(credit_grants::table)
+                    .values((
+                        credit_grants::idempotency_key.eq(&req.idempotency_key),
+                        credit_grants::tenant_id.eq(req.tenant_id),
+                        credit_grants::amount.eq(req.amount),
+                        credit_grants::reason.eq(&req.reason),
+                        credit_grants::transaction_id.eq(&id),
+                    ))
+                    .on_conflict_do_nothing()
+                    .execute(conn)?
+                    == 1;
+            if !recorded {
+                // A concurrent grant with this key committed first: compare
+                // with it (an error rolls back this one's posting).
+                same_grant(conn)?;
+            }
+        }
         crate::invoices::pay_open_invoices(conn, req.tenant_id, &currency)?;
         Ok(api::Balance {
             tenant_id: req.tenant_id,

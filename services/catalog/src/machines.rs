@@ -13,6 +13,7 @@ use platform::Db;
 use rand::RngCore;
 use rust_decimal::Decimal;
 use schema::catalog::machines;
+use schema::catalog_registrations::machine_registrations;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
@@ -235,9 +236,24 @@ fn validate(req: &RegisterMachineRequest) -> Result<Option<i32>, Error> {
     Ok(cuda)
 }
 
+/// The registration request without its idempotency key, hashed: what a
+/// replay must repeat. The request is hashed as sent, so that a machine
+/// changed since (prices, listing, agent reports) still replays.
+fn request_sha256(req: &RegisterMachineRequest) -> Result<String, Error> {
+    let body = RegisterMachineRequest {
+        idempotency_key: String::new(),
+        ..req.clone()
+    };
+    let json = serde_json::to_vec(&body)
+        .map_err(|e| Error::Validation(format!("request: cannot be encoded: {e}")))?;
+    Ok(hex::encode(Sha256::digest(&json)))
+}
+
 /// Registers a machine (unlisted, unpriced) and returns its agent token once.
 /// `grant` gives the token broker credentials before the row commits, so a
-/// registered machine's agent can always connect.
+/// registered machine's agent can always connect. The same idempotency key
+/// with the same request returns the machine without a token; with another
+/// request it is a CONFLICT.
 pub async fn register_machine(
     db: &Db,
     market: &Market,
@@ -245,8 +261,13 @@ pub async fn register_machine(
     grant: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
 ) -> Result<MachineRegistered, Error> {
     let cuda = validate(&req)?;
+    let request_hash = request_sha256(&req)?;
     let market_for_lookup = market.clone();
-    let (host, key) = (req.host_tenant_id, req.idempotency_key.clone());
+    let (host, key, hash) = (
+        req.host_tenant_id,
+        req.idempotency_key.clone(),
+        request_hash.clone(),
+    );
     let existing = db
         .run(move |conn| {
             let id: Option<Uuid> = machines::table
@@ -255,10 +276,22 @@ pub async fn register_machine(
                 .select(machines::id)
                 .first(conn)
                 .optional()?;
-            match id {
-                Some(id) => Ok(load_machines(conn, &market_for_lookup, host, Some(id))?.pop()),
-                None => Ok::<_, Error>(None),
+            let Some(id) = id else {
+                return Ok::<_, Error>(None);
+            };
+            // Machines registered before requests were recorded have no
+            // hash: their replays are answered as before.
+            let first: Option<String> = machine_registrations::table
+                .find(id)
+                .select(machine_registrations::request_sha256)
+                .first(conn)
+                .optional()?;
+            if first.is_some_and(|first| first != hash) {
+                return Err(Error::Conflict(
+                    "idempotencyKey: already used to register another machine".into(),
+                ));
             }
+            Ok(load_machines(conn, &market_for_lookup, host, Some(id))?.pop())
         })
         .await?;
     if let Some(machine) = existing {
@@ -309,6 +342,12 @@ pub async fn register_machine(
                     agent_token_sha256: &token_hash,
                     idempotency_key: &req.idempotency_key,
                 })
+                .execute(conn)?;
+            diesel::insert_into(machine_registrations::table)
+                .values((
+                    machine_registrations::machine_id.eq(id),
+                    machine_registrations::request_sha256.eq(&request_hash),
+                ))
                 .execute(conn)?;
             load_machines(conn, &market, req.host_tenant_id, Some(id))?
                 .pop()

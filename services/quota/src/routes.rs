@@ -1,7 +1,8 @@
 use actix_web::{HttpResponse, web};
 use contracts::api::{
-    AuthenticateKeyRequest, CreateApiKeyRequest, CreateTeamRequest, LoginRequest,
-    ReserveQuotaRequest, SetTeamQuotaRequest, SetTenantQuotaRequest, SignUpRequest,
+    ApiKeyCaller, AuthenticateKeyRequest, CreateApiKeyRequest, CreateTeamRequest,
+    ListApiKeysRequest, LoginRequest, ReserveQuotaRequest, RotateApiKeyRequest,
+    SetTeamQuotaRequest, SetTenantQuotaRequest, SignUpRequest,
 };
 use platform::Db;
 use platform::internal::ServiceCaller;
@@ -22,6 +23,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/login", web::post().to(login))
             .route("/api-keys", web::post().to(create_api_key))
             .route("/api-keys/authenticate", web::post().to(authenticate))
+            .route("/api-keys/list", web::post().to(list_api_keys))
+            .route("/api-keys/{id}/revoke", web::post().to(revoke_api_key))
+            .route("/api-keys/{id}/rotate", web::post().to(rotate_api_key))
             .route("/reservations", web::post().to(reserve))
             .route(
                 "/quota-pressure",
@@ -67,6 +71,34 @@ async fn create_api_key(
     body: web::Json<CreateApiKeyRequest>,
 ) -> Reply {
     Ok(HttpResponse::Created().json(api_keys::create_api_key(&db, body.into_inner()).await?))
+}
+
+async fn list_api_keys(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    body: web::Json<ListApiKeysRequest>,
+) -> Reply {
+    Ok(HttpResponse::Ok().json(api_keys::list(&db, body.into_inner()).await?))
+}
+
+async fn revoke_api_key(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<Uuid>,
+    body: web::Json<ApiKeyCaller>,
+) -> Reply {
+    let key = api_keys::revoke(&db, path.into_inner(), body.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(key))
+}
+
+async fn rotate_api_key(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<Uuid>,
+    body: web::Json<RotateApiKeyRequest>,
+) -> Reply {
+    let key = api_keys::rotate(&db, path.into_inner(), body.into_inner()).await?;
+    Ok(HttpResponse::Created().json(key))
 }
 
 async fn authenticate(

@@ -202,12 +202,19 @@ pub async fn create(
             .first(conn)
             .optional()?;
         if let Some(previous) = previous {
-            if previous.name != name {
+            // The quota as the team holds it now: a replay after a change to
+            // the tenant's quota lowered it (clamp_all) is a CONFLICT too,
+            // since the team no longer is what the request asked for.
+            let first = TeamQuota::from(previous);
+            if first.name != name
+                || first.limits != req.limits
+                || first.borrowing_limit != req.borrowing_limit
+            {
                 return Err(Error::Conflict(
                     "idempotencyKey: already used for another team".into(),
                 ));
             }
-            return with_usage(conn, previous.into(), now, &currency);
+            return with_usage(conn, first, now, &currency);
         }
         limits::check_within_tenant(&req.limits, &tenant)?;
         let taken: i64 = teams::table

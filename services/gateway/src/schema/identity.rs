@@ -76,18 +76,46 @@ pub struct CreateApiKeyInput {
     name: String,
     /// At most the scopes of the caller.
     scopes: Vec<Scope>,
-    /// Repeating a request with the same key returns the same API key.
+    /// Repeating the request with the same key returns the same API key
+    /// (without its secret); the same key with another name, scopes or user
+    /// is a CONFLICT.
     idempotency_key: String,
 }
 
+/// An API key; never its secret.
 #[derive(SimpleObject)]
 pub struct ApiKey {
     id: ID,
     name: String,
-    /// The start of the secret, to recognise a key by.
+    /// The start of the secret (`gpm_<prefix>_…`), to recognise a key by.
     prefix: String,
     scopes: Vec<Scope>,
+    /// The email of the user the key acts as.
+    owner_email: String,
     created_at: String,
+    /// The last request the key authenticated, to the minute (recorded at
+    /// most once a minute); null if never used.
+    last_used_at: Option<String>,
+    /// Null while the key works.
+    revoked_at: Option<String>,
+    /// The key this one replaced, when it was made by `rotateApiKey`.
+    rotated_from: Option<ID>,
+}
+
+impl From<api::ApiKeyInfo> for ApiKey {
+    fn from(key: api::ApiKeyInfo) -> Self {
+        Self {
+            id: key.id.into(),
+            name: key.name,
+            prefix: key.prefix,
+            scopes: key.scopes.into_iter().map(Into::into).collect(),
+            owner_email: key.owner_email,
+            created_at: instant(key.created_at),
+            last_used_at: key.last_used_at.map(instant),
+            revoked_at: key.revoked_at.map(instant),
+            rotated_from: key.rotated_from.map(Into::into),
+        }
+    }
 }
 
 #[derive(SimpleObject)]
@@ -95,6 +123,38 @@ pub struct CreateApiKeyPayload {
     api_key: ApiKey,
     /// Shown only once; null when the request was a replay.
     secret: Option<String>,
+}
+
+impl CreateApiKeyPayload {
+    /// A key just made for `principal`, who owns it.
+    fn new(
+        principal: &api::Principal,
+        created: api::ApiKeyCreated,
+        rotated_from: Option<uuid::Uuid>,
+    ) -> Self {
+        Self {
+            api_key: ApiKey {
+                id: created.id.into(),
+                name: created.name,
+                prefix: created.prefix,
+                scopes: created.scopes.into_iter().map(Into::into).collect(),
+                owner_email: principal.email.clone(),
+                created_at: instant(created.created_at),
+                last_used_at: None,
+                revoked_at: None,
+                rotated_from: rotated_from.map(Into::into),
+            },
+            secret: created.secret,
+        }
+    }
+}
+
+fn key_caller(principal: &api::Principal) -> api::ApiKeyCaller {
+    api::ApiKeyCaller {
+        tenant_id: principal.tenant_id,
+        user_id: principal.user_id,
+        scopes: principal.scopes.clone(),
+    }
 }
 
 /// A tenant's quota in every dimension, its usage, and its teams'.
@@ -162,6 +222,26 @@ impl IdentityQuery {
             .await?;
         Ok(quota.into())
     }
+
+    /// The API keys the caller may manage, newest first: every key of the
+    /// tenant for its owners and admins, the caller's own for other users.
+    /// Revoked keys only with `includeRevoked` (at most the newest 500).
+    async fn api_keys(
+        &self,
+        ctx: &Context<'_>,
+        #[graphql(default = false)] include_revoked: bool,
+    ) -> GqlResult<Vec<ApiKey>> {
+        let principal = auth::principal(ctx).await?;
+        let request = api::ListApiKeysRequest {
+            caller: key_caller(&principal),
+            include_revoked,
+        };
+        let keys: Vec<api::ApiKeyInfo> = clients::from_context(ctx)?
+            .quota
+            .post("/internal/api-keys/list", &request)
+            .await?;
+        Ok(keys.into_iter().map(Into::into).collect())
+    }
 }
 
 #[derive(Default)]
@@ -226,16 +306,48 @@ impl IdentityMutation {
             .quota
             .post("/internal/api-keys", &request)
             .await?;
-        Ok(CreateApiKeyPayload {
-            api_key: ApiKey {
-                id: created.id.into(),
-                name: created.name,
-                prefix: created.prefix,
-                scopes: created.scopes.into_iter().map(Into::into).collect(),
-                created_at: instant(created.created_at),
-            },
-            secret: created.secret,
-        })
+        Ok(CreateApiKeyPayload::new(&principal, created, None))
+    }
+
+    /// Revokes an API key: its next request is UNAUTHENTICATED. Any key the
+    /// caller may list (`apiKeys`); a key with a scope the caller does not
+    /// hold is FORBIDDEN, a key the caller cannot list NOT_FOUND. Revoking a
+    /// revoked key returns it unchanged.
+    async fn revoke_api_key(&self, ctx: &Context<'_>, id: ID) -> GqlResult<ApiKey> {
+        let principal = auth::principal(ctx).await?;
+        let id = validate::id("id", &id)?;
+        let key: api::ApiKeyInfo = clients::from_context(ctx)?
+            .quota
+            .post(
+                &format!("/internal/api-keys/{id}/revoke"),
+                &key_caller(&principal),
+            )
+            .await?;
+        Ok(key.into())
+    }
+
+    /// Replaces one of the caller's own keys by a new key with the same name
+    /// and scopes, and revokes the old one, at once. The new secret is shown
+    /// once; repeating the request with the same `idempotencyKey` returns the
+    /// same new key without it.
+    async fn rotate_api_key(
+        &self,
+        ctx: &Context<'_>,
+        id: ID,
+        idempotency_key: String,
+    ) -> GqlResult<CreateApiKeyPayload> {
+        let principal = auth::principal(ctx).await?;
+        let id = validate::id("id", &id)?;
+        validate::idempotency_key("idempotencyKey", &idempotency_key)?;
+        let request = api::RotateApiKeyRequest {
+            caller: key_caller(&principal),
+            idempotency_key,
+        };
+        let created: api::ApiKeyCreated = clients::from_context(ctx)?
+            .quota
+            .post(&format!("/internal/api-keys/{id}/rotate"), &request)
+            .await?;
+        Ok(CreateApiKeyPayload::new(&principal, created, Some(id)))
     }
 
     /// Operators only. Either `limits` (every dimension, replacing the

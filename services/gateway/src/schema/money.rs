@@ -203,7 +203,9 @@ pub struct MoneyMutation;
 
 #[Object]
 impl MoneyMutation {
-    /// Adds credit to a tenant's balance. Operators only.
+    /// Adds credit to a tenant's balance. Operators only. A tenant that does
+    /// not exist is NOT_FOUND. The same `idempotencyKey` with the same tenant,
+    /// amount and reason grants once; with anything else it is a CONFLICT.
     async fn grant_credit(
         &self,
         ctx: &Context<'_>,
@@ -217,7 +219,14 @@ impl MoneyMutation {
         validate::positive("amount", amount)?;
         validate::idempotency_key("idempotencyKey", &idempotency_key)?;
         validate::not_blank("reason", &reason)?;
-        let balance: api::Balance = clients::from_context(ctx)?
+        let clients = clients::from_context(ctx)?;
+        // Billing keeps balances for any id it is given; the tenants are
+        // quota's, which answers NOT_FOUND for one that does not exist.
+        let _: api::TenantQuota = clients
+            .quota
+            .get(&format!("/internal/tenants/{tenant_id}/quota"))
+            .await?;
+        let balance: api::Balance = clients
             .billing
             .post(
                 "/internal/credits",

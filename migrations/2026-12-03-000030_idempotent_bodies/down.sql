@@ -1,0 +1,2 @@
+DROP TABLE billing.credit_grants;
+DROP TABLE catalog.machine_registrations;

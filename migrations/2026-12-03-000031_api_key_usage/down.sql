@@ -1,0 +1,1 @@
+ALTER TABLE quota.api_keys DROP COLUMN rotated_from, DROP COLUMN last_used_at;
