@@ -51,6 +51,10 @@ type Documents = {
     "\n  fragment StatementFields on Statement {\n    id\n    number\n    status\n    periodStart\n    periodEnd\n    currency\n    seconds\n    gross\n    fee\n    net\n    downtimeCredits\n    earnings\n    adjustments\n    payouts\n    openingBalance\n    closingBalance\n    finalizedAt\n    lines {\n      machineId\n      gpuModel\n      meter\n      earlierPeriod\n      seconds\n      gross\n      fee\n      net\n      downtimeCredits\n      amount\n      postings\n    }\n  }\n": typeof types.StatementFieldsFragmentDoc,
     "\n  query HostStatement($id: ID!) {\n    statement(id: $id) {\n      ...StatementFields\n    }\n  }\n": typeof types.HostStatementDocument,
     "\n  query HostStatementPreview {\n    statementPreview {\n      ...StatementFields\n    }\n  }\n": typeof types.HostStatementPreviewDocument,
+    "\n  fragment ApiKeyFields on ApiKey {\n    id\n    name\n    prefix\n    scopes\n    ownerEmail\n    createdAt\n    lastUsedAt\n    revokedAt\n  }\n": typeof types.ApiKeyFieldsFragmentDoc,
+    "\n  query ApiKeysPage($includeRevoked: Boolean!) {\n    apiKeys(includeRevoked: $includeRevoked) {\n      ...ApiKeyFields\n    }\n    me {\n      email\n      scopes\n    }\n  }\n": typeof types.ApiKeysPageDocument,
+    "\n  mutation CreateApiKey($input: CreateApiKeyInput!) {\n    createApiKey(input: $input) {\n      apiKey {\n        ...ApiKeyFields\n      }\n      secret\n    }\n  }\n": typeof types.CreateApiKeyDocument,
+    "\n  mutation RevokeApiKey($id: ID!) {\n    revokeApiKey(id: $id) {\n      ...ApiKeyFields\n    }\n  }\n": typeof types.RevokeApiKeyDocument,
 };
 const documents: Documents = {
     "\n  mutation BillingLogIn($email: String!, $password: String!) {\n    login(email: $email, password: $password) {\n      token\n      me {\n        email\n        tenantRoles\n      }\n    }\n  }\n": types.BillingLogInDocument,
@@ -89,6 +93,10 @@ const documents: Documents = {
     "\n  fragment StatementFields on Statement {\n    id\n    number\n    status\n    periodStart\n    periodEnd\n    currency\n    seconds\n    gross\n    fee\n    net\n    downtimeCredits\n    earnings\n    adjustments\n    payouts\n    openingBalance\n    closingBalance\n    finalizedAt\n    lines {\n      machineId\n      gpuModel\n      meter\n      earlierPeriod\n      seconds\n      gross\n      fee\n      net\n      downtimeCredits\n      amount\n      postings\n    }\n  }\n": types.StatementFieldsFragmentDoc,
     "\n  query HostStatement($id: ID!) {\n    statement(id: $id) {\n      ...StatementFields\n    }\n  }\n": types.HostStatementDocument,
     "\n  query HostStatementPreview {\n    statementPreview {\n      ...StatementFields\n    }\n  }\n": types.HostStatementPreviewDocument,
+    "\n  fragment ApiKeyFields on ApiKey {\n    id\n    name\n    prefix\n    scopes\n    ownerEmail\n    createdAt\n    lastUsedAt\n    revokedAt\n  }\n": types.ApiKeyFieldsFragmentDoc,
+    "\n  query ApiKeysPage($includeRevoked: Boolean!) {\n    apiKeys(includeRevoked: $includeRevoked) {\n      ...ApiKeyFields\n    }\n    me {\n      email\n      scopes\n    }\n  }\n": types.ApiKeysPageDocument,
+    "\n  mutation CreateApiKey($input: CreateApiKeyInput!) {\n    createApiKey(input: $input) {\n      apiKey {\n        ...ApiKeyFields\n      }\n      secret\n    }\n  }\n": types.CreateApiKeyDocument,
+    "\n  mutation RevokeApiKey($id: ID!) {\n    revokeApiKey(id: $id) {\n      ...ApiKeyFields\n    }\n  }\n": types.RevokeApiKeyDocument,
 };
 
 /**
@@ -235,6 +243,22 @@ export function graphql(source: "\n  query HostStatement($id: ID!) {\n    statem
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  query HostStatementPreview {\n    statementPreview {\n      ...StatementFields\n    }\n  }\n"): typeof import('./graphql').HostStatementPreviewDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment ApiKeyFields on ApiKey {\n    id\n    name\n    prefix\n    scopes\n    ownerEmail\n    createdAt\n    lastUsedAt\n    revokedAt\n  }\n"): typeof import('./graphql').ApiKeyFieldsFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query ApiKeysPage($includeRevoked: Boolean!) {\n    apiKeys(includeRevoked: $includeRevoked) {\n      ...ApiKeyFields\n    }\n    me {\n      email\n      scopes\n    }\n  }\n"): typeof import('./graphql').ApiKeysPageDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation CreateApiKey($input: CreateApiKeyInput!) {\n    createApiKey(input: $input) {\n      apiKey {\n        ...ApiKeyFields\n      }\n      secret\n    }\n  }\n"): typeof import('./graphql').CreateApiKeyDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RevokeApiKey($id: ID!) {\n    revokeApiKey(id: $id) {\n      ...ApiKeyFields\n    }\n  }\n"): typeof import('./graphql').RevokeApiKeyDocument;
 
 
 export function graphql(source: string) {

@@ -4,6 +4,18 @@ type Exact<T extends { [key: string]: unknown }> = { [K in keyof T]: T[K] };
 /** Internal type. DO NOT USE DIRECTLY. */
 export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' | '__typename' ? T[P] : never };
 import type { DocumentTypeDecoration } from '@graphql-typed-document-node/core';
+export type CreateApiKeyInput = {
+  /**
+   * Repeating the request with the same key returns the same API key
+   * (without its secret); the same key with another name, scopes or user
+   * is a CONFLICT.
+   */
+  idempotencyKey: string;
+  name: string;
+  /** At most the scopes of the caller. */
+  scopes: Array<Scope>;
+};
+
 /** Why a tenant is on the out-of-credit list. */
 export type CreditRiskReason =
   /**
@@ -53,6 +65,13 @@ export type RegisterMachineInput = {
   /** Per GPU; the catalog's figure for the model when left out. */
   vramGib?: number | null | undefined;
 };
+
+export type Scope =
+  | 'ADMIN'
+  | 'BILLING'
+  | 'HOST'
+  | 'READ'
+  | 'RENT';
 
 export type SignUpInput = {
   email: string;
@@ -283,6 +302,29 @@ export type HostStatementPreviewQueryVariables = Exact<{ [key: string]: never; }
 
 export type HostStatementPreviewQuery = { statementPreview: { id: string | null, number: number | null, status: string, periodStart: string, periodEnd: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAt: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> } };
 
+export type ApiKeyFieldsFragment = { id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAt: string, lastUsedAt: string | null, revokedAt: string | null };
+
+export type ApiKeysPageQueryVariables = Exact<{
+  includeRevoked: boolean;
+}>;
+
+
+export type ApiKeysPageQuery = { apiKeys: Array<{ id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAt: string, lastUsedAt: string | null, revokedAt: string | null }>, me: { email: string, scopes: Array<Scope> } };
+
+export type CreateApiKeyMutationVariables = Exact<{
+  input: CreateApiKeyInput;
+}>;
+
+
+export type CreateApiKeyMutation = { createApiKey: { secret: string | null, apiKey: { id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAt: string, lastUsedAt: string | null, revokedAt: string | null } } };
+
+export type RevokeApiKeyMutationVariables = Exact<{
+  id: string | number;
+}>;
+
+
+export type RevokeApiKeyMutation = { revokeApiKey: { id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAt: string, lastUsedAt: string | null, revokedAt: string | null } };
+
 export class TypedDocumentString<TResult, TVariables>
   extends String
   implements DocumentTypeDecoration<TResult, TVariables>
@@ -381,6 +423,18 @@ export const StatementFieldsFragmentDoc = new TypedDocumentString(`
   }
 }
     `, {"fragmentName":"StatementFields"}) as unknown as TypedDocumentString<StatementFieldsFragment, unknown>;
+export const ApiKeyFieldsFragmentDoc = new TypedDocumentString(`
+    fragment ApiKeyFields on ApiKey {
+  id
+  name
+  prefix
+  scopes
+  ownerEmail
+  createdAt
+  lastUsedAt
+  revokedAt
+}
+    `, {"fragmentName":"ApiKeyFields"}) as unknown as TypedDocumentString<ApiKeyFieldsFragment, unknown>;
 export const BillingLogInDocument = new TypedDocumentString(`
     mutation BillingLogIn($email: String!, $password: String!) {
   login(email: $email, password: $password) {
@@ -993,3 +1047,58 @@ export const HostStatementPreviewDocument = new TypedDocumentString(`
     postings
   }
 }`) as unknown as TypedDocumentString<HostStatementPreviewQuery, HostStatementPreviewQueryVariables>;
+export const ApiKeysPageDocument = new TypedDocumentString(`
+    query ApiKeysPage($includeRevoked: Boolean!) {
+  apiKeys(includeRevoked: $includeRevoked) {
+    ...ApiKeyFields
+  }
+  me {
+    email
+    scopes
+  }
+}
+    fragment ApiKeyFields on ApiKey {
+  id
+  name
+  prefix
+  scopes
+  ownerEmail
+  createdAt
+  lastUsedAt
+  revokedAt
+}`) as unknown as TypedDocumentString<ApiKeysPageQuery, ApiKeysPageQueryVariables>;
+export const CreateApiKeyDocument = new TypedDocumentString(`
+    mutation CreateApiKey($input: CreateApiKeyInput!) {
+  createApiKey(input: $input) {
+    apiKey {
+      ...ApiKeyFields
+    }
+    secret
+  }
+}
+    fragment ApiKeyFields on ApiKey {
+  id
+  name
+  prefix
+  scopes
+  ownerEmail
+  createdAt
+  lastUsedAt
+  revokedAt
+}`) as unknown as TypedDocumentString<CreateApiKeyMutation, CreateApiKeyMutationVariables>;
+export const RevokeApiKeyDocument = new TypedDocumentString(`
+    mutation RevokeApiKey($id: ID!) {
+  revokeApiKey(id: $id) {
+    ...ApiKeyFields
+  }
+}
+    fragment ApiKeyFields on ApiKey {
+  id
+  name
+  prefix
+  scopes
+  ownerEmail
+  createdAt
+  lastUsedAt
+  revokedAt
+}`) as unknown as TypedDocumentString<RevokeApiKeyMutation, RevokeApiKeyMutationVariables>;

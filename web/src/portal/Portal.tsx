@@ -4,6 +4,7 @@ import { useSession } from '../session';
 import type { MachineFieldsFragment } from '../gql/graphql';
 import { HostEarningsOverview, MyHostProfile, MyMachines as MyMachinesQuery, PlatformFeeRate } from '../operations';
 import { ErrorBox, Layout, SignedIn } from '../ui';
+import { ApiKeys } from './ApiKeys';
 import { Auth } from './Auth';
 import { Earnings, earningsWindow, type Overview } from './Earnings';
 import { HostProfileCard } from './HostProfileForm';
@@ -18,12 +19,19 @@ const POLL_MS = 5000;
 /** How often the earnings (and so the fee rate) are refreshed. */
 const EARNINGS_POLL_MS = 30_000;
 
-/** The portal's two pages, each at its own path so a reload stays on it. */
-type View = 'machines' | 'profile';
-const PATHS: Record<View, string> = { machines: '/portal', profile: '/portal/profile' };
+/** The portal's pages, each at its own path so a reload stays on it. */
+type View = 'machines' | 'profile' | 'api-keys';
+const PATHS: Record<View, string> = {
+  machines: '/portal',
+  profile: '/portal/profile',
+  'api-keys': '/portal/api-keys',
+};
 
 function viewOfPath(): View {
-  return window.location.pathname.replace(/\/+$/, '') === PATHS.profile ? 'profile' : 'machines';
+  const path = window.location.pathname.replace(/\/+$/, '');
+  if (path === PATHS.profile) return 'profile';
+  if (path === PATHS['api-keys']) return 'api-keys';
+  return 'machines';
 }
 
 function useView(): [View, (view: View) => void] {
@@ -59,6 +67,7 @@ function PortalNav({ view, onGo }: { view: View; onGo: (view: View) => void }) {
     <nav aria-label="Host portal pages" className="subnav">
       {link('machines', 'Machines and earnings')}
       {link('profile', 'Profile and payouts')}
+      {link('api-keys', 'API keys')}
     </nav>
   );
 }
@@ -68,7 +77,7 @@ export function Portal() {
   return (
     <Layout title="Host portal" actions={token && <SignedIn email={email} onLogOut={logOut} />}>
       {token ? (
-        <HostHome email={email} />
+        <SignedInHome email={email} />
       ) : (
         <Auth onAuth={onAuth} expired={expired} expiredEmail={expiredEmail} />
       )}
@@ -76,8 +85,22 @@ export function Portal() {
   );
 }
 
-function HostHome({ email }: { email: string | null }) {
+function SignedInHome({ email }: { email: string | null }) {
   const [view, go] = useView();
+  // API keys are every user's, host or not: that page loads none of the
+  // host's data.
+  if (view === 'api-keys') {
+    return (
+      <>
+        <PortalNav view={view} onGo={go} />
+        <ApiKeys />
+      </>
+    );
+  }
+  return <HostHome email={email} view={view} go={go} />;
+}
+
+function HostHome({ email, view, go }: { email: string | null; view: View; go: (view: View) => void }) {
   const [machines, setMachines] = useState<MachineFieldsFragment[] | null>(null);
   const [error, setError] = useState<unknown>(null);
   const [issued, setIssued] = useState<Issued | null>(null);
