@@ -228,3 +228,65 @@ async fn only_the_instances_tenant_may_subscribe() {
     stack.stop().await;
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subscription_made_with_a_revoked_api_key_streams_nothing_more() {
+    let env = TestEnv::new().await;
+    let stack = env.start(Parts::ALL).await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = harness::sign_up(&api, &["HOST"]).await;
+    let offer = harness::listed_machine(&host, "RTX 4090", 2, "0.40").await;
+    env.heartbeat_all();
+    let (renter, tenant, _) = sign_up_with_token(&api, &["RENTER"]).await;
+    let operator = env.operator(&api).await;
+    grant(&operator, &tenant, "100").await;
+    let created = renter
+        .run(
+            "mutation { createApiKey(input: {name: \"events\", scopes: [READ], idempotencyKey: \"events\"}) { secret apiKey { id } } }",
+            json!({}),
+        )
+        .await
+        .expect("createApiKey")["createApiKey"]
+        .clone();
+    let secret = created["secret"].as_str().expect("secret").to_owned();
+    let key_id = created["apiKey"]["id"].as_str().expect("id").to_owned();
+    let instance = order(&renter, &offer, 1, "sub-key").await.expect("order");
+    let id = instance["id"].as_str().expect("id").to_owned();
+
+    // The key streams while it is valid.
+    let mut events = EventStream::open(&stack.gateway_url, Some(&secret), &id).await;
+    until_provisioned(&mut events).await;
+
+    // Revoked: the next event is not sent; the subscription completes.
+    renter
+        .run(
+            "mutation($id: ID!) { revokeApiKey(id: $id) { revokedAt } }",
+            json!({ "id": key_id }),
+        )
+        .await
+        .expect("revokeApiKey");
+    renter
+        .run(
+            "mutation($id: ID!) { stopInstance(id: $id) { id } }",
+            json!({ "id": id }),
+        )
+        .await
+        .expect("stop");
+    loop {
+        match events.frame(LIMIT).await {
+            Frame::Next(payload) => {
+                let event = &payload["data"]["instanceEvents"];
+                // Provisioning's last events may still be on their way;
+                // nothing of the stop may arrive.
+                assert!(
+                    event["kind"] == "provisioning_step" || to_state(event) == Some("running"),
+                    "an event after the revocation: {payload}"
+                );
+            }
+            Frame::Complete | Frame::Closed(..) => break,
+            Frame::Error(payload) => panic!("{payload}"),
+        }
+    }
+    drop(stack);
+    env.cleanup().await;
+}

@@ -213,6 +213,35 @@ impl RequestAuth {
     }
 }
 
+/// The request's API key, checked again while a subscription streams, so
+/// that a key revoked meanwhile receives nothing more.
+pub struct KeyRecheck {
+    clients: Clients,
+    secret: String,
+}
+
+impl KeyRecheck {
+    /// The request's API key, if it was made with one (a JWT is not
+    /// revocable and is checked once).
+    pub fn of(ctx: &Context<'_>) -> Option<Self> {
+        let Credential::ApiKey(secret) = &ctx.data_opt::<RequestAuth>()?.credential else {
+            return None;
+        };
+        let clients = crate::clients::from_context(ctx).ok()?.clone();
+        Some(Self {
+            clients,
+            secret: secret.clone(),
+        })
+    }
+
+    /// Whether quota still accepts the key, asked anew (no cache). Fails
+    /// closed: when quota cannot answer, the subscription ends and the
+    /// client subscribes again.
+    pub async fn still_valid(&self) -> bool {
+        authenticate_key(&self.clients, &self.secret).await.is_ok()
+    }
+}
+
 async fn authenticate_key(clients: &Clients, secret: &str) -> Result<Principal, GatewayError> {
     let request = AuthenticateKeyRequest {
         secret: secret.to_owned(),

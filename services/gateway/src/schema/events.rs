@@ -322,13 +322,25 @@ async fn instance_events(
             .into_iter()
             .filter_map(|e| streamed.admit(Live::Instance(Box::new(e))))
             .collect();
-        let live =
-            futures_util::stream::unfold((rx, streamed), |(mut rx, mut streamed)| async move {
+        // A subscription made with an API key ends at the first event after
+        // the key is revoked (docs/security.md, "API keys").
+        let recheck = auth::KeyRecheck::of(ctx).map(Arc::new);
+        let live = futures_util::stream::unfold(
+            (rx, streamed, recheck),
+            |(mut rx, mut streamed, recheck)| async move {
                 loop {
                     match rx.recv().await {
                         Ok(live) => {
                             if let Some(event) = streamed.admit(live) {
-                                return Some((event, (rx, streamed)));
+                                if let Some(key) = &recheck
+                                    && !key.still_valid().await
+                                {
+                                    tracing::info!(
+                                        "instanceEvents subscriber's API key is no longer valid; completing it"
+                                    );
+                                    return None;
+                                }
+                                return Some((event, (rx, streamed, recheck)));
                             }
                         }
                         Err(broadcast::error::RecvError::Lagged(missed)) => {
@@ -341,7 +353,8 @@ async fn instance_events(
                         Err(broadcast::error::RecvError::Closed) => return None,
                     }
                 }
-            });
+            },
+        );
         Ok(futures_util::stream::iter(replay).chain(live).boxed())
     }
 }
