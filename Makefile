@@ -30,8 +30,9 @@ web:
 	cd web && npm ci --no-audit --no-fund && npm run codegen:check && npm run typecheck && npm run build
 
 ## make web-test: the browser tests against a fresh `gpumarket dev` stack (docs/testing.md).
-web-test: web
-	@command -v chromium >/dev/null 2>&1 || { echo "web-test needs Chromium: apt-get install -y chromium"; exit 1; }
+## `services` installs Chromium, Node.js and npm on Debian/Ubuntu (deploy/local/ensure-services.sh).
+web-test: services web
+	@command -v chromium >/dev/null 2>&1 || { echo "web-test needs Chromium, which deploy/local/ensure-services.sh installs on Debian/Ubuntu; elsewhere install it and run again"; exit 1; }
 	bash web/e2e/run.sh
 
 ## make security: the security suite alone (docs/security.md); `make test` runs it too.

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure what `make run` and `make test` need is up: PostgreSQL on
 # 127.0.0.1:5432 (trust auth for local connections), RabbitMQ on 5672 with the
-# management plugin (tests create a vhost each), and libpq for diesel.
+# management plugin (tests create a vhost each), libpq for diesel, and the
+# browser tests' Chromium, Node.js and npm.
 # Starts local servers from installed packages; on Debian/Ubuntu installs
 # missing packages first; elsewhere says what to install.
 set -euo pipefail
@@ -73,3 +74,35 @@ if ! port_open 15672; then
 fi
 have curl && wait_for "rabbitmq management API" 30 curl -sf -u guest:guest http://127.0.0.1:15672/api/overview
 say "postgresql and rabbitmq are up"
+
+# --- The browser tests' tools: Chromium, Node.js and npm (make web, make web-test) ---
+# `make test` ends with the web front end's build and its browser tests in
+# Debian's Chromium (test tools cannot download a browser here), so the
+# README's two commands install them like the servers above. Without apt-get
+# this only says what is missing: `make run` does not need them.
+browser_missing=()
+have chromium || browser_missing+=(chromium)
+have node || browser_missing+=(nodejs)
+if [ "${#browser_missing[@]}" -gt 0 ]; then
+  if have apt-get; then
+    say "installing ${browser_missing[*]} (the web build and browser tests)"
+    apt_install "${browser_missing[@]}"
+  else
+    say "missing ${browser_missing[*]}: make web-test needs Chromium and Node.js 20+ with npm"
+  fi
+fi
+# Debian's nodejs package may come without npm (NodeSource's includes it).
+if have node && ! have npm; then
+  if have apt-get; then
+    say "installing npm"
+    apt_install npm
+  else
+    say "missing npm: make web needs it"
+  fi
+fi
+if have node; then
+  node_major=$(node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 0)
+  if [ "$node_major" -lt 20 ]; then
+    say "Node.js $(node --version) is older than web/package.json's >=20: make web may fail (install Node.js 20+, e.g. Debian 13's nodejs)"
+  fi
+fi
