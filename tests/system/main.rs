@@ -17,6 +17,7 @@ mod invoices;
 mod lifecycle;
 mod market;
 mod meters;
+mod money_bounds;
 mod observability;
 mod operator;
 mod payouts;

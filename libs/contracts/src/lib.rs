@@ -3,6 +3,7 @@
 //! error codes the public API reports.
 
 pub mod api;
+pub mod bounds;
 pub mod envelope;
 pub mod error_code;
 pub mod events;

@@ -20,8 +20,9 @@ use uuid::Uuid;
 use crate::market::{Market, VERIFIED_SQL, cuda_code, cuda_version};
 use crate::{Error, gpu_models};
 
-/// Most a GPU-hour may be listed at; a guard against a typo of a few zeros.
-const MAX_PRICE_PER_GPU_HOUR: i64 = 1000;
+/// Most a GPU-hour (or a GB-month, or a TB) may be listed at; a guard against a
+/// typo of a few zeros. The gateway checks the same bound first.
+const MAX_PRICE_PER_GPU_HOUR: i64 = contracts::bounds::GPU_HOUR_PRICE.max_units;
 
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = machines)]

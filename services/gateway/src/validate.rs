@@ -45,6 +45,9 @@ pub fn at_least(field: &'static str, value: i32, min: i32) -> Result<(), Gateway
     Ok(())
 }
 
+// Money inputs use `money` (their bounds include the sign); these stay for
+// decimals that are not money.
+#[allow(dead_code)]
 pub fn non_negative(field: &'static str, value: Decimal) -> Result<(), GatewayError> {
     if value < Decimal::ZERO {
         return Err(GatewayError::validation(field, "must not be negative"));
@@ -52,11 +55,36 @@ pub fn non_negative(field: &'static str, value: Decimal) -> Result<(), GatewayEr
     Ok(())
 }
 
+#[allow(dead_code)]
 pub fn positive(field: &'static str, value: Decimal) -> Result<(), GatewayError> {
     if value <= Decimal::ZERO {
         return Err(GatewayError::validation(field, "must be greater than 0"));
     }
     Ok(())
+}
+
+/// A money amount within its documented bounds (contracts::bounds): the
+/// minimum, the maximum and at most 9 decimal places. Without this an amount
+/// past the ledger's `NUMERIC(24,9)` failed in the service as INTERNAL
+/// ("numeric field overflow") and extra places were rounded silently.
+pub fn money(
+    field: &'static str,
+    value: Decimal,
+    bound: contracts::bounds::MoneyBound,
+) -> Result<Decimal, GatewayError> {
+    contracts::bounds::check(value, bound).map_err(|e| GatewayError::validation(field, e.0))
+}
+
+/// [`money`] for an optional amount.
+pub fn money_opt(
+    field: &'static str,
+    value: Option<Decimal>,
+    bound: contracts::bounds::MoneyBound,
+) -> Result<(), GatewayError> {
+    value
+        .map(|v| money(field, v, bound))
+        .transpose()
+        .map(|_| ())
 }
 
 #[cfg(test)]
@@ -103,5 +131,29 @@ mod tests {
             "price"
         );
         assert_eq!(field_of(positive("amount", Decimal::ZERO)), "amount");
+    }
+
+    #[test]
+    fn money_names_the_field_and_the_bound() {
+        use contracts::bounds::GPU_HOUR_PRICE;
+        assert!(money("maxPricePerGpuHour", Decimal::new(249, 2), GPU_HOUR_PRICE).is_ok());
+        let err = money(
+            "maxPricePerGpuHour",
+            Decimal::from(1_000_000_000_000_000i64),
+            GPU_HOUR_PRICE,
+        )
+        .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "maxPricePerGpuHour: must be at most 1000 with at most 9 decimal places"
+        );
+        assert_eq!(
+            field_of(money_opt(
+                "bidPerGpuHour",
+                Some(Decimal::new(1, 10)),
+                GPU_HOUR_PRICE
+            )),
+            "bidPerGpuHour"
+        );
     }
 }

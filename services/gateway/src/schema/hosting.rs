@@ -372,7 +372,31 @@ impl HostingMutation {
     ) -> GqlResult<Machine> {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let machine_id = validate::id("machineId", &machine_id)?;
-        validate::non_negative("pricePerGpuHour", price_per_gpu_hour)?;
+        validate::money(
+            "pricePerGpuHour",
+            price_per_gpu_hour,
+            contracts::bounds::GPU_HOUR_PRICE,
+        )?;
+        validate::money_opt(
+            "minBidPerGpuHour",
+            min_bid_per_gpu_hour,
+            contracts::bounds::GPU_HOUR_PRICE,
+        )?;
+        validate::money_opt(
+            "storagePricePerGbMonth",
+            storage_price_per_gb_month,
+            contracts::bounds::STORAGE_PRICE,
+        )?;
+        validate::money_opt(
+            "bandwidthUpPricePerTb",
+            bandwidth_up_price_per_tb,
+            contracts::bounds::BANDWIDTH_PRICE,
+        )?;
+        validate::money_opt(
+            "bandwidthDownPricePerTb",
+            bandwidth_down_price_per_tb,
+            contracts::bounds::BANDWIDTH_PRICE,
+        )?;
         let list_until = list_until
             .map(|s| {
                 chrono::DateTime::parse_from_rfc3339(&s)

@@ -327,7 +327,7 @@ impl InvoicesMutation {
     ) -> GqlResult<CreditNote> {
         auth::authorize(ctx, Access::Operator).await?;
         let invoice_id = validate::id("invoiceId", &invoice_id)?;
-        validate::positive("amount", amount)?;
+        validate::money("amount", amount, contracts::bounds::CREDIT)?;
         validate::not_blank("reason", &reason)?;
         validate::idempotency_key("idempotencyKey", &idempotency_key)?;
         let note: api::CreditNote = clients::from_context(ctx)?

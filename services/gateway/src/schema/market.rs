@@ -353,7 +353,11 @@ impl MarketQuery {
             (filter, None) => filter.unwrap_or_default().into_search(),
         };
         if let Some(price) = search.max_price_per_gpu_hour {
-            validate::non_negative("maxPricePerGpuHour", price)?;
+            validate::money(
+                "maxPricePerGpuHour",
+                price,
+                contracts::bounds::GPU_HOUR_PRICE,
+            )?;
         }
         if let Some(sort) = sort {
             search.sort = Some(sort.into());

@@ -8,6 +8,7 @@ mod identity;
 mod invoices;
 mod market;
 mod money;
+mod numbers;
 mod operator;
 pub mod payouts;
 pub mod platform;
@@ -96,6 +97,8 @@ pub(crate) fn refused(request: &Request) -> Option<Response> {
         // No stored text can hold NUL (Postgres refuses it), so it would
         // fail deep in a service as an internal error.
         "text inputs may not contain the NUL character".to_owned()
+    } else if let Some(message) = numbers::inexact(request) {
+        message
     } else {
         match expanded_fields(&request.query) {
             Some(fields) if fields > MAX_EXPANDED_FIELDS => format!(

@@ -216,7 +216,7 @@ impl MoneyMutation {
     ) -> GqlResult<Money> {
         auth::authorize(ctx, Access::Operator).await?;
         let tenant_id = validate::id("tenantId", &tenant_id)?;
-        validate::positive("amount", amount)?;
+        validate::money("amount", amount, contracts::bounds::CREDIT)?;
         validate::idempotency_key("idempotencyKey", &idempotency_key)?;
         validate::not_blank("reason", &reason)?;
         let clients = clients::from_context(ctx)?;
@@ -252,7 +252,7 @@ impl MoneyMutation {
         idempotency_key: Option<String>,
     ) -> GqlResult<TopUp> {
         let principal = authorize_top_up(ctx).await?;
-        validate::positive("amount", amount)?;
+        validate::money("amount", amount, contracts::bounds::TOP_UP)?;
         if let Some(key) = &idempotency_key {
             validate::idempotency_key("idempotencyKey", key)?;
         }

@@ -160,7 +160,8 @@ impl QuotaLimitsInput {
             validate::at_least(field, value, 0)?;
         }
         if let Some(budget) = self.monthly_budget {
-            validate::non_negative(field, budget)?;
+            contracts::bounds::check(budget, contracts::bounds::MONTHLY_BUDGET)
+                .map_err(|e| GatewayError::validation(field, format!("monthlyBudget {}", e.0)))?;
         }
         Ok(api::QuotaLimits {
             max_gpus: self.max_gpus,

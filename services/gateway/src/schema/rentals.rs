@@ -230,11 +230,15 @@ impl RentalsMutation {
             validate::at_least("diskGib", disk, 1)?;
         }
         if let Some(bid) = input.bid_per_gpu_hour {
-            validate::positive("bidPerGpuHour", bid)?;
+            validate::money("bidPerGpuHour", bid, contracts::bounds::GPU_HOUR_BID)?;
         }
         validate::idempotency_key("idempotencyKey", &input.idempotency_key)?;
         if let Some(price) = input.max_price_per_gpu_hour {
-            validate::non_negative("maxPricePerGpuHour", price)?;
+            validate::money(
+                "maxPricePerGpuHour",
+                price,
+                contracts::bounds::GPU_HOUR_PRICE,
+            )?;
         }
         let request = api::CreateOrderRequest {
             tenant_id: principal.tenant_id,
