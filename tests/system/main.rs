@@ -15,6 +15,7 @@ mod harness;
 mod idempotency;
 mod invoices;
 mod lifecycle;
+mod limits;
 mod market;
 mod meters;
 mod money_bounds;

@@ -51,6 +51,7 @@ pub struct IssuedToken {
 
 /// The HMAC keys: the first signs, every one verifies, so a key can be
 /// rotated in by putting it first and rotated out once its tokens expired.
+#[derive(Clone)]
 pub struct JwtKeys {
     signing_kid: String,
     signing: EncodingKey,
@@ -178,9 +179,9 @@ impl Credential {
     }
 }
 
-/// The caller of one GraphQL request, resolved on first use: public fields
-/// never pay for an API key lookup, and a bad token fails only the fields
-/// that need a principal.
+/// The caller of one GraphQL request, resolved once: over HTTP before the
+/// request runs (`crate::caller`, an invalid credential refuses the whole
+/// request), on a WebSocket by the first field that needs it.
 pub struct RequestAuth {
     credential: Credential,
     resolved: OnceCell<Result<Principal, GatewayError>>,
@@ -194,7 +195,11 @@ impl RequestAuth {
         }
     }
 
-    async fn resolve(&self, keys: &JwtKeys, clients: &Clients) -> Result<Principal, GatewayError> {
+    pub(crate) async fn resolve(
+        &self,
+        keys: &JwtKeys,
+        clients: &Clients,
+    ) -> Result<Principal, GatewayError> {
         self.resolved
             .get_or_init(|| async {
                 match &self.credential {

@@ -27,6 +27,13 @@ pub enum GatewayError {
         field: &'static str,
         message: String,
     },
+    /// Too many tries of something that is throttled (failed logins);
+    /// the seconds until the next one may be made.
+    #[error("{what}; retry in {retry_after_seconds} s")]
+    RateLimited {
+        what: &'static str,
+        retry_after_seconds: u64,
+    },
     #[error("{}: {}", .0.code.as_str(), .0.message)]
     Remote(#[from] RemoteError),
     #[error("internal: {0}")]
@@ -47,6 +54,7 @@ impl GatewayError {
             Self::Unauthenticated(_) => ErrorCode::Unauthenticated,
             Self::Forbidden(_) => ErrorCode::Forbidden,
             Self::Validation { .. } => ErrorCode::Validation,
+            Self::RateLimited { .. } => ErrorCode::RateLimited,
             Self::Remote(remote) => remote.code,
         }
     }
@@ -85,6 +93,13 @@ impl ErrorExtensions for GatewayError {
                         ext.set(key, value);
                     }
                 }
+            }
+            if let Self::RateLimited {
+                retry_after_seconds,
+                ..
+            } = self
+            {
+                ext.set("retryAfterSeconds", *retry_after_seconds);
             }
             ext.set("code", code.as_str());
         })
@@ -150,6 +165,13 @@ mod tests {
             (
                 GatewayError::validation("gpuCount", "must be at least 1"),
                 "VALIDATION",
+            ),
+            (
+                GatewayError::RateLimited {
+                    what: "too many failed logins",
+                    retry_after_seconds: 9,
+                },
+                "RATE_LIMITED",
             ),
             (GatewayError::Internal("db down".into()), "INTERNAL"),
             (GatewayError::Config("bad".into()), "INTERNAL"),

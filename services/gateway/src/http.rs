@@ -13,6 +13,7 @@ use platform::internal::InternalClient;
 use tracing::Instrument;
 
 use crate::auth::{Credential, JwtKeys, RequestAuth};
+use crate::caller::{self, BadCredentials, ClientAddress, ConcurrencyGate, LoginThrottle};
 use crate::clients::Clients;
 use crate::error::{GatewayError, ensure_codes};
 use crate::rate_limit::{RateLimiter, retry_after_seconds};
@@ -29,6 +30,9 @@ struct AppState {
     schema: GatewaySchema,
     quota: InternalClient,
     limiter: RateLimiter,
+    keys: JwtKeys,
+    clients: Clients,
+    bad_credentials: BadCredentials,
 }
 
 pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
@@ -40,9 +44,14 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
     let state = web::Data::new(AppState {
         quota: clients.quota.clone(),
         limiter: RateLimiter::new(config.rate_limit_per_minute, config.rate_limit_burst),
+        keys: keys.clone(),
+        clients: clients.clone(),
+        bad_credentials: BadCredentials::default(),
         schema: schema::builder()
             .data(keys)
             .data(clients)
+            .data(LoginThrottle::default())
+            .data(Arc::new(ConcurrencyGate::default()))
             .data(hub)
             .data(schema::platform::StripePublishableKey(
                 config.stripe_publishable_key.clone(),
@@ -95,29 +104,88 @@ async fn graphql(state: web::Data<AppState>, req: HttpRequest, body: web::Bytes)
     let request: async_graphql::Request = match serde_json::from_slice(&body) {
         Ok(request) => request,
         Err(error) => {
+            // A JSON array is a batch of operations, which the gateway does
+            // not take: each request is one operation, limited and costed alone.
+            let message = if body.trim_ascii_start().starts_with(b"[") {
+                "batching is not supported: send one operation per request".to_owned()
+            } else {
+                format!("invalid GraphQL request: {error}")
+            };
             let mut response =
                 async_graphql::Response::from_errors(vec![async_graphql::ServerError::new(
-                    format!("invalid GraphQL request: {error}"),
-                    None,
+                    message, None,
                 )]);
             ensure_codes(&mut response);
             return HttpResponse::BadRequest().json(response);
         }
     };
+    let address = client_address(&req);
     // A header that is not text is as unusable as a missing scheme.
-    let credential = Credential::from_header(
-        req.headers()
-            .get(AUTHORIZATION)
-            .map(|v| v.to_str().unwrap_or_default()),
-    );
+    let header = req
+        .headers()
+        .get(AUTHORIZATION)
+        .map(|v| v.to_str().unwrap_or_default());
+    let (auth, caller) = match caller::identify(
+        header,
+        &address,
+        &state.keys,
+        &state.clients,
+        &state.bad_credentials,
+    )
+    .await
+    {
+        Ok(identified) => identified,
+        Err(refused) => return refused,
+    };
+    let request = request.data(ClientAddress(address)).data(caller);
     let span = tracing::info_span!(
         "graphql",
         operation = request.operation_name.as_deref().unwrap_or("")
     );
-    let response = schema::execute(&state.schema, request, credential)
+    let response = schema::execute(&state.schema, request, auth)
         .instrument(span)
         .await;
-    GraphQLResponse::from(response).respond_to(&req)
+    let retry_after = retry_after(&response);
+    // Nothing ran but a throttle's refusal (a login while throttled): the
+    // request as a whole was rate limited.
+    let only_limited = response.data == async_graphql::Value::Null
+        && !response.errors.is_empty()
+        && response.errors.iter().all(|e| {
+            e.extensions.as_ref().and_then(|x| x.get("code"))
+                == Some(&async_graphql::Value::from(
+                    contracts::ErrorCode::RateLimited.as_str(),
+                ))
+        });
+    let mut http = GraphQLResponse::from(response).respond_to(&req);
+    if let Some(seconds) = retry_after
+        && let Ok(value) = actix_web::http::header::HeaderValue::from_str(&seconds.to_string())
+    {
+        http.headers_mut()
+            .insert(actix_web::http::header::RETRY_AFTER, value);
+        if only_limited {
+            *http.status_mut() = actix_web::http::StatusCode::TOO_MANY_REQUESTS;
+        }
+    }
+    http
+}
+
+/// The client's address as the rate limits and throttles key it.
+fn client_address(req: &HttpRequest) -> String {
+    req.peer_addr()
+        .map_or_else(|| "unknown".to_owned(), |a| a.ip().to_string())
+}
+
+/// The longest `retryAfterSeconds` among a response's RATE_LIMITED errors,
+/// for the `Retry-After` header.
+fn retry_after(response: &async_graphql::Response) -> Option<u64> {
+    response
+        .errors
+        .iter()
+        .filter_map(|e| match e.extensions.as_ref()?.get("retryAfterSeconds")? {
+            async_graphql::Value::Number(n) => n.as_u64(),
+            _ => None,
+        })
+        .max()
 }
 
 /// `GET /graphql`: a WebSocket upgrade is a subscription connection

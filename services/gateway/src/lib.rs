@@ -4,6 +4,7 @@
 //! validates input cheaply, and maps every failure to a public error code.
 
 mod auth;
+mod caller;
 mod clients;
 mod error;
 mod http;

@@ -4,9 +4,10 @@
 //!
 //! Callers are keyed by a hash of their `Authorization` header: a secret is
 //! never kept in memory longer than the request. A caller that sends a new
-//! made-up token each time gets a new bucket; those requests still fail
-//! authentication, and the per-address limit of a proxy in front is the
-//! defence against that flood (docs/security.md).
+//! made-up token each time gets a new bucket here, so each failed
+//! credential is also charged to its client address (`crate::caller`): that
+//! budget spent, the address gets 429 instead of 401. The same buckets,
+//! with other rates, throttle failed logins per account and per address.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -40,6 +41,31 @@ impl RateLimiter {
         }
     }
 
+    /// `count` tokens that come back evenly over `window`, all available at
+    /// once: "at most `count` per `window`, then one every `window/count`".
+    pub fn per_window(count: u32, window: Duration) -> Self {
+        let count = f64::from(count.max(1));
+        Self {
+            per_second: count / window.as_secs_f64().max(1.0),
+            burst: count,
+            buckets: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The bucket key of a client address alone, whatever credential the
+    /// request carries.
+    pub fn address_key(peer: Option<&str>) -> [u8; 32] {
+        Self::key(None, peer)
+    }
+
+    /// The bucket key of one account, named by its (case-folded) email.
+    pub fn account_key(email: &str) -> [u8; 32] {
+        let mut hash = Sha256::new();
+        hash.update(b"account:");
+        hash.update(email.trim().to_lowercase().as_bytes());
+        hash.finalize().into()
+    }
+
     /// The bucket key of a request: its credential when it has one, else
     /// its client address.
     pub fn key(authorization: Option<&[u8]>, peer: Option<&str>) -> [u8; 32] {
@@ -63,7 +89,17 @@ impl RateLimiter {
         self.check_at(key, Instant::now())
     }
 
+    /// Whether `key` has a token left, without taking it: `Err` with how
+    /// long until it has one.
+    pub fn peek(&self, key: [u8; 32]) -> Result<(), Duration> {
+        self.take_at(key, Instant::now(), false)
+    }
+
     fn check_at(&self, key: [u8; 32], now: Instant) -> Result<(), Duration> {
+        self.take_at(key, now, true)
+    }
+
+    fn take_at(&self, key: [u8; 32], now: Instant, take: bool) -> Result<(), Duration> {
         if self.per_second <= 0.0 {
             return Ok(());
         }
@@ -87,7 +123,9 @@ impl RateLimiter {
         bucket.tokens = (bucket.tokens + refilled).min(self.burst);
         bucket.at = now;
         if bucket.tokens >= 1.0 {
-            bucket.tokens -= 1.0;
+            if take {
+                bucket.tokens -= 1.0;
+            }
             Ok(())
         } else {
             Err(Duration::from_secs_f64(
@@ -135,6 +173,25 @@ mod tests {
                 .check_at(a, start + Duration::from_millis(1002))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn peeking_takes_nothing_and_a_window_refills_evenly() {
+        let limiter = RateLimiter::per_window(2, Duration::from_secs(60));
+        let key = RateLimiter::account_key(" Ada@Example.com");
+        assert_eq!(key, RateLimiter::account_key("ada@example.com"));
+        let start = Instant::now();
+        for _ in 0..5 {
+            limiter.take_at(key, start, false).unwrap();
+        }
+        limiter.check_at(key, start).unwrap();
+        limiter.check_at(key, start).unwrap();
+        let wait = limiter.take_at(key, start, false).unwrap_err();
+        // One of the two comes back every 30 s.
+        assert_eq!(retry_after_seconds(wait), 30);
+        limiter
+            .take_at(key, start + Duration::from_secs(30), false)
+            .unwrap();
     }
 
     #[test]

@@ -73,6 +73,13 @@ fn gateway(quota_url: &str) -> String {
 }
 
 async fn graphql(base: &str, auth: Option<&str>, query: &str) -> Value {
+    let (status, body) = graphql_status(base, auth, query).await;
+    assert_eq!(status, 200);
+    body
+}
+
+/// The HTTP status too: an invalid credential is refused with 401.
+async fn graphql_status(base: &str, auth: Option<&str>, query: &str) -> (u16, Value) {
     let mut req = reqwest::Client::new()
         .post(format!("{base}/graphql"))
         .json(&json!({ "query": query }));
@@ -80,8 +87,7 @@ async fn graphql(base: &str, auth: Option<&str>, query: &str) -> Value {
         req = req.header("authorization", auth);
     }
     let resp = req.send().await.unwrap();
-    assert_eq!(resp.status(), 200);
-    resp.json().await.unwrap()
+    (resp.status().as_u16(), resp.json().await.unwrap())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -116,8 +122,10 @@ async fn api_keys_are_checked_by_quota() {
     assert_eq!(me["data"]["me"]["email"], "key@example.com");
     assert_eq!(me["data"]["me"]["scopes"], json!(["READ"]));
 
-    let bad = graphql(&base, Some("Bearer gpm_bad"), "{ me { email } }").await;
+    let (status, bad) = graphql_status(&base, Some("Bearer gpm_bad"), "{ me { email } }").await;
+    assert_eq!(status, 401);
     assert_eq!(bad["errors"][0]["extensions"]["code"], "UNAUTHENTICATED");
+    assert!(bad.get("data").is_none(), "{bad}");
 
     let forbidden = graphql(
         &base,
@@ -132,7 +140,9 @@ async fn api_keys_are_checked_by_quota() {
 async fn bad_tokens_and_bodies() {
     let base = gateway("http://127.0.0.1:1");
     for auth in [None, Some("Bearer nonsense"), Some("Basic abc")] {
-        let resp = graphql(&base, auth, "{ me { email } }").await;
+        let (status, resp) = graphql_status(&base, auth, "{ me { email } }").await;
+        // No credential runs (and `me` needs one); a bad one runs nothing.
+        assert_eq!(status, if auth.is_none() { 200 } else { 401 });
         assert_eq!(
             resp["errors"][0]["extensions"]["code"], "UNAUTHENTICATED",
             "{auth:?}"
@@ -148,4 +158,53 @@ async fn bad_tokens_and_bodies() {
     assert_eq!(resp.status(), 400);
     let body: Value = resp.json().await.unwrap();
     assert_eq!(body["errors"][0]["extensions"]["code"], "VALIDATION");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_faults_are_told_in_plain_words() {
+    let base = gateway(&fake_quota());
+    let http = reqwest::Client::new();
+    let post = |body: Value| http.post(format!("{base}/graphql")).json(&body).send();
+    let batch =
+        post(json!([{ "query": "{ gpuModels { name } }" }, { "query": "{ gpuModels { name } }" }]))
+            .await
+            .unwrap();
+    assert_eq!(batch.status(), 400);
+    let body: Value = batch.json().await.unwrap();
+    assert_eq!(
+        body["errors"][0]["message"], "batching is not supported: send one operation per request",
+        "{body}"
+    );
+    assert_eq!(body["errors"][0]["extensions"]["code"], "VALIDATION");
+
+    let cases = [
+        ("{ me { ", "syntax error at line 1"),
+        (
+            "{ me { ...a } } fragment a on Me { email ...b } fragment b on Me { ...a }",
+            "fragment cycle: fragment \"a\"",
+        ),
+        (
+            &format!(
+                "{{ __type(name: \"Query\") {{ fields {{ type {}{{ name }}{} }} }} }}",
+                "{ ofType ".repeat(12),
+                " }".repeat(12)
+            ),
+            "query is nested too deep: ",
+        ),
+    ];
+    for (query, expected) in cases {
+        let body: Value = post(json!({ "query": query }))
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let message = body["errors"][0]["message"].as_str().unwrap();
+        assert!(message.starts_with(expected), "{query}: {message}");
+        assert!(
+            !message.contains('|') && !message.contains('\n'),
+            "{message}"
+        );
+        assert_eq!(body["errors"][0]["extensions"]["code"], "VALIDATION");
+    }
 }

@@ -274,11 +274,35 @@ impl IdentityMutation {
         email: String,
         password: String,
     ) -> GqlResult<AuthPayload> {
-        let request = api::LoginRequest { email, password };
-        let principal: api::Principal = clients::from_context(ctx)?
+        // Failed logins are throttled per account and per client address
+        // (`crate::caller`); the throttle is absent only in unit tests.
+        let throttle = ctx.data_opt::<crate::caller::LoginThrottle>();
+        let address = ctx
+            .data_opt::<crate::caller::ClientAddress>()
+            .map_or("unknown", |a| a.0.as_str())
+            .to_owned();
+        if let Some(throttle) = throttle {
+            throttle.check(&email, &address)?;
+        }
+        let request = api::LoginRequest {
+            email: email.clone(),
+            password,
+        };
+        let result: Result<api::Principal, _> = clients::from_context(ctx)?
             .quota
             .post("/internal/login", &request)
-            .await?;
+            .await;
+        let principal = match result {
+            Ok(principal) => principal,
+            Err(error) => {
+                if error.code == contracts::ErrorCode::Unauthenticated
+                    && let Some(throttle) = throttle
+                {
+                    throttle.failed(&email, &address);
+                }
+                return Err(error.into());
+            }
+        };
         Ok(auth_payload(ctx, principal)?)
     }
 

@@ -6,6 +6,7 @@ pub mod events;
 mod hosting;
 mod identity;
 mod invoices;
+pub mod limits;
 mod market;
 mod money;
 mod numbers;
@@ -21,7 +22,7 @@ use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
 use async_graphql::{MergedObject, MergedSubscription, Request, Response, Schema, SchemaBuilder};
 use chrono::{DateTime, Utc};
 
-use crate::auth::{Credential, RequestAuth};
+use crate::auth::RequestAuth;
 use crate::error::ensure_codes;
 
 #[derive(MergedObject, Default)]
@@ -68,29 +69,30 @@ pub fn builder() -> SchemaBuilder<QueryRoot, MutationRoot, SubscriptionRoot> {
         MutationRoot::default(),
         SubscriptionRoot::default(),
     )
-    .limit_depth(12)
-    .limit_complexity(2000)
+    // Depth and cost are checked by `Limits`, which says by how much a
+    // request is over.
+    .extension(limits::Limits)
 }
 
 /// The most fields a request may select once its fragments are expanded:
 /// the complexity limit, with room for introspection.
 const MAX_EXPANDED_FIELDS: u64 = 5000;
 
-/// Runs one request on behalf of whoever holds `credential`; every error in
-/// the response carries a code.
-pub async fn execute(schema: &GatewaySchema, request: Request, credential: Credential) -> Response {
+/// Runs one request on behalf of `auth`'s caller; every error in the
+/// response carries a code.
+pub async fn execute(schema: &GatewaySchema, request: Request, auth: RequestAuth) -> Response {
     if let Some(refused) = refused(&request) {
         return refused;
     }
-    let mut response = schema
-        .execute(request.data(RequestAuth::new(credential)))
-        .await;
+    let mut response = schema.execute(request.data(auth)).await;
     ensure_codes(&mut response);
     response
 }
 
 /// The coded error for a request refused before execution, over HTTP or a
-/// WebSocket: one whose fragments expand past the field limit, or that
+/// WebSocket: one whose fragments expand past the field limit, that selects
+/// more expensive fields than the cost limit allows (counted here, before
+/// async-graphql's validation, whose work grows with the aliases), or that
 /// carries NUL.
 pub(crate) fn refused(request: &Request) -> Option<Response> {
     let message = if has_nul(request) {
@@ -101,9 +103,24 @@ pub(crate) fn refused(request: &Request) -> Option<Response> {
         message
     } else {
         match expanded_fields(&request.query) {
-            Some(fields) if fields > MAX_EXPANDED_FIELDS => format!(
-                "query selects {fields} fields once its fragments are expanded, over the limit of {MAX_EXPANDED_FIELDS}"
+            Some(count) if count.fields > MAX_EXPANDED_FIELDS => format!(
+                "query selects {} fields once its fragments are expanded, over the limit of {MAX_EXPANDED_FIELDS}",
+                count.fields
             ),
+            Some(count)
+                if count
+                    .expensive
+                    .saturating_mul(limits::EXPENSIVE_FIELD as u64)
+                    > limits::MAX_COMPLEXITY as u64 =>
+            {
+                format!(
+                    "query is too complex: it selects {} expensive fields (series, offer \
+                     searches, the operator overview; {} each), the limit is {}",
+                    count.expensive,
+                    limits::EXPENSIVE_FIELD,
+                    limits::MAX_COMPLEXITY
+                )
+            }
             _ => return None,
         }
     };
@@ -130,23 +147,53 @@ fn has_nul(request: &Request) -> bool {
         || request.variables.values().any(in_value)
 }
 
-/// How many fields `query` selects with every fragment spread expanded, or
-/// None when it does not parse (execution reports that). async-graphql's
-/// validation walks each spread anew, so fragments that each spread the
-/// previous one twice cost 2^n before the complexity limit is reached; this
-/// counts each fragment once and multiplies.
-fn expanded_fields(query: &str) -> Option<u64> {
+/// The fields that cost [`limits::EXPENSIVE_FIELD`] (their resolvers carry
+/// that complexity); matched by name wherever they appear, which can only
+/// overcount.
+const EXPENSIVE_FIELDS: [&str; 7] = [
+    "usageSeries",
+    "earningsByMachine",
+    "balanceHistory",
+    "offers",
+    "volume",
+    "gpuSupply",
+    "nearQuota",
+];
+
+/// Fields selected with every fragment spread expanded, and how many of
+/// them are expensive.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct FieldCount {
+    fields: u64,
+    expensive: u64,
+}
+
+impl FieldCount {
+    fn add(self, other: Self) -> Self {
+        Self {
+            fields: self.fields.saturating_add(other.fields),
+            expensive: self.expensive.saturating_add(other.expensive),
+        }
+    }
+}
+
+/// What `query` selects with every fragment spread expanded, or None when
+/// it does not parse (execution reports that). async-graphql's validation
+/// walks each spread anew, so fragments that each spread the previous one
+/// twice cost 2^n before the complexity limit is reached; this counts each
+/// fragment once and multiplies.
+fn expanded_fields(query: &str) -> Option<FieldCount> {
     let document = async_graphql::parser::parse_query(query).ok()?;
     let mut counted = HashMap::new();
-    let mut total = 0u64;
+    let mut total = FieldCount::default();
     for (_, operation) in document.operations.iter() {
-        let fields = count_selection(
+        let count = count_selection(
             &document,
             &operation.node.selection_set.node,
             &mut counted,
             &mut HashSet::new(),
         );
-        total = total.saturating_add(fields);
+        total = total.add(count);
     }
     Some(total)
 }
@@ -154,15 +201,20 @@ fn expanded_fields(query: &str) -> Option<u64> {
 fn count_selection(
     document: &ExecutableDocument,
     set: &SelectionSet,
-    counted: &mut HashMap<String, u64>,
+    counted: &mut HashMap<String, FieldCount>,
     visiting: &mut HashSet<String>,
-) -> u64 {
-    let mut total = 0u64;
+) -> FieldCount {
+    let mut total = FieldCount::default();
     for item in &set.items {
-        let fields = match &item.node {
+        let count = match &item.node {
             Selection::Field(field) => {
-                count_selection(document, &field.node.selection_set.node, counted, visiting)
-                    .saturating_add(1)
+                let expensive = EXPENSIVE_FIELDS.contains(&field.node.name.node.as_str());
+                count_selection(document, &field.node.selection_set.node, counted, visiting).add(
+                    FieldCount {
+                        fields: 1,
+                        expensive: u64::from(expensive),
+                    },
+                )
             }
             Selection::InlineFragment(inline) => {
                 count_selection(document, &inline.node.selection_set.node, counted, visiting)
@@ -170,28 +222,28 @@ fn count_selection(
             Selection::FragmentSpread(spread) => {
                 let name = spread.node.fragment_name.node.as_str();
                 match counted.get(name) {
-                    Some(fields) => *fields,
+                    Some(count) => *count,
                     // A cycle is a validation error reported by execution.
-                    None if visiting.contains(name) => 0,
+                    None if visiting.contains(name) => FieldCount::default(),
                     None => match document.fragments.get(name) {
-                        None => 0,
+                        None => FieldCount::default(),
                         Some(fragment) => {
                             visiting.insert(name.to_owned());
-                            let fields = count_selection(
+                            let count = count_selection(
                                 document,
                                 &fragment.node.selection_set.node,
                                 counted,
                                 visiting,
                             );
                             visiting.remove(name);
-                            counted.insert(name.to_owned(), fields);
-                            fields
+                            counted.insert(name.to_owned(), count);
+                            count
                         }
                     },
                 }
             }
         };
-        total = total.saturating_add(fields);
+        total = total.add(count);
     }
     total
 }
@@ -211,7 +263,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::*;
-    use crate::auth::JwtKeys;
+    use crate::auth::{Credential, JwtKeys};
     use crate::clients::Clients;
 
     #[test]
@@ -223,14 +275,24 @@ mod tests {
                 p = i - 1
             ));
         }
+        let fields = |q: &str| expanded_fields(q).map(|c| c.fields);
         // 2^30 amounts and the balance itself.
-        assert_eq!(expanded_fields(&query), Some((1 << 30) + 1));
-        assert_eq!(expanded_fields("{ a: me { id } b: me { id } }"), Some(4));
-        assert_eq!(expanded_fields("{ broken"), None);
+        assert_eq!(fields(&query), Some((1 << 30) + 1));
+        assert_eq!(fields("{ a: me { id } b: me { id } }"), Some(4));
+        assert_eq!(fields("{ broken"), None);
         // A cycle is left for validation to report.
         assert_eq!(
-            expanded_fields("{ me { ...a } } fragment a on Me { id ...a }"),
+            fields("{ me { ...a } } fragment a on Me { id ...a }"),
             Some(2)
+        );
+        assert_eq!(
+            expanded_fields(
+                "{ a: offers { nodes { id } } ...f } fragment f on Query { b: usageSeries { points } }"
+            ),
+            Some(FieldCount {
+                fields: 5,
+                expensive: 2
+            })
         );
     }
 
@@ -241,16 +303,19 @@ mod tests {
     /// A schema whose services are all unreachable: nothing here may need one
     /// except the test that checks what happens when one is down.
     fn schema() -> GatewaySchema {
+        builder().data(keys()).data(unreachable_clients()).finish()
+    }
+
+    fn unreachable_clients() -> Clients {
         let nowhere = InternalClient::new("http://127.0.0.1:1", "token");
-        let clients = Clients {
+        Clients {
             quota: nowhere.clone(),
             catalog: nowhere.clone(),
             ordering: nowhere.clone(),
             metering: nowhere.clone(),
             billing: nowhere,
             runway_warning_seconds: 3600,
-        };
-        builder().data(keys()).data(clients).finish()
+        }
     }
 
     fn principal(roles: &[TenantRole], scopes: &[Scope]) -> Principal {
@@ -269,7 +334,7 @@ mod tests {
     }
 
     async fn run(query: &str, credential: Credential) -> Value {
-        let response = execute(&schema(), Request::new(query), credential).await;
+        let response = execute(&schema(), Request::new(query), RequestAuth::new(credential)).await;
         serde_json::to_value(&response).unwrap()
     }
 
@@ -374,6 +439,88 @@ mod tests {
                 .contains("too deep"),
             "{response}"
         );
+    }
+
+    #[tokio::test]
+    async fn aliases_of_an_expensive_field_are_refused_before_they_run() {
+        let p = principal(&[TenantRole::Renter], &[Scope::Billing]);
+        let aliases: String = (0..600)
+            .map(|i| {
+                format!(
+                    "a{i}: usageSeries(bucket: HOUR, groupBy: METER, from: \"2026-01-01T00:00:00Z\", to: \"2026-01-02T00:00:00Z\") {{ points {{ spend }} }} "
+                )
+            })
+            .collect();
+        let response = run(&format!("{{ {aliases} }}"), bearer(&p)).await;
+        // Refused as a whole: the unreachable billing would have made it
+        // UNAVAILABLE had any alias run.
+        assert_eq!(first_code(&response), "VALIDATION", "{response}");
+        assert!(response["data"].is_null(), "{response}");
+        let message = response["errors"][0]["message"].as_str().unwrap();
+        assert!(message.contains("too complex"), "{message}");
+        assert!(message.contains("limit is 2000"), "{message}");
+        // Twenty fit, nineteen with room for the rest of a page.
+        let few: String = (0..19)
+            .map(|i| format!("a{i}: offers(first: 1) {{ nodes {{ id }} }} "))
+            .collect();
+        let response = run(&format!("{{ {few} }}"), Credential::None).await;
+        assert_eq!(first_code(&response), "UNAVAILABLE", "{response}");
+    }
+
+    #[tokio::test]
+    async fn one_caller_runs_at_most_four_expensive_requests_at_once() {
+        use std::sync::Arc;
+
+        use crate::caller::{CallerKey, ConcurrencyGate};
+
+        let gate = Arc::new(ConcurrencyGate::default());
+        let schema = builder()
+            .data(keys())
+            .data(unreachable_clients())
+            .data(gate)
+            .finish();
+        let run = |caller: CallerKey| {
+            let schema = schema.clone();
+            async move {
+                let request = Request::new("{ offers(first: 1) { nodes { id } } }").data(caller);
+                let response = execute(&schema, request, RequestAuth::new(Credential::None)).await;
+                serde_json::to_value(&response).unwrap()
+            }
+        };
+        let one = CallerKey::address("10.0.0.1");
+        // Each search waits on an unreachable catalog, so all eight overlap.
+        let answers = futures_util::future::join_all((0..8).map(|_| run(one))).await;
+        let codes: Vec<&str> = answers.iter().map(first_code).collect();
+        let limited = codes.iter().filter(|c| **c == "RATE_LIMITED").count();
+        assert_eq!(limited, 4, "{codes:?}");
+        assert_eq!(
+            codes.iter().filter(|c| **c == "UNAVAILABLE").count(),
+            4,
+            "{codes:?}"
+        );
+        let refused = answers
+            .iter()
+            .find(|a| first_code(a) == "RATE_LIMITED")
+            .unwrap();
+        assert_eq!(refused["errors"][0]["extensions"]["retryAfterSeconds"], 1);
+        // Once they are done, the caller runs again.
+        assert_eq!(first_code(&run(one).await), "UNAVAILABLE");
+    }
+
+    #[tokio::test]
+    async fn parser_and_validation_errors_are_in_plain_words() {
+        let response = run("{ me { ", Credential::None).await;
+        let message = response["errors"][0]["message"].as_str().unwrap();
+        assert!(message.starts_with("syntax error at line 1"), "{message}");
+        assert!(!message.contains('|'), "{message}");
+        let response = run(
+            "{ balance { ...a } } fragment a on Money { amount ...b } fragment b on Money { ...a }",
+            Credential::None,
+        )
+        .await;
+        assert_eq!(first_code(&response), "VALIDATION");
+        let message = response["errors"][0]["message"].as_str().unwrap();
+        assert!(message.starts_with("fragment cycle"), "{message}");
     }
 
     #[tokio::test]

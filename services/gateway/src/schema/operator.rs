@@ -301,6 +301,7 @@ impl MarketplaceOverview {
     }
 
     /// Volume and fees per bucket over `[from, to)` (billing's ledger).
+    #[graphql(complexity = "super::limits::EXPENSIVE_FIELD + child_complexity")]
     async fn volume(&self, ctx: &Context<'_>) -> GqlResult<MarketVolume> {
         let query = MarketVolumeQuery {
             bucket: SeriesBucket::from(self.bucket),
@@ -316,6 +317,7 @@ impl MarketplaceOverview {
     }
 
     /// GPUs listed, online and rented now, per model (the catalog).
+    #[graphql(complexity = "super::limits::EXPENSIVE_FIELD + child_complexity")]
     async fn gpu_supply(&self, ctx: &Context<'_>) -> GqlResult<GpuSupply> {
         let supply: ApiGpuSupply = clients::from_context(ctx)?
             .catalog
@@ -327,6 +329,7 @@ impl MarketplaceOverview {
 
     /// Tenants with a quota dimension at or above `nearQuotaPercent` of its
     /// limit now (quota).
+    #[graphql(complexity = "super::limits::EXPENSIVE_FIELD + child_complexity")]
     async fn near_quota(&self, ctx: &Context<'_>) -> GqlResult<NearQuota> {
         let pressure: QuotaPressure = clients::from_context(ctx)?
             .quota
@@ -411,7 +414,7 @@ mod tests {
     use uuid::Uuid;
 
     use super::super::{builder, execute};
-    use crate::auth::{Credential, JwtKeys};
+    use crate::auth::{Credential, JwtKeys, RequestAuth};
     use crate::clients::Clients;
 
     const QUERY: &str = r#"{ marketplaceOverview(from: "2026-12-01T00:00:00Z",
@@ -439,7 +442,8 @@ mod tests {
         };
         let token = keys.issue(&principal).unwrap().token;
         let schema = builder().data(keys).data(clients).finish();
-        let response = execute(&schema, Request::new(query), Credential::Jwt(token)).await;
+        let auth = RequestAuth::new(Credential::Jwt(token));
+        let response = execute(&schema, Request::new(query), auth).await;
         serde_json::to_value(&response).unwrap()
     }
 
