@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod agents;
+mod cancel;
 mod cli;
 mod crash;
 mod dashboards;
@@ -31,6 +32,7 @@ mod reconciler;
 mod replacement;
 mod replay;
 mod rules;
+mod runway;
 mod security;
 mod settlement;
 mod settlement_correlation;

@@ -128,6 +128,11 @@ async fn a_run_longer_than_its_maximum_duration_is_stopped_after_a_warning() {
     .await;
     let (due, reason) = assert_announced(&r.env, &id, "max_duration", "stopping");
     assert!(reason.contains("maximum duration"), "{reason}");
+    // The status says why it stopped.
+    assert_eq!(
+        stopped["statusReason"],
+        "stopped by rule: maximum duration reached"
+    );
     let t0: chrono::DateTime<chrono::Utc> = running["runningAt"].as_str().unwrap().parse().unwrap();
     let t1: chrono::DateTime<chrono::Utc> = stopped["stoppedAt"].as_str().unwrap().parse().unwrap();
     assert_eq!(due, t0 + chrono::TimeDelta::seconds(2));
@@ -276,6 +281,7 @@ async fn gpus_idle_for_the_window_stop_the_instance() {
     })
     .await;
     assert_eq!(stopped["status"], "stopped");
+    assert_eq!(stopped["statusReason"], "stopped by rule: GPUs idle");
     let (due, reason) = assert_announced(&env, &id, "idle", "stopping");
     assert!(reason.contains("idle"), "{reason}");
     let t0: chrono::DateTime<chrono::Utc> = running["runningAt"].as_str().unwrap().parse().unwrap();

@@ -188,7 +188,11 @@ async fn a_renter_whose_balance_runs_out_is_stopped_within_a_settlement_interval
         },
     )
     .await;
-    assert_eq!(stopped["statusReason"], "GPUs released; disk kept");
+    // The status says why it stopped, not how.
+    assert_eq!(
+        stopped["statusReason"],
+        "stopped: prepaid balance exhausted"
+    );
     assert_eq!(
         env.count(&format!(
             "SELECT count(*) AS n FROM ordering.instance_transitions WHERE instance_id = '{id}' \

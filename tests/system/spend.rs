@@ -90,6 +90,10 @@ async fn a_monthly_budget_lowered_under_a_running_rental_stops_it_at_the_budget(
     })
     .await;
     assert_eq!(
+        stopped["statusReason"],
+        "stopped: monthly spend cap reached"
+    );
+    assert_eq!(
         env.count(&format!(
             "SELECT count(*) AS n FROM ordering.instance_transitions WHERE instance_id = '{id}' \
                AND to_state = 'stopping' AND reason = 'stopped: monthly spend cap reached'"

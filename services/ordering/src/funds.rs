@@ -7,13 +7,27 @@
 //! budget (`billing.balance.cap_reached`, announced the same way) is stopped
 //! the same way. Idempotent: a stopped instance stays stopped, and a
 //! redelivered event finds nothing left running.
+//!
+//! **The runway check at order time** ([`admit`]). Billing's funds check
+//! sees only the balance; what already runs is ordering's knowledge. So an
+//! order is admitted only if the balance covers the minimum runway of the
+//! tenant's whole GPU burn after it: every instance holding GPUs
+//! (provisioning, running, stopping) plus every order already admitted but
+//! not yet an instance (`allocating`), plus the new one. The sum and the
+//! admission (the order's move to `allocating`) happen in one transaction
+//! under a per-tenant advisory lock, so concurrent orders of one tenant are
+//! checked one after the other and each sees the others' burn: eight
+//! concurrent orders on a balance that covers two admit two.
 
-use contracts::Envelope;
 use contracts::events::{BalanceExhausted, SPEND_CAP_REACHED, SpendCapReached};
+use contracts::{Envelope, ErrorCode};
 use diesel::prelude::*;
+use diesel::sql_types::Text;
 use platform::Db;
 use platform::consumer::HandlerError;
-use schema::ordering::instances;
+use platform::internal::RemoteError;
+use rust_decimal::Decimal;
+use schema::ordering::{instances, orders};
 use uuid::Uuid;
 
 use crate::state::InstanceState;
@@ -63,4 +77,187 @@ pub(crate) async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(
         }
     }
     Ok(())
+}
+
+static REFUSED: std::sync::LazyLock<prometheus::IntCounterVec> = std::sync::LazyLock::new(|| {
+    platform::metrics::register_counter(
+        "gpumarket_ordering_orders_refused_funds_total",
+        "Orders refused at admission for want of funds, by check (runway: the \
+         balance does not cover the runway of what already runs plus the order)",
+        &["check"],
+    )
+});
+
+/// States whose instances hold GPUs and so burn (or are about to burn) at
+/// their GPU rate.
+const BURNING: [InstanceState; 3] = [
+    InstanceState::Provisioning,
+    InstanceState::Running,
+    InstanceState::Stopping,
+];
+
+/// Serialises the runway checks of one tenant until the transaction ends.
+fn lock_tenant(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResult<()> {
+    diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind::<Text, _>(format!("gpumarket:runway:{tenant_id}"))
+        .execute(conn)
+        .map(|_| ())
+}
+
+/// The tenant's committed GPU burn per hour: instances holding GPUs and
+/// admitted orders without an instance yet. `except_order` is left out (the
+/// order being checked, when a resumed request finds it admitted already);
+/// `except_instance` likewise (an instance being started again).
+pub(crate) fn committed_burn(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+    except_order: Option<Uuid>,
+    except_instance: Option<Uuid>,
+) -> QueryResult<Decimal> {
+    let running: Vec<(Uuid, Decimal, i32)> = instances::table
+        .filter(instances::tenant_id.eq(tenant_id))
+        .filter(instances::state.eq_any(BURNING.map(InstanceState::as_str)))
+        .select((
+            instances::id,
+            instances::price_per_gpu_hour,
+            instances::gpu_count,
+        ))
+        .load(conn)?;
+    let admitted: Vec<(Uuid, Option<Decimal>, i32)> = orders::table
+        .filter(orders::tenant_id.eq(tenant_id))
+        .filter(orders::state.eq(InstanceState::Allocating.as_str()))
+        .select((orders::id, orders::price_per_gpu_hour, orders::gpu_count))
+        .load(conn)?;
+    let instances = running
+        .into_iter()
+        .filter(|(id, _, _)| Some(*id) != except_instance)
+        .map(|(_, price, gpus)| price * Decimal::from(gpus));
+    let orders = admitted
+        .into_iter()
+        .filter(|(id, _, _)| Some(*id) != except_order)
+        .map(|(_, price, gpus)| price.unwrap_or_default() * Decimal::from(gpus));
+    Ok(instances.chain(orders).sum())
+}
+
+/// What the runway check decides, for one new burn.
+pub(crate) struct Runway {
+    pub balance: Decimal,
+    pub currency: String,
+    pub runway_seconds: i64,
+}
+
+impl Runway {
+    /// `Err(INSUFFICIENT_FUNDS)` when the balance does not cover the runway of
+    /// `committed` (what already burns) plus `new` (this order's rate).
+    pub(crate) fn check(&self, committed: Decimal, new: Decimal) -> Result<(), Error> {
+        let required = contracts::money::rate(self.runway_seconds, committed + new);
+        if self.balance >= required {
+            return Ok(());
+        }
+        let minor = |d: Decimal| contracts::money::round_to_minor(d, &self.currency);
+        let c = &self.currency;
+        let minutes = self.runway_seconds / 60;
+        let message = if committed.is_zero() {
+            format!(
+                "balance {} {c} is below the {} {c} needed to start this order \
+                 ({minutes} minutes at {} {c} per hour)",
+                minor(self.balance),
+                minor(required),
+                new.normalize(),
+            )
+        } else {
+            format!(
+                "balance {} {c} is below the {} {c} needed to keep what already runs \
+                 ({} {c} per hour) and this order ({} {c} per hour) going for {minutes} minutes; \
+                 top up, or stop an instance first",
+                minor(self.balance),
+                minor(required),
+                committed.normalize(),
+                new.normalize(),
+            )
+        };
+        Err(Error::Remote(RemoteError {
+            code: ErrorCode::InsufficientFunds,
+            message,
+            details: None,
+        }))
+    }
+}
+
+/// Admits an order under the tenant's runway lock: checks the balance
+/// against the runway of everything committed plus `hourly`, and moves the
+/// order from `pending` to `allocating` (which makes its burn count for the
+/// next check) in the same transaction. `Ok(false)`: the order is no longer
+/// in its saga (it expired meanwhile).
+pub(crate) async fn admit(
+    db: &Db,
+    tenant_id: Uuid,
+    order_id: Uuid,
+    hourly: Decimal,
+    runway: Runway,
+) -> Result<bool, Error> {
+    db.tx(move |conn| {
+        lock_tenant(conn, tenant_id)?;
+        let committed = committed_burn(conn, tenant_id, Some(order_id), None)?;
+        if let Err(refused) = runway.check(committed, hourly) {
+            REFUSED.with_label_values(&["runway"]).inc();
+            tracing::info!(order.id = %order_id, tenant.id = %tenant_id, %committed, %hourly, "order refused: runway");
+            return Err(refused);
+        }
+        diesel::update(orders::table.find(order_id))
+            .filter(orders::state.eq_any([
+                InstanceState::Pending.as_str(),
+                InstanceState::Allocating.as_str(),
+            ]))
+            .set((
+                orders::state.eq(InstanceState::Allocating.as_str()),
+                orders::updated_at.eq(diesel::dsl::now),
+            ))
+            .execute(conn)
+            .map(|n| n == 1)
+            .map_err(Error::from)
+    })
+    .await
+}
+
+/// The runway check for an instance started again: what already runs (the
+/// instance itself is stopped and does not count) plus its rate.
+pub(crate) async fn check_start(
+    db: &Db,
+    tenant_id: Uuid,
+    instance_id: Uuid,
+    hourly: Decimal,
+    runway: Runway,
+) -> Result<(), Error> {
+    db.tx(move |conn| {
+        lock_tenant(conn, tenant_id)?;
+        let committed = committed_burn(conn, tenant_id, None, Some(instance_id))?;
+        runway.check(committed, hourly)
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn d(s: &str) -> Decimal {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn the_runway_counts_what_already_runs() {
+        let runway = Runway {
+            balance: d("0.05"),
+            currency: "USD".into(),
+            runway_seconds: 600,
+        };
+        // 10 minutes at 0.12/h is 0.02: one order alone, and a second next to
+        // it, fit in 0.05; a third does not.
+        assert!(runway.check(Decimal::ZERO, d("0.12")).is_ok());
+        assert!(runway.check(d("0.12"), d("0.12")).is_ok());
+        let refused = runway.check(d("0.24"), d("0.12")).unwrap_err();
+        assert_eq!(refused.code(), ErrorCode::InsufficientFunds);
+        assert!(refused.to_string().contains("already runs"), "{refused}");
+    }
 }

@@ -628,11 +628,18 @@ pub async fn stop_because(
     db.tx(move |conn| {
         let row = lock(conn, id)?;
         if row.state()? == InstanceState::Stopping {
+            // The status keeps saying why it stopped (the renter, the
+            // balance, the spend cap, a lifecycle rule), whoever finishes
+            // the stop: the reason the stop was made with is on the row.
+            let why = row
+                .status_reason
+                .clone()
+                .unwrap_or_else(|| reason.to_owned());
             transition(
                 conn,
                 &row,
                 InstanceState::Stopped,
-                Some("GPUs released; disk kept"),
+                Some(&why),
                 contracts::time::now(),
             )?;
         }

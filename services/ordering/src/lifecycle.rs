@@ -88,7 +88,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
             _ => Error::Remote(e),
         })?;
 
-    if let Err(error) = take_holdings(deps, &row, key).await {
+    if let Err(error) = take_holdings(db, deps, &row, key).await {
         if let Err(release_error) = crate::saga::release_holdings(deps, key).await {
             tracing::error!(instance.id = %id, %release_error, "start compensation failed; reconciler must release");
         }
@@ -144,7 +144,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
 }
 
 /// Quota, funds, then the GPUs on the instance's own machine, under `key`.
-async fn take_holdings(deps: &Deps, row: &InstanceRow, key: Uuid) -> Result<(), Error> {
+async fn take_holdings(db: &Db, deps: &Deps, row: &InstanceRow, key: Uuid) -> Result<(), Error> {
     let _: QuotaReservation = deps
         .quota
         .post(
@@ -164,7 +164,7 @@ async fn take_holdings(deps: &Deps, row: &InstanceRow, key: Uuid) -> Result<(), 
         .await?;
     let hourly = row.price_per_gpu_hour * Decimal::from(row.gpu_count);
     let required = contracts::money::rate(deps.config.min_runway_seconds, hourly);
-    let _: Balance = deps
+    let balance: Balance = deps
         .billing
         .post(
             "/internal/funds-checks",
@@ -174,6 +174,13 @@ async fn take_holdings(deps: &Deps, row: &InstanceRow, key: Uuid) -> Result<(), 
             },
         )
         .await?;
+    // And what already runs next to it (see `funds::admit`).
+    let runway = crate::funds::Runway {
+        balance: balance.amount,
+        currency: balance.currency,
+        runway_seconds: deps.config.min_runway_seconds,
+    };
+    crate::funds::check_start(db, row.tenant_id, row.id, hourly, runway).await?;
     let _: Allocation = deps
         .catalog
         .post(
@@ -213,9 +220,10 @@ async fn take_holdings(deps: &Deps, row: &InstanceRow, key: Uuid) -> Result<(), 
     Ok(())
 }
 
-/// Destroys a running, stopped, preempted or host-lost instance: billing
-/// stops now (if running) and the deprovisioning command leaves in the same
-/// transaction.
+/// Destroys an instance in any state but `stopping` (a moment's state):
+/// billing stops now (if running) and the deprovisioning command leaves in
+/// the same transaction. One still provisioning is cancelled: its
+/// provisioning job stops and nothing of it stays on the machine.
 ///
 /// On a lost host (billing stopped at its last heartbeat) the renter's quota
 /// is given back at once: the renter has nothing there any more and must not
@@ -244,32 +252,37 @@ fn destroy_in_tx(
         let row = owned(Some(lock(conn, id)?), id, tenant_id)?;
         let state = row.state()?;
         match state {
+            // Provisioning: the renter cancels the order (or a start). The
+            // provisioner cancels the provisioning job when the
+            // deprovisioning command arrives, and the clean report gives the
+            // GPUs and quota back; nothing ran, so no GPU time is billed.
             InstanceState::Running
+            | InstanceState::Provisioning
             | InstanceState::Stopped
             | InstanceState::Preempted
             | InstanceState::HostLost => {}
             // Idempotent: already on its way out, or gone. A repeat on a lost
-            // host gives its quota back again (idempotent).
-            InstanceState::Deprovisioning | InstanceState::Destroyed => {
+            // host gives its quota back again (idempotent). A failed
+            // instance holds nothing: there is nothing left to destroy.
+            InstanceState::Deprovisioning | InstanceState::Destroyed | InstanceState::Failed => {
                 let lost = host_lost_before(conn, id)?;
                 let key = current_holding_key(conn, &row)?;
                 return Ok((reload(conn, id)?, lost.then_some(key)));
             }
+            // Stopping lasts only while the stop gives the GPUs back.
             other => {
                 return Err(Error::Conflict(format!(
-                    "instance is {other}; it can be destroyed only while running, stopped, \
-                     preempted or on a lost host"
+                    "instance is {other}; destroy it again in a moment, once it is stopped"
                 )));
             }
         }
         let at = contracts::time::now();
-        transition(
-            conn,
-            &row,
-            InstanceState::Deprovisioning,
-            Some("destroy requested"),
-            at,
-        )?;
+        let reason = if state == InstanceState::Provisioning {
+            "destroy requested while provisioning: provisioning cancelled"
+        } else {
+            "destroy requested"
+        };
+        transition(conn, &row, InstanceState::Deprovisioning, Some(reason), at)?;
         if state == InstanceState::HostLost {
             // The renter gave up on the host: the outage ends here.
             crate::instances::publish_downtime(conn, events, &row, at, "destroyed")?;

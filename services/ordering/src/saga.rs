@@ -390,10 +390,13 @@ async fn run_steps(
         return Err(expired());
     }
 
-    // The balance must cover a minimum runway at the snapshot price.
+    // The balance must cover a minimum runway at the snapshot price: first
+    // for this order alone (billing's check), then, under the tenant's
+    // runway lock, for everything the tenant already runs plus this order
+    // (see `funds::admit`), which also admits the order (`allocating`).
     let hourly = snapshot * Decimal::from(req.gpu_count);
     let required = contracts::money::rate(deps.config.min_runway_seconds, hourly);
-    let _: Balance = deps
+    let balance: Balance = deps
         .billing
         .post(
             "/internal/funds-checks",
@@ -403,8 +406,12 @@ async fn run_steps(
             },
         )
         .await?;
-
-    if !set_order_state(db, order_id, InstanceState::Allocating).await? {
+    let runway = crate::funds::Runway {
+        balance: balance.amount,
+        currency: balance.currency,
+        runway_seconds: deps.config.min_runway_seconds,
+    };
+    if !crate::funds::admit(db, req.tenant_id, order_id, hourly, runway).await? {
         return Err(expired());
     }
     let allocation = place(deps, order_id, req, snapshot, &gpu_model).await?;
@@ -741,26 +748,6 @@ async fn insert_order(
             ));
         }
         Ok(other.id)
-    })
-    .await
-}
-
-/// Moves an order that is still in its saga on; false when it is not (it
-/// expired meanwhile).
-async fn set_order_state(db: &Db, order_id: Uuid, state: InstanceState) -> Result<bool, Error> {
-    db.run(move |conn| {
-        diesel::update(orders::table.find(order_id))
-            .filter(orders::state.eq_any([
-                InstanceState::Pending.as_str(),
-                InstanceState::Allocating.as_str(),
-            ]))
-            .set((
-                orders::state.eq(state.as_str()),
-                orders::updated_at.eq(diesel::dsl::now),
-            ))
-            .execute(conn)
-            .map(|n| n == 1)
-            .map_err(Error::from)
     })
     .await
 }

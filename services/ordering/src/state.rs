@@ -86,6 +86,8 @@ impl InstanceState {
             // Billing stopped at the last heartbeat; the renter may wait for
             // the host to come back (a new run) or give up on it.
             InstanceState::HostLost => &["destroy"],
+            // Cancels the order (or the start) while it is being set up.
+            InstanceState::Provisioning => &["destroy"],
             _ => &[],
         };
         actions.iter().map(|a| (*a).to_owned()).collect()

@@ -271,8 +271,20 @@ impl Worker {
         let command = serde_json::to_value(&envelope).map_err(bad)?;
         let routing_key = envelope.kind.clone();
         let deadline = Utc::now() + self.settings.deadline;
+        let deprovision = kind == DEPROVISION_KIND;
+        let provision = kind.starts_with("provision");
         self.db
-            .run(move |conn| -> Result<(), HandlerError> {
+            .tx(move |conn| -> Result<(), HandlerError> {
+                // A provisioning command that arrives after its instance's
+                // destroy (a redelivery) is recorded as cancelled: nothing
+                // may be put on the machine for an instance on its way out.
+                let destroyed = provision
+                    && diesel::select(diesel::dsl::exists(
+                        jobs::table
+                            .filter(jobs::instance_id.eq(instance_id))
+                            .filter(jobs::kind.eq(DEPROVISION_KIND)),
+                    ))
+                    .get_result::<bool>(conn)?;
                 let inserted = diesel::insert_into(jobs::table)
                     .values((
                         jobs::id.eq(Uuid::now_v7()),
@@ -288,7 +300,18 @@ impl Worker {
                     .on_conflict((jobs::instance_id, jobs::kind))
                     .do_nothing()
                     .execute(conn)?;
+                if destroyed {
+                    cancel_provisioning(conn, instance_id)?;
+                }
                 tracing::info!(instance.id = %instance_id, kind, new = inserted == 1, "job recorded");
+                // A destroy while provisioning: the provisioning jobs of the
+                // instance stop (see `cancel_provisioning`).
+                if deprovision {
+                    let cancelled = cancel_provisioning(conn, instance_id)?;
+                    if cancelled > 0 {
+                        tracing::info!(instance.id = %instance_id, cancelled, "provisioning cancelled by a destroy");
+                    }
+                }
                 Ok(())
             })
             .await?;
@@ -336,9 +359,14 @@ impl Worker {
                     "UPDATE provisioner.jobs SET owner = $1, \
                          lease_until = now() + make_interval(secs => $2), \
                          attempts = attempts + 1, updated_at = now() \
-                     WHERE id = (SELECT id FROM provisioner.jobs \
+                     WHERE id = (SELECT id FROM provisioner.jobs j \
                                  WHERE reported_at IS NULL AND next_attempt_at <= now() \
                                    AND (lease_until IS NULL OR lease_until < now()) \
+                                   AND (kind LIKE 'provision%' OR NOT EXISTS ( \
+                                       SELECT 1 FROM provisioner.jobs p \
+                                       WHERE p.instance_id = j.instance_id AND p.id <> j.id \
+                                         AND p.kind LIKE 'provision%' \
+                                         AND p.lease_until >= now())) \
                                  ORDER BY next_attempt_at LIMIT 1 FOR UPDATE SKIP LOCKED) \
                      RETURNING id, kind, instance_id, payload, status, last_error, command, attempts",
                 )
@@ -391,7 +419,11 @@ impl Worker {
         match result {
             Ok(()) => {}
             Err(Halt::LeaseLost) => {
-                tracing::warn!(job.id = %job.id, "lease lost; another worker has the job")
+                if self.drop_cancelled(job.id).await {
+                    tracing::info!(job.id = %job.id, "job cancelled (its instance was destroyed); stopped")
+                } else {
+                    tracing::warn!(job.id = %job.id, "lease lost; another worker has the job")
+                }
             }
             Err(Halt::Broken(reason)) => {
                 tracing::warn!(job.id = %job.id, %reason, "job interrupted; released for a retry");
@@ -763,6 +795,31 @@ impl Worker {
         .await
     }
 
+    /// After a lost lease: if the job was cancelled, lets go of its lease at
+    /// once, so the instance's deprovisioning (which waits for a live
+    /// provisioning lease to end) starts now and not when the lease runs out.
+    async fn drop_cancelled(&self, job_id: Uuid) -> bool {
+        let owner = self.id.to_string();
+        let dropped = self
+            .db
+            .run(move |conn| {
+                diesel::update(jobs::table.find(job_id))
+                    .filter(jobs::owner.eq(owner))
+                    .filter(jobs::status.eq(CANCELLED))
+                    .set(jobs::lease_until.eq(None::<DateTime<Utc>>))
+                    .execute(conn)
+                    .map_err(PlatformError::from)
+            })
+            .await;
+        match dropped {
+            Ok(n) => n == 1,
+            Err(error) => {
+                tracing::warn!(%error, "could not drop a cancelled job's lease; it runs out");
+                false
+            }
+        }
+    }
+
     /// Gives the job back to be claimed after `delay`.
     async fn release(&self, job_id: Uuid, delay: Duration) -> Result<(), PlatformError> {
         let owner = self.id.to_string();
@@ -921,6 +978,32 @@ fn die(
         )?;
     }
     Ok(())
+}
+
+/// The status of a provisioning job stopped because its instance was
+/// destroyed while it ran.
+const CANCELLED: &str = "cancelled";
+
+/// Cancels the unfinished provisioning jobs of an instance being destroyed:
+/// `cancelled` and reported (ordering asked for it; there is nothing to tell
+/// it), so no worker claims them again, and a worker running one loses its
+/// lease at its next fenced write or lease renewal and stops between (or in
+/// the middle of) steps. The deprovisioning job waits for such a lease to end
+/// before it starts (see `claim`), so it never races a step still running,
+/// and it undoes whatever the finished steps put on the machine.
+fn cancel_provisioning(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<usize> {
+    diesel::update(jobs::table)
+        .filter(jobs::instance_id.eq(instance_id))
+        .filter(jobs::kind.like("provision%"))
+        .filter(jobs::status.eq("running"))
+        .filter(jobs::reported_at.is_null())
+        .set((
+            jobs::status.eq(CANCELLED),
+            jobs::last_error.eq("cancelled: the instance was destroyed while provisioning"),
+            jobs::finished_at.eq(diesel::dsl::now),
+            jobs::reported_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
 }
 
 /// Exponential backoff with full jitter, capped at 5 s.

@@ -284,8 +284,10 @@ impl RentalsMutation {
     }
 
     /// Stops billing now (if running) and deprovisions the instance; it is
-    /// `destroyed` once its machine validates clean. Destroying a destroyed
-    /// instance changes nothing.
+    /// `destroyed` once its machine validates clean. Works in every state but
+    /// the moment of `stopping` (CONFLICT: try again): an instance still
+    /// provisioning is cancelled, its GPUs and quota go back and no GPU time
+    /// is billed. Destroying a destroyed (or failed) instance changes nothing.
     async fn destroy_instance(&self, ctx: &Context<'_>, id: ID) -> GqlResult<Instance> {
         instance_action(ctx, &id, "destroy").await
     }
