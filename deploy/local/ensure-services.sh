@@ -40,6 +40,12 @@ if ! { [ -f /usr/include/postgresql/libpq-fe.h ] || pkg-config --exists libpq 2>
   apt_install libpq-dev pkg-config
 fi
 
+# --- node and npm (the GraphQL-over-HTTP audit in tests/graphql-http, and web/) ---
+if ! have node || ! have npm; then
+  say "installing nodejs and npm"
+  apt_install nodejs npm
+fi
+
 # --- PostgreSQL ---
 if ! port_open "$PGPORT"; then
   if ! have pg_ctlcluster && ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then

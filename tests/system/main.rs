@@ -12,6 +12,7 @@ mod dashboards;
 mod expiry;
 mod faults;
 mod flow;
+mod graphql_http;
 mod harness;
 mod idempotency;
 mod invoices;

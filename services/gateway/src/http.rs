@@ -5,9 +5,9 @@ use std::time::Duration;
 
 use actix_web::dev::Server;
 use actix_web::http::header::{AUTHORIZATION, UPGRADE};
-use actix_web::{App, HttpRequest, HttpResponse, HttpServer, Responder, middleware, web};
+use actix_web::{App, HttpRequest, HttpResponse, HttpServer, middleware, web};
 use async_graphql::http::GraphiQLSource;
-use async_graphql_actix_web::{GraphQLResponse, GraphQLSubscription};
+use async_graphql_actix_web::GraphQLSubscription;
 use platform::Config;
 use platform::internal::InternalClient;
 use tracing::Instrument;
@@ -15,7 +15,8 @@ use tracing::Instrument;
 use crate::auth::{Credential, JwtKeys, RequestAuth};
 use crate::caller::{self, BadCredentials, ClientAddress, ConcurrencyGate, LoginThrottle};
 use crate::clients::Clients;
-use crate::error::{GatewayError, ensure_codes};
+use crate::error::GatewayError;
+use crate::over_http;
 use crate::rate_limit::{RateLimiter, retry_after_seconds};
 use crate::schema::{self, GatewaySchema};
 
@@ -96,30 +97,41 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
 }
 
 // The body arrives as bytes rather than through async-graphql-actix-web's
-// extractor so that actix's payload limit applies to it.
+// extractor so that actix's payload limit applies to it. The request and
+// answer follow the GraphQL-over-HTTP specification (`crate::over_http`).
 async fn graphql(state: web::Data<AppState>, req: HttpRequest, body: web::Bytes) -> HttpResponse {
     if let Some(limited) = rate_limited(&state, &req) {
         return limited;
     }
-    let request: async_graphql::Request = match serde_json::from_slice(&body) {
-        Ok(request) => request,
-        Err(error) => {
-            // A JSON array is a batch of operations, which the gateway does
-            // not take: each request is one operation, limited and costed alone.
-            let message = if body.trim_ascii_start().starts_with(b"[") {
-                "batching is not supported: send one operation per request".to_owned()
-            } else {
-                format!("invalid GraphQL request: {error}")
-            };
-            let mut response =
-                async_graphql::Response::from_errors(vec![async_graphql::ServerError::new(
-                    message, None,
-                )]);
-            ensure_codes(&mut response);
-            return HttpResponse::BadRequest().json(response);
-        }
+    if let Some(refused) = over_http::refuse_non_json(&req) {
+        return refused;
+    }
+    let request = match serde_json::from_slice::<serde_json::Value>(&body) {
+        Ok(value) => over_http::request_from_json(value),
+        Err(error) => Err(format!("the body is not JSON: {error}")),
     };
-    let address = client_address(&req);
+    match request {
+        Ok(request) => run(&state, &req, request).await,
+        Err(message) => over_http::bad_request(&message),
+    }
+}
+
+/// `GET /graphql?query=...`: a query (never a mutation) from the URL.
+async fn graphql_url(state: &AppState, req: &HttpRequest) -> HttpResponse {
+    if let Some(limited) = rate_limited(state, req) {
+        return limited;
+    }
+    match over_http::request_from_url(req.query_string()) {
+        Ok(request) => run(state, req, request).await,
+        Err(refused) => *refused,
+    }
+}
+
+/// Runs one request for its caller (checked first: an invalid credential
+/// runs nothing) and answers it in the media type the client accepts.
+async fn run(state: &AppState, req: &HttpRequest, request: async_graphql::Request) -> HttpResponse {
+    let media = over_http::MediaType::accepted_by(req);
+    let address = client_address(req);
     // A header that is not text is as unusable as a missing scheme.
     let header = req
         .headers()
@@ -145,47 +157,13 @@ async fn graphql(state: web::Data<AppState>, req: HttpRequest, body: web::Bytes)
     let response = schema::execute(&state.schema, request, auth)
         .instrument(span)
         .await;
-    let retry_after = retry_after(&response);
-    // Nothing ran but a throttle's refusal (a login while throttled): the
-    // request as a whole was rate limited.
-    let only_limited = response.data == async_graphql::Value::Null
-        && !response.errors.is_empty()
-        && response.errors.iter().all(|e| {
-            e.extensions.as_ref().and_then(|x| x.get("code"))
-                == Some(&async_graphql::Value::from(
-                    contracts::ErrorCode::RateLimited.as_str(),
-                ))
-        });
-    let mut http = GraphQLResponse::from(response).respond_to(&req);
-    if let Some(seconds) = retry_after
-        && let Ok(value) = actix_web::http::header::HeaderValue::from_str(&seconds.to_string())
-    {
-        http.headers_mut()
-            .insert(actix_web::http::header::RETRY_AFTER, value);
-        if only_limited {
-            *http.status_mut() = actix_web::http::StatusCode::TOO_MANY_REQUESTS;
-        }
-    }
-    http
+    over_http::respond(response, media)
 }
 
 /// The client's address as the rate limits and throttles key it.
 fn client_address(req: &HttpRequest) -> String {
     req.peer_addr()
         .map_or_else(|| "unknown".to_owned(), |a| a.ip().to_string())
-}
-
-/// The longest `retryAfterSeconds` among a response's RATE_LIMITED errors,
-/// for the `Retry-After` header.
-fn retry_after(response: &async_graphql::Response) -> Option<u64> {
-    response
-        .errors
-        .iter()
-        .filter_map(|e| match e.extensions.as_ref()?.get("retryAfterSeconds")? {
-            async_graphql::Value::Number(n) => n.as_u64(),
-            _ => None,
-        })
-        .max()
 }
 
 /// `GET /graphql`: a WebSocket upgrade is a subscription connection
@@ -201,6 +179,9 @@ async fn graphql_get(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     if !upgrade {
+        if over_http::has_query_param(req.query_string()) {
+            return Ok(graphql_url(&state, &req).await);
+        }
         return Ok(graphiql());
     }
     if let Some(limited) = rate_limited(&state, &req) {

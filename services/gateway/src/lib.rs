@@ -8,6 +8,7 @@ mod caller;
 mod clients;
 mod error;
 mod http;
+mod over_http;
 mod rate_limit;
 mod schema;
 mod validate;
