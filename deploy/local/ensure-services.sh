@@ -40,12 +40,6 @@ if ! { [ -f /usr/include/postgresql/libpq-fe.h ] || pkg-config --exists libpq 2>
   apt_install libpq-dev pkg-config
 fi
 
-# --- node and npm (the GraphQL-over-HTTP audit in tests/graphql-http, and web/) ---
-if ! have node || ! have npm; then
-  say "installing nodejs and npm"
-  apt_install nodejs npm
-fi
-
 # --- PostgreSQL ---
 if ! port_open "$PGPORT"; then
   if ! have pg_ctlcluster && ! ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1; then
@@ -81,7 +75,8 @@ fi
 have curl && wait_for "rabbitmq management API" 30 curl -sf -u guest:guest http://127.0.0.1:15672/api/overview
 say "postgresql and rabbitmq are up"
 
-# --- The browser tests' tools: Chromium, Node.js and npm (make web, make web-test) ---
+# --- The browser tests' tools: Chromium, Node.js and npm (make web, make web-test,
+# and the GraphQL-over-HTTP audit in tests/graphql-http) ---
 # `make test` ends with the web front end's build and its browser tests in
 # Debian's Chromium (test tools cannot download a browser here), so the
 # README's two commands install them like the servers above. Without apt-get
