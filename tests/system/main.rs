@@ -30,6 +30,7 @@ mod race;
 mod reconciler;
 mod replacement;
 mod replay;
+mod retry;
 mod rules;
 mod runway;
 mod security;
