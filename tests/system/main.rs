@@ -6,6 +6,7 @@
 
 mod agents;
 mod cancel;
+mod charges;
 mod cli;
 mod crash;
 mod dashboards;
@@ -32,6 +33,7 @@ mod race;
 mod reconciler;
 mod replacement;
 mod replay;
+mod retry;
 mod rules;
 mod runway;
 mod security;

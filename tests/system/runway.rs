@@ -88,3 +88,63 @@ async fn orders_are_refused_once_the_balance_no_longer_covers_the_runway_of_all_
     stack.stop().await;
     env.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_after_a_stop_counts_what_already_runs() {
+    // As above: 0.05 covers two one-GPU rentals at 0.12 and not three.
+    let Rental {
+        env,
+        stack,
+        renter,
+        tenant,
+        offer,
+        ..
+    } = rental(
+        TestEnv::new().await,
+        Parts::ALL,
+        "RTX 4090",
+        4,
+        "0.12",
+        "0.05",
+    )
+    .await;
+    let first = running_instance(&renter, &offer, 1, "first").await;
+    let stopped = renter
+        .run(
+            "mutation($id: ID!) { stopInstance(id: $id) { status } }",
+            serde_json::json!({ "id": first }),
+        )
+        .await
+        .expect("stop");
+    assert_eq!(stopped["stopInstance"]["status"], "stopped");
+    // Two others run now: starting the first again would make three.
+    outcome(&renter, &offer, "second".into())
+        .await
+        .expect("second");
+    outcome(&renter, &offer, "third".into())
+        .await
+        .expect("third");
+    let refused = renter
+        .run(
+            "mutation($id: ID!) { startInstance(id: $id) { status } }",
+            serde_json::json!({ "id": first }),
+        )
+        .await
+        .expect_err("start beyond the runway");
+    assert_eq!(refused.code, "INSUFFICIENT_FUNDS", "{}", refused.message);
+    // The refused start holds nothing: two reservations, two GPUs.
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM quota.reservations \
+             WHERE released_at IS NULL AND tenant_id = '{tenant}'"
+        )),
+        2
+    );
+    assert_eq!(
+        env.count("SELECT sum(gpus_allocated)::bigint AS n FROM catalog.machines"),
+        2
+    );
+    assert_eq!(instance_status(&renter, &first).await["status"], "stopped");
+    stack.stop().await;
+    env.cleanup().await;
+}

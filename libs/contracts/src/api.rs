@@ -716,6 +716,41 @@ pub struct UsageInterval {
     pub seconds: Option<i64>,
     pub price_per_hour: Decimal,
     pub currency: String,
+    /// The instance's run the interval belongs to (1 for the first run, +1
+    /// per start after a stop); storage and bandwidth meter whole lives.
+    #[serde(default)]
+    pub run_seq: i32,
+}
+
+/// The instances whose charges a caller wants (at most
+/// [`MAX_CHARGED_INSTANCES`]), all of `tenant_id`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct InstanceChargesRequest {
+    pub tenant_id: Uuid,
+    pub instance_ids: Vec<Uuid>,
+}
+
+pub const MAX_CHARGED_INSTANCES: usize = 500;
+
+/// What the ledger has charged a renter for one instance so far (every
+/// usage posting, per meter). An instance with nothing posted gets zeros.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct InstanceCharges {
+    pub instance_id: Uuid,
+    pub currency: String,
+    /// Everything charged, all meters.
+    pub total: Decimal,
+    /// GPU time billed, whole seconds.
+    pub gpu_seconds: i64,
+    pub gpu_amount: Decimal,
+    /// Disk time billed, whole seconds (whatever the disk's size).
+    pub storage_seconds: i64,
+    pub storage_gib_seconds: i64,
+    pub storage_amount: Decimal,
+    pub bandwidth_up_bytes: i64,
+    pub bandwidth_up_amount: Decimal,
+    pub bandwidth_down_bytes: i64,
+    pub bandwidth_down_amount: Decimal,
 }
 
 // ---------------------------------------------------------------- ordering

@@ -5,6 +5,7 @@
 //! into the host's share and the platform fee so that every posting balances
 //! exactly. Renters are prepaid: they top up through Stripe (`stripe`).
 
+mod charges;
 pub mod dashboards;
 pub mod error;
 pub mod focus;

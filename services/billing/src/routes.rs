@@ -28,6 +28,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             )
             .route("/credits", web::post().to(grant_credit))
             .route("/funds-checks", web::post().to(funds_check))
+            .route("/instance-charges", web::post().to(instance_charges))
             .route("/earnings/{host_tenant_id}", web::get().to(earnings))
             .route("/top-ups", web::post().to(create_top_up))
             .route("/top-ups/{tenant_id}", web::get().to(list_top_ups))
@@ -84,6 +85,16 @@ async fn funds_check(
     body: web::Json<FundsCheckRequest>,
 ) -> Reply {
     Ok(HttpResponse::Ok().json(usage::funds_check(&db, &s, body.into_inner()).await?))
+}
+
+async fn instance_charges(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    s: web::Data<Settings>,
+    body: web::Json<contracts::api::InstanceChargesRequest>,
+) -> Reply {
+    let charges = crate::charges::instance_charges(&db, &s, body.into_inner()).await?;
+    Ok(HttpResponse::Ok().json(charges))
 }
 
 async fn earnings(

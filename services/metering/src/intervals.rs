@@ -39,6 +39,7 @@ pub(crate) struct IntervalRow {
     /// The correlation id of the event that opened the interval: what the
     /// segments metering announces on its own (settlement) are sent under.
     pub(crate) correlation_id: Option<String>,
+    pub(crate) run_seq: i32,
 }
 
 /// The effect of one lifecycle event; runs in the inbox's transaction.
@@ -396,6 +397,7 @@ pub async fn usage(
                 seconds: row.seconds,
                 price_per_hour: row.price_per_hour.unwrap_or_default(),
                 currency: row.currency.unwrap_or_default(),
+                run_seq: row.run_seq,
             })
             .collect())
     })

@@ -97,7 +97,7 @@ const BURNING: [InstanceState; 3] = [
 ];
 
 /// Serialises the runway checks of one tenant until the transaction ends.
-fn lock_tenant(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResult<()> {
+pub(crate) fn lock_tenant(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResult<()> {
     diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind::<Text, _>(format!("gpumarket:runway:{tenant_id}"))
         .execute(conn)
@@ -216,23 +216,6 @@ pub(crate) async fn admit(
             .execute(conn)
             .map(|n| n == 1)
             .map_err(Error::from)
-    })
-    .await
-}
-
-/// The runway check for an instance started again: what already runs (the
-/// instance itself is stopped and does not count) plus its rate.
-pub(crate) async fn check_start(
-    db: &Db,
-    tenant_id: Uuid,
-    instance_id: Uuid,
-    hourly: Decimal,
-    runway: Runway,
-) -> Result<(), Error> {
-    db.tx(move |conn| {
-        lock_tenant(conn, tenant_id)?;
-        let committed = committed_burn(conn, tenant_id, None, Some(instance_id))?;
-        runway.check(committed, hourly)
     })
     .await
 }

@@ -88,15 +88,19 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
             _ => Error::Remote(e),
         })?;
 
-    if let Err(error) = take_holdings(db, deps, &row, key).await {
-        if let Err(release_error) = crate::saga::release_holdings(deps, key).await {
-            tracing::error!(instance.id = %id, %release_error, "start compensation failed; reconciler must release");
+    let runway = match take_holdings(deps, &row, key).await {
+        Ok(runway) => runway,
+        Err(error) => {
+            if let Err(release_error) = crate::saga::release_holdings(deps, key).await {
+                tracing::error!(instance.id = %id, %release_error, "start compensation failed; reconciler must release");
+            }
+            return Err(error);
         }
-        return Err(error);
-    }
+    };
+    let hourly = row.price_per_gpu_hour * Decimal::from(row.gpu_count);
 
     let commands = deps.config.commands_exchange.clone();
-    let (latest, started) = db
+    let result = db
         .tx(move |conn| -> Result<(InstanceRow, bool), Error> {
             let row = lock(conn, id)?;
             if row.state()? != InstanceState::Stopped || attempt(conn, id)? != current {
@@ -113,6 +117,12 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
                     details: None,
                 }));
             }
+            // The runway of what already runs plus this instance, checked
+            // and admitted (`provisioning` counts) under the tenant's runway
+            // lock, as an order is (`funds::admit`).
+            crate::funds::lock_tenant(conn, row.tenant_id)?;
+            let committed = crate::funds::committed_burn(conn, row.tenant_id, None, Some(id))?;
+            runway.check(committed, hourly)?;
             let at = contracts::time::now();
             transition(
                 conn,
@@ -125,7 +135,18 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
             tracing::info!(instance.id = %id, attempt = next, "instance starting");
             Ok((row, true))
         })
-        .await?;
+        .await;
+    let (latest, started) = match result {
+        Ok(done) => done,
+        Err(refused) if refused.code() == ErrorCode::InsufficientFunds => {
+            // Nothing started: the quota and GPUs just taken go back.
+            if let Err(release_error) = crate::saga::release_holdings(deps, key).await {
+                tracing::error!(instance.id = %id, %release_error, "start compensation failed; reconciler must release");
+            }
+            return Err(refused);
+        }
+        Err(other) => return Err(other),
+    };
     if !started {
         // A concurrent start of the same attempt shares the holdings and owns
         // them now; otherwise (a destroy meanwhile) nobody will use them.
@@ -144,7 +165,12 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
 }
 
 /// Quota, funds, then the GPUs on the instance's own machine, under `key`.
-async fn take_holdings(db: &Db, deps: &Deps, row: &InstanceRow, key: Uuid) -> Result<(), Error> {
+/// Returns what the runway check at the transition needs.
+async fn take_holdings(
+    deps: &Deps,
+    row: &InstanceRow,
+    key: Uuid,
+) -> Result<crate::funds::Runway, Error> {
     let _: QuotaReservation = deps
         .quota
         .post(
@@ -174,13 +200,12 @@ async fn take_holdings(db: &Db, deps: &Deps, row: &InstanceRow, key: Uuid) -> Re
             },
         )
         .await?;
-    // And what already runs next to it (see `funds::admit`).
+    // What already runs next to it is checked at the transition.
     let runway = crate::funds::Runway {
         balance: balance.amount,
         currency: balance.currency,
         runway_seconds: deps.config.min_runway_seconds,
     };
-    crate::funds::check_start(db, row.tenant_id, row.id, hourly, runway).await?;
     let _: Allocation = deps
         .catalog
         .post(
@@ -217,7 +242,7 @@ async fn take_holdings(db: &Db, deps: &Deps, row: &InstanceRow, key: Uuid) -> Re
             )),
             _ => Error::Remote(e),
         })?;
-    Ok(())
+    Ok(runway)
 }
 
 /// Destroys an instance in any state but `stopping` (a moment's state):

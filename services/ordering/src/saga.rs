@@ -48,6 +48,19 @@ struct OrderRow {
     state: String,
     failure_code: Option<String>,
     failure_reason: Option<String>,
+    expired_at: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+impl OrderRow {
+    /// Failed only because a service it needed did not answer
+    /// (`UNAVAILABLE`), and not expired: nothing about the order itself was
+    /// refused, so repeating it with its key is a fresh attempt rather than
+    /// a replay of that failure.
+    fn failed_on_a_dependency(&self) -> bool {
+        self.state == InstanceState::Failed.as_str()
+            && self.expired_at.is_none()
+            && self.failure_code.as_deref() == Some(ErrorCode::Unavailable.as_str())
+    }
 }
 
 /// The disk an order gets when it names none: enough for an OS image and a
@@ -189,33 +202,22 @@ pub async fn create_order(
             if let Some(instance) = instance_of(db, order.id).await? {
                 return Ok(instance);
             }
-            if order.state == InstanceState::Failed.as_str() {
+            if order.failed_on_a_dependency() {
+                // It must hold nothing before the fresh attempt: give back
+                // whatever the failed attempt's compensation could not (the
+                // dependency may have been the one to release to). Still
+                // down: the retry answers UNAVAILABLE again, holding nothing new.
+                release_holdings(deps, order.id).await?;
+                supersede(db, order.id, req.idempotency_key.clone()).await?;
+                tracing::info!(order.id = %order.id, "order failed on a dependency; retried as a fresh attempt");
+                place_fresh(db, deps, &req, &print).await?
+            } else if order.state == InstanceState::Failed.as_str() {
                 return Err(failure(order.failure_code.as_deref(), order.failure_reason));
+            } else {
+                order.id
             }
-            order.id
         }
-        None => {
-            // The quote the funds check (and, without a maximum, the price
-            // check at commit) is made against.
-            let quote = match req.offer_id {
-                Some(offer_id) => {
-                    let offer: Offer = deps
-                        .catalog
-                        .get(&format!("/internal/offers/{offer_id}"))
-                        .await?;
-                    check_offer(&req, &offer)?;
-                    quote_of(&req, &offer)
-                }
-                None => {
-                    let candidates = candidates(deps, &req).await?;
-                    let Some(cheapest) = candidates.first() else {
-                        return Err(no_match(&req));
-                    };
-                    quote_of(&req, cheapest)
-                }
-            };
-            insert_order(db, &req, quote, &print).await?
-        }
+        None => place_fresh(db, deps, &req, &print).await?,
     };
 
     // Resume-safe from here on: every call is idempotent by order id.
@@ -235,6 +237,56 @@ pub async fn create_order(
             Err(error)
         }
     }
+}
+
+/// Records a new order for `req` at the current quote (the cheapest matching
+/// offer, for an order by constraints).
+async fn place_fresh(
+    db: &Db,
+    deps: &Deps,
+    req: &CreateOrderRequest,
+    print: &str,
+) -> Result<Uuid, Error> {
+    // The quote the funds check (and, without a maximum, the price
+    // check at commit) is made against.
+    let quote = match req.offer_id {
+        Some(offer_id) => {
+            let offer: Offer = deps
+                .catalog
+                .get(&format!("/internal/offers/{offer_id}"))
+                .await?;
+            check_offer(req, &offer)?;
+            quote_of(req, &offer)
+        }
+        None => {
+            let candidates = candidates(deps, req).await?;
+            let Some(cheapest) = candidates.first() else {
+                return Err(no_match(req));
+            };
+            quote_of(req, cheapest)
+        }
+    };
+    insert_order(db, req, quote, print).await
+}
+
+/// Takes a failed order's idempotency key off it (kept in the renamed key,
+/// `<key>#superseded:<order id>`), so the key names the fresh attempt. Only a
+/// failed order is renamed; a concurrent retry that renamed it first makes
+/// this a no-op, and both then share the fresh order (`insert_order`).
+async fn supersede(db: &Db, order_id: Uuid, key: String) -> Result<(), Error> {
+    db.run(move |conn| {
+        diesel::update(orders::table.find(order_id))
+            .filter(orders::state.eq(InstanceState::Failed.as_str()))
+            .filter(orders::idempotency_key.eq(&key))
+            .set((
+                orders::idempotency_key.eq(format!("{key}#superseded:{order_id}")),
+                orders::updated_at.eq(diesel::dsl::now),
+            ))
+            .execute(conn)
+            .map(|_| ())
+            .map_err(Error::from)
+    })
+    .await
 }
 
 /// The rate the order expects to pay: the offer's price, or the bid.

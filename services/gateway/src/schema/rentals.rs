@@ -1,6 +1,6 @@
 //! Orders, the instances they start, and their metered usage.
 
-use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
+use async_graphql::{ComplexObject, Context, ID, InputObject, Object, SimpleObject};
 use contracts::api;
 use rust_decimal::Decimal;
 
@@ -11,6 +11,7 @@ use crate::error::GqlResult;
 use crate::validate;
 
 #[derive(SimpleObject)]
+#[graphql(complex)]
 pub struct Instance {
     id: ID,
     order_id: ID,
@@ -44,6 +45,112 @@ pub struct Instance {
     stopped_at: Option<String>,
     created_at: String,
     updated_at: String,
+    #[graphql(skip)]
+    uuid: uuid::Uuid,
+    /// Fetched ahead for a whole list (see `instances`); else on demand.
+    #[graphql(skip)]
+    charged: Option<api::InstanceCharges>,
+}
+
+/// What the ledger has charged for an instance so far, per meter. Usage is
+/// posted while the instance runs (every settlement interval, 10 s by
+/// default) and at every stop, so these trail the meters by at most that.
+#[derive(SimpleObject)]
+pub struct InstanceCharges {
+    currency: String,
+    /// Everything charged so far, all meters.
+    total: Decimal,
+    /// GPU time billed, whole seconds: the sum of `floor(T1 − T0)` of its runs.
+    gpu_seconds: i64,
+    gpu_cost: Decimal,
+    /// Disk time billed, whole seconds (from creation until destroyed,
+    /// stopped or not).
+    storage_seconds: i64,
+    /// Disk size × disk time, what the GB-month price is applied to.
+    storage_gib_seconds: i64,
+    storage_cost: Decimal,
+    bandwidth_up_bytes: i64,
+    bandwidth_up_cost: Decimal,
+    bandwidth_down_bytes: i64,
+    bandwidth_down_cost: Decimal,
+}
+
+impl From<api::InstanceCharges> for InstanceCharges {
+    fn from(c: api::InstanceCharges) -> Self {
+        Self {
+            currency: c.currency,
+            total: c.total,
+            gpu_seconds: c.gpu_seconds,
+            gpu_cost: c.gpu_amount,
+            storage_seconds: c.storage_seconds,
+            storage_gib_seconds: c.storage_gib_seconds,
+            storage_cost: c.storage_amount,
+            bandwidth_up_bytes: c.bandwidth_up_bytes,
+            bandwidth_up_cost: c.bandwidth_up_amount,
+            bandwidth_down_bytes: c.bandwidth_down_bytes,
+            bandwidth_down_cost: c.bandwidth_down_amount,
+        }
+    }
+}
+
+/// The charges of `ids`, all instances of `tenant_id`, in batches billing
+/// accepts.
+async fn charges_of(
+    ctx: &Context<'_>,
+    tenant_id: uuid::Uuid,
+    ids: &[uuid::Uuid],
+) -> GqlResult<Vec<api::InstanceCharges>> {
+    let clients = clients::from_context(ctx)?;
+    let mut all = Vec::with_capacity(ids.len());
+    for chunk in ids.chunks(api::MAX_CHARGED_INSTANCES) {
+        let charges: Vec<api::InstanceCharges> = clients
+            .billing
+            .post(
+                "/internal/instance-charges",
+                &api::InstanceChargesRequest {
+                    tenant_id,
+                    instance_ids: chunk.to_vec(),
+                },
+            )
+            .await?;
+        all.extend(charges);
+    }
+    Ok(all)
+}
+
+#[ComplexObject]
+impl Instance {
+    /// What the ledger has charged for this instance so far, every meter
+    /// (GPU, storage, bandwidth), in `currency`. Needs the billing or read
+    /// scope.
+    async fn cost_so_far(&self, ctx: &Context<'_>) -> GqlResult<Decimal> {
+        Ok(self.charged(ctx).await?.total)
+    }
+
+    /// GPU time billed so far, whole seconds: the sum of `floor(T1 − T0)` of
+    /// the instance's runs (storage and bandwidth are in `charges`).
+    async fn billed_seconds(&self, ctx: &Context<'_>) -> GqlResult<i64> {
+        Ok(self.charged(ctx).await?.gpu_seconds)
+    }
+
+    /// The charges so far, meter by meter.
+    async fn charges(&self, ctx: &Context<'_>) -> GqlResult<InstanceCharges> {
+        Ok(self.charged(ctx).await?.into())
+    }
+}
+
+impl Instance {
+    async fn charged(&self, ctx: &Context<'_>) -> GqlResult<api::InstanceCharges> {
+        if let Some(charged) = &self.charged {
+            return Ok(charged.clone());
+        }
+        let principal = auth::authorize(ctx, Access::Billing).await?;
+        Ok(charges_of(ctx, principal.tenant_id, &[self.uuid])
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_default())
+    }
 }
 
 impl From<api::Instance> for Instance {
@@ -70,6 +177,8 @@ impl From<api::Instance> for Instance {
             stopped_at: i.stopped_at.map(instant),
             created_at: instant(i.created_at),
             updated_at: instant(i.updated_at),
+            uuid: i.id,
+            charged: None,
         }
     }
 }
@@ -87,6 +196,10 @@ pub struct UsageInterval {
     billed_seconds: Option<i64>,
     price_per_hour: Decimal,
     currency: String,
+    /// The instance's run the interval belongs to: 1 for the first, one
+    /// more per start after a stop (storage and bandwidth intervals span the
+    /// instance's life and keep 1).
+    run_seq: i32,
 }
 
 impl From<api::UsageInterval> for UsageInterval {
@@ -100,6 +213,7 @@ impl From<api::UsageInterval> for UsageInterval {
             billed_seconds: u.seconds,
             price_per_hour: u.price_per_hour,
             currency: u.currency,
+            run_seq: u.run_seq,
         }
     }
 }
@@ -186,7 +300,30 @@ impl RentalsQuery {
             .ordering
             .get_query("/internal/instances", &[("tenant_id", principal.tenant_id)])
             .await?;
-        Ok(instances.into_iter().map(Into::into).collect())
+        let mut instances: Vec<Instance> = instances.into_iter().map(Into::into).collect();
+        // Charges asked for: one batched call to billing for the whole list
+        // instead of one per instance. Without the billing scope the fields
+        // answer FORBIDDEN one by one, as they would alone.
+        let look = ctx.look_ahead();
+        let wants = ["costSoFar", "billedSeconds", "charges"]
+            .iter()
+            .any(|f| look.field(f).exists());
+        if wants
+            && !instances.is_empty()
+            && let Ok(billing) = auth::authorize(ctx, Access::Billing).await
+        {
+            let ids: Vec<uuid::Uuid> = instances.iter().map(|i| i.uuid).collect();
+            let mut charges: std::collections::HashMap<uuid::Uuid, api::InstanceCharges> =
+                charges_of(ctx, billing.tenant_id, &ids)
+                    .await?
+                    .into_iter()
+                    .map(|c| (c.instance_id, c))
+                    .collect();
+            for instance in &mut instances {
+                instance.charged = charges.remove(&instance.uuid);
+            }
+        }
+        Ok(instances)
     }
 
     /// Usage of the caller's tenant, optionally of one instance.
