@@ -8,6 +8,7 @@ use diesel::{Connection, PgConnection, RunQueryDsl};
 use gpumarket::client::Client;
 use gpumarket::dev::{self, Parts, Stack};
 use platform::Config;
+use platform::rabbitmq_admin::RabbitAdmin;
 use serde_json::{Value, json};
 
 pub const PASSWORD: &str = "correct horse battery";
@@ -153,7 +154,8 @@ impl TestEnv {
 
     pub async fn cleanup(self) {
         let (base, user, pass) = management(&self.config);
-        // Agent users are broker-wide, not per vhost: remove this test's.
+        // Agent users are broker-wide, not per vhost: remove this test's
+        // (every token generation of each of its machines).
         #[derive(diesel::QueryableByName)]
         struct Id {
             #[diesel(sql_type = diesel::sql_types::Uuid)]
@@ -167,15 +169,19 @@ impl TestEnv {
                     .ok()
             })
             .unwrap_or_default();
-        for machine in machines {
-            let _ = reqwest::Client::new()
-                .delete(
-                    base.join(&format!("api/users/agent-{}", machine.id))
-                        .expect("url"),
-                )
-                .basic_auth(&user, Some(&pass))
-                .send()
-                .await;
+        if let Ok(admin) = RabbitAdmin::new(&self.config.rabbitmq_management_url) {
+            let users = admin
+                .users_starting_with("agent-")
+                .await
+                .unwrap_or_default();
+            let ours = |u: &str| {
+                machines
+                    .iter()
+                    .any(|m| u.starts_with(&format!("agent-{}", m.id)))
+            };
+            for user in users.iter().filter(|u| ours(u)) {
+                let _ = admin.delete_user(user).await;
+            }
         }
         let _ = reqwest::Client::new()
             .delete(
@@ -189,6 +195,23 @@ impl TestEnv {
         let _ =
             tokio::task::spawn_blocking(move || platform::db::drop_database(&admin, &name)).await;
     }
+}
+
+/// The broker user of the machine's current agent token (what its agent
+/// connects as and sets in `user_id`).
+pub fn agent_user(env: &TestEnv, machine: impl std::fmt::Display) -> String {
+    #[derive(diesel::QueryableByName)]
+    struct Hash {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        h: String,
+    }
+    let sql =
+        format!("SELECT agent_token_sha256 AS h FROM catalog.machines WHERE id = '{machine}'");
+    let rows: Vec<Hash> = diesel::sql_query(&sql)
+        .load(&mut env.conn())
+        .expect("token hash");
+    let hash = rows.first().map(|r| r.h.clone()).expect("machine");
+    catalog::agents::agent_username(machine.to_string().parse().expect("uuid"), &hash)
 }
 
 pub async fn sign_up(api: &Client, roles: &[&str]) -> (Client, String) {

@@ -493,27 +493,19 @@ pub async fn set_pricing(
     .await
 }
 
-/// Issues a new agent token (the old one stops working at once: the broker
-/// user's password changes and its connections are closed). Shown once.
+/// Issues a new agent token, shown once. The new generation's broker user
+/// is made first, then the stored hash changes (from then on the catalog
+/// takes reports only from the new user), then `retire` is given the old
+/// hash: it deletes the old user and closes every connection made with the
+/// old token before this returns.
 pub async fn rotate_agent_token(
     db: &Db,
     machine_id: Uuid,
     host_tenant_id: Uuid,
     grant: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
+    retire: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
 ) -> Result<String, Error> {
-    let owned: i64 = db
-        .run(move |conn| {
-            machines::table
-                .find(machine_id)
-                .filter(machines::host_tenant_id.eq(host_tenant_id))
-                .count()
-                .get_result(conn)
-                .map_err(Error::from)
-        })
-        .await?;
-    if owned == 0 {
-        return Err(Error::NotFound(format!("machine {machine_id} not found")));
-    }
+    let old = crate::agents::owned_token_hash(db, machine_id, host_tenant_id).await?;
     let mut secret = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut secret);
     let token = format!("gpa_{}", hex::encode(secret));
@@ -529,6 +521,7 @@ pub async fn rotate_agent_token(
             .map_err(Error::from)
     })
     .await?;
+    retire(machine_id, old).await?;
     tracing::info!(machine.id = %machine_id, "agent token rotated");
     Ok(token)
 }

@@ -169,11 +169,14 @@ async fn rotate_token(
     body: web::Json<HostMachineRequest>,
 ) -> Reply {
     let machine_id = path.into_inner();
-    let token =
-        machines::rotate_agent_token(&db, machine_id, body.host_tenant_id, async |id, token| {
-            agents.grant(id, &token).await
-        })
-        .await?;
+    let token = machines::rotate_agent_token(
+        &db,
+        machine_id,
+        body.host_tenant_id,
+        async |id, token| agents.grant(id, &token).await,
+        async |id, old| agents.retire(id, &old, "agent token replaced").await,
+    )
+    .await?;
     Ok(HttpResponse::Ok()
         .json(serde_json::json!({ "machine_id": machine_id, "agent_token": token })))
 }
