@@ -777,3 +777,107 @@ async fn rotating_a_token_closes_every_connection_of_the_old_one_however_young()
     stack.stop().await;
     env.cleanup().await;
 }
+
+/// Issue 15, item 21: `deleteMachine` refuses while GPUs of the machine are
+/// rented and touches nothing then; otherwise the machine's queue
+/// `host.<id>` and its agent's broker user are deleted, the agent's
+/// connection is cut, and the machine is gone from its host's list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_machine_removes_its_queue_and_broker_user() {
+    let (env, stack, _db) = setup().await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
+    let (other_host, _) = sign_up(&api, &["HOST"]).await;
+    let (id, token) = machine(&host).await;
+    let admin = RabbitAdmin::new(&env.config.rabbitmq_management_url).expect("management");
+    let vhost = env.config.amqp_vhost().expect("vhost");
+    let queue = format!("host.{id}");
+    let has_queue = async || {
+        admin
+            .queues(&vhost)
+            .await
+            .expect("queues")
+            .iter()
+            .any(|q| q.name == queue)
+    };
+    let users = async || {
+        admin
+            .users_starting_with(&format!("agent-{id}"))
+            .await
+            .expect("users")
+    };
+    assert!(has_queue().await, "registration declares the queue");
+    assert_eq!(users().await.len(), 1);
+    let agent = Connection::connect(
+        &agent_url(&stack, id, &token),
+        ConnectionProperties::default(),
+    )
+    .await
+    .expect("the agent connects");
+    let delete = "mutation($id: ID!) { deleteMachine(machineId: $id) }";
+
+    // A live rental on it: refused, nothing removed.
+    env.exec(&format!(
+        "INSERT INTO catalog.allocations (order_id, machine_id, tenant_id, gpu_count)
+         VALUES (gen_random_uuid(), '{id}', '{host_tenant}', 1)"
+    ));
+    let refused = host
+        .run(delete, json!({ "id": id }))
+        .await
+        .expect_err("a rented machine cannot be deleted");
+    assert_eq!(refused.code, "CONFLICT", "{refused:?}");
+    assert!(has_queue().await);
+    assert_eq!(users().await.len(), 1);
+    // Another host's machine is as good as missing.
+    let missing = other_host
+        .run(delete, json!({ "id": id }))
+        .await
+        .expect_err("not the caller's machine");
+    assert_eq!(missing.code, "NOT_FOUND", "{missing:?}");
+
+    env.exec(&format!(
+        "UPDATE catalog.allocations SET released_at = now() WHERE machine_id = '{id}'"
+    ));
+    let deleted = host
+        .run(delete, json!({ "id": id }))
+        .await
+        .expect("deleteMachine");
+    assert_eq!(deleted["deleteMachine"], true);
+    assert!(!has_queue().await, "the queue is deleted");
+    assert!(users().await.is_empty(), "the broker user is deleted");
+    let user = host_agent::protocol::username(id, &token);
+    let published = publish(
+        &agent,
+        &format!("agent.{id}.heartbeat"),
+        Some(&user),
+        &json!({ "machine_id": id, "sent_at": Utc::now(), "seq": 1, "gpus": [] }),
+        "after-delete",
+    )
+    .await;
+    assert!(published.is_err(), "the agent's connection is cut");
+    let mine = host
+        .run("{ myMachines { id } }", json!({}))
+        .await
+        .expect("myMachines");
+    assert!(
+        mine["myMachines"]
+            .as_array()
+            .is_some_and(|ms| ms.iter().all(|m| m["id"] != id.to_string().as_str())),
+        "{mine}"
+    );
+    let relist = host
+        .run(
+            "mutation($id: ID!) { listMachine(machineId: $id) { listed } }",
+            json!({ "id": id }),
+        )
+        .await
+        .expect_err("a deleted machine cannot be listed");
+    assert_eq!(relist.code, "NOT_FOUND");
+    // Repeating it is harmless.
+    host.run(delete, json!({ "id": id }))
+        .await
+        .expect("deleteMachine again");
+
+    stack.stop().await;
+    env.cleanup().await;
+}
