@@ -881,3 +881,46 @@ async fn deleting_a_machine_removes_its_queue_and_broker_user() {
     stack.stop().await;
     env.cleanup().await;
 }
+
+/// The harness: a `TestEnv` dropped without `cleanup()` (a test that
+/// panicked) still removes its vhost (queues with it), its machines' agent
+/// users and its database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_test_env_leaves_nothing_on_the_broker() {
+    let (env, stack, _db) = setup().await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let (id, _token) = machine(&host).await;
+    let admin = RabbitAdmin::new(&env.config.rabbitmq_management_url).expect("management");
+    let vhost = env.config.amqp_vhost().expect("vhost");
+    let db_name = env.db_name.clone();
+    assert!(
+        !admin.queues(&vhost).await.expect("queues").is_empty(),
+        "the test made queues"
+    );
+    stack.stop().await;
+    drop(env);
+    assert!(admin.queues(&vhost).await.is_err(), "the vhost is gone");
+    assert!(
+        admin
+            .users_starting_with(&format!("agent-{id}"))
+            .await
+            .expect("users")
+            .is_empty()
+    );
+    let config = platform::Config::from_env().expect("config");
+    let postgres = platform::config::replace_db_name(&config.database_url, "postgres");
+    let mut conn =
+        <diesel::PgConnection as diesel::Connection>::establish(&postgres).expect("postgres");
+    #[derive(diesel::QueryableByName)]
+    struct N {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let left: Vec<N> = diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM pg_database WHERE datname = '{db_name}'"
+    ))
+    .load(&mut conn)
+    .expect("pg_database");
+    assert_eq!(left.first().map(|r| r.n), Some(0), "the database is gone");
+}
