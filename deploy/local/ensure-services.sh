@@ -64,7 +64,9 @@ if ! port_open 5672; then
     apt_install rabbitmq-server
   fi
   say "starting rabbitmq"
-  sudo_if_needed rabbitmq-server -detached || true
+  # Each quorum queue holds a few file handles; the default limit of 1024
+  # ran out at a few hundred machines (issue 15). Raise it for the node.
+  sudo_if_needed sh -c 'ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"; exec rabbitmq-server -detached' || true
   wait_for rabbitmq 60 port_open 5672
 fi
 if ! port_open 15672; then

@@ -46,6 +46,7 @@ pub mod catalog {
             last_heartbeat_at -> Nullable<Timestamptz>,
             reliability -> Nullable<Numeric>,
             self_test_passed_at -> Nullable<Timestamptz>,
+            deleted_at -> Nullable<Timestamptz>,
         }
     }
 

@@ -62,7 +62,8 @@ start_postgres() {
 }
 
 start_rabbitmq() {
-  rabbit_env rabbitmq-server -detached >/dev/null 2>&1
+  # More file handles than the default 1024 (a few per quorum queue).
+  (ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"; rabbit_env rabbitmq-server -detached >/dev/null 2>&1)
   wait_for "rabbitmq (faults)" 60 rabbit_ready
 }
 

@@ -105,7 +105,8 @@ fn agent_url(stack: &Stack, machine_id: uuid::Uuid, token: &str) -> String {
         .config
         .amqp_url_for_agents()
         .expect("agents' amqp url");
-    base.replacen("amqp://", &format!("amqp://agent-{machine_id}:{token}@"), 1)
+    let user = host_agent::protocol::username(machine_id, token);
+    base.replacen("amqp://", &format!("amqp://{user}:{token}@"), 1)
 }
 
 #[derive(diesel::QueryableByName, Debug, Clone, PartialEq)]
@@ -219,10 +220,10 @@ async fn internal_post(stack: &Stack, path: &str, body: Value) -> reqwest::Respo
         .expect("catalog")
 }
 
-fn heartbeat_message(id: uuid::Uuid, sent_at: DateTime<Utc>) -> RawMessage {
+fn heartbeat_message(env: &TestEnv, id: uuid::Uuid, sent_at: DateTime<Utc>) -> RawMessage {
     RawMessage {
         routing_key: format!("agent.{id}.heartbeat"),
-        user_id: Some(format!("agent-{id}")),
+        user_id: Some(agent_user(env, id)),
         message_id: Some(uuid::Uuid::now_v7().to_string()),
         data: serde_json::to_vec(&json!({
             "machine_id": id, "sent_at": sent_at, "seq": 1,
@@ -351,7 +352,7 @@ async fn heartbeats_keep_a_machine_online_and_silence_costs_reliability() {
         grace_seconds: GRACE_SECONDS,
         window_days: 30,
     };
-    let duplicate = heartbeat_message(id, Utc::now());
+    let duplicate = heartbeat_message(&env, id, Utc::now());
     catalog::heartbeats::handle(&db, settings, duplicate.clone())
         .await
         .expect("first delivery");
@@ -364,7 +365,7 @@ async fn heartbeats_keep_a_machine_online_and_silence_costs_reliability() {
     catalog::heartbeats::handle(&db, settings, duplicate)
         .await
         .expect("second delivery");
-    let stale = heartbeat_message(id, Utc::now() - chrono::TimeDelta::hours(1));
+    let stale = heartbeat_message(&env, id, Utc::now() - chrono::TimeDelta::hours(1));
     catalog::heartbeats::handle(&db, settings, stale)
         .await
         .expect("stale heartbeat");
@@ -441,6 +442,8 @@ async fn an_agent_cannot_report_for_another_machine() {
     )
     .await
     .expect("topology");
+    let user_a = host_agent::protocol::username(a, &token_a);
+    let user_b = host_agent::protocol::username(b, &token_b);
     let heartbeat =
         |id: uuid::Uuid| json!({ "machine_id": id, "sent_at": Utc::now(), "seq": 1, "gpus": [] });
 
@@ -454,7 +457,7 @@ async fn an_agent_cannot_report_for_another_machine() {
     let refused = publish(
         &as_a,
         &format!("agent.{b}.heartbeat"),
-        Some(&format!("agent-{a}")),
+        Some(&user_a),
         &heartbeat(b),
         "a-as-b-key",
     )
@@ -465,7 +468,7 @@ async fn an_agent_cannot_report_for_another_machine() {
     let refused = publish(
         &as_a,
         &format!("agent.{a}.heartbeat"),
-        Some(&format!("agent-{b}")),
+        Some(&user_b),
         &heartbeat(a),
         "a-claims-b",
     )
@@ -479,7 +482,7 @@ async fn an_agent_cannot_report_for_another_machine() {
     publish(
         &as_a,
         &format!("agent.{a}.heartbeat"),
-        Some(&format!("agent-{a}")),
+        Some(&user_a),
         &heartbeat(a),
         "a-itself",
     )
@@ -569,7 +572,7 @@ async fn a_revoked_token_stops_working_at_once() {
     })
     .await;
     let admin = RabbitAdmin::new(&env.config.rabbitmq_management_url).expect("management");
-    let user = format!("agent-{id}");
+    let user = host_agent::protocol::username(id, &token);
     eventually(
         "agent connection listed",
         Duration::from_secs(15),
@@ -644,4 +647,280 @@ async fn a_revoked_token_stops_working_at_once() {
     consumer.abort();
     stack.stop().await;
     env.cleanup().await;
+}
+
+/// Issue 15, item 2: connections made with the old token 5 s, 2 s, 1 s and
+/// 0.5 s before `rotateAgentToken`, right before it, and while it runs: once
+/// the rotation has returned, none of them can publish (and a connection
+/// attempt still running then fails); the new token works.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rotating_a_token_closes_every_connection_of_the_old_one_however_young() {
+    let (env, stack, _db) = setup().await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
+    let (id, token) = machine(&host).await;
+    let access = AgentAccess::from_config(&stack.config);
+    access.grant(id, &token).await.expect("grant");
+    let admin = Connection::connect(&stack.config.amqp_url, ConnectionProperties::default())
+        .await
+        .expect("admin connects");
+    platform::broker::declare_topology(
+        &admin.create_channel().await.expect("channel"),
+        &stack.config,
+    )
+    .await
+    .expect("topology");
+    let old_url = agent_url(&stack, id, &token);
+    let old_user = host_agent::protocol::username(id, &token);
+    let routing_key = format!("agent.{id}.heartbeat");
+    let body = json!({ "machine_id": id, "sent_at": Utc::now(), "seq": 1, "gpus": [] });
+
+    // Opened 5 s, 2 s, 1 s, 0.5 s and 0 s before the rotation.
+    let mut old: Vec<(String, Connection)> = Vec::new();
+    for (label, then_wait_ms) in [
+        ("5s", 3000),
+        ("2s", 1000),
+        ("1s", 500),
+        ("0.5s", 500),
+        ("0s", 0),
+    ] {
+        let connection = Connection::connect(&old_url, ConnectionProperties::default())
+            .await
+            .expect("the old token connects before the rotation");
+        old.push((label.to_owned(), connection));
+        tokio::time::sleep(Duration::from_millis(then_wait_ms)).await;
+    }
+    // The control: an old connection publishes before the rotation.
+    publish(&old[0].1, &routing_key, Some(&old_user), &body, "before")
+        .await
+        .expect("the old token publishes before the rotation");
+
+    // And connections being opened while the rotation runs.
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let racing = {
+        let (stop, url) = (stop.clone(), old_url.clone());
+        tokio::spawn(async move {
+            let mut opened = Vec::new();
+            let mut attempts = 0;
+            while !stop.load(std::sync::atomic::Ordering::SeqCst) {
+                attempts += 1;
+                if let Ok(c) = Connection::connect(&url, ConnectionProperties::default()).await {
+                    opened.push((tokio::time::Instant::now(), c));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            (attempts, opened)
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let path = format!("/internal/machines/{id}/agent-token/rotate");
+    let response = internal_post(&stack, &path, json!({ "host_tenant_id": host_tenant })).await;
+    let returned = tokio::time::Instant::now();
+    assert_eq!(response.status(), 200);
+    let rotated: Value = response.json().await.expect("json");
+    let new_token = rotated["agent_token"].as_str().expect("token").to_owned();
+    // Keep trying a little past the return: those must fail to connect.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.store(true, std::sync::atomic::Ordering::SeqCst);
+    let (attempts, racing) = racing.await.expect("join");
+    assert!(
+        attempts > 3,
+        "connections were attempted during the rotation"
+    );
+    for (at, _) in &racing {
+        assert!(
+            *at <= returned,
+            "the old token opened a connection after the rotation returned"
+        );
+    }
+
+    for (label, connection) in old
+        .iter()
+        .map(|(l, c)| (l.clone(), c))
+        .chain(racing.iter().map(|(_, c)| ("during".to_owned(), c)))
+    {
+        let published = publish(
+            connection,
+            &routing_key,
+            Some(&old_user),
+            &body,
+            &format!("after-{label}"),
+        )
+        .await;
+        assert!(
+            published.is_err(),
+            "a connection opened {label} before the rotation still publishes"
+        );
+    }
+    let tracked = RabbitAdmin::new(&env.config.rabbitmq_management_url)
+        .expect("management")
+        .tracked_connections(&old_user)
+        .await
+        .expect("connections");
+    assert!(tracked.is_empty(), "{tracked:?}");
+
+    // The new token works, as its own user.
+    let new = Connection::connect(
+        &agent_url(&stack, id, &new_token),
+        ConnectionProperties::default(),
+    )
+    .await
+    .expect("the new token connects");
+    let new_user = host_agent::protocol::username(id, &new_token);
+    assert_ne!(new_user, old_user);
+    publish(&new, &routing_key, Some(&new_user), &body, "new")
+        .await
+        .expect("the new token publishes");
+    assert_eq!(agent_user(&env, id), new_user);
+
+    drop(new);
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+/// Issue 15, item 21: `deleteMachine` refuses while GPUs of the machine are
+/// rented and touches nothing then; otherwise the machine's queue
+/// `host.<id>` and its agent's broker user are deleted, the agent's
+/// connection is cut, and the machine is gone from its host's list.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deleting_a_machine_removes_its_queue_and_broker_user() {
+    let (env, stack, _db) = setup().await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
+    let (other_host, _) = sign_up(&api, &["HOST"]).await;
+    let (id, token) = machine(&host).await;
+    let admin = RabbitAdmin::new(&env.config.rabbitmq_management_url).expect("management");
+    let vhost = env.config.amqp_vhost().expect("vhost");
+    let queue = format!("host.{id}");
+    let has_queue = async || {
+        admin
+            .queues(&vhost)
+            .await
+            .expect("queues")
+            .iter()
+            .any(|q| q.name == queue)
+    };
+    let users = async || {
+        admin
+            .users_starting_with(&format!("agent-{id}"))
+            .await
+            .expect("users")
+    };
+    assert!(has_queue().await, "registration declares the queue");
+    assert_eq!(users().await.len(), 1);
+    let agent = Connection::connect(
+        &agent_url(&stack, id, &token),
+        ConnectionProperties::default(),
+    )
+    .await
+    .expect("the agent connects");
+    let delete = "mutation($id: ID!) { deleteMachine(machineId: $id) }";
+
+    // A live rental on it: refused, nothing removed.
+    env.exec(&format!(
+        "INSERT INTO catalog.allocations (order_id, machine_id, tenant_id, gpu_count)
+         VALUES (gen_random_uuid(), '{id}', '{host_tenant}', 1)"
+    ));
+    let refused = host
+        .run(delete, json!({ "id": id }))
+        .await
+        .expect_err("a rented machine cannot be deleted");
+    assert_eq!(refused.code, "CONFLICT", "{refused:?}");
+    assert!(has_queue().await);
+    assert_eq!(users().await.len(), 1);
+    // Another host's machine is as good as missing.
+    let missing = other_host
+        .run(delete, json!({ "id": id }))
+        .await
+        .expect_err("not the caller's machine");
+    assert_eq!(missing.code, "NOT_FOUND", "{missing:?}");
+
+    env.exec(&format!(
+        "UPDATE catalog.allocations SET released_at = now() WHERE machine_id = '{id}'"
+    ));
+    let deleted = host
+        .run(delete, json!({ "id": id }))
+        .await
+        .expect("deleteMachine");
+    assert_eq!(deleted["deleteMachine"], true);
+    assert!(!has_queue().await, "the queue is deleted");
+    assert!(users().await.is_empty(), "the broker user is deleted");
+    let user = host_agent::protocol::username(id, &token);
+    let published = publish(
+        &agent,
+        &format!("agent.{id}.heartbeat"),
+        Some(&user),
+        &json!({ "machine_id": id, "sent_at": Utc::now(), "seq": 1, "gpus": [] }),
+        "after-delete",
+    )
+    .await;
+    assert!(published.is_err(), "the agent's connection is cut");
+    let mine = host
+        .run("{ myMachines { id } }", json!({}))
+        .await
+        .expect("myMachines");
+    assert!(
+        mine["myMachines"]
+            .as_array()
+            .is_some_and(|ms| ms.iter().all(|m| m["id"] != id.to_string().as_str())),
+        "{mine}"
+    );
+    let relist = host
+        .run(
+            "mutation($id: ID!) { listMachine(machineId: $id) { listed } }",
+            json!({ "id": id }),
+        )
+        .await
+        .expect_err("a deleted machine cannot be listed");
+    assert_eq!(relist.code, "NOT_FOUND");
+    // Repeating it is harmless.
+    host.run(delete, json!({ "id": id }))
+        .await
+        .expect("deleteMachine again");
+
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+/// The harness: a `TestEnv` dropped without `cleanup()` (a test that
+/// panicked) still removes its vhost (queues with it), its machines' agent
+/// users and its database.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_test_env_leaves_nothing_on_the_broker() {
+    let (env, stack, _db) = setup().await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let (id, _token) = machine(&host).await;
+    let admin = RabbitAdmin::new(&env.config.rabbitmq_management_url).expect("management");
+    let vhost = env.config.amqp_vhost().expect("vhost");
+    let db_name = env.db_name.clone();
+    assert!(
+        !admin.queues(&vhost).await.expect("queues").is_empty(),
+        "the test made queues"
+    );
+    stack.stop().await;
+    drop(env);
+    assert!(admin.queues(&vhost).await.is_err(), "the vhost is gone");
+    assert!(
+        admin
+            .users_starting_with(&format!("agent-{id}"))
+            .await
+            .expect("users")
+            .is_empty()
+    );
+    let config = platform::Config::from_env().expect("config");
+    let postgres = platform::config::replace_db_name(&config.database_url, "postgres");
+    let mut conn =
+        <diesel::PgConnection as diesel::Connection>::establish(&postgres).expect("postgres");
+    #[derive(diesel::QueryableByName)]
+    struct N {
+        #[diesel(sql_type = BigInt)]
+        n: i64,
+    }
+    let left: Vec<N> = diesel::sql_query(format!(
+        "SELECT count(*) AS n FROM pg_database WHERE datname = '{db_name}'"
+    ))
+    .load(&mut conn)
+    .expect("pg_database");
+    assert_eq!(left.first().map(|r| r.n), Some(0), "the database is gone");
 }

@@ -8,6 +8,7 @@ use diesel::{Connection, PgConnection, RunQueryDsl};
 use gpumarket::client::Client;
 use gpumarket::dev::{self, Parts, Stack};
 use platform::Config;
+use platform::rabbitmq_admin::RabbitAdmin;
 use serde_json::{Value, json};
 
 pub const PASSWORD: &str = "correct horse battery";
@@ -17,6 +18,9 @@ pub struct TestEnv {
     pub db_name: String,
     vhost: String,
     admin_url: String,
+    /// Set by [`TestEnv::cleanup`]; otherwise (a test that panicked) `Drop`
+    /// removes the broker's and the database's leftovers.
+    cleaned: bool,
 }
 
 /// The RabbitMQ management API's base URL and its credentials.
@@ -101,6 +105,7 @@ impl TestEnv {
             db_name,
             vhost,
             admin_url,
+            cleaned: false,
         }
     }
 
@@ -151,44 +156,97 @@ impl TestEnv {
         login(api, &email).await
     }
 
-    pub async fn cleanup(self) {
-        let (base, user, pass) = management(&self.config);
-        // Agent users are broker-wide, not per vhost: remove this test's.
-        #[derive(diesel::QueryableByName)]
-        struct Id {
-            #[diesel(sql_type = diesel::sql_types::Uuid)]
-            id: uuid::Uuid,
-        }
-        let machines: Vec<Id> = PgConnection::establish(&self.config.database_url)
-            .ok()
-            .and_then(|mut c| {
-                diesel::sql_query("SELECT id FROM catalog.machines")
-                    .load(&mut c)
-                    .ok()
-            })
-            .unwrap_or_default();
-        for machine in machines {
-            let _ = reqwest::Client::new()
-                .delete(
-                    base.join(&format!("api/users/agent-{}", machine.id))
-                        .expect("url"),
-                )
-                .basic_auth(&user, Some(&pass))
-                .send()
-                .await;
-        }
-        let _ = reqwest::Client::new()
-            .delete(
-                base.join(&format!("api/vhosts/{}", self.vhost))
-                    .expect("url"),
-            )
-            .basic_auth(&user, Some(&pass))
-            .send()
-            .await;
-        let (admin, name) = (self.admin_url.clone(), self.db_name.clone());
-        let _ =
-            tokio::task::spawn_blocking(move || platform::db::drop_database(&admin, &name)).await;
+    pub async fn cleanup(mut self) {
+        remove_leftovers(&self.config, &self.vhost, &self.admin_url, &self.db_name).await;
+        self.cleaned = true;
     }
+}
+
+impl Drop for TestEnv {
+    /// A test that panicked before [`TestEnv::cleanup`] still leaves nothing
+    /// behind on the broker (its vhost, with the queues in it, and the agent
+    /// users of its machines) nor its database. Drop cannot await, and may
+    /// run inside the test's runtime: the work runs on a thread of its own.
+    fn drop(&mut self) {
+        if self.cleaned {
+            return;
+        }
+        let (config, vhost, admin_url, db_name) = (
+            self.config.clone(),
+            self.vhost.clone(),
+            self.admin_url.clone(),
+            self.db_name.clone(),
+        );
+        let _ = std::thread::spawn(move || {
+            if let Ok(runtime) = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                runtime.block_on(remove_leftovers(&config, &vhost, &admin_url, &db_name));
+            }
+        })
+        .join();
+    }
+}
+
+/// Deletes the agent users of the test's machines (users are broker-wide,
+/// not per vhost; every token generation), the test's vhost (its queues go
+/// with it) and its database.
+async fn remove_leftovers(config: &Config, vhost: &str, admin_url: &str, db_name: &str) {
+    let (base, user, pass) = management(config);
+    // Agent users are broker-wide, not per vhost: remove this test's
+    // (every token generation of each of its machines).
+    #[derive(diesel::QueryableByName)]
+    struct Id {
+        #[diesel(sql_type = diesel::sql_types::Uuid)]
+        id: uuid::Uuid,
+    }
+    let machines: Vec<Id> = PgConnection::establish(&config.database_url)
+        .ok()
+        .and_then(|mut c| {
+            diesel::sql_query("SELECT id FROM catalog.machines")
+                .load(&mut c)
+                .ok()
+        })
+        .unwrap_or_default();
+    if let Ok(admin) = RabbitAdmin::new(&config.rabbitmq_management_url) {
+        let users = admin
+            .users_starting_with("agent-")
+            .await
+            .unwrap_or_default();
+        let ours = |u: &str| {
+            machines
+                .iter()
+                .any(|m| u.starts_with(&format!("agent-{}", m.id)))
+        };
+        for user in users.iter().filter(|u| ours(u)) {
+            let _ = admin.delete_user(user).await;
+        }
+    }
+    let _ = reqwest::Client::new()
+        .delete(base.join(&format!("api/vhosts/{}", vhost)).expect("url"))
+        .basic_auth(&user, Some(&pass))
+        .send()
+        .await;
+    let (admin, name) = (admin_url.to_owned(), db_name.to_owned());
+    let _ = tokio::task::spawn_blocking(move || platform::db::drop_database(&admin, &name)).await;
+}
+
+/// The broker user of the machine's current agent token (what its agent
+/// connects as and sets in `user_id`).
+pub fn agent_user(env: &TestEnv, machine: impl std::fmt::Display) -> String {
+    #[derive(diesel::QueryableByName)]
+    struct Hash {
+        #[diesel(sql_type = diesel::sql_types::Text)]
+        h: String,
+    }
+    let sql =
+        format!("SELECT agent_token_sha256 AS h FROM catalog.machines WHERE id = '{machine}'");
+    let rows: Vec<Hash> = diesel::sql_query(&sql)
+        .load(&mut env.conn())
+        .expect("token hash");
+    let hash = rows.first().map(|r| r.h.clone()).expect("machine");
+    catalog::agents::agent_username(machine.to_string().parse().expect("uuid"), &hash)
 }
 
 pub async fn sign_up(api: &Client, roles: &[&str]) -> (Client, String) {

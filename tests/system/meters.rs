@@ -235,7 +235,10 @@ async fn meters_storage_is_billed_from_creation_through_a_stop_until_destroy() {
     env.cleanup().await;
 }
 
+// One argument per field of the heartbeat it builds.
+#[allow(clippy::too_many_arguments)]
 fn heartbeat(
+    user: &str,
     machine: Uuid,
     instance: &str,
     boot: Uuid,
@@ -246,7 +249,7 @@ fn heartbeat(
 ) -> RawMessage {
     RawMessage {
         routing_key: format!("agent.{machine}.heartbeat"),
-        user_id: Some(format!("agent-{machine}")),
+        user_id: Some(user.to_owned()),
         message_id: Some(Uuid::now_v7().to_string()),
         data: serde_json::to_vec(&json!({
             "machine_id": machine, "sent_at": sent_at, "seq": seq, "gpus": [],
@@ -275,11 +278,12 @@ async fn meters_bandwidth_counts_true_bytes_through_resets_duplicates_and_reorde
     let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
     let t0 = Utc::now() - chrono::TimeDelta::seconds(8);
     let at = |s: i64| t0 + chrono::TimeDelta::seconds(s);
+    let user = agent_user(&env, machine);
     let samples = [
-        heartbeat(machine, &id, a, 1, at(1), 1000, 5000),
-        heartbeat(machine, &id, a, 2, at(2), 3000, 9000),
-        heartbeat(machine, &id, a, 3, at(3), 500, 100),
-        heartbeat(machine, &id, b, 1, at(4), 800, 300),
+        heartbeat(&user, machine, &id, a, 1, at(1), 1000, 5000),
+        heartbeat(&user, machine, &id, a, 2, at(2), 3000, 9000),
+        heartbeat(&user, machine, &id, a, 3, at(3), 500, 100),
+        heartbeat(&user, machine, &id, b, 1, at(4), 800, 300),
     ];
     let db = platform::Db::connect(&env.config.database_url, 2).expect("db");
     let settings = catalog::reliability::Settings {
@@ -451,6 +455,191 @@ async fn meters_a_simulated_agents_counters_are_billed_as_bandwidth() {
     );
     assert_eq!(up % 1_000_000, 0, "whole seconds of a container's age");
 
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+/// Publishes an agent report to `gpumarket.agents` over `connection` as
+/// the machine's agent (`token`'s user) and waits for the broker's confirm.
+async fn publish_report(
+    connection: &host_agent::lapin::Connection,
+    machine: &str,
+    token: &str,
+    body: &Value,
+) -> Result<(), host_agent::lapin::Error> {
+    use host_agent::lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+    use host_agent::lapin::types::ShortString;
+    let channel = connection.create_channel().await?;
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await?;
+    let properties = host_agent::lapin::BasicProperties::default()
+        .with_content_type(ShortString::from("application/json"))
+        .with_message_id(ShortString::from(Uuid::now_v7().to_string()))
+        .with_user_id(ShortString::from(host_agent::protocol::username(
+            machine.parse().expect("uuid"),
+            token,
+        )));
+    channel
+        .basic_publish(
+            "gpumarket.agents".into(),
+            format!("agent.{machine}.heartbeat").as_str().into(),
+            BasicPublishOptions::default(),
+            &serde_json::to_vec(body).expect("json"),
+            properties,
+        )
+        .await?
+        .await?;
+    Ok(())
+}
+
+/// A connection with the machine agent's own credentials.
+async fn connect_as_agent(
+    stack: &gpumarket::dev::Stack,
+    machine: &str,
+    token: &str,
+) -> host_agent::lapin::Connection {
+    let user = host_agent::protocol::username(machine.parse().expect("uuid"), token);
+    let url = stack
+        .config
+        .amqp_url_for_agents()
+        .expect("agents' amqp url")
+        .replacen("amqp://", &format!("amqp://{user}:{token}@"), 1);
+    host_agent::lapin::Connection::connect(&url, Default::default())
+        .await
+        .expect("the agent connects")
+}
+
+fn traffic_heartbeat(machine: &str, instance: &str, seq: u64, tx: u64, rx: u64) -> Value {
+    json!({
+        "machine_id": machine, "sent_at": Utc::now(), "seq": seq, "gpus": [],
+        "boot_id": Uuid::now_v7(),
+        "instances": [{ "instance_id": instance, "tx_bytes": tx, "rx_bytes": rx }],
+    })
+}
+
+/// What the refused-samples counter reads for `reason` on `/metrics`.
+async fn refused(stack: &gpumarket::dev::Stack, reason: &str) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", stack.gateway_url))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("metrics body");
+    let series = format!("gpumarket_traffic_samples_refused_total{{reason=\"{reason}\"}} ");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series.as_str()))
+        .and_then(|n| n.trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Issue 15, item 1, the repro itself: host A's agent, with A's own
+/// credentials, reports renter B's instance (on host H's machine) with
+/// 10^12 bytes each way. Nothing of it is kept or billed: B pays nothing,
+/// H earns nothing. H's own agent reporting a terabyte a moment after the
+/// start (beyond the machine's declared bandwidth) is refused too; a
+/// plausible sample from H is billed (the control).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meters_an_agent_cannot_bill_traffic_to_another_hosts_instance() {
+    let mut env = TestEnv::new().await;
+    env.config.settlement_interval_ms = 300;
+    let stack = env.start(Parts::ALL).await;
+    let api = Client::new(&stack.gateway_url);
+    let (host_h, _) = sign_up(&api, &["HOST"]).await;
+    let (host_a, _) = sign_up(&api, &["HOST"]).await;
+    let (h, h_token) = machine_for_agent(&host_h, "h-rig", "RTX 4090", 1, Some(24), "0.40").await;
+    let (a, a_token) = machine_for_agent(&host_a, "a-rig", "RTX 4090", 1, Some(24), "0.40").await;
+    env.exec(&format!(
+        "UPDATE catalog.machines SET bandwidth_up_price_per_tb = 9.5, bandwidth_down_price_per_tb = 1.25,
+                last_heartbeat_at = now() + interval '1 hour' WHERE id IN ('{h}', '{a}')"
+    ));
+    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
+    let operator = env.operator(&api).await;
+    grant(&operator, &tenant, "100").await;
+    let id = running_instance(&renter, &h, 1, "victim").await;
+    let traffic_events = || {
+        env.count(
+            "SELECT count(*) AS n FROM metering.inbox WHERE kind = 'catalog.instance.traffic'",
+        )
+    };
+    let tb: u64 = 1_000_000_000_000;
+
+    // A's agent bills B's instance on H's machine.
+    let as_a = connect_as_agent(&stack, &a, &a_token).await;
+    publish_report(&as_a, &a, &a_token, &traffic_heartbeat(&a, &id, 1, tb, tb))
+        .await
+        .expect("A may publish its own heartbeat");
+    eventually("A's sample handled", LIMIT, || async {
+        (traffic_events() >= 1).then_some(())
+    })
+    .await;
+    assert_eq!(refused(&stack, "foreign_machine").await, 1);
+
+    // H's own agent claims a terabyte a few seconds into the rental.
+    let as_h = connect_as_agent(&stack, &h, &h_token).await;
+    publish_report(&as_h, &h, &h_token, &traffic_heartbeat(&h, &id, 1, tb, tb))
+        .await
+        .expect("H publishes");
+    eventually("H's burst handled", LIMIT, || async {
+        (traffic_events() >= 2).then_some(())
+    })
+    .await;
+    assert_eq!(refused(&stack, "over_bandwidth").await, 1);
+
+    // The control: a plausible sample from H is kept and billed.
+    publish_report(
+        &as_h,
+        &h,
+        &h_token,
+        &traffic_heartbeat(&h, &id, 1, 1000, 4000),
+    )
+    .await
+    .expect("H publishes");
+    let up = round9(Decimal::from(1000) * dec("9.5") / Decimal::from(1_000_000_000_000i64));
+    let down = round9(Decimal::from(4000) * dec("1.25") / Decimal::from(1_000_000_000_000i64));
+    eventually("the plausible sample billed", LIMIT, || async {
+        (charged(&env, &id, "bandwidth_up") == up && charged(&env, &id, "bandwidth_down") == down)
+            .then_some(())
+    })
+    .await;
+    // Give a stray segment the time to show up, then look at everything.
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(charged(&env, &id, "bandwidth_up"), up);
+    assert_eq!(charged(&env, &id, "bandwidth_down"), down);
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM metering.traffic_samples WHERE instance_id = '{id}' AND machine_id <> '{h}'"
+        )),
+        0,
+        "no sample of machine A for an instance on H"
+    );
+    assert_eq!(
+        env.count(&format!(
+            "SELECT coalesce(sum(tx_bytes + rx_bytes), 0)::bigint AS n FROM metering.traffic_samples WHERE instance_id = '{id}'"
+        )),
+        5000
+    );
+    // What H earned for bandwidth is the plausible sample's, at most.
+    let bytes_billed = env.count(&format!(
+        "SELECT coalesce(sum(d.quantity), 0)::bigint AS n FROM billing.usage_details d
+         JOIN billing.transactions t ON t.id = d.transaction_id
+         WHERE t.instance_id = '{id}' AND d.meter LIKE 'bandwidth_%'"
+    ));
+    assert_eq!(bytes_billed, 5000);
+    let earned = sql_decimal(
+        &env,
+        &format!(
+            "SELECT coalesce(sum(e.amount), 0) AS d FROM billing.entries e
+             JOIN billing.accounts ac ON ac.id = e.account_id AND ac.kind = 'host_earnings'
+             JOIN billing.transactions t ON t.id = e.transaction_id
+             JOIN billing.usage_details d ON d.transaction_id = t.id
+             WHERE t.instance_id = '{id}' AND d.meter LIKE 'bandwidth_%'"
+        ),
+    );
+    assert!(earned <= up + down, "H earned {earned} for bandwidth");
+
+    drop(as_a);
+    drop(as_h);
     stack.stop().await;
     env.cleanup().await;
 }

@@ -556,6 +556,7 @@ async fn another_tenants_ids_answer_as_nonexistent_ones_and_change_nothing() {
         "mutation($id: ID!) { revokeAgentToken(machineId: $id) }",
         "mutation($id: ID!) { listMachine(machineId: $id) { id } }",
         "mutation($id: ID!) { unlistMachine(machineId: $id) { id } }",
+        "mutation($id: ID!) { deleteMachine(machineId: $id) }",
     ];
     let tenant_probes: Vec<&str> = vec![
         "query($id: ID) { tenantQuota(tenantId: $id) { maxGpus } }",

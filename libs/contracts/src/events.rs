@@ -328,8 +328,9 @@ pub struct InstanceStorageEnded {
 pub const INSTANCE_TRAFFIC: &str = "catalog.instance.traffic";
 
 /// One sample of an instance's network counters, as its host's agent read
-/// them and the catalog accepted them (the agent is the machine's, and the
-/// instance holds GPUs on that machine or did). The counters are cumulative
+/// them and the catalog accepted them (the agent is the machine's). That the
+/// instance runs on that machine, and that the counters fit the machine's
+/// declared bandwidth, metering checks (docs/metering.md). The counters are cumulative
 /// since `boot_id` began and may reset (a container restart): metering turns
 /// samples into bytes, see docs/metering.md. `(instance_id, boot_id, seq)`
 /// names the sample: a repeat is the same sample.
@@ -346,6 +347,14 @@ pub struct InstanceTraffic {
     pub tx_bytes: i64,
     /// Bytes the instance received (download).
     pub rx_bytes: i64,
+    /// The reporting machine's declared upload bandwidth (Mbit/s), which
+    /// bounds how fast `tx_bytes` may grow (docs/metering.md); absent in
+    /// samples from before the bound.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub upload_mbps: Option<i32>,
+    /// The declared download bandwidth (Mbit/s), bounding `rx_bytes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub download_mbps: Option<i32>,
 }
 
 /// The payload of `metering.usage.recorded` as metering writes it since the

@@ -244,6 +244,123 @@ impl RabbitAdmin {
         )))
     }
 
+    /// The connections the broker tracks for `user` (`GET
+    /// /api/connections/username/<user>`): read from connection tracking,
+    /// which knows a connection as soon as it is open, unlike the general
+    /// listing, whose statistics lag by seconds.
+    pub async fn tracked_connections(
+        &self,
+        user: &str,
+    ) -> Result<Vec<ConnectionInfo>, PlatformError> {
+        let url = self.url(&["connections", "username", user])?;
+        let response = self.retrying(Method::GET, url, None).await?;
+        Ok(response.json().await?)
+    }
+
+    /// Closes every connection the broker tracks for `user` (`DELETE
+    /// /api/connections/username/<user>`), however young.
+    pub async fn close_tracked_connections(
+        &self,
+        user: &str,
+        reason: &str,
+    ) -> Result<(), PlatformError> {
+        let url = self.url(&["connections", "username", user])?;
+        self.retrying(Method::DELETE, url, Some(reason)).await?;
+        Ok(())
+    }
+
+    /// One call, retried a few times on 5xx and transport errors (the
+    /// management API answers 500 while a node is busy closing); a DELETE of
+    /// something missing is fine.
+    async fn retrying(
+        &self,
+        method: Method,
+        url: Url,
+        reason: Option<&str>,
+    ) -> Result<reqwest::Response, PlatformError> {
+        let mut last = String::new();
+        for attempt in 0..5u64 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_millis(100 * attempt)).await;
+            }
+            let mut request = self
+                .http
+                .request(method.clone(), url.clone())
+                .basic_auth(&self.user, Some(&self.password));
+            if let Some(reason) = reason {
+                request = request.header("X-Reason", reason);
+            }
+            match request.send().await {
+                Ok(response) => {
+                    let status = response.status();
+                    if status.is_success()
+                        || (method == Method::DELETE && status == StatusCode::NOT_FOUND)
+                    {
+                        return Ok(response);
+                    }
+                    last = format!("{status} {}", response.text().await.unwrap_or_default());
+                    if !status.is_server_error() {
+                        break;
+                    }
+                }
+                Err(error) => last = error.to_string(),
+            }
+        }
+        Err(PlatformError::Other(format!(
+            "rabbitmq management {method} {}: {last}",
+            url.path()
+        )))
+    }
+
+    /// Closes every connection of `user` by the broker's connection tracking
+    /// and returns once it tracks none; then looks once more a moment later,
+    /// for a connection that was between authentication and being tracked.
+    /// Meant for a user that can no longer log in (deleted), so nothing new
+    /// can appear after that.
+    pub async fn close_all_connections_of(
+        &self,
+        user: &str,
+        reason: &str,
+    ) -> Result<(), PlatformError> {
+        for sweep in 0..2 {
+            if sweep > 0 {
+                tokio::time::sleep(Duration::from_millis(300)).await;
+            }
+            let mut rounds = 0u64;
+            loop {
+                self.close_tracked_connections(user, reason).await?;
+                if self.tracked_connections(user).await?.is_empty() {
+                    break;
+                }
+                rounds += 1;
+                if rounds >= 40 {
+                    return Err(PlatformError::Other(format!(
+                        "connections of {user} still open after closing them"
+                    )));
+                }
+                tokio::time::sleep(Duration::from_millis(50 * rounds.min(4))).await;
+            }
+        }
+        Ok(())
+    }
+
+    /// Every user whose name starts with `prefix` (test clean-up, and the
+    /// generations of one machine's agent).
+    pub async fn users_starting_with(&self, prefix: &str) -> Result<Vec<String>, PlatformError> {
+        #[derive(Deserialize)]
+        struct User {
+            name: String,
+        }
+        let mut url = self.url(&["users"])?;
+        url.query_pairs_mut().append_pair("columns", "name");
+        let users: Vec<User> = self.retrying(Method::GET, url, None).await?.json().await?;
+        Ok(users
+            .into_iter()
+            .map(|u| u.name)
+            .filter(|n| n.starts_with(prefix))
+            .collect())
+    }
+
     /// Closes every open connection of `user` and returns once the broker
     /// lists none (a closed connection can stay listed, and refuse to be
     /// closed again, for a moment); returns how many it closed.

@@ -1,11 +1,10 @@
 //! Each machine's agent gets its own RabbitMQ user, made through the
-//! management HTTP API: `agent-<machine_id>` with the agent token as its
-//! password, allowed to publish only `agent.<machine_id>.*` to the agents
-//! exchange and to read only its queue `host.<machine_id>` (DESIGN section 3,
-//! docs/host-agent.md). Revoking deletes the user and closes its connections,
-//! so a revoked token stops working at once.
-
-use std::time::Duration;
+//! management HTTP API: `agent-<machine_id>.<generation>` (one per token,
+//! [`agent_username`]) with the agent token as its password, allowed to
+//! publish only `agent.<machine_id>.*` to the agents exchange and to read
+//! only its queue `host.<machine_id>` (DESIGN section 3,
+//! docs/host-agent.md). Rotating or revoking deletes the old token's user and
+//! closes its connections, so an old token stops working at once.
 
 use actix_web::{HttpResponse, web};
 use contracts::api::HostMachineRequest;
@@ -21,8 +20,26 @@ use uuid::Uuid;
 use crate::Error;
 use crate::reliability::Settings;
 
-/// The RabbitMQ user of a machine's agent.
-pub fn agent_username(machine_id: Uuid) -> String {
+/// The RabbitMQ user of a machine's agent for the token whose SHA-256 is
+/// `token_sha256` (hex, as `machines.agent_token_sha256` stores it):
+/// `agent-<machine_id>.<its first 16 hex digits>`, what the agent computes
+/// from its token (`host_agent::protocol::username`). One user per token
+/// generation: retiring a token deletes its user and closes every
+/// connection tracked for it, however young, and the new token's
+/// connections, under another name, are not touched.
+pub fn agent_username(machine_id: Uuid, token_sha256: &str) -> String {
+    let generation = token_sha256.get(..16).unwrap_or(token_sha256);
+    format!("agent-{machine_id}.{generation}")
+}
+
+/// The SHA-256 of a token, in hex.
+pub fn token_sha256(token: &str) -> String {
+    hex::encode(Sha256::digest(token.as_bytes()))
+}
+
+/// The one user per machine from before token generations; retired with
+/// any generation (a machine registered before them).
+fn legacy_username(machine_id: Uuid) -> String {
     format!("agent-{machine_id}")
 }
 
@@ -84,13 +101,13 @@ impl AgentAccess {
         Ok((admin, vhost.as_str()))
     }
 
-    /// Creates (or updates) the machine's broker user with `token` as its
-    /// password, its durable quorum queue `host.<machine_id>` and its
-    /// permissions. Idempotent. Called again with a new token (rotation) it
-    /// also closes the connections made with the old one.
+    /// Creates (or updates) the broker user of `token`'s generation with
+    /// `token` as its password, the machine's durable quorum queue
+    /// `host.<machine_id>` and the user's permissions. Idempotent. A
+    /// rotation then retires the previous generation ([`Self::retire`]).
     pub async fn grant(&self, machine_id: Uuid, token: &str) -> Result<(), Error> {
         let (admin, vhost) = self.parts()?;
-        let user = agent_username(machine_id);
+        let user = agent_username(machine_id, &token_sha256(token));
         let queue = host_queue(machine_id);
         admin.put_user(&user, token, &[]).await?;
         admin.declare_quorum_queue(vhost, &queue).await?;
@@ -108,31 +125,70 @@ impl AgentAccess {
                 "^$",
             )
             .await?;
-        let closed = admin
-            .close_user_connections(&user, "agent token replaced")
-            .await?;
-        tracing::info!(machine.id = %machine_id, closed, "agent broker access granted");
+        tracing::info!(machine.id = %machine_id, user, "agent broker access granted");
         Ok(())
     }
 
-    /// Deletes the machine's broker user and closes its open connections: the
-    /// token stops working at once. The queue stays (a rotated token reuses
-    /// it). Idempotent.
-    pub async fn revoke(&self, machine_id: Uuid) -> Result<(), Error> {
+    /// Retires the token generation whose hash is `token_sha256` (and the
+    /// machine's pre-generation user): deletes the broker user, so nothing
+    /// more can log in with it, then closes every connection the broker
+    /// tracks for it until none is left, and looks once more a moment later.
+    /// When this returns, no connection made with that token is open,
+    /// however young. The queue stays (the next generation reads it).
+    /// Idempotent.
+    pub async fn retire(
+        &self,
+        machine_id: Uuid,
+        token_sha256: &str,
+        reason: &str,
+    ) -> Result<(), Error> {
         let (admin, _) = self.parts()?;
-        let user = agent_username(machine_id);
-        // Deleted first, so no new connection can authenticate while the
-        // existing ones are being closed.
-        admin.delete_user(&user).await?;
-        let reason = "agent token revoked";
-        let mut closed = admin.close_user_connections(&user, reason).await?;
-        // A connection that authenticated just before the deletion may not be
-        // listed yet; look once more.
-        tokio::time::sleep(Duration::from_millis(250)).await;
-        closed += admin.close_user_connections(&user, reason).await?;
-        tracing::info!(machine.id = %machine_id, closed, "agent broker access revoked");
+        for user in [
+            agent_username(machine_id, token_sha256),
+            legacy_username(machine_id),
+        ] {
+            admin.delete_user(&user).await?;
+            admin.close_all_connections_of(&user, reason).await?;
+        }
+        tracing::info!(machine.id = %machine_id, reason, "agent token generation retired");
         Ok(())
     }
+
+    /// Revokes the generation of `token_sha256`: see [`Self::retire`].
+    pub async fn revoke(&self, machine_id: Uuid, token_sha256: &str) -> Result<(), Error> {
+        self.retire(machine_id, token_sha256, "agent token revoked")
+            .await
+    }
+
+    /// Deletes the machine's command queue and the broker user of its token
+    /// (closing its connections): the machine is gone. Idempotent.
+    pub async fn remove(&self, machine_id: Uuid, token_sha256: &str) -> Result<(), Error> {
+        self.retire(machine_id, token_sha256, "machine deleted")
+            .await?;
+        let (admin, vhost) = self.parts()?;
+        admin.delete_queue(vhost, &host_queue(machine_id)).await?;
+        tracing::info!(machine.id = %machine_id, "agent queue deleted");
+        Ok(())
+    }
+}
+
+/// The stored token hash of the machine, when `host_tenant_id` owns it.
+pub(crate) async fn owned_token_hash(
+    db: &Db,
+    machine_id: Uuid,
+    host_tenant_id: Uuid,
+) -> Result<String, Error> {
+    db.run(move |conn| {
+        machines::table
+            .find(machine_id)
+            .filter(machines::host_tenant_id.eq(host_tenant_id))
+            .select(machines::agent_token_sha256)
+            .first::<String>(conn)
+            .optional()
+            .map_err(Error::from)
+    })
+    .await?
+    .ok_or_else(|| Error::NotFound(format!("machine {machine_id} not found")))
 }
 
 /// Whether `host_tenant_id` owns the machine; another host's machine is as
@@ -171,10 +227,10 @@ pub async fn revoke_route(
 ) -> Result<HttpResponse, Error> {
     let machine_id = path.into_inner();
     let host_tenant_id = body.host_tenant_id;
-    ensure_owner(&db, machine_id, host_tenant_id).await?;
+    let hash = owned_token_hash(&db, machine_id, host_tenant_id).await?;
     // The broker first: it is what the token opens. A failure after it
     // leaves the token dead there, and a retry finishes the job.
-    access.revoke(machine_id).await?;
+    access.revoke(machine_id, &hash).await?;
     db.run(move |conn| {
         let mut secret = [0u8; 32];
         rand::rngs::OsRng.fill_bytes(&mut secret);

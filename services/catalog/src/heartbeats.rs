@@ -5,8 +5,9 @@
 //! A report is accepted only from its machine's own broker user: the routing
 //! key names the machine (`agent.<machine_id>.<kind>`), the broker allows
 //! each agent user to publish only its own routing keys, and this consumer
-//! dead-letters any message whose broker-validated `user_id` is not
-//! `agent-<machine_id>`, so no agent can report for another machine.
+//! dead-letters any message whose broker-validated `user_id` is not the
+//! user of the machine's current token (`agent-<machine_id>.<generation>`),
+//! so no agent can report for another machine, nor with a retired token.
 //!
 //! Every effect is idempotent by nature: a heartbeat is dated by its
 //! `sent_at` (clamped to the database clock) and only ever moves
@@ -117,8 +118,13 @@ pub fn sender(message: &RawMessage) -> Result<(Uuid, Kind), HandlerError> {
         "self_test" => Kind::SelfTest,
         other => return Err(permanent(format!("unknown agent report kind {other:?}"))),
     };
-    let expected = agent_username(machine_id);
-    if message.user_id.as_deref() != Some(expected.as_str()) {
+    let prefix = format!("agent-{machine_id}.");
+    let generation = message
+        .user_id
+        .as_deref()
+        .and_then(|u| u.strip_prefix(prefix.as_str()))
+        .filter(|g| g.len() == 16 && g.bytes().all(|b| b.is_ascii_hexdigit()));
+    if generation.is_none() {
         tracing::warn!(
             routing_key = %message.routing_key,
             user_id = message.user_id.as_deref().unwrap_or(""),
@@ -130,6 +136,36 @@ pub fn sender(message: &RawMessage) -> Result<(Uuid, Kind), HandlerError> {
         )));
     }
     Ok((machine_id, kind))
+}
+
+/// Whether the report's sender is the machine's *current* token generation
+/// (`machines.agent_token_sha256`): a connection of a rotated or revoked
+/// token that the broker has not closed yet cannot report any more.
+async fn ensure_current(db: &Db, machine_id: Uuid, user_id: &str) -> Result<(), HandlerError> {
+    let hash: Option<String> = db
+        .run(move |conn| {
+            machines::table
+                .find(machine_id)
+                .select(machines::agent_token_sha256)
+                .first::<String>(conn)
+                .optional()
+                .map_err(HandlerError::from)
+        })
+        .await?;
+    let Some(hash) = hash else {
+        return Err(permanent(format!("machine {machine_id} does not exist")));
+    };
+    if agent_username(machine_id, &hash) != user_id {
+        tracing::warn!(
+            machine.id = %machine_id,
+            user_id,
+            "agent report rejected: sent with a retired agent token"
+        );
+        return Err(permanent(format!(
+            "user_id {user_id:?} is not the current agent token of machine {machine_id}"
+        )));
+    }
+    Ok(())
 }
 
 fn decode<'a, T: Deserialize<'a>>(
@@ -198,6 +234,7 @@ pub async fn handle_report(
     message: RawMessage,
 ) -> Result<(), HandlerError> {
     let (machine_id, kind) = sender(&message)?;
+    ensure_current(db, machine_id, message.user_id.as_deref().unwrap_or("")).await?;
     let raw: serde_json::Value = serde_json::from_slice(&message.data)
         .map_err(|e| permanent(format!("undecodable agent report: {e}")))?;
     match kind {
@@ -214,7 +251,7 @@ pub async fn handle_report(
             db.tx(move |conn| {
                 // Even a stale or repeated heartbeat's counters count: they
                 // are samples of what happened, and metering keeps each once.
-                announce_traffic(conn, &events, &traffic)?;
+                announce_traffic(conn, &events, machine_id, &traffic)?;
                 apply_heartbeat(conn, settings, machine_id, body.sent_at, &raw)?;
                 record_utilisation(conn, machine_id, body.sent_at, busiest, retention_seconds)
             })
@@ -268,6 +305,9 @@ fn traffic_of(machine_id: Uuid, body: &Heartbeat) -> Result<Vec<InstanceTraffic>
                 sent_at: body.sent_at.trunc_subsecs(6),
                 tx_bytes: i64::try_from(c.tx_bytes).map_err(too_big)?,
                 rx_bytes: i64::try_from(c.rx_bytes).map_err(too_big)?,
+                // Filled in from the machine's row when announced.
+                upload_mbps: None,
+                download_mbps: None,
             })
         })
         .collect()
@@ -275,13 +315,34 @@ fn traffic_of(machine_id: Uuid, body: &Heartbeat) -> Result<Vec<InstanceTraffic>
 
 /// `catalog.instance.traffic` for each sample, through the outbox in the
 /// heartbeat's transaction: metering owns usage and turns samples into
-/// bytes; the catalog owns the agents and vouches for the sender.
+/// bytes; the catalog owns the agents and vouches for the sender, and
+/// attaches the machine's declared bandwidth, which metering bounds the
+/// counters by. Whether the instance runs on this machine is metering's to
+/// check (it knows each instance's machine; the catalog does not).
 fn announce_traffic(
     conn: &mut PgConnection,
     events_exchange: &str,
+    machine_id: Uuid,
     traffic: &[InstanceTraffic],
 ) -> Result<(), HandlerError> {
+    if traffic.is_empty() {
+        return Ok(());
+    }
+    let declared: Option<(i32, i32)> = machines::table
+        .find(machine_id)
+        .select((machines::upload_mbps, machines::download_mbps))
+        .first(conn)
+        .optional()?;
+    let Some((up, down)) = declared else {
+        return Err(permanent(format!("machine {machine_id} does not exist")));
+    };
     for sample in traffic {
+        let sample = InstanceTraffic {
+            upload_mbps: Some(up),
+            download_mbps: Some(down),
+            ..sample.clone()
+        };
+        let sample = &sample;
         let envelope = Envelope::new(INSTANCE_TRAFFIC, sample.sent_at, None, None, sample)
             .map_err(|e| permanent(e.to_string()))?;
         platform::outbox::enqueue(
@@ -634,17 +695,21 @@ mod tests {
     fn only_the_machines_own_agent_may_report_for_it() {
         let a = Uuid::now_v7();
         let b = Uuid::now_v7();
-        let ok = message(&format!("agent.{a}.heartbeat"), Some(&format!("agent-{a}")));
+        let user_a = agent_username(a, &crate::agents::token_sha256("gpa_a"));
+        let ok = message(&format!("agent.{a}.heartbeat"), Some(&user_a));
         assert_eq!(sender(&ok).unwrap(), (a, Kind::Heartbeat));
         for bad in [
-            message(&format!("agent.{b}.heartbeat"), Some(&format!("agent-{a}"))),
+            message(&format!("agent.{b}.heartbeat"), Some(&user_a)),
             message(&format!("agent.{a}.heartbeat"), None),
             message(&format!("agent.{a}.heartbeat"), Some("guest")),
-            message(&format!("agent.{a}.reboot"), Some(&format!("agent-{a}"))),
+            // The pre-generation name, and generations that are not one.
+            message(&format!("agent.{a}.heartbeat"), Some(&format!("agent-{a}"))),
             message(
-                &format!("agent.{a}.heartbeat.x"),
-                Some(&format!("agent-{a}")),
+                &format!("agent.{a}.heartbeat"),
+                Some(&format!("agent-{a}.xyz")),
             ),
+            message(&format!("agent.{a}.reboot"), Some(&user_a)),
+            message(&format!("agent.{a}.heartbeat.x"), Some(&user_a)),
             message("agent.nope.heartbeat", Some("agent-nope")),
         ] {
             assert!(matches!(sender(&bad), Err(HandlerError::Permanent(_))));

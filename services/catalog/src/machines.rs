@@ -12,7 +12,7 @@ use diesel::sql_types::Bool;
 use platform::Db;
 use rand::RngCore;
 use rust_decimal::Decimal;
-use schema::catalog::machines;
+use schema::catalog::{allocations, machines};
 use schema::catalog_registrations::machine_registrations;
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
@@ -124,6 +124,7 @@ fn load_machines(
 ) -> QueryResult<Vec<Machine>> {
     let mut query = machines::table
         .filter(machines::host_tenant_id.eq(host_tenant_id))
+        .filter(machines::deleted_at.is_null())
         .select((
             MachineRow::as_select(),
             sql::<Bool>(&market.online_sql()),
@@ -388,6 +389,7 @@ where
         let row: MachineRow = machines::table
             .find(machine_id)
             .filter(machines::host_tenant_id.eq(host_tenant_id))
+            .filter(machines::deleted_at.is_null())
             .select(MachineRow::as_select())
             .for_update()
             .first(conn)
@@ -494,27 +496,19 @@ pub async fn set_pricing(
     .await
 }
 
-/// Issues a new agent token (the old one stops working at once: the broker
-/// user's password changes and its connections are closed). Shown once.
+/// Issues a new agent token, shown once. The new generation's broker user
+/// is made first, then the stored hash changes (from then on the catalog
+/// takes reports only from the new user), then `retire` is given the old
+/// hash: it deletes the old user and closes every connection made with the
+/// old token before this returns.
 pub async fn rotate_agent_token(
     db: &Db,
     machine_id: Uuid,
     host_tenant_id: Uuid,
     grant: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
+    retire: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
 ) -> Result<String, Error> {
-    let owned: i64 = db
-        .run(move |conn| {
-            machines::table
-                .find(machine_id)
-                .filter(machines::host_tenant_id.eq(host_tenant_id))
-                .count()
-                .get_result(conn)
-                .map_err(Error::from)
-        })
-        .await?;
-    if owned == 0 {
-        return Err(Error::NotFound(format!("machine {machine_id} not found")));
-    }
+    let old = crate::agents::owned_token_hash(db, machine_id, host_tenant_id).await?;
     let mut secret = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut secret);
     let token = format!("gpa_{}", hex::encode(secret));
@@ -530,8 +524,62 @@ pub async fn rotate_agent_token(
             .map_err(Error::from)
     })
     .await?;
+    retire(machine_id, old).await?;
     tracing::info!(machine.id = %machine_id, "agent token rotated");
     Ok(token)
+}
+
+/// Deletes a machine of `host_tenant_id`. Refused with `CONFLICT` while
+/// any of its GPUs are held (a live rental); otherwise, under the machine's
+/// row lock (which an allocation takes too, so none can slip in), it is
+/// unlisted and marked deleted: its history stays (allocations, gaps and
+/// usage refer to it), but its host no longer sees it and it can be neither
+/// priced nor listed again. Then `remove` is given the stored token hash and
+/// takes away the broker's queue `host.<id>` and the agent's user, closing
+/// its connections. Repeating it finishes a removal that failed half-way.
+pub async fn delete_machine(
+    db: &Db,
+    machine_id: Uuid,
+    host_tenant_id: Uuid,
+    remove: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
+) -> Result<(), Error> {
+    let hash = db
+        .tx(move |conn| {
+            let hash: String = machines::table
+                .find(machine_id)
+                .filter(machines::host_tenant_id.eq(host_tenant_id))
+                .select(machines::agent_token_sha256)
+                .for_update()
+                .first(conn)
+                .optional()?
+                .ok_or_else(|| Error::NotFound(format!("machine {machine_id} not found")))?;
+            let live: i64 = allocations::table
+                .filter(allocations::machine_id.eq(machine_id))
+                .filter(allocations::released_at.is_null())
+                .filter(allocations::preempted_at.is_null())
+                .count()
+                .get_result(conn)?;
+            if live > 0 {
+                return Err(Error::Conflict(format!(
+                    "machine {machine_id} has {live} live rental(s); delete it once they have ended"
+                )));
+            }
+            diesel::update(machines::table.find(machine_id))
+                .set((
+                    machines::listed.eq(false),
+                    machines::updated_at.eq(diesel::dsl::now),
+                ))
+                .execute(conn)?;
+            diesel::update(machines::table.find(machine_id))
+                .filter(machines::deleted_at.is_null())
+                .set(machines::deleted_at.eq(diesel::dsl::now))
+                .execute(conn)?;
+            Ok(hash)
+        })
+        .await?;
+    remove(machine_id, hash).await?;
+    tracing::info!(machine.id = %machine_id, "machine deleted");
+    Ok(())
 }
 
 /// Unlists machines whose listing end date has passed; returns how many.

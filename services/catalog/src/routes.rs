@@ -51,6 +51,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 "/machines/{id}/agent-token/rotate",
                 web::post().to(rotate_token),
             )
+            .route("/machines/{id}/delete", web::post().to(delete_machine))
             .route("/offers/search", web::post().to(search))
             .route("/offers/placement", web::post().to(placement))
             .route("/offers/{id}", web::get().to(get_offer))
@@ -169,13 +170,31 @@ async fn rotate_token(
     body: web::Json<HostMachineRequest>,
 ) -> Reply {
     let machine_id = path.into_inner();
-    let token =
-        machines::rotate_agent_token(&db, machine_id, body.host_tenant_id, async |id, token| {
-            agents.grant(id, &token).await
-        })
-        .await?;
+    let token = machines::rotate_agent_token(
+        &db,
+        machine_id,
+        body.host_tenant_id,
+        async |id, token| agents.grant(id, &token).await,
+        async |id, old| agents.retire(id, &old, "agent token replaced").await,
+    )
+    .await?;
     Ok(HttpResponse::Ok()
         .json(serde_json::json!({ "machine_id": machine_id, "agent_token": token })))
+}
+
+async fn delete_machine(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    agents: web::Data<AgentAccess>,
+    path: web::Path<Uuid>,
+    body: web::Json<HostMachineRequest>,
+) -> Reply {
+    let machine_id = path.into_inner();
+    machines::delete_machine(&db, machine_id, body.host_tenant_id, async |id, hash| {
+        agents.remove(id, &hash).await
+    })
+    .await?;
+    Ok(HttpResponse::Ok().json(serde_json::json!({ "machine_id": machine_id, "deleted": true })))
 }
 
 async fn search(

@@ -16,6 +16,7 @@
 pub mod error;
 mod intervals;
 pub mod meters;
+mod metrics;
 mod routes;
 
 use std::sync::Arc;
@@ -31,6 +32,7 @@ pub const SCHEMA: &str = "metering";
 /// Starts the metering service's HTTP API and its settlement task; returns
 /// the server and its port.
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
+    metrics::init();
     tokio::spawn(settle_forever(config.clone(), db.clone()));
     Ok(platform::http::serve_named(
         "metering",

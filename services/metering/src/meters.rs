@@ -158,8 +158,50 @@ fn open(
         .first(conn)
 }
 
+/// Where and since when an instance runs, as its intervals say: the machine
+/// of its storage, bandwidth or GPU intervals, and the earliest start (its
+/// counters start at zero then). `None` until an event of the instance has
+/// reached metering.
+fn placement(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<Option<Placement>> {
+    let rows: Vec<(Option<Uuid>, Option<DateTime<Utc>>)> = intervals::table
+        .filter(intervals::instance_id.eq(instance_id))
+        .filter(intervals::machine_id.is_not_null())
+        .select((intervals::machine_id, intervals::started_at))
+        .load(conn)?;
+    let machines: Vec<Uuid> = rows.iter().filter_map(|(m, _)| *m).collect();
+    let Some(start) = rows.iter().filter_map(|(_, t)| *t).min() else {
+        return Ok(None);
+    };
+    Ok(Some(Placement { machines, start }))
+}
+
+/// See [`placement`].
+struct Placement {
+    machines: Vec<Uuid>,
+    start: DateTime<Utc>,
+}
+
+fn refuse(p: &InstanceTraffic, refusal: Refusal) {
+    crate::metrics::traffic_sample_refused(refusal.reason());
+    tracing::warn!(
+        machine.id = %p.machine_id,
+        instance.id = %p.instance_id,
+        boot_id = %p.boot_id,
+        seq = p.seq,
+        tx_bytes = p.tx_bytes,
+        rx_bytes = p.rx_bytes,
+        reason = refusal.reason(),
+        "traffic sample refused: {refusal}"
+    );
+}
+
 /// One traffic sample: kept once per (instance, boot, seq), then the
-/// instance's bandwidth is brought up to date.
+/// instance's bandwidth is brought up to date. A sample is refused (not
+/// kept, logged, counted) when the instance does not run on the reporting
+/// machine, or when its counters grew faster than the machine's declared
+/// bandwidth allows ([`judge`]). A sample for an instance metering has not
+/// heard of yet waits; the instance's first event then screens it
+/// ([`settle_traffic`]).
 pub fn apply_traffic(
     conn: &mut PgConnection,
     envelope: &Envelope,
@@ -170,6 +212,29 @@ pub fn apply_traffic(
         return Err(HandlerError::Permanent(
             "traffic counters and seq must not be negative".into(),
         ));
+    }
+    if let Some(placed) = placement(conn, p.instance_id)? {
+        if !placed.machines.contains(&p.machine_id) {
+            refuse(&p, Refusal::ForeignMachine);
+            return Ok(());
+        }
+        let limits = Limits {
+            start: placed.start,
+            up_mbps: p.upload_mbps,
+            down_mbps: p.download_mbps,
+        };
+        let existing = load_samples(conn, p.instance_id)?;
+        let new = Sample {
+            boot_id: p.boot_id,
+            seq: p.seq,
+            sent_at: p.sent_at,
+            tx: p.tx_bytes,
+            rx: p.rx_bytes,
+        };
+        if let Err(refusal) = judge(&existing, new, contracts::time::now(), &limits) {
+            refuse(&p, refusal);
+            return Ok(());
+        }
     }
     diesel::insert_into(traffic_samples::table)
         .values((
@@ -213,25 +278,35 @@ fn settle_traffic(
     if rows.is_empty() {
         return Ok(());
     }
-    let samples: Vec<Sample> = traffic_samples::table
-        .filter(traffic_samples::instance_id.eq(instance_id))
-        .select((
+    // Samples that arrived before metering knew the instance's machine
+    // waited unchecked: those of another machine go now, before counting.
+    let machines: Vec<Uuid> = rows.iter().filter_map(|r| r.machine_id).collect();
+    if !machines.is_empty() {
+        let foreign: Vec<(Uuid, i64, Uuid)> = diesel::delete(
+            traffic_samples::table
+                .filter(traffic_samples::instance_id.eq(instance_id))
+                .filter(traffic_samples::machine_id.ne_all(machines.clone())),
+        )
+        .returning((
             traffic_samples::boot_id,
             traffic_samples::seq,
-            traffic_samples::sent_at,
-            traffic_samples::tx_bytes,
-            traffic_samples::rx_bytes,
+            traffic_samples::machine_id,
         ))
-        .load::<(Uuid, i64, DateTime<Utc>, i64, i64)>(conn)?
-        .into_iter()
-        .map(|(boot_id, seq, sent_at, tx, rx)| Sample {
-            boot_id,
-            seq,
-            sent_at,
-            tx,
-            rx,
-        })
-        .collect();
+        .get_results(conn)?;
+        for (boot_id, seq, machine_id) in foreign {
+            crate::metrics::traffic_sample_refused(Refusal::ForeignMachine.reason());
+            tracing::warn!(
+                machine.id = %machine_id,
+                instance.id = %instance_id,
+                %boot_id,
+                seq,
+                reason = Refusal::ForeignMachine.reason(),
+                "traffic sample refused: {}",
+                Refusal::ForeignMachine
+            );
+        }
+    }
+    let samples = load_samples(conn, instance_id)?;
     let Some(newest) = samples.iter().map(|s| s.sent_at).max() else {
         return Ok(());
     };
@@ -263,6 +338,29 @@ fn settle_traffic(
         tracing::info!(instance.id = %instance_id, meter = %row.meter, bytes, "bandwidth recorded");
     }
     Ok(())
+}
+
+/// Every kept sample of the instance.
+fn load_samples(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<Vec<Sample>> {
+    Ok(traffic_samples::table
+        .filter(traffic_samples::instance_id.eq(instance_id))
+        .select((
+            traffic_samples::boot_id,
+            traffic_samples::seq,
+            traffic_samples::sent_at,
+            traffic_samples::tx_bytes,
+            traffic_samples::rx_bytes,
+        ))
+        .load::<(Uuid, i64, DateTime<Utc>, i64, i64)>(conn)?
+        .into_iter()
+        .map(|(boot_id, seq, sent_at, tx, rx)| Sample {
+            boot_id,
+            seq,
+            sent_at,
+            tx,
+            rx,
+        })
+        .collect())
 }
 
 /// Brings up to date the bandwidth of every instance that received samples
@@ -313,6 +411,141 @@ pub struct Totals {
     pub rx: i64,
 }
 
+/// The published slack of the bandwidth bound (docs/metering.md): counters
+/// may grow by at most the declared rate × elapsed time × 11/10 …
+pub const SLACK_PERCENT: i128 = 110;
+/// … plus this many bytes (64 MB), which absorbs clock skew between the
+/// agent and the platform and the jitter of when counters are read.
+pub const SLACK_BYTES: i128 = 64_000_000;
+
+/// What bounds an instance's counters: when they started (at zero), and the
+/// reporting machine's declared bandwidth (no bound without it: samples
+/// from before the bound was announced).
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub start: DateTime<Utc>,
+    pub up_mbps: Option<i32>,
+    pub down_mbps: Option<i32>,
+}
+
+/// Why a sample was refused; `reason()` is the metric's label.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("the instance does not run on the reporting machine")]
+    ForeignMachine,
+    #[error("the counters grew faster than the machine's declared bandwidth")]
+    OverBandwidth,
+    #[error("the sample is dated before the sample it follows")]
+    OutOfOrder,
+}
+
+impl Refusal {
+    pub fn reason(self) -> &'static str {
+        match self {
+            Refusal::ForeignMachine => "foreign_machine",
+            Refusal::OverBandwidth => "over_bandwidth",
+            Refusal::OutOfOrder => "out_of_order",
+        }
+    }
+}
+
+/// The most bytes a link of `mbps` Mbit/s moves in `micros` µs, with slack.
+fn allowance(mbps: i32, micros: i64) -> i128 {
+    let bytes_per_second = i128::from(mbps.max(0)) * 125_000;
+    bytes_per_second * i128::from(micros.max(0)) * SLACK_PERCENT / 100 / 1_000_000 + SLACK_BYTES
+}
+
+/// Whether `new` may join the instance's `kept` samples. Samples are put in
+/// the order [`totals`] counts them in, each dated by its `sent_at`, no
+/// earlier than the start and no later than `now` (an agent's clock cannot
+/// buy it time). In that order dates must not go back, and what the
+/// counters moved must fit the declared bandwidth over the elapsed time,
+/// both from the sample before to the new one, from the new one to the one
+/// after (a late sample changes what its successor counts), and from the
+/// start to every sample from the new one on (so many small steps cannot
+/// add up to more than the link carries). A repeat of a kept sample is
+/// accepted (it changes nothing).
+pub fn judge(
+    kept: &[Sample],
+    new: Sample,
+    now: DateTime<Utc>,
+    limits: &Limits,
+) -> Result<(), Refusal> {
+    if kept
+        .iter()
+        .any(|s| s.boot_id == new.boot_id && s.seq == new.seq)
+    {
+        return Ok(());
+    }
+    let mut all: Vec<Sample> = kept.to_vec();
+    all.push(new);
+    let mut boot_start: std::collections::HashMap<Uuid, DateTime<Utc>> =
+        std::collections::HashMap::new();
+    for s in &all {
+        boot_start
+            .entry(s.boot_id)
+            .and_modify(|t| *t = (*t).min(s.sent_at))
+            .or_insert(s.sent_at);
+    }
+    all.sort_by_key(|s| (boot_start.get(&s.boot_id).copied(), s.boot_id, s.seq));
+    all.dedup_by_key(|s| (s.boot_id, s.seq));
+    let at = |s: &Sample| s.sent_at.min(now).max(limits.start);
+    let micros = |from: DateTime<Utc>, to: DateTime<Utc>| (to - from).num_microseconds();
+    let fits = |from: DateTime<Utc>, to: DateTime<Utc>, tx: i64, rx: i64| {
+        // Beyond i64 µs (~292 000 years) the bound is moot.
+        let Some(us) = micros(from, to) else {
+            return true;
+        };
+        limits
+            .up_mbps
+            .is_none_or(|up| i128::from(tx) <= allowance(up, us))
+            && limits
+                .down_mbps
+                .is_none_or(|down| i128::from(rx) <= allowance(down, us))
+    };
+    let Some(i) = all
+        .iter()
+        .position(|s| s.boot_id == new.boot_id && s.seq == new.seq)
+    else {
+        return Ok(());
+    };
+    let origin = Sample {
+        boot_id: Uuid::nil(),
+        seq: 0,
+        sent_at: limits.start,
+        tx: 0,
+        rx: 0,
+    };
+    let prev = if i == 0 { origin } else { all[i - 1] };
+    let mut pairs = vec![(prev, new)];
+    if let Some(next) = all.get(i + 1) {
+        pairs.push((new, *next));
+    }
+    for (a, b) in pairs {
+        if at(&b) < at(&a) {
+            return Err(Refusal::OutOfOrder);
+        }
+        if !fits(
+            at(&a),
+            at(&b),
+            counter_delta(a.tx, b.tx),
+            counter_delta(a.rx, b.rx),
+        ) {
+            return Err(Refusal::OverBandwidth);
+        }
+    }
+    let (mut total, mut last) = (Totals::default(), Totals::default());
+    for (j, s) in all.iter().enumerate() {
+        total.tx = total.tx.saturating_add(counter_delta(last.tx, s.tx));
+        total.rx = total.rx.saturating_add(counter_delta(last.rx, s.rx));
+        last = Totals { tx: s.tx, rx: s.rx };
+        if j >= i && !fits(limits.start, at(s), total.tx, total.rx) {
+            return Err(Refusal::OverBandwidth);
+        }
+    }
+    Ok(())
+}
+
 /// What a counter moved from `prev` to `cur`: the difference, or, when it
 /// went down, `cur` (it was reset and counted from zero since).
 pub fn counter_delta(prev: i64, cur: i64) -> i64 {
@@ -352,6 +585,91 @@ mod tests {
 
     fn at(s: i64) -> DateTime<Utc> {
         DateTime::<Utc>::from_timestamp(1_800_000_000 + s, 0).unwrap_or_default()
+    }
+
+    fn sample(boot: u128, seq: i64, secs: i64, tx: i64, rx: i64) -> Sample {
+        Sample {
+            boot_id: Uuid::from_u128(boot),
+            seq,
+            sent_at: at(secs),
+            tx,
+            rx,
+        }
+    }
+
+    /// 100 Mbit/s up and down: 12.5 MB/s, 13.75 MB/s with the slack.
+    fn limits() -> Limits {
+        Limits {
+            start: at(0),
+            up_mbps: Some(100),
+            down_mbps: Some(100),
+        }
+    }
+
+    #[test]
+    fn counters_may_grow_only_as_fast_as_the_declared_bandwidth() {
+        let now = at(100);
+        let l = limits();
+        let per_second = 12_500_000i64 * 11 / 10;
+        let slack = SLACK_BYTES as i64;
+        // 10 s in: 10 s of the link plus the constant, not a byte more.
+        let ok = sample(1, 1, 10, 10 * per_second + slack, 0);
+        assert_eq!(judge(&[], ok, now, &l), Ok(()));
+        let over = sample(1, 1, 10, 10 * per_second + slack + 1, 0);
+        assert_eq!(judge(&[], over, now, &l), Err(Refusal::OverBandwidth));
+        // Download is bounded by its own rate.
+        let down = sample(1, 1, 10, 0, 10 * per_second + slack + 1);
+        assert_eq!(judge(&[], down, now, &l), Err(Refusal::OverBandwidth));
+        // The repro's terabyte, a moment after the start.
+        let tb = sample(1, 1, 2, 1_000_000_000_000, 1_000_000_000_000);
+        assert_eq!(judge(&[], tb, now, &l), Err(Refusal::OverBandwidth));
+        // A date in the future buys no time: it counts as now.
+        let future = sample(1, 1, 10_000, 200 * per_second, 0);
+        assert_eq!(judge(&[], future, now, &l), Err(Refusal::OverBandwidth));
+        // Without a declared bandwidth (an old sample), only the machine counts.
+        let unbounded = Limits {
+            up_mbps: None,
+            down_mbps: None,
+            ..l
+        };
+        assert_eq!(judge(&[], tb, now, &unbounded), Ok(()));
+    }
+
+    #[test]
+    fn a_step_is_bounded_by_its_own_elapsed_time_and_the_whole_by_the_lifetime() {
+        let now = at(100);
+        let l = limits();
+        let per_second = 12_500_000i64 * 11 / 10;
+        let kept = [sample(1, 1, 10, 1000, 1000)];
+        // One second later, ten seconds' worth: refused (from the sample before).
+        let burst = sample(1, 2, 11, 1000 + 10 * per_second, 1000);
+        assert_eq!(judge(&kept, burst, now, &l), Err(Refusal::OverBandwidth));
+        // A late sample between two kept ones that would make its successor
+        // look like a reset (and count it whole) is judged against it too.
+        let kept = [sample(1, 1, 10, 1000, 0), sample(1, 3, 12, 2000, 0)];
+        let late = sample(1, 2, 11, 1500, 0);
+        assert_eq!(judge(&kept, late, now, &l), Ok(()));
+        let dated_back = sample(1, 2, 5, 1500, 0);
+        assert_eq!(judge(&kept, dated_back, now, &l), Err(Refusal::OutOfOrder));
+        // Many steps each under the slack cannot add up past the lifetime's
+        // bound: the total from the start is checked too.
+        let mut kept = Vec::new();
+        let step = SLACK_BYTES as i64 - 1;
+        let mut refused = false;
+        for seq in 1..50 {
+            let s = sample(1, seq, 1, seq * step, 0);
+            match judge(&kept, s, now, &l) {
+                Ok(()) => kept.push(s),
+                Err(r) => {
+                    assert_eq!(r, Refusal::OverBandwidth);
+                    refused = true;
+                    break;
+                }
+            }
+        }
+        assert!(refused, "small steps added up unbounded");
+        // A repeat of a kept sample is no news.
+        assert_eq!(judge(&kept, kept[0], now, &l), Ok(()));
     }
 
     #[test]

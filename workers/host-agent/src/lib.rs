@@ -2,7 +2,7 @@
 //! started with the machine's id and agent token (`gpumarket agent ...`).
 //!
 //! It owns the machine's side of the agent protocol (docs/host-agent.md):
-//! it connects to RabbitMQ as the machine's own user `agent-<machine_id>`
+//! it connects to RabbitMQ as the machine's own user `agent-<machine_id>.<gen>`
 //! (password = the agent token; the catalog creates the user when the machine
 //! is registered and deletes it when the token is revoked), and publishes to
 //! the `gpumarket.agents` exchange, under routing keys `agent.<machine_id>.*`
@@ -106,7 +106,7 @@ impl Error {
 #[derive(Debug, Clone)]
 pub struct AgentConfig {
     /// `amqp://host:port/vhost` without credentials: the agent puts its own
-    /// (`agent-<machine_id>`, the token) in. Credentials present are replaced.
+    /// (`agent-<machine_id>.<gen>`, the token) in. Credentials present are replaced.
     pub amqp_url: String,
     pub machine_id: Uuid,
     /// The agent token `registerMachine` returned once.
@@ -125,7 +125,7 @@ impl AgentConfig {
         if let Some(host) = host_of(&self.amqp_url) {
             uri.authority.host = host;
         }
-        uri.authority.userinfo.username = protocol::username(self.machine_id);
+        uri.authority.userinfo.username = protocol::username(self.machine_id, &self.token);
         uri.authority.userinfo.password = self.token.clone();
         Ok(uri)
     }
@@ -231,11 +231,13 @@ async fn session(
         .await
         .map_err(Error::classify)?;
     tracing::info!(machine.id = %config.machine_id, "agent connected");
+    let user = protocol::username(config.machine_id, &config.token);
 
     let inventory = &config.inventory;
     publish(
         &channel,
         config.machine_id,
+        &user,
         Kind::Inventory,
         &InventoryReport {
             machine_id: config.machine_id,
@@ -252,6 +254,7 @@ async fn session(
     publish(
         &channel,
         config.machine_id,
+        &user,
         Kind::SelfTest,
         &SelfTestReport {
             machine_id: config.machine_id,
@@ -275,7 +278,7 @@ async fn session(
             let consumer = commands
                 .basic_consume(
                     protocol::command_queue(config.machine_id).as_str().into(),
-                    format!("agent-{}", config.machine_id).as_str().into(),
+                    user.as_str().into(),
                     BasicConsumeOptions::default(),
                     FieldTable::default(),
                 )
@@ -300,6 +303,7 @@ async fn session(
                     tokio::spawn(carry_out(
                         channel.clone(),
                         config.machine_id,
+                        user.clone(),
                         executor.clone(),
                         delivery,
                     ));
@@ -325,6 +329,7 @@ async fn session(
         publish(
             &channel,
             config.machine_id,
+            &user,
             Kind::Heartbeat,
             &HeartbeatReport {
                 machine_id: config.machine_id,
@@ -347,6 +352,7 @@ async fn session(
 async fn carry_out(
     channel: Channel,
     machine_id: Uuid,
+    user: String,
     executor: Arc<dyn Executor>,
     delivery: lapin::message::Delivery,
 ) {
@@ -381,7 +387,7 @@ async fn carry_out(
         duration_ms: started.elapsed().as_millis() as u64,
         sent_at: now(),
     };
-    match publish(&channel, machine_id, Kind::StepResult, &result).await {
+    match publish(&channel, machine_id, &user, Kind::StepResult, &result).await {
         Ok(()) => ack(delivery).await,
         Err(error) => {
             tracing::warn!(%error, command.id = %command.command_id, "step result not delivered; the command will come back");
@@ -400,12 +406,13 @@ fn now() -> DateTime<Utc> {
 async fn publish<T: Serialize>(
     channel: &Channel,
     machine_id: Uuid,
+    user: &str,
     kind: Kind,
     body: &T,
 ) -> Result<(), Error> {
     tokio::time::timeout(
         BROKER_TIMEOUT,
-        publish_confirmed(channel, machine_id, kind, body),
+        publish_confirmed(channel, machine_id, user, kind, body),
     )
     .await
     .map_err(|_| Error::Timeout(BROKER_TIMEOUT))?
@@ -414,6 +421,7 @@ async fn publish<T: Serialize>(
 async fn publish_confirmed<T: Serialize>(
     channel: &Channel,
     machine_id: Uuid,
+    user: &str,
     kind: Kind,
     body: &T,
 ) -> Result<(), Error> {
@@ -422,7 +430,7 @@ async fn publish_confirmed<T: Serialize>(
         .with_content_type(ShortString::from("application/json"))
         .with_type(ShortString::from(kind.as_str()))
         .with_message_id(ShortString::from(Uuid::now_v7().to_string()))
-        .with_user_id(ShortString::from(protocol::username(machine_id)))
+        .with_user_id(ShortString::from(user))
         .with_app_id(ShortString::from("gpumarket-host-agent"))
         .with_timestamp(Utc::now().timestamp().max(0) as u64)
         .with_delivery_mode(2);
@@ -600,7 +608,17 @@ mod tests {
         assert_eq!(uri.authority.host, "127.0.0.1");
         assert_eq!(uri.authority.port, 5672);
         assert_eq!(uri.vhost, "/");
-        assert_eq!(uri.authority.userinfo.username, format!("agent-{id}"));
+        // The user of this token's generation.
+        assert_eq!(
+            uri.authority.userinfo.username,
+            protocol::username(id, "gpa_secret")
+        );
+        assert!(
+            uri.authority
+                .userinfo
+                .username
+                .starts_with(&format!("agent-{id}."))
+        );
         assert_eq!(uri.authority.userinfo.password, "gpa_secret");
     }
 

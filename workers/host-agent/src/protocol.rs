@@ -2,7 +2,7 @@
 //!
 //! Every message is a JSON body published to the topic exchange
 //! [`EXCHANGE`] with routing key `agent.<machine_id>.<kind>`, the AMQP
-//! `user_id` property set to the agent's RabbitMQ user `agent-<machine_id>`
+//! `user_id` property set to the agent's RabbitMQ user [`username`]
 //! (which the broker checks against the connection's user), `type` = kind,
 //! `message_id` a UUIDv7 and `content_type` `application/json`.
 
@@ -14,9 +14,23 @@ use uuid::Uuid;
 /// side; both default to this name).
 pub const EXCHANGE: &str = "gpumarket.agents";
 
-/// The RabbitMQ user of a machine's agent.
-pub fn username(machine_id: Uuid) -> String {
-    format!("agent-{machine_id}")
+/// The RabbitMQ user of a machine's agent for one token:
+/// `agent-<machine_id>.<the first 16 hex digits of the token's SHA-256>`.
+/// Each token generation is a user of its own, so retiring a token deletes
+/// its user and closes every connection made with it, however young,
+/// without touching the new token's (the catalog does the same sum over
+/// the hash it stores, docs/host-agent.md).
+pub fn username(machine_id: Uuid, token: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let hash = hex::encode(Sha256::digest(token.as_bytes()));
+    format!("agent-{machine_id}.{}", &hash[..16])
+}
+
+/// Whether `user` is a user of the machine's agent, of any token
+/// generation: `agent-<machine_id>.<16 hex digits>`.
+pub fn is_agent_of(user: &str, machine_id: Uuid) -> bool {
+    user.strip_prefix(&format!("agent-{machine_id}."))
+        .is_some_and(|g| g.len() == 16 && g.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// The queue the platform sends a machine's commands to.

@@ -253,7 +253,7 @@ fn permanent(reason: impl Into<String>) -> HandlerError {
     HandlerError::Permanent(reason.into())
 }
 
-/// Records one agent's answer. Only `agent-<machine_id>` may answer for its
+/// Records one agent's answer. Only `agent-<machine_id>.<gen>` may answer for its
 /// machine (the broker checked `user_id`), and only a command sent to that
 /// machine; a duplicate answer changes nothing.
 pub async fn record_result(db: &Db, message: RawMessage) -> Result<(), HandlerError> {
@@ -267,7 +267,14 @@ pub async fn record_result(db: &Db, message: RawMessage) -> Result<(), HandlerEr
     let machine_id: Uuid = id
         .parse()
         .map_err(|_| permanent(format!("routing key names no machine: {id:?}")))?;
-    if message.user_id.as_deref() != Some(protocol::username(machine_id).as_str()) {
+    // The broker checked the sender is that user (and deleted users of
+    // retired tokens); the catalog's heartbeat consumer is the one that
+    // insists on the current generation.
+    if !message
+        .user_id
+        .as_deref()
+        .is_some_and(|u| protocol::is_agent_of(u, machine_id))
+    {
         return Err(permanent(format!(
             "user_id {:?} may not answer for machine {machine_id}",
             message.user_id

@@ -474,6 +474,26 @@ impl HostingMutation {
     async fn unlist_machine(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<Machine> {
         host_machine_action(ctx, &machine_id, "unlist").await
     }
+
+    /// Deletes the machine: it is unlisted and no longer shown, its agent's
+    /// broker user and command queue are deleted (the agent is cut off at
+    /// once); its rental history stays. `CONFLICT` while any of its GPUs are
+    /// rented (stop or wait for those rentals first); `NOT_FOUND` for a
+    /// machine that is not the caller's. Repeating it is harmless.
+    async fn delete_machine(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<bool> {
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let machine_id: Uuid = validate::id("machineId", &machine_id)?;
+        let _: serde_json::Value = clients::from_context(ctx)?
+            .catalog
+            .post(
+                &format!("/internal/machines/{machine_id}/delete"),
+                &api::HostMachineRequest {
+                    host_tenant_id: principal.tenant_id,
+                },
+            )
+            .await?;
+        Ok(true)
+    }
 }
 
 async fn host_machine_action(

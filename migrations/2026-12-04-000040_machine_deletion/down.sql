@@ -1,0 +1,1 @@
+ALTER TABLE catalog.machines DROP COLUMN deleted_at;
