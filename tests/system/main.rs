@@ -39,4 +39,5 @@ mod split;
 mod storage;
 mod subscription;
 mod topups;
+mod tour;
 mod worker;
