@@ -25,6 +25,7 @@ mod preemption;
 mod processes;
 mod quota;
 mod race;
+mod readiness;
 mod reconciler;
 mod replacement;
 mod replay;
