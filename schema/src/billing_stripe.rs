@@ -27,6 +27,7 @@ diesel::table! {
         created_at -> Timestamptz,
         updated_at -> Timestamptz,
         succeeded_at -> Nullable<Timestamptz>,
+        failure_reason -> Nullable<Text>,
     }
 }
 

@@ -379,6 +379,98 @@ async fn an_empty_search_says_which_constraint_ruled_out_what_and_what_would_mat
     m.env.cleanup().await;
 }
 
+/// Every filter given must hold (the SDL's `OfferFilter`): `gpuModel` with
+/// `gpuModels` is their intersection, never their union; `storage=N` in the
+/// query language (`diskGib`) keeps the machines with at least N GiB of
+/// disk, as docs/cli.md and the SDL say, and prices N GiB into the all-in.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn model_filters_intersect_and_storage_filters_on_disk() {
+    let m = Market::new().await;
+    let cases: Vec<(Value, Vec<&str>)> = vec![
+        (
+            json!({"gpuModel": "L40S", "gpuModels": ["RTX 4090"]}),
+            vec![],
+        ),
+        (
+            json!({"gpuModel": "rtx 4090", "gpuModels": ["RTX 4090", "L40S"]}),
+            vec!["m4", "m3"],
+        ),
+        (
+            json!({"gpuModel": "L40S", "gpuModels": ["A100 80GB SXM", "l40s"]}),
+            vec!["m5"],
+        ),
+        (json!({"diskGib": 1500}), vec!["m2", "m1"]),
+    ];
+    for (filter, expected) in cases {
+        assert_eq!(
+            m.names_of(filter.clone(), "PRICE").await,
+            expected,
+            "filter {filter}"
+        );
+    }
+
+    // The empty intersection explains itself: each model filter by itself
+    // rules offers out, and dropping either one would match.
+    let data = m
+        .api
+        .run(
+            "{ offers(filter: {gpuModel: \"L40S\", gpuModels: [\"RTX 4090\"]}) {
+                 nodes { id } noOffers { constraints { constraint eliminated } relaxations { constraint value } } } }",
+            json!({}),
+        )
+        .await
+        .expect("offers");
+    let why = &data["offers"]["noOffers"];
+    let named: Vec<&str> = why["constraints"]
+        .as_array()
+        .expect("constraints")
+        .iter()
+        .map(|c| c["constraint"].as_str().expect("name"))
+        .collect();
+    assert!(named.contains(&"gpu_model"), "{why}");
+    assert!(named.contains(&"gpu_models"), "{why}");
+    let relaxed: Vec<(&str, &str)> = why["relaxations"]
+        .as_array()
+        .expect("relaxations")
+        .iter()
+        .map(|r| {
+            (
+                r["constraint"].as_str().unwrap(),
+                r["value"].as_str().unwrap(),
+            )
+        })
+        .collect();
+    assert!(relaxed.contains(&("gpu_model", "RTX 4090 (2)")), "{why}");
+    assert!(relaxed.contains(&("gpu_models", "L40S (1)")), "{why}");
+
+    // `storage=N`: machines with at least N GiB of disk, N GiB priced in.
+    let query = |q: &'static str| {
+        let api = &m.api;
+        async move {
+            api.run(
+                "query($q: String) { offers(query: $q) { nodes { id pricePerHourGpuOnly pricePerHourAllIn } } }",
+                json!({ "q": q }),
+            )
+            .await
+            .expect("offers")["offers"]["nodes"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+        }
+    };
+    let stored = query("storage=1500").await;
+    let names: Vec<&str> = stored
+        .iter()
+        .map(|o| m.names[o["id"].as_str().unwrap()])
+        .collect();
+    assert_eq!(names, ["m2", "m1"]);
+    // m1: 2.49 + 1500 GB × 0.10 / 730 h.
+    assert_eq!(stored[1]["pricePerHourGpuOnly"], "2.49");
+    assert_eq!(stored[1]["pricePerHourAllIn"], "2.695479452");
+    assert_eq!(query("storage=0").await.len(), 5);
+    m.env.cleanup().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_compact_query_searches_and_points_at_a_bad_token() {
     let m = Market::new().await;

@@ -348,6 +348,24 @@ async fn an_unreachable_stripe_is_unavailable_and_the_retry_succeeds() {
     assert_eq!(c, "UNAVAILABLE", "{message}");
     assert!(message.contains("Stripe"), "{message}");
     assert_eq!(balance(&renter).await, Decimal::ZERO);
+    // The top-up that could not be created says so (and why); it is not
+    // left `creating` as if Stripe were still being asked.
+    let listed = renter
+        .run(
+            "{ topUps { status failureReason paymentIntentId } }",
+            json!({}),
+        )
+        .await
+        .expect("topUps");
+    let failed = &listed["topUps"][0];
+    assert_eq!(failed["status"], "failed", "{listed}");
+    assert!(failed["paymentIntentId"].is_null(), "{listed}");
+    let reason = failed["failureReason"].as_str().expect("failureReason");
+    assert!(reason.contains("Stripe"), "{reason}");
+    assert_eq!(
+        env.count("SELECT count(*) AS n FROM billing.top_ups WHERE status = 'creating'"),
+        0
+    );
     stack.stop().await;
 
     // Stripe answers again (billing restarted pointing at it): the same key
@@ -360,6 +378,12 @@ async fn an_unreachable_stripe_is_unavailable_and_the_retry_succeeds() {
         .await
         .expect("retry");
     assert!(done["clientSecret"].is_string(), "{done}");
+    assert_eq!(done["status"], "requires_payment_method", "{done}");
+    let listed = renter
+        .run("{ topUps { status failureReason } }", json!({}))
+        .await
+        .expect("topUps");
+    assert!(listed["topUps"][0]["failureReason"].is_null(), "{listed}");
     assert_eq!(env.count("SELECT count(*) AS n FROM billing.top_ups"), 1);
     assert_eq!(stripe.created("/v1/payment_intents"), 1);
 
@@ -387,6 +411,48 @@ async fn an_unreachable_stripe_is_unavailable_and_the_retry_succeeds() {
 
     stack.stop().await;
     stripe.stop().await;
+    env.cleanup().await;
+}
+
+/// A deployment without a Stripe secret key cannot take card payments:
+/// `createTopUp` says so with `NOT_CONFIGURED` (no retry helps), writes
+/// nothing, and the payout account calls answer the same.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stripe_not_configured_is_not_configured_and_leaves_no_top_up() {
+    let mut env = TestEnv::new().await;
+    // The default: no key (checked here, and set to be independent of it).
+    assert_eq!(env.config.stripe_secret_key, "");
+    env.config.stripe_secret_key = String::new();
+    let stack = env.start(SERVICES).await;
+    let api = Client::new(&stack.gateway_url);
+    let (renter, _) = sign_up(&api, &["RENTER"]).await;
+
+    for key in [Some("no-stripe"), None] {
+        let (c, message) = code(top_up(&renter, "20", key).await);
+        assert_eq!(c, "NOT_CONFIGURED", "{message}");
+        assert!(message.contains("not configured"), "{message}");
+        assert!(!message.contains("try again"), "{message}");
+    }
+    assert_eq!(env.count("SELECT count(*) AS n FROM billing.top_ups"), 0);
+    let listed = renter
+        .run("{ topUps { id } }", json!({}))
+        .await
+        .expect("topUps");
+    assert_eq!(listed["topUps"], json!([]));
+    assert_eq!(balance(&renter).await, Decimal::ZERO);
+
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let (c, message) = code(
+        host.run(
+            "mutation { createPayoutAccount(country: \"US\") { stripeAccountId } }",
+            json!({}),
+        )
+        .await
+        .map(|d| d["createPayoutAccount"].clone()),
+    );
+    assert_eq!(c, "NOT_CONFIGURED", "{message}");
+
+    stack.stop().await;
     env.cleanup().await;
 }
 

@@ -478,6 +478,11 @@ pub enum OfferSort {
 /// absent fields do not constrain.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct OfferSearch {
+    /// This one model (exact catalog name, case-insensitive). With
+    /// `gpu_models` too, both must hold (the intersection), like every
+    /// other pair of constraints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gpu_model: Option<String>,
     /// Any of these models (exact catalog names, case-insensitive).
     #[serde(default)]
     pub gpu_models: Vec<String>,
@@ -501,7 +506,9 @@ pub struct OfferSearch {
     pub min_disk_gib: Option<i32>,
     pub min_upload_mbps: Option<i32>,
     pub min_download_mbps: Option<i32>,
-    /// Storage the renter will ask for, priced into `price_per_hour_all_in`.
+    /// Storage the renter will ask for: a filter on the machine's disk like
+    /// `min_disk_gib` (the larger of the two holds), and priced into
+    /// `price_per_hour_all_in`.
     pub disk_gib: Option<i32>,
     pub sort: Option<OfferSort>,
     pub first: Option<i64>,
@@ -954,7 +961,8 @@ pub struct TopUp {
     pub amount: Decimal,
     pub currency: String,
     /// `creating` until Stripe answered, then the PaymentIntent's status
-    /// (`requires_payment_method`, ..., `succeeded`, `canceled`).
+    /// (`requires_payment_method`, ..., `succeeded`, `canceled`), or
+    /// `failed` when the PaymentIntent could not be created.
     pub status: String,
     pub payment_intent_id: Option<String>,
     /// What the browser confirms the payment with (Stripe.js); only in the
@@ -962,6 +970,9 @@ pub struct TopUp {
     pub client_secret: Option<String>,
     pub created_at: DateTime<Utc>,
     pub succeeded_at: Option<DateTime<Utc>>,
+    /// Why a `failed` top-up's PaymentIntent could not be created.
+    #[serde(default)]
+    pub failure_reason: Option<String>,
 }
 
 /// The public money terms billing applies (`GET /internal/platform-terms`):

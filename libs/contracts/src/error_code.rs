@@ -19,6 +19,10 @@ pub enum ErrorCode {
     /// Too many requests from one API key, token or address; the HTTP
     /// answer says when to retry (`Retry-After`).
     RateLimited,
+    /// The deployment lacks what the request needs (e.g. no Stripe secret
+    /// key for card top-ups): an operator must configure it, and retrying
+    /// does not help until then. HTTP 501.
+    NotConfigured,
     Unavailable,
     Internal,
 }
@@ -36,6 +40,7 @@ impl ErrorCode {
             ErrorCode::Conflict => "CONFLICT",
             ErrorCode::PriceAboveMax => "PRICE_ABOVE_MAX",
             ErrorCode::RateLimited => "RATE_LIMITED",
+            ErrorCode::NotConfigured => "NOT_CONFIGURED",
             ErrorCode::Unavailable => "UNAVAILABLE",
             ErrorCode::Internal => "INTERNAL",
         }
@@ -54,6 +59,7 @@ impl ErrorCode {
             ErrorCode::Conflict => 409,
             ErrorCode::PriceAboveMax => 409,
             ErrorCode::RateLimited => 429,
+            ErrorCode::NotConfigured => 501,
             ErrorCode::Unavailable => 503,
             ErrorCode::Internal => 500,
         }
@@ -83,6 +89,7 @@ mod tests {
             ErrorCode::InsufficientCapacity,
             ErrorCode::InsufficientFunds,
             ErrorCode::RateLimited,
+            ErrorCode::NotConfigured,
         ] {
             let json = serde_json::to_string(&code).unwrap();
             assert_eq!(json, format!("\"{}\"", code.as_str()));

@@ -1188,6 +1188,7 @@ mod tests {
         assert_eq!(
             s,
             OfferSearch {
+                gpu_model: None,
                 gpu_models: vec!["RTX 4090".into(), "RTX 3090".into()],
                 gpu_count: Some(2),
                 min_vram_gib: Some(21),

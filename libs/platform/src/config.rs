@@ -147,7 +147,9 @@ pub struct Config {
     /// have caused, so the normal outbox path gets there first.
     /// `GPUMARKET_RECONCILE_SETTLE_SECONDS`.
     pub reconcile_settle_seconds: i64,
-    /// Stripe (billing's prepaid top-ups). The secret API key.
+    /// Stripe (billing's prepaid top-ups). The secret API key; empty (the
+    /// default) means card payments are not configured, and the calls that
+    /// need Stripe answer `NOT_CONFIGURED` instead of trying a fake key.
     /// `GPUMARKET_STRIPE_SECRET_KEY`.
     pub stripe_secret_key: String,
     /// Where the Stripe API is reached (tests point it at a test double).
@@ -351,7 +353,7 @@ impl Config {
             sim_traffic_bytes_per_second: parsed("GPUMARKET_SIM_TRAFFIC_BYTES_PER_SECOND", 0)?,
             reconcile_interval_ms: parsed("GPUMARKET_RECONCILE_INTERVAL_MS", 5000)?,
             reconcile_settle_seconds: parsed("GPUMARKET_RECONCILE_SETTLE_SECONDS", 30)?,
-            stripe_secret_key: var("GPUMARKET_STRIPE_SECRET_KEY", "sk_test_gpumarket_local"),
+            stripe_secret_key: var("GPUMARKET_STRIPE_SECRET_KEY", ""),
             stripe_api_base: var("GPUMARKET_STRIPE_API_BASE", "https://api.stripe.com/"),
             stripe_webhook_secrets: var(
                 "GPUMARKET_STRIPE_WEBHOOK_SECRETS",

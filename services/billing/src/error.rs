@@ -16,6 +16,10 @@ pub enum Error {
     /// caller's: the request may be retried with the same idempotency key.
     #[error("payment provider: {0}")]
     PaymentProvider(String),
+    /// No Stripe secret key is configured, or Stripe refused the configured
+    /// one: an operator has to act, a retry cannot help.
+    #[error("{0}")]
+    NotConfigured(String),
     /// A webhook that must not be believed (signature, timestamp, shape):
     /// answered 400 with nothing written.
     #[error("{0}")]
@@ -39,12 +43,17 @@ impl Error {
             Error::Conflict(_) => ErrorCode::Conflict,
             Error::InsufficientFunds(_) => ErrorCode::InsufficientFunds,
             Error::PaymentProvider(_) => ErrorCode::Unavailable,
+            Error::NotConfigured(_) => ErrorCode::NotConfigured,
             Error::WebhookRejected(_) => ErrorCode::Validation,
             Error::Platform(_) | Error::Database(_) | Error::Io(_) => ErrorCode::Internal,
             Error::Remote(e) => e.code,
         }
     }
 }
+
+/// What a caller is told when the deployment has no Stripe secret key.
+pub const PAYMENT_PROVIDER_NOT_CONFIGURED: &str = "card payments are not configured on this deployment: \
+     the payment provider (Stripe) has no secret key; ask the operator";
 
 /// What a caller is told when Stripe does not answer. Every request that
 /// reaches Stripe is safe to repeat: top-ups by their idempotencyKey, payout
@@ -77,6 +86,10 @@ impl ResponseError for Error {
                 tracing::warn!(%detail, "payment provider unavailable");
                 platform::http::ApiError::new(ErrorCode::Unavailable, PAYMENT_PROVIDER_UNAVAILABLE)
                     .error_response()
+            }
+            Error::NotConfigured(detail) => {
+                tracing::warn!(%detail, "payment provider not configured");
+                platform::http::error_response(ErrorCode::NotConfigured, self)
             }
             _ => platform::http::error_response(self.code(), self),
         }

@@ -40,7 +40,7 @@ static EVENTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         "gpumarket_billing_events_total",
         "Billing outcomes by kind: invoice_finalized, statement_finalized, \
          payout_paid, payout_failed, payout_pending, balance_exhausted, \
-         spend_cap_reached, runway_low, downtime_credited",
+         spend_cap_reached, runway_low, downtime_credited, top_up_failed",
         &["kind"],
     )
 });
@@ -113,6 +113,12 @@ pub(crate) fn payout_failed() {
 
 pub(crate) fn payout_pending() {
     event("payout_pending");
+}
+
+/// A top-up whose PaymentIntent could not be created (Stripe unreachable,
+/// refusing, or not configured).
+pub(crate) fn top_up_failed() {
+    event("top_up_failed");
 }
 
 pub(crate) fn spend_cap_reached() {

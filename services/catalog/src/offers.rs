@@ -86,18 +86,28 @@ fn constraints(
     binds: &mut Binds,
 ) -> Result<Vec<Constraint>, Error> {
     let mut out = Vec::new();
-    if !q.gpu_models.is_empty() {
-        // Matched against the catalog's spelling so the (model, price) index applies.
-        let wanted: Vec<String> = q
-            .gpu_models
-            .iter()
-            .map(|m| m.trim().to_lowercase())
-            .collect();
-        let models: Vec<String> = known_models
+    // Matched against the catalog's spelling so the (model, price) index applies.
+    let spelled = |wanted: &[String]| -> Vec<String> {
+        let wanted: Vec<String> = wanted.iter().map(|m| m.trim().to_lowercase()).collect();
+        known_models
             .iter()
             .filter(|name| wanted.contains(&name.to_lowercase()))
             .cloned()
-            .collect();
+            .collect()
+    };
+    // Its own constraint beside `gpu_models`, so that both hold (the SDL's
+    // "every one given must hold") and each shows in `noOffers` by itself.
+    if let Some(model) = q.gpu_model.as_deref().filter(|m| !m.trim().is_empty()) {
+        let models = spelled(&[model.to_owned()]);
+        out.push(Constraint {
+            name: "gpu_model",
+            asked: format!("GPU model {}", model.trim()),
+            predicate: format!("gpu_model = ANY({})", binds.push(Bind::Texts(models))),
+            relax: Relax::Common("gpu_model"),
+        });
+    }
+    if !q.gpu_models.is_empty() {
+        let models = spelled(&q.gpu_models);
         out.push(Constraint {
             name: "gpu_models",
             asked: format!("GPU model in [{}]", q.gpu_models.join(", ")),
@@ -834,7 +844,7 @@ fn describe(c: &Constraint, value: String, matching: i64, currency: &str) -> Rel
         }
         "min_reliability" => format!("{matching} offers with reliability >= {shown}"),
         "gpu_count" => format!("{matching} offers with {shown} GPUs free"),
-        "gpu_models" => format!("other models match: {shown}"),
+        "gpu_model" | "gpu_models" => format!("other models match: {shown}"),
         "countries" => format!("other countries match: {shown}"),
         "regions" => format!("other regions match: {shown}"),
         _ => format!(

@@ -38,8 +38,16 @@ pub struct NewPaymentIntent<'a> {
 }
 
 /// The async-stripe client every Stripe call of billing goes through (the
-/// top-ups' and Connect's), pointed at `GPUMARKET_STRIPE_API_BASE`.
-pub(crate) fn client_from_config(config: &Config) -> Result<stripe::Client, Error> {
+/// top-ups' and Connect's), pointed at `GPUMARKET_STRIPE_API_BASE`; `None`
+/// without a secret key, so that the calls answer `NOT_CONFIGURED` rather
+/// than sending a key Stripe can only refuse.
+pub(crate) fn client_from_config(config: &Config) -> Result<Option<stripe::Client>, Error> {
+    if config.stripe_secret_key.trim().is_empty() {
+        tracing::info!(
+            "GPUMARKET_STRIPE_SECRET_KEY is empty: card top-ups and payouts are not configured"
+        );
+        return Ok(None);
+    }
     // async-stripe appends `v1/...` to the base as given.
     let mut base = config.stripe_api_base.clone();
     if !base.ends_with('/') {
@@ -54,12 +62,28 @@ pub(crate) fn client_from_config(config: &Config) -> Result<stripe::Client, Erro
             None,
         )
         .build()
+        .map(Some)
         .map_err(|e| Error::Validation(format!("GPUMARKET_STRIPE_*: {e}")))
+}
+
+/// The client, or `NOT_CONFIGURED` when there is none.
+pub(crate) fn configured(client: Option<&stripe::Client>) -> Result<&stripe::Client, Error> {
+    client.ok_or_else(|| Error::NotConfigured(crate::error::PAYMENT_PROVIDER_NOT_CONFIGURED.into()))
+}
+
+/// Stripe refusing the secret key itself (401) is a configuration fault: no
+/// retry helps until an operator fixes the key.
+pub(crate) fn key_refused() -> Error {
+    Error::NotConfigured(
+        "card payments are not configured on this deployment: the payment provider \
+         (Stripe) refused its secret key; ask the operator"
+            .into(),
+    )
 }
 
 #[derive(Clone)]
 pub struct StripeApi {
-    client: stripe::Client,
+    client: Option<stripe::Client>,
 }
 
 impl StripeApi {
@@ -67,6 +91,12 @@ impl StripeApi {
         Ok(Self {
             client: client_from_config(config)?,
         })
+    }
+
+    /// Whether a secret key is configured: callers check it before writing
+    /// anything, so an unconfigured deployment leaves no trace.
+    pub fn check_configured(&self) -> Result<(), Error> {
+        configured(self.client.as_ref()).map(|_| ())
     }
 
     /// Creates the Stripe customer of `tenant_id`; its id.
@@ -79,7 +109,7 @@ impl StripeApi {
             )]))
             .customize()
             .request_strategy(idempotent(&format!("gpumarket-customer-{tenant_id}"))?)
-            .send(&self.client)
+            .send(configured(self.client.as_ref())?)
             .await
             .map_err(provider_error)?;
         Ok(customer.id.to_string())
@@ -105,7 +135,7 @@ impl StripeApi {
             ]))
             .customize()
             .request_strategy(idempotent(&format!("gpumarket-top-up-{}", new.top_up_id))?)
-            .send(&self.client)
+            .send(configured(self.client.as_ref())?)
             .await
             .map_err(provider_error)?;
         Ok(view(intent))
@@ -113,7 +143,7 @@ impl StripeApi {
 
     pub async fn retrieve_payment_intent(&self, id: &str) -> Result<PaymentIntentView, Error> {
         let intent = RetrievePaymentIntent::new(id)
-            .send(&self.client)
+            .send(configured(self.client.as_ref())?)
             .await
             .map_err(provider_error)?;
         Ok(view(intent))
@@ -145,6 +175,7 @@ fn provider_error(error: StripeError) -> Error {
                 api.message.as_deref().unwrap_or("no reason given")
             ))
         }
+        StripeError::Stripe(_, 401) => key_refused(),
         other => Error::PaymentProvider(other.to_string()),
     }
 }

@@ -55,7 +55,7 @@ pub enum TransferError {
 
 #[derive(Clone)]
 pub struct ConnectApi {
-    client: stripe::Client,
+    client: Option<stripe::Client>,
 }
 
 impl ConnectApi {
@@ -96,7 +96,7 @@ impl ConnectApi {
             .request_strategy(idempotent(&format!(
                 "gpumarket-connect-account-{host_tenant_id}"
             ))?)
-            .send(&self.client)
+            .send(super::client::configured(self.client.as_ref())?)
             .await
             .map_err(account_error)?;
         Ok(view(account))
@@ -104,7 +104,7 @@ impl ConnectApi {
 
     pub async fn retrieve_account(&self, id: &str) -> Result<AccountView, Error> {
         let account = RetrieveAccount::new(id)
-            .send(&self.client)
+            .send(super::client::configured(self.client.as_ref())?)
             .await
             .map_err(account_error)?;
         Ok(view(account))
@@ -122,7 +122,7 @@ impl ConnectApi {
         let link = CreateAccountLink::new(account_id, CreateAccountLinkType::AccountOnboarding)
             .return_url(return_url)
             .refresh_url(refresh_url)
-            .send(&self.client)
+            .send(super::client::configured(self.client.as_ref())?)
             .await
             .map_err(link_error)?;
         Ok((link.url, link.expires_at))
@@ -135,6 +135,7 @@ impl ConnectApi {
             .currency
             .to_ascii_lowercase()
             .parse::<stripe_types::Currency>();
+        let client = transfer_client(self.client.as_ref())?;
         let strategy = idempotent(&payout_key(new.payout_id))
             .map_err(|e| TransferError::Refused(e.to_string()))?;
         let transfer = CreateTransfer::new(currency, new.destination)
@@ -147,7 +148,7 @@ impl ConnectApi {
             ]))
             .customize()
             .request_strategy(strategy)
-            .send(&self.client)
+            .send(client)
             .await
             .map_err(transfer_error)?;
         Ok(transfer.id.to_string())
@@ -158,14 +159,23 @@ impl ConnectApi {
     /// keeps it (24 hours); this holds for as long as the transfer exists.
     /// Any error is `Unavailable`: not finding out is never a refusal.
     pub async fn find_transfer(&self, payout_id: Uuid) -> Result<Option<String>, TransferError> {
+        let client = transfer_client(self.client.as_ref())?;
         let list = ListTransfer::new()
             .transfer_group(transfer_group(payout_id))
             .limit(1)
-            .send(&self.client)
+            .send(client)
             .await
             .map_err(|e| TransferError::Unavailable(e.to_string()))?;
         Ok(list.data.into_iter().next().map(|t| t.id.to_string()))
     }
+}
+
+/// Without a secret key nothing was sent: the payout stays pending until an
+/// operator configures Stripe, then the next run pays it.
+fn transfer_client(client: Option<&stripe::Client>) -> Result<&stripe::Client, TransferError> {
+    client.ok_or_else(|| {
+        TransferError::Unavailable("Stripe is not configured (GPUMARKET_STRIPE_SECRET_KEY)".into())
+    })
 }
 
 /// The transfer group of a payout's transfer: how it is found again.
@@ -210,6 +220,7 @@ fn account_error(error: StripeError) -> Error {
             "Stripe account: {}",
             api.message.as_deref().unwrap_or("not found")
         )),
+        StripeError::Stripe(_, 401) => super::client::key_refused(),
         other => Error::PaymentProvider(other.to_string()),
     }
 }
@@ -220,6 +231,7 @@ fn link_error(error: StripeError) -> Error {
             "Stripe refused the onboarding link: {}",
             api.message.as_deref().unwrap_or("no reason given")
         )),
+        StripeError::Stripe(_, 401) => super::client::key_refused(),
         other => Error::PaymentProvider(other.to_string()),
     }
 }
@@ -228,6 +240,11 @@ fn link_error(error: StripeError) -> Error {
 /// flight) and 429 (rate limited) is Stripe's final word on the request.
 fn transfer_error(error: StripeError) -> TransferError {
     match error {
+        // A refused key is the deployment's fault, not the transfer's: nothing
+        // was made, and the next run retries once the key is fixed.
+        StripeError::Stripe(_, 401) => {
+            TransferError::Unavailable("Stripe refused the configured secret key".into())
+        }
         StripeError::Stripe(api, status)
             if (400..500).contains(&status) && status != 409 && status != 429 =>
         {

@@ -23,6 +23,10 @@ use crate::{Error, Settings};
 
 /// The status of a top-up whose PaymentIntent Stripe has not yet confirmed.
 pub const CREATING: &str = "creating";
+/// The status of a top-up whose PaymentIntent could not be created (Stripe
+/// unreachable or refusing); `failure_reason` says why. A retry with the same
+/// idempotency key asks Stripe again under the same Stripe key.
+pub const FAILED: &str = "failed";
 
 const MAX_KEY_LEN: usize = 200;
 const LIST_LIMIT: i64 = 100;
@@ -39,6 +43,7 @@ pub struct TopUpRow {
     pub payment_intent_id: Option<String>,
     pub created_at: DateTime<Utc>,
     pub succeeded_at: Option<DateTime<Utc>>,
+    pub failure_reason: Option<String>,
 }
 
 impl TopUpRow {
@@ -53,6 +58,7 @@ impl TopUpRow {
             client_secret,
             created_at: self.created_at,
             succeeded_at: self.succeeded_at,
+            failure_reason: self.failure_reason,
         }
     }
 }
@@ -81,6 +87,9 @@ pub async fn create(
 ) -> Result<api::TopUp, Error> {
     let currency = settings.currency.clone();
     let amount_minor = check_amount(req.amount, &currency, limits)?;
+    // Without a key no top-up can ever be created: say so before writing a
+    // row that could only end failed.
+    api.check_configured()?;
     let key = match req.idempotency_key {
         Some(key) if key.trim().is_empty() || key.chars().count() > MAX_KEY_LEN => {
             return Err(Error::Validation(format!(
@@ -129,16 +138,13 @@ pub async fn create(
         return Ok(row.into_api(intent.client_secret));
     }
 
-    let customer_id = customer(db, api, tenant_id).await?;
-    let intent = api
-        .create_payment_intent(&NewPaymentIntent {
-            top_up_id: row.id,
-            tenant_id,
-            customer_id: &customer_id,
-            amount_minor: row.amount_minor,
-            currency: &row.currency,
-        })
-        .await?;
+    let intent = match create_intent(db, api, &row).await {
+        Ok(intent) => intent,
+        Err(error) => {
+            mark_failed(db, row.id, &error).await;
+            return Err(error);
+        }
+    };
     let (top_up_id, intent_id, status) = (row.id, intent.id.clone(), intent.status.clone());
     let row = db
         .tx(move |conn| {
@@ -149,6 +155,7 @@ pub async fn create(
                 .set((
                     top_ups::payment_intent_id.eq(&intent_id),
                     top_ups::status.eq(&status),
+                    top_ups::failure_reason.eq(None::<String>),
                     top_ups::updated_at.eq(diesel::dsl::now),
                 ))
                 .execute(conn)?;
@@ -162,6 +169,62 @@ pub async fn create(
         .await?;
     tracing::info!(top_up.id = %row.id, tenant.id = %tenant_id, payment_intent = %intent.id, "top-up created");
     Ok(row.into_api(intent.client_secret))
+}
+
+/// The PaymentIntent of a top-up row, creating the tenant's customer first.
+async fn create_intent(
+    db: &Db,
+    api: &StripeApi,
+    row: &TopUpRow,
+) -> Result<super::client::PaymentIntentView, Error> {
+    let customer_id = customer(db, api, row.tenant_id).await?;
+    api.create_payment_intent(&NewPaymentIntent {
+        top_up_id: row.id,
+        tenant_id: row.tenant_id,
+        customer_id: &customer_id,
+        amount_minor: row.amount_minor,
+        currency: &row.currency,
+    })
+    .await
+}
+
+/// What the renter's top-up listing says about a create that failed: the
+/// answer the caller got, never the transport detail behind it.
+fn failure_reason(error: &Error) -> String {
+    match error {
+        Error::PaymentProvider(_) => crate::error::PAYMENT_PROVIDER_UNAVAILABLE.to_owned(),
+        Error::Validation(m) | Error::NotConfigured(m) => m.clone(),
+        _ => "the top-up could not be created; try again with the same idempotencyKey".to_owned(),
+    }
+}
+
+/// Ends a top-up whose PaymentIntent could not be created as `failed` (not
+/// `creating`, which would say Stripe is still being asked). Never over a
+/// row that meanwhile got its PaymentIntent (a concurrent retry, or the
+/// webhook). Best effort: the caller gets the original error either way.
+async fn mark_failed(db: &Db, top_up_id: Uuid, error: &Error) {
+    let reason = failure_reason(error);
+    let marked = db
+        .run(move |conn| {
+            Ok::<_, Error>(
+                diesel::update(top_ups::table.find(top_up_id))
+                    .filter(top_ups::payment_intent_id.is_null())
+                    .set((
+                        top_ups::status.eq(FAILED),
+                        top_ups::failure_reason.eq(Some(&reason)),
+                        top_ups::updated_at.eq(diesel::dsl::now),
+                    ))
+                    .execute(conn)?,
+            )
+        })
+        .await;
+    crate::metrics::top_up_failed();
+    match marked {
+        Ok(_) => tracing::warn!(top_up.id = %top_up_id, %error, "top-up failed"),
+        Err(e) => {
+            tracing::error!(top_up.id = %top_up_id, %error, db_error = %e, "top-up failed and could not be marked")
+        }
+    }
 }
 
 /// The tenant's Stripe customer, created on its first top-up. Concurrent

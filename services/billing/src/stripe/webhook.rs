@@ -262,6 +262,7 @@ fn credit(
         .set((
             top_ups::payment_intent_id.eq(&intent.id),
             top_ups::status.eq("succeeded"),
+            top_ups::failure_reason.eq(None::<String>),
             top_ups::succeeded_at.eq(Some(contracts::time::now())),
             top_ups::updated_at.eq(diesel::dsl::now),
         ))
@@ -287,6 +288,7 @@ fn update_status(conn: &mut PgConnection, intent: &PaymentIntentObject) -> Resul
         .set((
             top_ups::payment_intent_id.eq(&intent.id),
             top_ups::status.eq(&intent.status),
+            top_ups::failure_reason.eq(None::<String>),
             top_ups::updated_at.eq(diesel::dsl::now),
         ))
         .execute(conn)?;

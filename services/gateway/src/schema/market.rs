@@ -81,7 +81,8 @@ impl From<DiskType> for api::DiskType {
 pub struct OfferFilter {
     /// One GPU model (exact catalog name, any case).
     gpu_model: Option<String>,
-    /// Any of these GPU models.
+    /// Any of these GPU models. With `gpuModel` too, both hold: the offer's
+    /// model is `gpuModel` and is in this list.
     gpu_models: Option<Vec<String>>,
     /// GPUs wanted: the offer must have this many free and allow renting them together.
     gpu_count: Option<i32>,
@@ -103,18 +104,19 @@ pub struct OfferFilter {
     min_disk_gib: Option<i32>,
     min_upload_mbps: Option<i32>,
     min_download_mbps: Option<i32>,
-    /// Storage you will ask for; priced into `pricePerHourAllIn`.
+    /// Storage you will ask for: only machines with at least this much disk
+    /// (like `minDiskGib`; with both, the larger holds), and priced into
+    /// `pricePerHourAllIn`.
     disk_gib: Option<i32>,
 }
 
 impl OfferFilter {
     fn into_search(self) -> api::OfferSearch {
-        let mut gpu_models = self.gpu_models.unwrap_or_default();
-        if let Some(model) = self.gpu_model.filter(|m| !m.trim().is_empty()) {
-            gpu_models.push(model);
-        }
+        // Two constraints, not one merged list: every filter given must hold,
+        // so `gpuModel` with `gpuModels` is their intersection.
         api::OfferSearch {
-            gpu_models,
+            gpu_model: self.gpu_model.filter(|m| !m.trim().is_empty()),
+            gpu_models: self.gpu_models.unwrap_or_default(),
             gpu_count: self.gpu_count.or(self.min_gpus),
             min_vram_gib: self.min_vram_gib,
             max_price_per_gpu_hour: self.max_price_per_gpu_hour,

@@ -94,13 +94,18 @@ pub struct TopUp {
     amount: Decimal,
     currency: String,
     /// `creating` until Stripe answered, then the PaymentIntent's status
-    /// (`requires_payment_method`, `processing`, `succeeded`, `canceled`, ...).
+    /// (`requires_payment_method`, `processing`, `succeeded`, `canceled`, ...),
+    /// or `failed` when the PaymentIntent could not be created (see
+    /// `failureReason`; `createTopUp` with the same `idempotencyKey` tries
+    /// again).
     status: String,
     /// For Stripe.js (`stripe.confirmPayment`); only in `createTopUp`'s answer.
     client_secret: Option<String>,
     payment_intent_id: Option<String>,
     created_at: String,
     succeeded_at: Option<String>,
+    /// Why a `failed` top-up could not be created; null otherwise.
+    failure_reason: Option<String>,
 }
 
 impl From<api::TopUp> for TopUp {
@@ -114,6 +119,7 @@ impl From<api::TopUp> for TopUp {
             payment_intent_id: t.payment_intent_id,
             created_at: instant(t.created_at),
             succeeded_at: t.succeeded_at.map(instant),
+            failure_reason: t.failure_reason,
         }
     }
 }
@@ -244,7 +250,10 @@ impl MoneyMutation {
     /// Starts a card top-up of the caller's balance: creates a Stripe
     /// PaymentIntent for `amount` (settlement currency, at most its minor
     /// unit's decimals) and returns its client secret for Stripe.js. The same
-    /// `idempotencyKey` and amount return the same top-up.
+    /// `idempotencyKey` and amount return the same top-up. `NOT_CONFIGURED`
+    /// when the deployment has no Stripe key (nothing is written);
+    /// `UNAVAILABLE` when Stripe does not answer (the top-up is `failed`, and
+    /// the same key tries again).
     async fn create_top_up(
         &self,
         ctx: &Context<'_>,

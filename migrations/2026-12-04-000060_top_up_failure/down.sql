@@ -1,0 +1,1 @@
+ALTER TABLE billing.top_ups DROP COLUMN failure_reason;
