@@ -275,8 +275,9 @@ function InstancesCard({ data, error }: { data: BillingInstancesQuery | null; er
         <>
           <p>
             <small>
-              Cost so far, to the second, from the API's usage intervals and billed rates (GPU and storage apart); the
-              ledger settles it as the rentals run.
+              Cost so far, to the second, from the API's usage intervals and billed rates (GPU and storage apart);
+              "Charged" is what the ledger has settled (the API's <code>costSoFar</code>, all meters), which trails the
+              live figure by up to one settlement interval.
             </small>
           </p>
           {/* Focusable, so the table can be scrolled sideways from the keyboard. */}
@@ -291,6 +292,7 @@ function InstancesCard({ data, error }: { data: BillingInstancesQuery | null; er
                   <th scope="col">GPU cost</th>
                   <th scope="col">Storage cost</th>
                   <th scope="col">Total so far</th>
+                  <th scope="col">Charged</th>
                 </tr>
               </thead>
               <tbody>
@@ -340,6 +342,11 @@ function InstanceLine({ instance: i, cost }: { instance: InstanceRow; cost: Cost
         <strong>{formatMoney(total, cur, 4)}</strong>
         <br />
         <small>{formatMoney(total, cur)}</small>
+      </td>
+      <td data-testid="billing-charged">
+        {formatMoney(i.costSoFar, cur, 4)}
+        <br />
+        <small>{formatDuration(i.billedSeconds)} GPU billed</small>
       </td>
     </tr>
   );

@@ -62,6 +62,8 @@ export const BillingInstances = graphql(`
       runningAt
       stoppedAt
       createdAt
+      costSoFar
+      billedSeconds
     }
     usage {
       id

@@ -117,7 +117,7 @@ export type BillingSpendSeriesQuery = { usageSeries: { from: string, to: string,
 export type BillingInstancesQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type BillingInstancesQuery = { instances: Array<{ id: string, gpuModel: string, gpuCount: number, rentalType: string, pricePerGpuHour: string, pricePerHourTotal: string, storagePricePerGbMonth: string, currency: string, status: string, statusReason: string | null, runningAt: string | null, stoppedAt: string | null, createdAt: string }>, usage: Array<{ id: string, instanceId: string, meter: string, startedAt: string | null, endedAt: string | null, billedSeconds: number | null, pricePerHour: string, currency: string }> };
+export type BillingInstancesQuery = { instances: Array<{ id: string, gpuModel: string, gpuCount: number, rentalType: string, pricePerGpuHour: string, pricePerHourTotal: string, storagePricePerGbMonth: string, currency: string, status: string, statusReason: string | null, runningAt: string | null, stoppedAt: string | null, createdAt: string, costSoFar: string, billedSeconds: number }>, usage: Array<{ id: string, instanceId: string, meter: string, startedAt: string | null, endedAt: string | null, billedSeconds: number | null, pricePerHour: string, currency: string }> };
 
 export type BillingInvoicesQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -492,6 +492,8 @@ export const BillingInstancesDocument = new TypedDocumentString(`
     runningAt
     stoppedAt
     createdAt
+    costSoFar
+    billedSeconds
   }
   usage {
     id
