@@ -5,6 +5,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use gpumarket::dev::{self, Parts};
+use platform::config::Secret;
 use platform::{Config, Db};
 
 #[derive(Parser)]
@@ -55,6 +56,26 @@ enum Service {
     Billing,
 }
 
+impl Service {
+    /// The secrets the service reads (checked in production).
+    fn secrets(self) -> &'static [Secret] {
+        match self {
+            Service::Gateway => &[Secret::JwtKeys, Secret::ServiceToken],
+            Service::Quota => &[Secret::ServiceToken],
+            // The catalog makes agents' broker users; every consumer reads
+            // queue depths (deploy/validate.py's MANAGEMENT_API_USERS).
+            Service::Catalog | Service::Ordering | Service::Metering => {
+                &[Secret::ServiceToken, Secret::RabbitmqManagement]
+            }
+            Service::Billing => &[
+                Secret::ServiceToken,
+                Secret::Stripe,
+                Secret::RabbitmqManagement,
+            ],
+        }
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Worker {
     Provisioner,
@@ -82,6 +103,17 @@ async fn main() -> anyhow::Result<()> {
     };
     let config = Config::from_env().context("reading configuration")?;
     platform::telemetry::init(&config.log_format);
+    // In production (`GPUMARKET_ENV=production`) a process does not start
+    // with a published development secret among those it reads.
+    let secrets: &[Secret] = match &command {
+        Command::Dev => &Secret::ALL,
+        Command::Serve { service } => service.secrets(),
+        Command::Worker { .. } => &[Secret::ServiceToken, Secret::RabbitmqManagement],
+        _ => &[],
+    };
+    config
+        .refuse_development_secrets(secrets)
+        .context("refusing to start")?;
     match command {
         Command::Dev => run_dev(config).await,
         Command::Migrate => migrate(&config).await,

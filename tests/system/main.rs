@@ -24,6 +24,7 @@ mod payouts;
 mod placement;
 mod preemption;
 mod processes;
+mod production;
 mod quota;
 mod race;
 mod reconciler;

@@ -29,6 +29,8 @@ struct AppState {
     schema: GatewaySchema,
     quota: InternalClient,
     limiter: RateLimiter,
+    /// GraphiQL at `GET /graphql`: off in production.
+    graphiql: bool,
 }
 
 pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
@@ -37,10 +39,15 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
     // Live instance events for `instanceEvents`, fed from the broker.
     let hub = Arc::new(schema::events::Hub::default());
     tokio::spawn(schema::events::run_hub(config.clone(), hub.clone()));
+    let mut builder = schema::builder();
+    if config.production {
+        builder = builder.extension(crate::introspection::LoggedInOnly);
+    }
     let state = web::Data::new(AppState {
         quota: clients.quota.clone(),
         limiter: RateLimiter::new(config.rate_limit_per_minute, config.rate_limit_burst),
-        schema: schema::builder()
+        graphiql: !config.production,
+        schema: builder
             .data(keys)
             .data(clients)
             .data(hub)
@@ -133,7 +140,11 @@ async fn graphql_get(
         .and_then(|v| v.to_str().ok())
         .is_some_and(|v| v.eq_ignore_ascii_case("websocket"));
     if !upgrade {
-        return Ok(graphiql());
+        return Ok(if state.graphiql {
+            graphiql()
+        } else {
+            HttpResponse::NotFound().body("GraphiQL is off in production; POST /graphql")
+        });
     }
     if let Some(limited) = rate_limited(&state, &req) {
         return Ok(limited);

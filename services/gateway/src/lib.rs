@@ -7,6 +7,7 @@ mod auth;
 mod clients;
 mod error;
 mod http;
+mod introspection;
 mod rate_limit;
 mod schema;
 mod validate;
