@@ -92,8 +92,29 @@ enum Admin {
     },
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// How long exit waits for the runtime's tasks and then the database pools'
+/// threads.
+const EXIT_JOIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The runtime is built here rather than by `#[tokio::main]` so that it is
+/// shut down, dropping every task and the database pools they hold, and the
+/// pools' threads have ended before `main` returns: a thread still in libpq
+/// while the C `atexit` handlers run crashed the process now and then after
+/// a clean shutdown (docs/testing.md, "Retries").
+fn main() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let result = runtime.block_on(run());
+    runtime.shutdown_timeout(EXIT_JOIN_LIMIT);
+    if !platform::db::join_pool_threads(EXIT_JOIN_LIMIT) {
+        tracing::warn!("database pool threads still running at exit");
+    }
+    result
+}
+
+async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // Client verbs need no configuration, no database and no log output.
     let command = match cli.command {
