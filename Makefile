@@ -3,7 +3,7 @@ export CARGO_TARGET_DIR ?= /var/tmp/gpumarket-target
 
 NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
 
-.PHONY: run run-split test services lint fmt sdl deploy-validate bench security faults web web-test
+.PHONY: run run-split test services lint fmt sdl deploy-validate bench bench-smoke security faults web web-test
 
 ## make run: start Postgres and RabbitMQ if needed, migrate, seed, run everything.
 run: services
@@ -22,6 +22,7 @@ ifeq ($(NEXTEST),yes)
 else
 	cargo test --workspace --no-fail-fast -- --skip faults::
 endif
+	$(MAKE) bench-smoke
 	$(MAKE) web-test
 
 ## make web: the front end (web/): install, check the generated GraphQL types against
@@ -81,3 +82,11 @@ bench: services
 	cargo bench --bench search -- $(BENCH_ARGS)
 	cargo bench --bench orders -- $(ORDER_BENCH_ARGS)
 	cargo bench --bench billing -- $(BILLING_BENCH_ARGS)
+
+## make bench-smoke: every benchmark end to end at tiny sizes (--tiny; a debug
+## build, seconds each, docs/benchmarks.md untouched), so that none can rot
+## unseen; `make test` runs it.
+bench-smoke: services
+	cargo test --bench search -- --tiny
+	cargo test --bench orders -- --tiny
+	cargo test --bench billing -- --tiny

@@ -23,7 +23,7 @@ use rust_decimal::Decimal;
 use uuid::Uuid;
 
 mod common;
-use common::{arg, machine_facts};
+use common::{machine_facts, sized};
 
 const LEVELS: [usize; 2] = [1, 4];
 
@@ -141,9 +141,9 @@ fn raw_inserts(url: &str, n: usize, connections: usize) -> anyhow::Result<f64> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let events = arg("--events", 20_000);
-    let tenants_n = arg("--tenants", 10_000);
-    let postings = arg("--postings", 3);
+    let events = sized("--events", 20_000, 100);
+    let tenants_n = sized("--tenants", 10_000, 10);
+    let postings = sized("--postings", 3, 1);
     let base = Config::from_env()?;
     let name = format!("gpumarket_bench_billing_{}", std::process::id());
     let admin = platform::config::replace_db_name(&base.database_url, "postgres");

@@ -12,7 +12,9 @@
 //!
 //! Flags: `--orders N` per concurrency level (default 256), `--machines N`
 //! (8 GPUs each, default enough for every order), `--sequential N` orders
-//! for the overhead (default 50), `--outbox-poll-ms N` (default: config).
+//! for the overhead (default 50), `--outbox-poll-ms N` (default: config),
+//! `--rate-limit-per-minute N` (default 0: off), `--tiny` (4 orders, 2
+//! sequential: `make bench-smoke`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -26,7 +28,7 @@ use platform::Config;
 use serde_json::json;
 
 mod common;
-use common::{arg, machine_facts, percentile};
+use common::{arg, machine_facts, percentile, sized};
 
 const PASSWORD: &str = "bench-password-1";
 const LEVELS: [usize; 3] = [1, 16, 64];
@@ -266,9 +268,16 @@ async fn wait_all_running(conn: &mut PgConnection, expected: i64) -> anyhow::Res
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let orders = arg("--orders", 256);
-    let sequential = arg("--sequential", 50);
-    let needed_gpus = orders * LEVELS.len() + sequential;
+    let orders = sized("--orders", 256, 4);
+    let sequential = sized("--sequential", 50, 2);
+    // Each client places at least one order, so a level places
+    // `orders.div_ceil(clients) * clients` of them (more than `orders` when
+    // there are fewer orders than clients, as with --tiny).
+    let needed_gpus: usize = LEVELS
+        .iter()
+        .map(|&clients| orders.div_ceil(clients) * clients)
+        .sum::<usize>()
+        + sequential;
     let machines_n = arg("--machines", needed_gpus.div_ceil(8) + 4);
     let base = Config::from_env()?;
     let name = format!("gpumarket_bench_orders_{}", std::process::id());
@@ -286,6 +295,12 @@ async fn main() -> anyhow::Result<()> {
     config.sim_step_failures = String::new();
     config.default_max_gpus = 1_000_000;
     config.heartbeat_grace_seconds = 86_400;
+    // The benchmark's own limit: none. It is one trusted load generator
+    // measuring the order path, which the per-caller rate limit (1200/min
+    // by default) would cut off at once (RATE_LIMITED); the limiter itself
+    // is measured by the security tests. `--rate-limit-per-minute N` puts
+    // one back.
+    config.rate_limit_per_minute = arg("--rate-limit-per-minute", 0) as u32;
     config.outbox_poll_ms = arg("--outbox-poll-ms", config.outbox_poll_ms as usize) as u64;
     let amqp = reqwest::Url::parse(&config.amqp_url)?;
     config.amqp_url = format!(

@@ -16,7 +16,7 @@ use platform::internal::InternalClient;
 use platform::{Config, Db};
 
 mod common;
-use common::{arg, machine_facts, percentile};
+use common::{machine_facts, percentile, sized};
 
 const FILL: &str = "
 SELECT setseed(0.42);
@@ -104,8 +104,8 @@ fn cases() -> Vec<Case> {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let machines = arg("--machines", 100_000);
-    let queries = arg("--queries", 200);
+    let machines = sized("--machines", 100_000, 200);
+    let queries = sized("--queries", 200, 10);
     let base = Config::from_env()?;
     let db_name = format!("gpumarket_bench_{}", std::process::id());
     let admin = platform::config::replace_db_name(&base.database_url, "postgres");

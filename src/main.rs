@@ -5,6 +5,7 @@ use std::sync::Arc;
 use anyhow::Context;
 use clap::{Parser, Subcommand, ValueEnum};
 use gpumarket::dev::{self, Parts};
+use platform::config::Secret;
 use platform::{Config, Db};
 
 #[derive(Parser)]
@@ -55,6 +56,26 @@ enum Service {
     Billing,
 }
 
+impl Service {
+    /// The secrets the service reads (checked in production).
+    fn secrets(self) -> &'static [Secret] {
+        match self {
+            Service::Gateway => &[Secret::JwtKeys, Secret::ServiceToken],
+            Service::Quota => &[Secret::ServiceToken],
+            // The catalog makes agents' broker users; every consumer reads
+            // queue depths (deploy/validate.py's MANAGEMENT_API_USERS).
+            Service::Catalog | Service::Ordering | Service::Metering => {
+                &[Secret::ServiceToken, Secret::RabbitmqManagement]
+            }
+            Service::Billing => &[
+                Secret::ServiceToken,
+                Secret::Stripe,
+                Secret::RabbitmqManagement,
+            ],
+        }
+    }
+}
+
 #[derive(Clone, Copy, ValueEnum)]
 enum Worker {
     Provisioner,
@@ -71,8 +92,29 @@ enum Admin {
     },
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+/// How long exit waits for the runtime's tasks and then the database pools'
+/// threads.
+const EXIT_JOIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// The runtime is built here rather than by `#[tokio::main]` so that it is
+/// shut down, dropping every task and the database pools they hold, and the
+/// pools' threads have ended before `main` returns: a thread still in libpq
+/// while the C `atexit` handlers run crashed the process now and then after
+/// a clean shutdown (docs/testing.md, "Retries").
+fn main() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("starting the async runtime")?;
+    let result = runtime.block_on(run());
+    runtime.shutdown_timeout(EXIT_JOIN_LIMIT);
+    if !platform::db::join_pool_threads(EXIT_JOIN_LIMIT) {
+        tracing::warn!("database pool threads still running at exit");
+    }
+    result
+}
+
+async fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     // Client verbs need no configuration, no database and no log output.
     let command = match cli.command {
@@ -82,6 +124,17 @@ async fn main() -> anyhow::Result<()> {
     };
     let config = Config::from_env().context("reading configuration")?;
     platform::telemetry::init(&config.log_format);
+    // In production (`GPUMARKET_ENV=production`) a process does not start
+    // with a published development secret among those it reads.
+    let secrets: &[Secret] = match &command {
+        Command::Dev => &Secret::ALL,
+        Command::Serve { service } => service.secrets(),
+        Command::Worker { .. } => &[Secret::ServiceToken, Secret::RabbitmqManagement],
+        _ => &[],
+    };
+    config
+        .refuse_development_secrets(secrets)
+        .context("refusing to start")?;
     match command {
         Command::Dev => run_dev(config).await,
         Command::Migrate => migrate(&config).await,

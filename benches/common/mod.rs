@@ -15,6 +15,18 @@ pub fn arg(name: &str, default: usize) -> usize {
         .unwrap_or(default)
 }
 
+/// `--tiny`: every size at a few items, so that `make bench-smoke` (run by
+/// `make test`) runs each benchmark end to end in seconds and a benchmark
+/// cannot rot unseen. Tiny runs do not rewrite docs/benchmarks.md.
+pub fn tiny() -> bool {
+    std::env::args().any(|a| a == "--tiny")
+}
+
+/// `--name N`, or `default` (`tiny` under `--tiny`).
+pub fn sized(name: &str, default: usize, tiny_default: usize) -> usize {
+    arg(name, if tiny() { tiny_default } else { default })
+}
+
 /// Milliseconds at percentile `p` (0..=1) of sorted samples.
 pub fn percentile(sorted: &[Duration], p: f64) -> f64 {
     if sorted.is_empty() {
@@ -69,6 +81,11 @@ pub fn pg_version(admin_url: &str) -> String {
 /// Replaces the section that starts with `heading` (a `## ` line) in
 /// docs/benchmarks.md, or appends it, so each bench rewrites only its own.
 pub fn write_section(heading: &str, section: &str) -> std::io::Result<()> {
+    if tiny() {
+        println!("{section}");
+        println!("(--tiny: docs/benchmarks.md left as it is)");
+        return Ok(());
+    }
     let path = "docs/benchmarks.md";
     let existing = std::fs::read_to_string(path).unwrap_or_else(|_| {
         "# Benchmarks\n\nNumbers from `make bench`; each section says the machine it ran on.\n\n"

@@ -28,6 +28,7 @@ mod payouts;
 mod placement;
 mod preemption;
 mod processes;
+mod production;
 mod quota;
 mod race;
 mod readiness;

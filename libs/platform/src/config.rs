@@ -203,6 +203,44 @@ pub struct Config {
     /// `/portal` and `/billing`; relative to the working directory.
     /// `GPUMARKET_WEB_DIR`.
     pub web_dir: String,
+    /// `GPUMARKET_ENV`: `development` (the default) or `production`, which
+    /// refuses the development secrets below at start-up
+    /// ([`Config::refuse_development_secrets`]), turns GraphiQL off and keeps
+    /// introspection for logged-in callers.
+    pub production: bool,
+}
+
+/// The development defaults of the secrets, published in this repository:
+/// anyone can sign an operator's JWT or call a service with them.
+pub const DEV_JWT_SECRET: &str = "insecure-development-jwt-secret-change-me";
+pub const DEV_SERVICE_TOKEN: &str = "dev-service-token";
+pub const DEV_STRIPE_WEBHOOK_SECRET: &str = "whsec_gpumarket_local_development";
+pub const DEV_STRIPE_SECRET_KEY: &str = "sk_test_gpumarket_local";
+const DEV_MANAGEMENT_URL: &str = "http://guest:guest@127.0.0.1:15672";
+
+/// A secret a process reads; each process names the ones it uses, and in
+/// production refuses to start while one of them has its development value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Secret {
+    /// `GPUMARKET_JWT_KEYS` (the gateway signs and verifies with them).
+    JwtKeys,
+    /// `GPUMARKET_SERVICE_TOKEN` (every internal call).
+    ServiceToken,
+    /// `GPUMARKET_STRIPE_WEBHOOK_SECRETS` and `GPUMARKET_STRIPE_SECRET_KEY`
+    /// (billing).
+    Stripe,
+    /// The credentials in `GPUMARKET_RABBITMQ_MANAGEMENT_URL` (catalog makes
+    /// the agents' broker users with them).
+    RabbitmqManagement,
+}
+
+impl Secret {
+    pub const ALL: [Secret; 4] = [
+        Secret::JwtKeys,
+        Secret::ServiceToken,
+        Secret::Stripe,
+        Secret::RabbitmqManagement,
+    ];
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -248,6 +286,27 @@ fn publishable_key(raw: Option<String>) -> Result<Option<String>, PlatformError>
     Ok(Some(key.to_owned()))
 }
 
+/// A value copied from a template without being filled in
+/// (deploy/k8s/secret.template.yaml's `REPLACE-ME`, the old compose
+/// defaults' `dev-only`).
+fn placeholder(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    ["replace-me", "dev-only", "change-me"]
+        .iter()
+        .any(|marker| lower.contains(marker))
+}
+
+/// `GPUMARKET_ENV`: true for production.
+fn run_mode(raw: &str) -> Result<bool, PlatformError> {
+    match raw.trim().to_ascii_lowercase().as_str() {
+        "production" | "prod" => Ok(true),
+        "development" | "dev" | "" => Ok(false),
+        other => Err(PlatformError::Config(format!(
+            "GPUMARKET_ENV: expected development or production, got {other:?}"
+        ))),
+    }
+}
+
 fn parsed<T: FromStr>(name: &str, default: T) -> Result<T, PlatformError> {
     match env::var(name) {
         Ok(raw) => raw
@@ -278,7 +337,7 @@ impl Config {
         };
         let jwt_keys = parse_jwt_keys(&var(
             "GPUMARKET_JWT_KEYS",
-            "dev-1:insecure-development-jwt-secret-change-me",
+            &format!("dev-1:{DEV_JWT_SECRET}"),
         ))?;
         Ok(Self {
             database_url: var(
@@ -291,10 +350,7 @@ impl Config {
                 "GPUMARKET_AMQP_URL",
                 "amqp://guest:guest@127.0.0.1:5672/%2f",
             ),
-            rabbitmq_management_url: var(
-                "GPUMARKET_RABBITMQ_MANAGEMENT_URL",
-                "http://guest:guest@127.0.0.1:15672",
-            ),
+            rabbitmq_management_url: var("GPUMARKET_RABBITMQ_MANAGEMENT_URL", DEV_MANAGEMENT_URL),
             events_exchange: var("GPUMARKET_EVENTS_EXCHANGE", "gpumarket.events"),
             commands_exchange: var("GPUMARKET_COMMANDS_EXCHANGE", "gpumarket.commands"),
             dead_letter_exchange: var("GPUMARKET_DEAD_LETTER_EXCHANGE", "gpumarket.dlx"),
@@ -308,7 +364,7 @@ impl Config {
             ports,
             provisioner_port: parsed("GPUMARKET_PROVISIONER_PORT", 8086)?,
             urls,
-            service_token: var("GPUMARKET_SERVICE_TOKEN", "dev-service-token"),
+            service_token: var("GPUMARKET_SERVICE_TOKEN", DEV_SERVICE_TOKEN),
             jwt_keys,
             jwt_ttl_seconds: parsed("GPUMARKET_JWT_TTL_SECONDS", 3600)?,
             fee_rate: var("GPUMARKET_FEE_RATE", "0.15"),
@@ -357,7 +413,7 @@ impl Config {
             stripe_api_base: var("GPUMARKET_STRIPE_API_BASE", "https://api.stripe.com/"),
             stripe_webhook_secrets: var(
                 "GPUMARKET_STRIPE_WEBHOOK_SECRETS",
-                "whsec_gpumarket_local_development",
+                DEV_STRIPE_WEBHOOK_SECRET,
             )
             .split(',')
             .map(|s| s.trim().to_owned())
@@ -383,7 +439,70 @@ impl Config {
             rate_limit_per_minute: parsed("GPUMARKET_RATE_LIMIT_PER_MINUTE", 1200)?,
             rate_limit_burst: parsed("GPUMARKET_RATE_LIMIT_BURST", 240)?,
             web_dir: var("GPUMARKET_WEB_DIR", "web/dist"),
+            production: run_mode(&var("GPUMARKET_ENV", "development"))?,
         })
+    }
+
+    /// In production, an error naming every secret of `secrets` that still
+    /// has its development value (or is empty); in development, Ok.
+    pub fn refuse_development_secrets(&self, secrets: &[Secret]) -> Result<(), PlatformError> {
+        if !self.production {
+            return Ok(());
+        }
+        let mut found = Vec::new();
+        for secret in secrets {
+            match secret {
+                Secret::JwtKeys => {
+                    if self
+                        .jwt_keys
+                        .iter()
+                        .any(|(_, key)| key == DEV_JWT_SECRET || key.len() < 32 || placeholder(key))
+                    {
+                        found.push("GPUMARKET_JWT_KEYS (the development key, or a key under 32 characters)");
+                    }
+                }
+                Secret::ServiceToken => {
+                    if self.service_token == DEV_SERVICE_TOKEN
+                        || self.service_token.len() < 16
+                        || placeholder(&self.service_token)
+                    {
+                        found.push("GPUMARKET_SERVICE_TOKEN (the development token, or under 16 characters)");
+                    }
+                }
+                Secret::Stripe => {
+                    if self.stripe_webhook_secrets.is_empty()
+                        || self
+                            .stripe_webhook_secrets
+                            .iter()
+                            .any(|s| s == DEV_STRIPE_WEBHOOK_SECRET || placeholder(s))
+                    {
+                        found.push("GPUMARKET_STRIPE_WEBHOOK_SECRETS (the development secret)");
+                    }
+                    if self.stripe_secret_key == DEV_STRIPE_SECRET_KEY
+                        || placeholder(&self.stripe_secret_key)
+                    {
+                        found.push("GPUMARKET_STRIPE_SECRET_KEY (the development key)");
+                    }
+                }
+                Secret::RabbitmqManagement => {
+                    if self.rabbitmq_management_url == DEV_MANAGEMENT_URL
+                        || self.rabbitmq_management_url.contains("://guest:guest@")
+                        || placeholder(&self.rabbitmq_management_url)
+                    {
+                        found.push(
+                            "GPUMARKET_RABBITMQ_MANAGEMENT_URL (the guest:guest credentials)",
+                        );
+                    }
+                }
+            }
+        }
+        if found.is_empty() {
+            return Ok(());
+        }
+        Err(PlatformError::Config(format!(
+            "GPUMARKET_ENV=production refuses development secrets; set {}",
+            found.join(", ")
+        )))
     }
 
     /// The database URL a service connects with: its own role when roles per
@@ -548,6 +667,82 @@ mod tests {
             config.amqp_url_for_agents().unwrap(),
             "amqp://rabbit:5673/gpumarket_test_1"
         );
+    }
+
+    #[test]
+    fn run_modes() {
+        assert!(run_mode("production").unwrap());
+        assert!(run_mode(" Production ").unwrap());
+        assert!(!run_mode("development").unwrap());
+        assert!(run_mode("staging").is_err());
+    }
+
+    #[test]
+    fn production_refuses_each_development_secret() {
+        let mut config = Config::from_env().unwrap();
+        config.production = false;
+        assert!(config.refuse_development_secrets(&Secret::ALL).is_ok());
+        config.production = true;
+        config.jwt_keys = vec![("dev-1".into(), DEV_JWT_SECRET.into())];
+        config.service_token = DEV_SERVICE_TOKEN.into();
+        config.stripe_webhook_secrets = vec![DEV_STRIPE_WEBHOOK_SECRET.into()];
+        config.stripe_secret_key = DEV_STRIPE_SECRET_KEY.into();
+        config.rabbitmq_management_url = DEV_MANAGEMENT_URL.into();
+        for (secret, variable) in [
+            (Secret::JwtKeys, "GPUMARKET_JWT_KEYS"),
+            (Secret::ServiceToken, "GPUMARKET_SERVICE_TOKEN"),
+            (Secret::Stripe, "GPUMARKET_STRIPE_WEBHOOK_SECRETS"),
+            (
+                Secret::RabbitmqManagement,
+                "GPUMARKET_RABBITMQ_MANAGEMENT_URL",
+            ),
+        ] {
+            let err = config.refuse_development_secrets(&[secret]).unwrap_err();
+            assert!(err.to_string().contains(variable), "{err}");
+        }
+        // A process is refused only for the secrets it reads.
+        config.service_token = "a-long-random-service-token-0123".into();
+        assert!(
+            config
+                .refuse_development_secrets(&[Secret::ServiceToken])
+                .is_ok()
+        );
+        // The development key is refused even as a second (verifying) key.
+        config.jwt_keys = vec![
+            ("k2".into(), "x".repeat(40)),
+            ("dev-1".into(), DEV_JWT_SECRET.into()),
+        ];
+        assert!(
+            config
+                .refuse_development_secrets(&[Secret::JwtKeys])
+                .is_err()
+        );
+        config.jwt_keys = vec![("k2".into(), "x".repeat(40))];
+        assert!(
+            config
+                .refuse_development_secrets(&[Secret::JwtKeys])
+                .is_ok()
+        );
+        // The Kubernetes template's placeholders are not secrets either.
+        config.jwt_keys = vec![(
+            "REPLACE-ME-kid-1".into(),
+            "REPLACE-ME-at-least-32-random-bytes".into(),
+        )];
+        assert!(
+            config
+                .refuse_development_secrets(&[Secret::JwtKeys])
+                .is_err()
+        );
+        config.jwt_keys = vec![("k2".into(), "x".repeat(40))];
+        config.rabbitmq_management_url = "http://gpm:s3cret-pass@rabbit:15672".into();
+        assert!(
+            config
+                .refuse_development_secrets(&[Secret::RabbitmqManagement])
+                .is_ok()
+        );
+        config.stripe_webhook_secrets = vec!["whsec_real".into()];
+        config.stripe_secret_key = "sk_live_real".into();
+        assert!(config.refuse_development_secrets(&Secret::ALL).is_ok());
     }
 
     #[test]

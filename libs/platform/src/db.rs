@@ -7,6 +7,11 @@ use diesel::r2d2::{ConnectionManager, Pool, PooledConnection};
 use diesel::{Connection, RunQueryDsl};
 use diesel_migrations::{EmbeddedMigrations, MigrationHarness, embed_migrations};
 
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
+
+use scheduled_thread_pool::{OnPoolDropBehavior, ScheduledThreadPool};
+
 use crate::PlatformError;
 
 pub const MIGRATIONS: EmbeddedMigrations = embed_migrations!("../../migrations");
@@ -19,10 +24,71 @@ pub struct Db {
     pool: PgPool,
 }
 
+/// r2d2 opens connections on a thread pool of its own, which its drop only
+/// tells to stop: a thread still inside libpq when `main` returns races the C
+/// `atexit` handlers (OpenSSL's teardown), the rare SIGSEGV or "double free"
+/// after a clean shutdown. Each [`Db`] therefore gets a one-thread pool that
+/// counts itself here and uncounts itself when its thread ends, and
+/// [`join_pool_threads`] waits for the count to reach zero.
+static LIVE_POOL_THREADS: Mutex<usize> = Mutex::new(0);
+static POOL_THREAD_EXITED: Condvar = Condvar::new();
+
+struct PoolThreadExit;
+
+impl Drop for PoolThreadExit {
+    fn drop(&mut self) {
+        let mut live = LIVE_POOL_THREADS.lock().unwrap_or_else(|e| e.into_inner());
+        *live = live.saturating_sub(1);
+        POOL_THREAD_EXITED.notify_all();
+    }
+}
+
+thread_local! {
+    // Dropped when the pool's thread ends, after its last job.
+    static POOL_THREAD: std::cell::RefCell<Option<PoolThreadExit>> = const { std::cell::RefCell::new(None) };
+}
+
+fn counted_thread_pool() -> Arc<ScheduledThreadPool> {
+    let pool = ScheduledThreadPool::builder()
+        .num_threads(1)
+        .thread_name_pattern("r2d2-db-{}")
+        // Do not wait for the reaper's next tick once the pool is dropped.
+        .on_drop_behavior(OnPoolDropBehavior::DiscardPendingScheduled)
+        .build();
+    *LIVE_POOL_THREADS.lock().unwrap_or_else(|e| e.into_inner()) += 1;
+    // One thread: this job runs on the thread it counts, and the guard ends
+    // with that thread. A pool dropped before its thread took the job
+    // discards the job, and the guard with it: the thread then ends without
+    // running anything.
+    let guard = PoolThreadExit;
+    pool.execute(move || POOL_THREAD.with(|slot| *slot.borrow_mut() = Some(guard)));
+    Arc::new(pool)
+}
+
+/// Waits (up to `limit`) until every pool thread has ended, which happens once
+/// every clone of every [`Db`] is dropped. Call it after the async runtime is
+/// shut down and before `main` returns. False when threads are still alive.
+pub fn join_pool_threads(limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    let mut live = LIVE_POOL_THREADS.lock().unwrap_or_else(|e| e.into_inner());
+    while *live > 0 {
+        let now = Instant::now();
+        if now >= deadline {
+            return false;
+        }
+        live = POOL_THREAD_EXITED
+            .wait_timeout(live, deadline - now)
+            .unwrap_or_else(|e| e.into_inner())
+            .0;
+    }
+    true
+}
+
 impl Db {
     pub fn connect(url: &str, size: u32) -> Result<Self, PlatformError> {
         let manager = ConnectionManager::<PgConnection>::new(url);
         let pool = Pool::builder()
+            .thread_pool(counted_thread_pool())
             .max_size(size)
             .min_idle(Some(0))
             .connection_timeout(std::time::Duration::from_secs(10))
@@ -123,4 +189,32 @@ fn validate_identifier(name: &str) -> Result<(), PlatformError> {
         )));
     }
     Ok(())
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pool_dropped_at_once_is_joined_too() {
+        for _ in 0..50 {
+            drop(Db::connect("postgres://127.0.0.1:1/none", 1).unwrap());
+        }
+        assert!(join_pool_threads(Duration::from_secs(5)));
+    }
+
+    #[test]
+    fn pool_threads_are_joined_once_every_pool_is_dropped() {
+        // No connection is opened (min_idle 0): the pool's thread alone.
+        let db = Db::connect("postgres://127.0.0.1:1/none", 1).unwrap();
+        let clone = db.clone();
+        drop(db);
+        assert!(
+            !join_pool_threads(Duration::from_millis(200)),
+            "a live clone keeps its thread"
+        );
+        drop(clone);
+        assert!(join_pool_threads(Duration::from_secs(5)));
+    }
 }

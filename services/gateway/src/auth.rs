@@ -91,7 +91,7 @@ impl JwtKeys {
         // Issuer and verifier are the same service; a leeway would only let
         // expired tokens live on.
         validation.leeway = 0;
-        validation.set_required_spec_claims(&["exp", "sub"]);
+        validation.set_required_spec_claims(&["exp", "sub", "iat"]);
         Ok(Self {
             signing_kid: signing_kid.clone(),
             signing,
@@ -146,7 +146,16 @@ impl JwtKeys {
                     _ => invalid("rejected"),
                 }
             })?;
-        Ok(data.claims.into_principal())
+        // A token lives at most the configured TTL, whoever signed it: one
+        // with `exp` 2^62 (or no `iat`, refused by the claims' type) is not
+        // one this gateway issued.
+        let claims = data.claims;
+        if claims.exp.saturating_sub(claims.iat) > self.ttl_seconds
+            || claims.iat > Utc::now().timestamp() + 60
+        {
+            return Err(invalid("lifetime beyond the configured TTL"));
+        }
+        Ok(claims.into_principal())
     }
 }
 
@@ -441,6 +450,47 @@ mod tests {
         let err = keys.verify(&token).unwrap_err();
         assert_eq!(err.code(), ErrorCode::Unauthenticated);
         assert!(err.to_string().contains("expired"));
+    }
+
+    #[test]
+    fn a_token_living_past_the_ttl_or_without_iat_is_rejected() {
+        let keys = keys(&[("k1", "secret-one")]);
+        let p = principal(&[], &Scope::ALL, true);
+        let sign = |claims: serde_json::Value| {
+            let mut header = Header::new(Algorithm::HS256);
+            header.kid = Some("k1".into());
+            jsonwebtoken::encode(
+                &header,
+                &claims,
+                &EncodingKey::from_secret(b"secret-one").unwrap(),
+            )
+            .unwrap()
+        };
+        let now = Utc::now().timestamp();
+        let claims = |iat: Option<i64>, exp: i64| {
+            let mut c = serde_json::json!({
+                "sub": p.user_id, "tid": p.tenant_id, "email": p.email, "roles": [],
+                "op": true, "scopes": Scope::ALL, "exp": exp,
+            });
+            if let Some(iat) = iat {
+                c["iat"] = iat.into();
+            }
+            c
+        };
+        // exp 2^62: signed with the right key, yet not a token we issued.
+        let forever = sign(claims(Some(now), 1i64 << 62));
+        let err = keys.verify(&forever).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::Unauthenticated);
+        assert!(err.to_string().contains("TTL"), "{err}");
+        assert_eq!(
+            code(keys.verify(&sign(claims(None, now + 60)))),
+            ErrorCode::Unauthenticated
+        );
+        assert_eq!(
+            code(keys.verify(&sign(claims(Some(now), now + 3601)))),
+            ErrorCode::Unauthenticated
+        );
+        assert!(keys.verify(&sign(claims(Some(now), now + 3600))).is_ok());
     }
 
     #[test]

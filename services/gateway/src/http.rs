@@ -34,6 +34,8 @@ struct AppState {
     keys: JwtKeys,
     clients: Clients,
     bad_credentials: BadCredentials,
+    /// GraphiQL at `GET /graphql`: off in production.
+    graphiql: bool,
 }
 
 pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
@@ -42,13 +44,18 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
     // Live instance events for `instanceEvents`, fed from the broker.
     let hub = Arc::new(schema::events::Hub::default());
     tokio::spawn(schema::events::run_hub(config.clone(), hub.clone()));
+    let mut builder = schema::builder();
+    if config.production {
+        builder = builder.extension(crate::introspection::LoggedInOnly);
+    }
     let state = web::Data::new(AppState {
         quota: clients.quota.clone(),
         limiter: RateLimiter::new(config.rate_limit_per_minute, config.rate_limit_burst),
         keys: keys.clone(),
         clients: clients.clone(),
         bad_credentials: BadCredentials::default(),
-        schema: schema::builder()
+        graphiql: !config.production,
+        schema: builder
             .data(keys)
             .data(clients)
             .data(LoginThrottle::default())
@@ -182,7 +189,11 @@ async fn graphql_get(
         if over_http::has_query_param(req.query_string()) {
             return Ok(graphql_url(&state, &req).await);
         }
-        return Ok(graphiql());
+        return Ok(if state.graphiql {
+            graphiql()
+        } else {
+            HttpResponse::NotFound().body("GraphiQL is off in production; POST /graphql")
+        });
     }
     if let Some(limited) = rate_limited(&state, &req) {
         return Ok(limited);

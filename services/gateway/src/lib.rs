@@ -8,6 +8,7 @@ mod caller;
 mod clients;
 mod error;
 mod http;
+mod introspection;
 mod over_http;
 mod rate_limit;
 mod schema;
