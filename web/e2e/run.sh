@@ -80,10 +80,15 @@ cleanup() {
     kill -KILL "$STACK_PID" 2>/dev/null || true
     wait "$STACK_PID" 2>/dev/null || true
   fi
-  # Agent broker users are broker-wide, one per machine: remove this run's.
-  local id
+  # Agent broker users are broker-wide, one per machine and token
+  # generation (agent-<machine>.<generation>): remove every one of this run's.
+  local id user users
+  users=$(curl -fsS "$MGMT/api/users" 2>/dev/null |
+    python3 -c 'import json, sys; print("\n".join(u["name"] for u in json.load(sys.stdin)))' 2>/dev/null || true)
   for id in $(psql -Atq "$PG/$NAME" -c "SELECT id FROM catalog.machines" 2>/dev/null); do
-    curl -fsS -X DELETE "$MGMT/api/users/agent-$id" >/dev/null 2>&1 || true
+    for user in $(grep "^agent-$id" <<<"$users" || true); do
+      curl -fsS -X DELETE "$MGMT/api/users/$user" >/dev/null 2>&1 || true
+    done
   done
   psql -q "$PG/postgres" -c "DROP DATABASE IF EXISTS \"$NAME\" WITH (FORCE)" >/dev/null 2>&1 || true
   curl -fsS -X DELETE "$MGMT/api/vhosts/$NAME" >/dev/null 2>&1 || true
