@@ -643,3 +643,106 @@ async fn meters_an_agent_cannot_bill_traffic_to_another_hosts_instance() {
     stack.stop().await;
     env.cleanup().await;
 }
+
+/// The instant of `sql`'s first row (`at`), if it has one.
+fn instant_opt(env: &TestEnv, sql: &str) -> Option<DateTime<Utc>> {
+    let rows: Vec<Instant> = diesel::sql_query(sql).load(&mut env.conn()).expect(sql);
+    rows.first().map(|r| r.at)
+}
+
+/// Found at review of issue 15, item 1. Samples sent at once are judged one
+/// after the other, each against those kept before it: ten samples that
+/// each fit the link alone (each under the published 64 MB constant) do not
+/// add up past it. And a destroyed instance moves no more bytes: what its
+/// counters may have moved stops growing at its end, however long the host
+/// keeps reporting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn meters_a_burst_of_samples_or_samples_after_the_destroy_stay_within_the_link() {
+    let mut env = TestEnv::new().await;
+    env.config.settlement_interval_ms = 300;
+    let stack = env.start(Parts::ALL).await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let (h, token) = machine_for_agent(&host, "h-rig", "RTX 4090", 1, Some(24), "0.40").await;
+    // 10 Mbit/s: two samples of 0.95 × 64 MB need some 40 s more of the
+    // link than the instance has run when they are sent.
+    env.exec(&format!(
+        "UPDATE catalog.machines SET bandwidth_up_price_per_tb = 9.5, bandwidth_down_price_per_tb = 1.25,
+                upload_mbps = 10, download_mbps = 10,
+                last_heartbeat_at = now() + interval '1 hour' WHERE id = '{h}'"
+    ));
+    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
+    let operator = env.operator(&api).await;
+    grant(&operator, &tenant, "100").await;
+    let id = running_instance(&renter, &h, 1, "burst").await;
+    let traffic_events = || {
+        env.count(
+            "SELECT count(*) AS n FROM metering.inbox WHERE kind = 'catalog.instance.traffic'",
+        )
+    };
+    let kept = || {
+        env.count(&format!(
+            "SELECT count(*) AS n FROM metering.traffic_samples WHERE instance_id = '{id}'"
+        ))
+    };
+    let x: u64 = 60_800_000;
+    let as_h = connect_as_agent(&stack, &h, &token).await;
+    // Each under a boot of its own and lower than the one before: each a
+    // counter reset, so each would count whole.
+    let burst: Vec<Value> = (0..10)
+        .map(|i| traffic_heartbeat(&h, &id, 1, x - i, x - i))
+        .collect();
+    futures_util::future::join_all(
+        burst
+            .iter()
+            .map(|body| publish_report(&as_h, &h, &token, body)),
+    )
+    .await
+    .into_iter()
+    .for_each(|r| r.expect("H publishes"));
+    eventually("the burst handled", LIMIT, || async {
+        (traffic_events() >= 10).then_some(())
+    })
+    .await;
+    assert_eq!(kept(), 1, "one sample of the burst fits the link, not more");
+    assert_eq!(refused(&stack, "over_bandwidth").await, 9);
+
+    // Destroyed: its bandwidth meter ends with it.
+    act(&renter, "destroyInstance", &id).await;
+    let ended_sql = format!(
+        "SELECT ended_at AS at FROM metering.intervals
+         WHERE instance_id = '{id}' AND meter LIKE 'bandwidth_%' AND ended_at IS NOT NULL
+         ORDER BY ended_at DESC LIMIT 1"
+    );
+    let end = eventually("the bandwidth meter ended", LIMIT, || async {
+        instant_opt(&env, &ended_sql)
+    })
+    .await;
+    let start = instant(
+        &env,
+        &format!("SELECT min(started_at) AS at FROM metering.intervals WHERE instance_id = '{id}'"),
+    );
+    // Ten seconds after the end, report what the link could have carried
+    // until now but not until the end: 5 MB past the bound at the end.
+    let until = end + chrono::Duration::seconds(10);
+    while Utc::now() < until {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let life_us = (end - start).num_microseconds().expect("µs");
+    let at_end = 1_250_000i128 * i128::from(life_us) * 110 / 100 / 1_000_000 + 64_000_000;
+    let over = u64::try_from(at_end + 5_000_000).expect("bytes");
+    assert!(over > x);
+    publish_report(&as_h, &h, &token, &traffic_heartbeat(&h, &id, 2, over, x))
+        .await
+        .expect("H publishes");
+    eventually("the late sample handled", LIMIT, || async {
+        (traffic_events() >= 11).then_some(())
+    })
+    .await;
+    assert_eq!(kept(), 1, "nothing after the end adds to the instance");
+    assert_eq!(refused(&stack, "over_bandwidth").await, 10);
+
+    drop(as_h);
+    stack.stop().await;
+    env.cleanup().await;
+}

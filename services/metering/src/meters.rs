@@ -95,16 +95,24 @@ pub fn apply_storage(
         (BANDWIDTH_DOWN, p.bandwidth_down_price_per_tb),
     ] {
         if price > Decimal::ZERO {
-            open(
+            let id = open(
                 conn,
                 &p,
                 meter,
                 None,
                 price,
                 None,
-                None,
+                ended,
                 correlation_id.as_deref(),
             )?;
+            if let Some(end) = ended {
+                // The instance is gone: no traffic after this counts (the
+                // bound of its counters stops growing, see `judge`).
+                diesel::update(intervals::table.find(id))
+                    .filter(intervals::ended_at.is_null())
+                    .set(intervals::ended_at.eq(end))
+                    .execute(conn)?;
+            }
             any_bandwidth = true;
         }
     }
@@ -163,22 +171,45 @@ fn open(
 /// counters start at zero then). `None` until an event of the instance has
 /// reached metering.
 fn placement(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<Option<Placement>> {
-    let rows: Vec<(Option<Uuid>, Option<DateTime<Utc>>)> = intervals::table
+    type Row = (
+        String,
+        Option<Uuid>,
+        Option<DateTime<Utc>>,
+        Option<DateTime<Utc>>,
+    );
+    let rows: Vec<Row> = intervals::table
         .filter(intervals::instance_id.eq(instance_id))
         .filter(intervals::machine_id.is_not_null())
-        .select((intervals::machine_id, intervals::started_at))
+        .select((
+            intervals::meter,
+            intervals::machine_id,
+            intervals::started_at,
+            intervals::ended_at,
+        ))
         .load(conn)?;
-    let machines: Vec<Uuid> = rows.iter().filter_map(|(m, _)| *m).collect();
-    let Some(start) = rows.iter().filter_map(|(_, t)| *t).min() else {
+    let machines: Vec<Uuid> = rows.iter().filter_map(|(_, m, _, _)| *m).collect();
+    let Some(start) = rows.iter().filter_map(|(_, _, t, _)| *t).min() else {
         return Ok(None);
     };
-    Ok(Some(Placement { machines, start }))
+    // Storage and bandwidth intervals last the instance's whole life; once
+    // one has ended, the instance is destroyed.
+    let end = rows
+        .iter()
+        .filter(|(meter, ..)| meter.as_str() == STORAGE || is_bandwidth(meter))
+        .filter_map(|(_, _, _, end)| *end)
+        .max();
+    Ok(Some(Placement {
+        machines,
+        start,
+        end,
+    }))
 }
 
 /// See [`placement`].
 struct Placement {
     machines: Vec<Uuid>,
     start: DateTime<Utc>,
+    end: Option<DateTime<Utc>>,
 }
 
 fn refuse(p: &InstanceTraffic, refusal: Refusal) {
@@ -213,6 +244,13 @@ pub fn apply_traffic(
             "traffic counters and seq must not be negative".into(),
         ));
     }
+    // One instance's samples are judged one at a time: each is checked
+    // against every sample kept before it, so two sent at once cannot each
+    // pass alone and add up past the link (held to the end of the
+    // transaction that keeps the sample).
+    diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind::<diesel::sql_types::Text, _>(format!("metering.traffic:{}", p.instance_id))
+        .execute(conn)?;
     if let Some(placed) = placement(conn, p.instance_id)? {
         if !placed.machines.contains(&p.machine_id) {
             refuse(&p, Refusal::ForeignMachine);
@@ -220,6 +258,7 @@ pub fn apply_traffic(
         }
         let limits = Limits {
             start: placed.start,
+            end: placed.end,
             up_mbps: p.upload_mbps,
             down_mbps: p.download_mbps,
         };
@@ -424,6 +463,9 @@ pub const SLACK_BYTES: i128 = 64_000_000;
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
     pub start: DateTime<Utc>,
+    /// When the instance was destroyed: no time after it adds to what its
+    /// counters may have moved, and a sample sent well after it is refused.
+    pub end: Option<DateTime<Utc>>,
     pub up_mbps: Option<i32>,
     pub down_mbps: Option<i32>,
 }
@@ -437,7 +479,13 @@ pub enum Refusal {
     OverBandwidth,
     #[error("the sample is dated before the sample it follows")]
     OutOfOrder,
+    #[error("the instance had been destroyed when the sample was sent")]
+    AfterEnd,
 }
+
+/// How long after an instance's destruction its last counters may still be
+/// sent (a heartbeat in flight when the instance went away).
+pub const AFTER_END_GRACE_SECONDS: i64 = 60;
 
 impl Refusal {
     pub fn reason(self) -> &'static str {
@@ -445,6 +493,7 @@ impl Refusal {
             Refusal::ForeignMachine => "foreign_machine",
             Refusal::OverBandwidth => "over_bandwidth",
             Refusal::OutOfOrder => "out_of_order",
+            Refusal::AfterEnd => "after_end",
         }
     }
 }
@@ -477,6 +526,11 @@ pub fn judge(
     {
         return Ok(());
     }
+    if let Some(end) = limits.end
+        && new.sent_at.min(now) > end + chrono::Duration::seconds(AFTER_END_GRACE_SECONDS)
+    {
+        return Err(Refusal::AfterEnd);
+    }
     let mut all: Vec<Sample> = kept.to_vec();
     all.push(new);
     let mut boot_start: std::collections::HashMap<Uuid, DateTime<Utc>> =
@@ -489,7 +543,10 @@ pub fn judge(
     }
     all.sort_by_key(|s| (boot_start.get(&s.boot_id).copied(), s.boot_id, s.seq));
     all.dedup_by_key(|s| (s.boot_id, s.seq));
-    let at = |s: &Sample| s.sent_at.min(now).max(limits.start);
+    // No later than now (an agent's clock cannot buy it time) nor than the
+    // instance's end (a destroyed instance moves no bytes).
+    let until = limits.end.map_or(now, |end| end.min(now));
+    let at = |s: &Sample| s.sent_at.min(until).max(limits.start);
     let micros = |from: DateTime<Utc>, to: DateTime<Utc>| (to - from).num_microseconds();
     let fits = |from: DateTime<Utc>, to: DateTime<Utc>, tx: i64, rx: i64| {
         // Beyond i64 µs (~292 000 years) the bound is moot.
@@ -601,6 +658,7 @@ mod tests {
     fn limits() -> Limits {
         Limits {
             start: at(0),
+            end: None,
             up_mbps: Some(100),
             down_mbps: Some(100),
         }
@@ -670,6 +728,32 @@ mod tests {
         assert!(refused, "small steps added up unbounded");
         // A repeat of a kept sample is no news.
         assert_eq!(judge(&kept, kept[0], now, &l), Ok(()));
+    }
+
+    #[test]
+    fn a_destroyed_instance_moves_no_more_bytes() {
+        // Destroyed 40 s in; the host keeps reporting long after.
+        let l = Limits {
+            end: Some(at(40)),
+            ..limits()
+        };
+        let per_second = 12_500_000i64 * 11 / 10;
+        let slack = SLACK_BYTES as i64;
+        let now = at(40 + 600);
+        let kept = [sample(1, 1, 40, 40 * per_second, 0)];
+        // Ten minutes on, a step that ten minutes of the link would allow is
+        // measured against the instance's life, not the time since.
+        let later = sample(1, 2, 40 + 50, 40 * per_second + 2 * slack, 0);
+        assert_eq!(judge(&kept, later, now, &l), Err(Refusal::OverBandwidth));
+        // Its last counters, in flight at the end, still count …
+        let last = sample(1, 2, 41, 40 * per_second + slack / 2, 0);
+        assert_eq!(judge(&kept, last, now, &l), Ok(()));
+        // … but a sample sent past the grace is refused whatever it says.
+        let stale = sample(1, 2, 40 + AFTER_END_GRACE_SECONDS + 1, 40 * per_second, 0);
+        assert_eq!(judge(&kept, stale, now, &l), Err(Refusal::AfterEnd));
+        // Counters reset under a new boot cannot restart the allowance.
+        let reboot = sample(2, 1, 45, 40 * per_second - 1, 0);
+        assert_eq!(judge(&kept, reboot, now, &l), Err(Refusal::OverBandwidth));
     }
 
     #[test]
