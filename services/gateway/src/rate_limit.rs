@@ -73,7 +73,7 @@ impl RateLimiter {
         match authorization {
             Some(credential) if !credential.is_empty() => {
                 hash.update(b"credential:");
-                hash.update(credential);
+                hash.update(token_of(credential));
             }
             _ => {
                 hash.update(b"address:");
@@ -146,10 +146,31 @@ pub fn retry_after_seconds(wait: Duration) -> u64 {
     }
 }
 
+/// The token an `Authorization` value carries, as the credential parser
+/// reads it (the scheme in any case, spaces around): one bucket per token,
+/// so `Bearer  <key>` or `BEARER <key>` is not a fresh bucket for the same key.
+fn token_of(header: &[u8]) -> &[u8] {
+    let trimmed = header.trim_ascii();
+    match trimmed.get(..7) {
+        Some(scheme) if scheme.eq_ignore_ascii_case(b"bearer ") => trimmed[7..].trim_ascii(),
+        _ => trimmed,
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used, clippy::expect_used)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_bucket_per_token_whatever_the_spelling_of_the_header() {
+        let key = |h: &str| RateLimiter::key(Some(h.as_bytes()), Some("10.0.0.1"));
+        let canonical = key("Bearer gpm_abc");
+        for spelling in ["bearer gpm_abc", "BEARER   gpm_abc", "  Bearer gpm_abc  "] {
+            assert_eq!(key(spelling), canonical, "{spelling:?}");
+        }
+        assert_ne!(key("Bearer gpm_abd"), canonical);
+    }
 
     #[test]
     fn burst_then_refill_per_key() {
