@@ -152,9 +152,15 @@ impl InternalClient {
                         req = next;
                     }
                     _ => {
+                        // The URL names an internal host, port and path: for
+                        // the operator's log, not for the caller's message.
+                        tracing::warn!(error = %with_causes(&e), "internal call failed");
                         return Err(RemoteError {
                             code: ErrorCode::Unavailable,
-                            message: format!("service unreachable: {}", with_causes(&e)),
+                            message: format!(
+                                "service unreachable: {}",
+                                with_causes(&e.without_url())
+                            ),
                             details: None,
                         });
                     }
@@ -164,7 +170,7 @@ impl InternalClient {
         let status = resp.status();
         let bytes = resp.bytes().await.map_err(|e| RemoteError {
             code: ErrorCode::Unavailable,
-            message: format!("reading response: {}", with_causes(&e)),
+            message: format!("reading response: {}", with_causes(&e.without_url())),
             details: None,
         })?;
         if status.is_success() {
@@ -181,7 +187,13 @@ impl InternalClient {
                 details: body.details,
             }),
             Err(_) => Err(RemoteError {
-                code: ErrorCode::Internal,
+                // A service too busy to read the request in time (408), or a
+                // proxy in front of one that is down: try again, not a bug.
+                code: if matches!(status.as_u16(), 408 | 429 | 502 | 503 | 504) {
+                    ErrorCode::Unavailable
+                } else {
+                    ErrorCode::Internal
+                },
                 message: format!("service answered {status}"),
                 details: None,
             }),
@@ -268,6 +280,38 @@ mod tests {
             .await
             .expect_err("no answer");
         assert_eq!(err.code, ErrorCode::Unavailable);
+        // The caller's message does not name the internal address.
+        assert!(
+            !err.message.contains("127.0.0.1") && !err.message.contains("/internal/"),
+            "{}",
+            err.message
+        );
         assert_eq!(peer.await.expect("peer"), 1);
+    }
+
+    /// A service too busy to read the request in time answers 408 without
+    /// a JSON body: that is UNAVAILABLE (try again), not INTERNAL.
+    #[tokio::test]
+    async fn a_bare_timeout_answer_is_unavailable() {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let peer = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.expect("accept");
+            let mut buf = vec![0u8; 4096];
+            let _ = socket.read(&mut buf).await;
+            socket
+                .write_all(b"HTTP/1.1 408 Request Timeout\r\ncontent-length: 0\r\nconnection: close\r\n\r\n")
+                .await
+                .expect("write");
+        });
+        let client = InternalClient::new(format!("http://127.0.0.1:{port}"), "token");
+        let err = client
+            .post::<_, serde_json::Value>("/internal/x", &serde_json::json!({ "a": 1 }))
+            .await
+            .expect_err("408");
+        assert_eq!(err.code, ErrorCode::Unavailable);
+        peer.await.expect("peer");
     }
 }
