@@ -882,6 +882,201 @@ async fn deleting_a_machine_removes_its_queue_and_broker_user() {
     env.cleanup().await;
 }
 
+/// A deleted machine stays deleted: its host cannot get a new token for it
+/// (which would bring back its broker user and queue), nor revoke one, and
+/// the catalog refuses reports sent for it, even with its last token.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_machine_gets_no_new_token_and_its_reports_are_refused() {
+    let (env, stack, db) = setup().await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let (id, _token) = machine(&host).await;
+    let admin = RabbitAdmin::new(&env.config.rabbitmq_management_url).expect("management");
+    let vhost = env.config.amqp_vhost().expect("vhost");
+    let queue = format!("host.{id}");
+    let has_queue = async || {
+        admin
+            .queues(&vhost)
+            .await
+            .expect("queues")
+            .iter()
+            .any(|q| q.name == queue)
+    };
+    let users = async || {
+        admin
+            .users_starting_with(&format!("agent-{id}"))
+            .await
+            .expect("users")
+    };
+    // The user of the token the machine had when it was deleted.
+    let last_user = agent_user(&env, id);
+    host.run(
+        "mutation($id: ID!) { deleteMachine(machineId: $id) }",
+        json!({ "id": id }),
+    )
+    .await
+    .expect("deleteMachine");
+    assert!(!has_queue().await);
+    assert!(users().await.is_empty());
+
+    let rotated = host
+        .run(
+            "mutation($id: ID!) { rotateAgentToken(machineId: $id) { agentToken } }",
+            json!({ "id": id }),
+        )
+        .await
+        .expect_err("a deleted machine gets no new token");
+    assert_eq!(rotated.code, "NOT_FOUND", "{rotated:?}");
+    let revoked = host
+        .run(
+            "mutation($id: ID!) { revokeAgentToken(machineId: $id) }",
+            json!({ "id": id }),
+        )
+        .await
+        .expect_err("a deleted machine has no token to revoke");
+    assert_eq!(revoked.code, "NOT_FOUND", "{revoked:?}");
+    assert!(!has_queue().await, "no queue is re-created");
+    assert!(users().await.is_empty(), "no broker user is re-created");
+    assert_eq!(
+        agent_user(&env, id),
+        last_user,
+        "the stored token is unchanged"
+    );
+
+    // A report still in the queue from before the deletion (sent by the
+    // machine's then current user) is refused, and changes nothing.
+    let before = state(&env, id);
+    let settings = Settings {
+        grace_seconds: GRACE_SECONDS,
+        window_days: 30,
+    };
+    let refused =
+        catalog::heartbeats::handle(&db, settings, heartbeat_message(&env, id, Utc::now()))
+            .await
+            .expect_err("a deleted machine's heartbeat is refused");
+    assert!(
+        matches!(refused, platform::consumer::HandlerError::Permanent(_)),
+        "{refused:?}"
+    );
+    let inventory = RawMessage {
+        routing_key: format!("agent.{id}.inventory"),
+        user_id: Some(last_user.clone()),
+        message_id: Some(uuid::Uuid::now_v7().to_string()),
+        data: serde_json::to_vec(&json!({
+            "machine_id": id, "sent_at": Utc::now(),
+            "cuda_version": "12.4", "driver_version": "550.54.15",
+        }))
+        .expect("json"),
+        delivery_count: 0,
+    };
+    catalog::heartbeats::handle(&db, settings, inventory)
+        .await
+        .expect_err("a deleted machine's inventory is refused");
+    assert_eq!(state(&env, id), before, "nothing about the machine changed");
+
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+/// A renter's stopped instance keeps its disk on the machine (and pays for
+/// it): the machine cannot be deleted until the instance is destroyed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_holding_a_renters_stopped_instance_cannot_be_deleted() {
+    let (env, stack, _db) = setup().await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
+    let (other_host, _) = sign_up(&api, &["HOST"]).await;
+    let (id, _token) = machine(&host).await;
+    let admin = RabbitAdmin::new(&env.config.rabbitmq_management_url).expect("management");
+    let vhost = env.config.amqp_vhost().expect("vhost");
+    let queue = format!("host.{id}");
+    let has_queue = async || {
+        admin
+            .queues(&vhost)
+            .await
+            .expect("queues")
+            .iter()
+            .any(|q| q.name == queue)
+    };
+    let users = async || {
+        admin
+            .users_starting_with(&format!("agent-{id}"))
+            .await
+            .expect("users")
+    };
+    // A renter's instance, stopped: its GPUs are released (no allocation),
+    // its disk stays on the machine.
+    let order = uuid::Uuid::now_v7();
+    let instance = uuid::Uuid::now_v7();
+    env.exec(&format!(
+        "INSERT INTO ordering.orders (id, tenant_id, user_id, idempotency_key, request_fingerprint,
+                                      offer_id, machine_id, gpu_count, state)
+         VALUES ('{order}', gen_random_uuid(), gen_random_uuid(), 'k', 'f', '{id}', '{id}', 1, 'provisioning')"
+    ));
+    env.exec(&format!(
+        "INSERT INTO ordering.instances (id, order_id, tenant_id, host_tenant_id, machine_id, gpu_model,
+                                         gpu_count, rental_type, price_per_gpu_hour, currency, image,
+                                         state, stopped_at, storage_price_per_gb_month,
+                                         bandwidth_up_price_per_tb, bandwidth_down_price_per_tb, disk_gib)
+         VALUES ('{instance}', '{order}', gen_random_uuid(), '{host_tenant}', '{id}', 'RTX 4090', 1,
+                 'on_demand', 0.40, 'USD', 'ubuntu:24.04', 'stopped', now(), 0.10, 0, 0, 50)"
+    ));
+    let delete = "mutation($id: ID!) { deleteMachine(machineId: $id) }";
+    let refused = host
+        .run(delete, json!({ "id": id }))
+        .await
+        .expect_err("a machine holding a stopped instance cannot be deleted");
+    assert_eq!(refused.code, "CONFLICT", "{refused:?}");
+    assert!(
+        refused.message.contains("1 instance(s)"),
+        "{}",
+        refused.message
+    );
+    // Nothing changed: the machine is still the host's, listed, reachable.
+    assert!(has_queue().await);
+    assert_eq!(users().await.len(), 1);
+    let mine = host
+        .run("{ myMachines { id listed } }", json!({}))
+        .await
+        .expect("myMachines");
+    let listed = mine["myMachines"]
+        .as_array()
+        .and_then(|ms| ms.iter().find(|m| m["id"] == id.to_string().as_str()))
+        .map(|m| m["listed"].clone());
+    assert_eq!(listed, Some(json!(true)), "{mine}");
+    // Another host learns nothing about the machine's rentals.
+    let missing = other_host
+        .run(delete, json!({ "id": id }))
+        .await
+        .expect_err("not the caller's machine");
+    assert_eq!(missing.code, "NOT_FOUND", "{missing:?}");
+    // The count is for services only.
+    let anonymous = reqwest::Client::new()
+        .get(format!(
+            "{}/internal/machines/{id}/live-instances?host_tenant_id={host_tenant}",
+            stack.config.urls.ordering
+        ))
+        .send()
+        .await
+        .expect("ordering");
+    assert_eq!(anonymous.status(), reqwest::StatusCode::UNAUTHORIZED);
+
+    // Destroyed, the instance no longer holds the machine.
+    env.exec(&format!(
+        "UPDATE ordering.instances SET state = 'destroyed' WHERE id = '{instance}'"
+    ));
+    let deleted = host
+        .run(delete, json!({ "id": id }))
+        .await
+        .expect("deleteMachine");
+    assert_eq!(deleted["deleteMachine"], true);
+    assert!(!has_queue().await);
+    assert!(users().await.is_empty());
+
+    stack.stop().await;
+    env.cleanup().await;
+}
+
 /// The harness: a `TestEnv` dropped without `cleanup()` (a test that
 /// panicked) still removes its vhost (queues with it), its machines' agent
 /// users and its database.

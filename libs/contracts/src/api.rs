@@ -437,6 +437,16 @@ pub struct HostMachineRequest {
     pub host_tenant_id: Uuid,
 }
 
+/// `GET /internal/machines/{id}/live-instances?host_tenant_id=` (ordering):
+/// how many renters' instances of the host's machine are neither destroyed
+/// nor failed. Each may hold a disk on the machine, so while any is left the
+/// machine cannot be deleted.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MachineLiveInstances {
+    pub machine_id: Uuid,
+    pub live_instances: i64,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum RentalType {

@@ -172,7 +172,9 @@ impl AgentAccess {
     }
 }
 
-/// The stored token hash of the machine, when `host_tenant_id` owns it.
+/// The stored token hash of the machine, when `host_tenant_id` owns it and
+/// it is not deleted: a deleted machine has no agent any more, and issuing
+/// or revoking a token for it would re-create its broker user and queue.
 pub(crate) async fn owned_token_hash(
     db: &Db,
     machine_id: Uuid,
@@ -182,6 +184,7 @@ pub(crate) async fn owned_token_hash(
         machines::table
             .find(machine_id)
             .filter(machines::host_tenant_id.eq(host_tenant_id))
+            .filter(machines::deleted_at.is_null())
             .select(machines::agent_token_sha256)
             .first::<String>(conn)
             .optional()
@@ -217,7 +220,8 @@ pub(crate) async fn ensure_owner(
 /// `POST /internal/machines/{id}/agent-token/revoke` with
 /// [`HostMachineRequest`]: revokes the agent's broker access and replaces the
 /// stored token hash with a random one, so the old token is worthless
-/// everywhere. The host must own the machine (404 otherwise).
+/// everywhere. The host must own the machine, and it must not be deleted
+/// (404 otherwise).
 pub async fn revoke_route(
     _: ServiceCaller,
     db: web::Data<Db>,
@@ -237,7 +241,8 @@ pub async fn revoke_route(
         diesel::update(
             machines::table
                 .find(machine_id)
-                .filter(machines::host_tenant_id.eq(host_tenant_id)),
+                .filter(machines::host_tenant_id.eq(host_tenant_id))
+                .filter(machines::deleted_at.is_null()),
         )
         .set((
             machines::agent_token_sha256.eq(hex::encode(Sha256::digest(secret))),

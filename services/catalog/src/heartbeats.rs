@@ -140,21 +140,26 @@ pub fn sender(message: &RawMessage) -> Result<(Uuid, Kind), HandlerError> {
 
 /// Whether the report's sender is the machine's *current* token generation
 /// (`machines.agent_token_sha256`): a connection of a rotated or revoked
-/// token that the broker has not closed yet cannot report any more.
+/// token that the broker has not closed yet cannot report any more. A
+/// deleted machine has no current generation: its reports (still queued, or
+/// sent before the broker closed the connection) are refused.
 async fn ensure_current(db: &Db, machine_id: Uuid, user_id: &str) -> Result<(), HandlerError> {
-    let hash: Option<String> = db
+    let found: Option<(String, Option<DateTime<Utc>>)> = db
         .run(move |conn| {
             machines::table
                 .find(machine_id)
-                .select(machines::agent_token_sha256)
-                .first::<String>(conn)
+                .select((machines::agent_token_sha256, machines::deleted_at))
+                .first(conn)
                 .optional()
                 .map_err(HandlerError::from)
         })
         .await?;
-    let Some(hash) = hash else {
+    let Some((hash, deleted_at)) = found else {
         return Err(permanent(format!("machine {machine_id} does not exist")));
     };
+    if deleted_at.is_some() {
+        return Err(refuse_deleted(machine_id));
+    }
     if agent_username(machine_id, &hash) != user_id {
         tracing::warn!(
             machine.id = %machine_id,
@@ -373,19 +378,34 @@ struct Locked {
     last_heartbeat_at: Option<DateTime<Utc>>,
     #[diesel(sql_type = Timestamptz)]
     now: DateTime<Utc>,
+    #[diesel(sql_type = diesel::sql_types::Bool)]
+    deleted: bool,
 }
 
 /// Locks the machine row (heartbeats of one machine apply one at a time, and
 /// the sweeper skips it meanwhile); returns its last heartbeat and the
-/// database's now. A machine that does not exist is a permanent failure.
+/// database's now. A machine that does not exist, or was deleted (checked
+/// again under the lock `delete_machine` takes: it may have been deleted
+/// since [`ensure_current`]), is a permanent failure.
 fn lock_machine(conn: &mut PgConnection, machine_id: Uuid) -> Result<Locked, HandlerError> {
     let row: Option<Locked> = diesel::sql_query(
-        "SELECT last_heartbeat_at, now() AS now FROM catalog.machines WHERE id = $1 FOR UPDATE",
+        "SELECT last_heartbeat_at, now() AS now, deleted_at IS NOT NULL AS deleted
+         FROM catalog.machines WHERE id = $1 FOR UPDATE",
     )
     .bind::<SqlUuid, _>(machine_id)
     .get_result(conn)
     .optional()?;
-    row.ok_or_else(|| permanent(format!("machine {machine_id} does not exist")))
+    let row = row.ok_or_else(|| permanent(format!("machine {machine_id} does not exist")))?;
+    if row.deleted {
+        return Err(refuse_deleted(machine_id));
+    }
+    Ok(row)
+}
+
+/// A report for a deleted machine: logged and dead-lettered, never applied.
+fn refuse_deleted(machine_id: Uuid) -> HandlerError {
+    tracing::warn!(machine.id = %machine_id, "agent report refused: the machine is deleted");
+    permanent(format!("machine {machine_id} is deleted"))
 }
 
 /// The instant a report counts at: its `sent_at`, never later than now.

@@ -500,13 +500,16 @@ pub async fn set_pricing(
 /// is made first, then the stored hash changes (from then on the catalog
 /// takes reports only from the new user), then `retire` is given the old
 /// hash: it deletes the old user and closes every connection made with the
-/// old token before this returns.
+/// old token before this returns. A deleted machine is `NOT_FOUND`; when it
+/// is deleted while this runs, the new generation's access is taken away
+/// again (`discard`) and the answer is `NOT_FOUND` too.
 pub async fn rotate_agent_token(
     db: &Db,
     machine_id: Uuid,
     host_tenant_id: Uuid,
     grant: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
     retire: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
+    discard: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
 ) -> Result<String, Error> {
     let old = crate::agents::owned_token_hash(db, machine_id, host_tenant_id).await?;
     let mut secret = [0u8; 32];
@@ -514,16 +517,26 @@ pub async fn rotate_agent_token(
     let token = format!("gpa_{}", hex::encode(secret));
     grant(machine_id, token.clone()).await?;
     let hash = hex::encode(Sha256::digest(token.as_bytes()));
-    db.run(move |conn| {
-        diesel::update(machines::table.find(machine_id))
-            .set((
-                machines::agent_token_sha256.eq(hash),
-                machines::updated_at.eq(diesel::dsl::now),
-            ))
-            .execute(conn)
-            .map_err(Error::from)
-    })
-    .await?;
+    let new_hash = hash.clone();
+    let updated = db
+        .run(move |conn| {
+            diesel::update(machines::table.find(machine_id))
+                .filter(machines::deleted_at.is_null())
+                .set((
+                    machines::agent_token_sha256.eq(hash),
+                    machines::updated_at.eq(diesel::dsl::now),
+                ))
+                .execute(conn)
+                .map_err(Error::from)
+        })
+        .await?;
+    if updated == 0 {
+        // Deleted since the check above: the deletion removed what it knew
+        // of, not the user and queue `grant` has just made.
+        discard(machine_id, new_hash).await?;
+        tracing::warn!(machine.id = %machine_id, "agent token rotation raced the machine's deletion");
+        return Err(Error::NotFound(format!("machine {machine_id} not found")));
+    }
     retire(machine_id, old).await?;
     tracing::info!(machine.id = %machine_id, "agent token rotated");
     Ok(token)

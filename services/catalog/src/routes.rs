@@ -176,6 +176,7 @@ async fn rotate_token(
         body.host_tenant_id,
         async |id, token| agents.grant(id, &token).await,
         async |id, old| agents.retire(id, &old, "agent token replaced").await,
+        async |id, new| agents.remove(id, &new).await,
     )
     .await?;
     Ok(HttpResponse::Ok()

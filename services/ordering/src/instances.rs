@@ -475,6 +475,36 @@ pub async fn list(db: &Db, tenant_id: Uuid) -> Result<Vec<api::Instance>, Error>
     .await
 }
 
+/// How many instances on `machine_id` of `host_tenant_id` are neither
+/// destroyed nor failed: a stopped, preempted or host-lost instance still
+/// keeps its disk there (and its renter pays for it), so the machine must
+/// not go away under it. Another host's machine counts none, so the answer
+/// tells a host nothing about machines that are not theirs.
+pub async fn live_on_machine(
+    db: &Db,
+    machine_id: Uuid,
+    host_tenant_id: Uuid,
+) -> Result<api::MachineLiveInstances, Error> {
+    let live_instances = db
+        .run(move |conn| {
+            instances::table
+                .filter(instances::machine_id.eq(machine_id))
+                .filter(instances::host_tenant_id.eq(host_tenant_id))
+                .filter(instances::state.ne_all([
+                    InstanceState::Destroyed.as_str(),
+                    InstanceState::Failed.as_str(),
+                ]))
+                .count()
+                .get_result::<i64>(conn)
+                .map_err(Error::from)
+        })
+        .await?;
+    Ok(api::MachineLiveInstances {
+        machine_id,
+        live_instances,
+    })
+}
+
 /// The provisioner reports the instance user-ready: it is `running` from now
 /// (T0), and the event that opens the meter leaves in the same transaction. A
 /// repeated report changes nothing, so exactly one `running` event exists per run.

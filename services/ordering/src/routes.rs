@@ -23,6 +23,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/instances/{id}/start", web::post().to(start))
             .route("/instances/{id}/destroy", web::post().to(destroy))
             .route(
+                "/machines/{id}/live-instances",
+                web::get().to(machine_live_instances),
+            )
+            .route(
                 "/instances/{id}/deprovisioning-result",
                 web::post().to(deprovisioning_result),
             )
@@ -100,6 +104,22 @@ async fn set_rules(
 
 async fn list(_: ServiceCaller, db: web::Data<Db>, q: web::Query<TenantQuery>) -> Reply {
     Ok(HttpResponse::Ok().json(instances::list(&db, q.tenant_id).await?))
+}
+
+#[derive(Deserialize)]
+struct HostQuery {
+    host_tenant_id: Uuid,
+}
+
+/// Asked before a host's machine is deleted (the gateway's `deleteMachine`).
+async fn machine_live_instances(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<Uuid>,
+    q: web::Query<HostQuery>,
+) -> Reply {
+    Ok(HttpResponse::Ok()
+        .json(instances::live_on_machine(&db, path.into_inner(), q.host_tenant_id).await?))
 }
 
 async fn get(

@@ -2,7 +2,8 @@
 //! specification and listing terms, and operators' verification of hosts.
 
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
-use contracts::api;
+use contracts::{ErrorCode, api};
+use platform::internal::RemoteError;
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
@@ -430,6 +431,7 @@ impl HostingMutation {
     }
 
     /// Issues a new agent token; the old one stops working at once.
+    /// `NOT_FOUND` for a machine that is not the caller's or is deleted.
     async fn rotate_agent_token(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<AgentToken> {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let machine_id: Uuid = validate::id("machineId", &machine_id)?;
@@ -450,6 +452,7 @@ impl HostingMutation {
 
     /// Revokes the machine's agent token: its broker user is deleted and its
     /// connections closed at once. `rotateAgentToken` issues a new one.
+    /// `NOT_FOUND` for a machine that is not the caller's or is deleted.
     async fn revoke_agent_token(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<bool> {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let machine_id: Uuid = validate::id("machineId", &machine_id)?;
@@ -478,12 +481,44 @@ impl HostingMutation {
     /// Deletes the machine: it is unlisted and no longer shown, its agent's
     /// broker user and command queue are deleted (the agent is cut off at
     /// once); its rental history stays. `CONFLICT` while any of its GPUs are
-    /// rented (stop or wait for those rentals first); `NOT_FOUND` for a
-    /// machine that is not the caller's. Repeating it is harmless.
+    /// rented, or while it holds any renter's instance that is not destroyed
+    /// (a stopped instance keeps its disk there; its renter must destroy it
+    /// first); `NOT_FOUND` for a machine that is not the caller's. Repeating
+    /// it is harmless. A deleted machine gets no new agent token.
     async fn delete_machine(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<bool> {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let machine_id: Uuid = validate::id("machineId", &machine_id)?;
-        let _: serde_json::Value = clients::from_context(ctx)?
+        let clients = clients::from_context(ctx)?;
+        // Ordering owns instances, so it is asked first. No instance can
+        // appear on the machine between this answer and the catalog's
+        // deletion without taking GPUs there, and the catalog refuses the
+        // deletion while any are held (and any allocation once deleted).
+        // Counted for the caller's machines only: another host's machine
+        // counts none and the catalog answers NOT_FOUND.
+        let live: api::MachineLiveInstances = clients
+            .ordering
+            .get_query(
+                &format!("/internal/machines/{machine_id}/live-instances"),
+                &[("host_tenant_id", principal.tenant_id)],
+            )
+            .await?;
+        if live.live_instances > 0 {
+            tracing::info!(
+                machine.id = %machine_id,
+                live_instances = live.live_instances,
+                "machine deletion refused: renters' instances remain"
+            );
+            return Err(GatewayError::Remote(RemoteError {
+                code: ErrorCode::Conflict,
+                message: format!(
+                    "the machine still holds {} instance(s) of renters; they must be destroyed first",
+                    live.live_instances
+                ),
+                details: None,
+            })
+            .into());
+        }
+        let _: serde_json::Value = clients
             .catalog
             .post(
                 &format!("/internal/machines/{machine_id}/delete"),
