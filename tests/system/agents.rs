@@ -789,25 +789,9 @@ async fn deleting_a_machine_removes_its_queue_and_broker_user() {
     let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
     let (other_host, _) = sign_up(&api, &["HOST"]).await;
     let (id, token) = machine(&host).await;
-    let admin = RabbitAdmin::new(&env.config.rabbitmq_management_url).expect("management");
-    let vhost = env.config.amqp_vhost().expect("vhost");
-    let queue = format!("host.{id}");
-    let has_queue = async || {
-        admin
-            .queues(&vhost)
-            .await
-            .expect("queues")
-            .iter()
-            .any(|q| q.name == queue)
-    };
-    let users = async || {
-        admin
-            .users_starting_with(&format!("agent-{id}"))
-            .await
-            .expect("users")
-    };
-    assert!(has_queue().await, "registration declares the queue");
-    assert_eq!(users().await.len(), 1);
+    let broker = MachineOnBroker::new(&env, &id);
+    assert!(broker.has_queue().await, "registration declares the queue");
+    assert_eq!(broker.users().await.len(), 1);
     let agent = Connection::connect(
         &agent_url(&stack, id, &token),
         ConnectionProperties::default(),
@@ -826,8 +810,8 @@ async fn deleting_a_machine_removes_its_queue_and_broker_user() {
         .await
         .expect_err("a rented machine cannot be deleted");
     assert_eq!(refused.code, "CONFLICT", "{refused:?}");
-    assert!(has_queue().await);
-    assert_eq!(users().await.len(), 1);
+    assert!(broker.has_queue().await);
+    assert_eq!(broker.users().await.len(), 1);
     // Another host's machine is as good as missing.
     let missing = other_host
         .run(delete, json!({ "id": id }))
@@ -843,8 +827,11 @@ async fn deleting_a_machine_removes_its_queue_and_broker_user() {
         .await
         .expect("deleteMachine");
     assert_eq!(deleted["deleteMachine"], true);
-    assert!(!has_queue().await, "the queue is deleted");
-    assert!(users().await.is_empty(), "the broker user is deleted");
+    assert!(!broker.has_queue().await, "the queue is deleted");
+    assert!(
+        broker.users().await.is_empty(),
+        "the broker user is deleted"
+    );
     let user = host_agent::protocol::username(id, &token);
     let published = publish(
         &agent,
@@ -891,23 +878,7 @@ async fn a_deleted_machine_gets_no_new_token_and_its_reports_are_refused() {
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;
     let (id, _token) = machine(&host).await;
-    let admin = RabbitAdmin::new(&env.config.rabbitmq_management_url).expect("management");
-    let vhost = env.config.amqp_vhost().expect("vhost");
-    let queue = format!("host.{id}");
-    let has_queue = async || {
-        admin
-            .queues(&vhost)
-            .await
-            .expect("queues")
-            .iter()
-            .any(|q| q.name == queue)
-    };
-    let users = async || {
-        admin
-            .users_starting_with(&format!("agent-{id}"))
-            .await
-            .expect("users")
-    };
+    let broker = MachineOnBroker::new(&env, &id);
     // The user of the token the machine had when it was deleted.
     let last_user = agent_user(&env, id);
     host.run(
@@ -916,8 +887,8 @@ async fn a_deleted_machine_gets_no_new_token_and_its_reports_are_refused() {
     )
     .await
     .expect("deleteMachine");
-    assert!(!has_queue().await);
-    assert!(users().await.is_empty());
+    assert!(!broker.has_queue().await);
+    assert!(broker.users().await.is_empty());
 
     let rotated = host
         .run(
@@ -935,8 +906,11 @@ async fn a_deleted_machine_gets_no_new_token_and_its_reports_are_refused() {
         .await
         .expect_err("a deleted machine has no token to revoke");
     assert_eq!(revoked.code, "NOT_FOUND", "{revoked:?}");
-    assert!(!has_queue().await, "no queue is re-created");
-    assert!(users().await.is_empty(), "no broker user is re-created");
+    assert!(!broker.has_queue().await, "no queue is re-created");
+    assert!(
+        broker.users().await.is_empty(),
+        "no broker user is re-created"
+    );
     assert_eq!(
         agent_user(&env, id),
         last_user,
@@ -987,23 +961,7 @@ async fn a_machine_holding_a_renters_stopped_instance_cannot_be_deleted() {
     let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
     let (other_host, _) = sign_up(&api, &["HOST"]).await;
     let (id, _token) = machine(&host).await;
-    let admin = RabbitAdmin::new(&env.config.rabbitmq_management_url).expect("management");
-    let vhost = env.config.amqp_vhost().expect("vhost");
-    let queue = format!("host.{id}");
-    let has_queue = async || {
-        admin
-            .queues(&vhost)
-            .await
-            .expect("queues")
-            .iter()
-            .any(|q| q.name == queue)
-    };
-    let users = async || {
-        admin
-            .users_starting_with(&format!("agent-{id}"))
-            .await
-            .expect("users")
-    };
+    let broker = MachineOnBroker::new(&env, &id);
     // A renter's instance, stopped: its GPUs are released (no allocation),
     // its disk stays on the machine.
     let order = uuid::Uuid::now_v7();
@@ -1033,8 +991,8 @@ async fn a_machine_holding_a_renters_stopped_instance_cannot_be_deleted() {
         refused.message
     );
     // Nothing changed: the machine is still the host's, listed, reachable.
-    assert!(has_queue().await);
-    assert_eq!(users().await.len(), 1);
+    assert!(broker.has_queue().await);
+    assert_eq!(broker.users().await.len(), 1);
     let mine = host
         .run("{ myMachines { id listed } }", json!({}))
         .await
@@ -1070,8 +1028,8 @@ async fn a_machine_holding_a_renters_stopped_instance_cannot_be_deleted() {
         .await
         .expect("deleteMachine");
     assert_eq!(deleted["deleteMachine"], true);
-    assert!(!has_queue().await);
-    assert!(users().await.is_empty());
+    assert!(!broker.has_queue().await);
+    assert!(broker.users().await.is_empty());
 
     stack.stop().await;
     env.cleanup().await;
@@ -1118,4 +1076,39 @@ async fn a_dropped_test_env_leaves_nothing_on_the_broker() {
     .load(&mut conn)
     .expect("pg_database");
     assert_eq!(left.first().map(|r| r.n), Some(0), "the database is gone");
+}
+
+/// What the broker holds for one machine: its `host.<id>` queue and the
+/// agent users of its token generations.
+struct MachineOnBroker {
+    admin: RabbitAdmin,
+    vhost: String,
+    id: String,
+}
+
+impl MachineOnBroker {
+    fn new(env: &TestEnv, id: impl std::fmt::Display) -> Self {
+        MachineOnBroker {
+            admin: RabbitAdmin::new(&env.config.rabbitmq_management_url).expect("management"),
+            vhost: env.config.amqp_vhost().expect("vhost"),
+            id: id.to_string(),
+        }
+    }
+
+    async fn has_queue(&self) -> bool {
+        let queue = format!("host.{}", self.id);
+        self.admin
+            .queues(&self.vhost)
+            .await
+            .expect("queues")
+            .iter()
+            .any(|q| q.name == queue)
+    }
+
+    async fn users(&self) -> Vec<String> {
+        self.admin
+            .users_starting_with(&format!("agent-{}", self.id))
+            .await
+            .expect("users")
+    }
 }

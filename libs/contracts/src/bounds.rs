@@ -150,7 +150,7 @@ mod tests {
     #[test]
     fn exponent_forms_are_refused_when_they_need_more_places() {
         // async-graphql's Decimal scalar parses strings with `Decimal::from_str`
-        // and numbers through f64; a tiny amount must not become 0.
+        // and JSON numbers through a binary float; a tiny amount must not become 0.
         let tiny = Decimal::from_str("1e-30").or_else(|_| Decimal::from_scientific("1e-30"));
         if let Ok(tiny) = tiny {
             assert!(check(tiny, GPU_HOUR_PRICE).is_err(), "{tiny:?}");
@@ -158,7 +158,7 @@ mod tests {
         // Past 28 places `from_str` rounds to a zero that keeps scale 28.
         let tiny = parse("0.00000000000000000000000000000001");
         assert!(check(tiny, GPU_HOUR_PRICE).is_err(), "{tiny:?}");
-        // A JSON number goes through f64 and 1e-30 arrives as exactly 0: the
+        // A JSON number goes through a binary float and 1e-30 arrives as exactly 0: the
         // gateway refuses such numbers before coercion (schema/numbers.rs).
         let huge = Decimal::from_scientific("1e15").unwrap();
         assert!(check(huge, GPU_HOUR_PRICE).is_err());
