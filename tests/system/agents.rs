@@ -789,7 +789,7 @@ async fn deleting_a_machine_removes_its_queue_and_broker_user() {
     let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
     let (other_host, _) = sign_up(&api, &["HOST"]).await;
     let (id, token) = machine(&host).await;
-    let broker = MachineOnBroker::new(&env, &id);
+    let broker = MachineOnBroker::new(&env, id);
     assert!(broker.has_queue().await, "registration declares the queue");
     assert_eq!(broker.users().await.len(), 1);
     let agent = Connection::connect(
@@ -878,7 +878,7 @@ async fn a_deleted_machine_gets_no_new_token_and_its_reports_are_refused() {
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;
     let (id, _token) = machine(&host).await;
-    let broker = MachineOnBroker::new(&env, &id);
+    let broker = MachineOnBroker::new(&env, id);
     // The user of the token the machine had when it was deleted.
     let last_user = agent_user(&env, id);
     host.run(
@@ -961,7 +961,7 @@ async fn a_machine_holding_a_renters_stopped_instance_cannot_be_deleted() {
     let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
     let (other_host, _) = sign_up(&api, &["HOST"]).await;
     let (id, _token) = machine(&host).await;
-    let broker = MachineOnBroker::new(&env, &id);
+    let broker = MachineOnBroker::new(&env, id);
     // A renter's instance, stopped: its GPUs are released (no allocation),
     // its disk stays on the machine.
     let order = uuid::Uuid::now_v7();
