@@ -23,9 +23,13 @@
 //! command. A command past its deadline is dropped unanswered: the worker has
 //! already given up on it (and retries with a new command).
 
+pub mod access;
+pub mod engine;
 pub mod inventory;
+pub mod names;
 pub mod nvidia_smi;
 pub mod protocol;
+pub mod ssh;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -50,8 +54,8 @@ pub use inventory::{Inventory, Sampler};
 /// speak the same protocol.
 pub use lapin;
 use protocol::{
-    AgentCommand, HeartbeatReport, InstanceCounters, InventoryReport, Kind, SelfTestReport,
-    StepResult,
+    AgentCommand, HeartbeatReport, InstanceCounters, InstanceExited, InventoryReport, Kind,
+    SelfTestReport, StepDetail, StepProgress, StepResult,
 };
 
 const MIN_BACKOFF: Duration = Duration::from_millis(200);
@@ -149,10 +153,25 @@ fn host_of(url: &str) -> Option<String> {
 /// state. A step must be idempotent: a command is redelivered when the agent
 /// dies before acking it.
 pub trait Executor: Send + Sync {
+    /// Carries out one step. `progress` takes what a long step wants the
+    /// renter to see while it runs (an image pull); the error is the reason
+    /// the renter reads.
     fn execute<'a>(
         &'a self,
         command: &'a AgentCommand,
-    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+        progress: Progress,
+    ) -> Pin<Box<dyn Future<Output = Result<Option<StepDetail>, String>> + Send + 'a>>;
+
+    /// Rentals on `machine_id` whose container stopped on its own while the
+    /// platform wants it running, reported with each heartbeat; none by
+    /// default.
+    fn exited<'a>(
+        &'a self,
+        machine_id: Uuid,
+    ) -> Pin<Box<dyn Future<Output = Vec<InstanceExited>> + Send + 'a>> {
+        let _ = machine_id;
+        Box::pin(async { Vec::new() })
+    }
 
     /// The network counters of the instances on `machine_id`, reported with
     /// each heartbeat; none by default.
@@ -162,6 +181,36 @@ pub trait Executor: Send + Sync {
     ) -> Pin<Box<dyn Future<Output = Vec<InstanceCounters>> + Send + 'a>> {
         let _ = machine_id;
         Box::pin(async { Vec::new() })
+    }
+}
+
+/// Where a step's progress messages go: the agent publishes them as
+/// `agent.<machine_id>.step_progress`, at most one a second, and drops the
+/// rest (progress is informational).
+#[derive(Clone, Default)]
+pub struct Progress {
+    sender: Option<tokio::sync::mpsc::Sender<String>>,
+}
+
+impl Progress {
+    /// Progress that goes nowhere (tests, simulated steps).
+    pub fn none() -> Self {
+        Self::default()
+    }
+
+    /// Reports how far the step got; never waits.
+    pub fn report(&self, message: impl Into<String>) {
+        if let Some(sender) = &self.sender {
+            let mut message: String = message.into();
+            if message.len() > 200 {
+                let mut end = 200;
+                while !message.is_char_boundary(end) {
+                    end -= 1;
+                }
+                message.truncate(end);
+            }
+            let _ = sender.try_send(message);
+        }
     }
 }
 
@@ -321,9 +370,12 @@ async fn session(
                 Vec::new()
             }
         };
-        let instances = match executor {
-            Some(executor) => executor.traffic(config.machine_id).await,
-            None => Vec::new(),
+        let (instances, exited) = match executor {
+            Some(executor) => (
+                executor.traffic(config.machine_id).await,
+                executor.exited(config.machine_id).await,
+            ),
+            None => (Vec::new(), Vec::new()),
         };
         *seq += 1;
         publish(
@@ -338,6 +390,7 @@ async fn session(
                 gpus,
                 boot_id: Some(boot_id),
                 instances,
+                exited,
             },
         )
         .await?;
@@ -377,15 +430,55 @@ async fn carry_out(
         return ack(delivery).await;
     }
     let started = std::time::Instant::now();
-    let outcome = executor.execute(&command).await;
+    let (sender, mut messages) = tokio::sync::mpsc::channel::<String>(4);
+    let forward = {
+        let channel = channel.clone();
+        let user = user.clone();
+        let (command_id, step) = (command.command_id, command.step.clone());
+        tokio::spawn(async move {
+            let mut last: Option<tokio::time::Instant> = None;
+            while let Some(message) = messages.recv().await {
+                if last.is_some_and(|t| t.elapsed() < Duration::from_secs(1)) {
+                    continue;
+                }
+                last = Some(tokio::time::Instant::now());
+                let progress = StepProgress {
+                    command_id,
+                    machine_id,
+                    step: step.clone(),
+                    message,
+                    sent_at: now(),
+                };
+                if let Err(error) =
+                    publish(&channel, machine_id, &user, Kind::StepProgress, &progress).await
+                {
+                    tracing::debug!(%error, "step progress not delivered");
+                }
+            }
+        })
+    };
+    let outcome = executor
+        .execute(
+            &command,
+            Progress {
+                sender: Some(sender),
+            },
+        )
+        .await;
+    forward.abort();
+    let (ok, error, detail) = match outcome {
+        Ok(detail) => (true, None, detail),
+        Err(error) => (false, Some(error), None),
+    };
     let result = StepResult {
         command_id: command.command_id,
         machine_id,
         step: command.step.clone(),
-        ok: outcome.is_ok(),
-        error: outcome.err(),
+        ok,
+        error,
         duration_ms: started.elapsed().as_millis() as u64,
         sent_at: now(),
+        detail,
     };
     match publish(&channel, machine_id, &user, Kind::StepResult, &result).await {
         Ok(()) => ack(delivery).await,

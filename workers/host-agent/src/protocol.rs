@@ -49,6 +49,8 @@ pub enum Kind {
     SelfTest,
     /// After each command from `host.<machine_id>`: how the step went.
     StepResult,
+    /// While a long step runs (an image pull): how far it got.
+    StepProgress,
 }
 
 impl Kind {
@@ -58,6 +60,7 @@ impl Kind {
             Kind::Heartbeat => "heartbeat",
             Kind::SelfTest => "self_test",
             Kind::StepResult => "step_result",
+            Kind::StepProgress => "step_progress",
         }
     }
 
@@ -67,6 +70,7 @@ impl Kind {
             "heartbeat" => Some(Kind::Heartbeat),
             "self_test" => Some(Kind::SelfTest),
             "step_result" => Some(Kind::StepResult),
+            "step_progress" => Some(Kind::StepProgress),
             _ => None,
         }
     }
@@ -125,6 +129,29 @@ pub struct HeartbeatReport {
     /// The network counters of the instances on the machine.
     #[serde(default)]
     pub instances: Vec<InstanceCounters>,
+    /// Instances whose container stopped on its own (exited, OOM-killed,
+    /// crash-looped) while the platform wants it running. Repeated in every
+    /// heartbeat until the platform stops the instance, so none is lost to
+    /// a reconnect or an agent restart.
+    #[serde(default)]
+    pub exited: Vec<InstanceExited>,
+}
+
+/// A rental's container that stopped being usable without being asked to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceExited {
+    pub instance_id: Uuid,
+    /// The provisioning run (attempt) whose container it was.
+    pub run: i32,
+    /// The engine's exit code (137 after SIGKILL, e.g. an OOM kill).
+    pub exit_code: i64,
+    pub oom_killed: bool,
+    /// When the engine saw the container stop: GPU billing for the run ends
+    /// here.
+    pub finished_at: DateTime<Utc>,
+    /// For the renter: `the container exited with code 1`, `... was killed:
+    /// out of memory`, with the last lines of its output.
+    pub reason: String,
 }
 
 /// One instance's network counters in a heartbeat: bytes since its
@@ -191,6 +218,102 @@ pub struct StepResult {
     pub error: Option<String>,
     pub duration_ms: u64,
     pub sent_at: DateTime<Utc>,
+    /// What the renter needs from a step that succeeded (the readiness check
+    /// answers with the connection).
+    #[serde(default)]
+    pub detail: Option<StepDetail>,
+}
+
+/// What a step hands back beyond "done".
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepDetail {
+    /// How the renter logs in: the agent's SSH gateway.
+    pub connection: Option<Connection>,
+}
+
+/// Where a renter reaches a running instance.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Connection {
+    /// The machine's public address (the agent's `--public-host`).
+    pub ssh_host: String,
+    /// The agent's SSH gateway port.
+    pub ssh_port: u16,
+    /// The SSH user: the instance id.
+    pub ssh_user: String,
+    /// The order's ports and the host ports they are published on.
+    pub ports: Vec<PortMapping>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortMapping {
+    pub container_port: u16,
+    pub host_port: u16,
+}
+
+/// `agent.<id>.step_progress`: how far a running step got (pull progress).
+/// Informational: sent at most about once a second, never required.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepProgress {
+    pub command_id: Uuid,
+    pub machine_id: Uuid,
+    pub step: String,
+    /// `pulled 120 MB of 900 MB`, bounded to 200 characters.
+    pub message: String,
+    pub sent_at: DateTime<Utc>,
+}
+
+/// What the agent reads of a provisioning command's job (the platform's
+/// `ProvisionRun`: `ProvisionInstance` and its attempt). Fields the agent
+/// does not use are ignored. Its `Debug` leaves the env values out.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RentalSpec {
+    pub instance_id: Uuid,
+    pub tenant_id: Uuid,
+    pub machine_id: Uuid,
+    pub gpu_count: i32,
+    pub machine_gpu_count: i32,
+    /// The renter's image reference (`registry/name:tag`).
+    pub image: String,
+    /// The renter's public keys, `authorized_keys` style (one per line).
+    pub ssh_public_key: Option<String>,
+    /// Replaces the image's command when given.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// Environment for the container. Secrets: never logged.
+    #[serde(default)]
+    pub env: std::collections::BTreeMap<String, String>,
+    /// Container ports to publish on host ports.
+    #[serde(default)]
+    pub ports: Vec<u16>,
+    /// The ordered disk, GiB (the `/workspace` volume).
+    #[serde(default)]
+    pub disk_gib: Option<i32>,
+    /// The provisioning attempt (1 = the order's run; 0 from older platforms).
+    #[serde(default)]
+    pub attempt: i32,
+}
+
+impl std::fmt::Debug for RentalSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RentalSpec")
+            .field("instance_id", &self.instance_id)
+            .field("machine_id", &self.machine_id)
+            .field("gpu_count", &self.gpu_count)
+            .field("image", &self.image)
+            .field("command", &self.command)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("ports", &self.ports)
+            .field("disk_gib", &self.disk_gib)
+            .field("attempt", &self.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the agent reads of a deprovisioning or stop command's job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InstanceRef {
+    pub instance_id: Uuid,
+    pub machine_id: Uuid,
 }
 
 /// `12.4` → 12040 (NVML's encoding: major × 1000 + minor × 10).
@@ -234,6 +357,7 @@ mod tests {
             Kind::Heartbeat,
             Kind::SelfTest,
             Kind::StepResult,
+            Kind::StepProgress,
         ] {
             assert_eq!(Kind::parse(kind.as_str()), Some(kind));
         }

@@ -326,7 +326,14 @@ impl host_agent::Executor for SimulatedDriver {
     fn execute<'a>(
         &'a self,
         command: &'a AgentCommand,
-    ) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+        _progress: host_agent::Progress,
+    ) -> Pin<
+        Box<
+            dyn Future<Output = Result<Option<host_agent::protocol::StepDetail>, String>>
+                + Send
+                + 'a,
+        >,
+    > {
         Box::pin(async move {
             let step = Step::parse(&command.step)
                 .ok_or_else(|| format!("unknown step {:?}", command.step))?;
@@ -347,7 +354,7 @@ impl host_agent::Executor for SimulatedDriver {
                 }
                 other => return Err(format!("unknown action {other:?}")),
             };
-            outcome.map_err(|e| e.to_string())
+            outcome.map(|()| None).map_err(|e| e.to_string())
         })
     }
 
