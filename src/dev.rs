@@ -102,6 +102,7 @@ pub fn spawn_agent(
             &agent.cuda_version,
             "550.90.07",
         ),
+        hold_after_step: None,
     };
     let mut agent_config = agent_config;
     agent_config.inventory.simulated_utilization_percent = config.sim_gpu_utilization_percent;

@@ -109,3 +109,27 @@ if have node; then
     say "Node.js $(node --version) is older than web/package.json's >=20: make web may fail (install Node.js 20+, e.g. Debian 13's nodejs)"
   fi
 fi
+
+# --- The container engine (issue 16): rentals run as real containers ---
+# The real-container tests and `make run-real` drive Debian's Podman through
+# its Docker-compatible API (each starts a private `podman system service`,
+# deploy/local/podman-engine.sh), with runc (crun fails on cgroups v1 hosts),
+# log in with the OpenSSH client, and use an image built offline from
+# busybox-static (no public registry is needed).
+engine_missing=()
+have podman || engine_missing+=(podman)
+have runc || engine_missing+=(runc)
+have ssh || engine_missing+=(openssh-client)
+{ [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || engine_missing+=(busybox-static)
+have docker-registry || engine_missing+=(docker-registry)
+if [ "${#engine_missing[@]}" -gt 0 ]; then
+  if have apt-get; then
+    say "installing ${engine_missing[*]} (real containers for rentals)"
+    apt_install "${engine_missing[@]}" uidmap
+  else
+    say "missing ${engine_missing[*]}: the real-container tests and make run-real need Podman (or Docker), runc, busybox-static and the OpenSSH client"
+  fi
+fi
+if have podman && [ "$(id -u)" -eq 0 ]; then
+  say "test image $(bash "$(dirname "$0")/podman-engine.sh" image)"
+fi

@@ -92,6 +92,7 @@ fn agent_config(stack: &Stack, machine_id: uuid::Uuid, token: &str) -> AgentConf
         token: token.to_owned(),
         heartbeat_interval: HEARTBEAT,
         inventory: Inventory::simulated(2, "NVIDIA GeForce RTX 4090", 24, "12.4", "550.54.15"),
+        hold_after_step: None,
     }
 }
 

@@ -7,6 +7,7 @@
 mod agents;
 mod cancel;
 mod charges;
+
 mod cli;
 mod crash;
 mod dashboards;

@@ -117,6 +117,11 @@ pub struct AgentConfig {
     pub token: String,
     pub heartbeat_interval: Duration,
     pub inventory: Inventory,
+    /// A test hook: after carrying out this step, write `held-<step>` into
+    /// the directory and never answer (the agent is then SIGKILLed, so the
+    /// step's work is done and nobody was told: the redelivery must not do
+    /// it twice). Never set in production (`GPUMARKET_AGENT_HOLD_AFTER_STEP`).
+    pub hold_after_step: Option<(String, std::path::PathBuf)>,
 }
 
 impl AgentConfig {
@@ -355,6 +360,7 @@ async fn session(
                         user.clone(),
                         executor.clone(),
                         delivery,
+                        config.hold_after_step.clone(),
                     ));
                     continue;
                 }
@@ -408,6 +414,7 @@ async fn carry_out(
     user: String,
     executor: Arc<dyn Executor>,
     delivery: lapin::message::Delivery,
+    hold_after_step: Option<(String, std::path::PathBuf)>,
 ) {
     let ack = |delivery: lapin::message::Delivery| async move {
         if let Err(error) = delivery.acker.ack(BasicAckOptions::default()).await {
@@ -466,6 +473,15 @@ async fn carry_out(
         )
         .await;
     forward.abort();
+    if let Some((step, dir)) = hold_after_step
+        && step == command.step
+    {
+        tracing::warn!(step, "test hook: holding the answer of a finished step");
+        if let Err(error) = std::fs::write(dir.join(format!("held-{step}")), b"") {
+            tracing::warn!(%error, "test hook: marker not written");
+        }
+        return std::future::pending().await;
+    }
     let (ok, error, detail) = match outcome {
         Ok(detail) => (true, None, detail),
         Err(error) => (false, Some(error), None),
@@ -631,6 +647,7 @@ impl AgentArgs {
             token: self.token,
             heartbeat_interval: Duration::from_secs(self.heartbeat_seconds),
             inventory,
+            hold_after_step: None,
         })
     }
 }
