@@ -7,7 +7,6 @@
 mod agents;
 mod cancel;
 mod charges;
-
 mod cli;
 mod crash;
 mod dashboards;
