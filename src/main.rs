@@ -311,7 +311,7 @@ async fn run_dev(config: Config) -> anyhow::Result<()> {
         Err(e) => return Err(e).context("creating the demo operator"),
     }
     let mut stack = dev::start(config, Parts::ALL).await?;
-    let seeded = gpumarket::seed::demo_market(&stack.gateway_url)
+    let seeded = gpumarket::seed::demo_market(&stack.gateway_url, false)
         .await
         .context("seeding the demo market")?;
     // The demo hosts' agents: simulated GPUs, the real protocol.

@@ -80,6 +80,20 @@ const HOSTS: &[(&str, &str, &[MachineSpec])] = &[
     ),
 ];
 
+/// The machine `make run-real` adds to the demo market (with `gpumarket dev
+/// --engine-socket`): its agent runs rentals as real containers on the local
+/// engine, with one simulated GPU.
+pub const REAL_MACHINE: MachineSpec = (
+    "local-podman-01",
+    "RTX 4090",
+    1,
+    24,
+    4,
+    8,
+    50,
+    "0.29",
+);
+
 /// A demo machine's agent credentials and what its simulated GPUs report.
 pub struct DemoAgent {
     pub machine_id: uuid::Uuid,
@@ -88,6 +102,8 @@ pub struct DemoAgent {
     pub gpu_count: u32,
     pub vram_gib: u32,
     pub cuda_version: String,
+    /// The machine runs real containers ([`REAL_MACHINE`]).
+    pub real: bool,
 }
 
 pub struct Seeded {
@@ -138,14 +154,16 @@ async fn api_key(client: &Client, name: &str, scopes: &[&str]) -> anyhow::Result
 
 /// Seeds the market through the gateway at `gateway_url`. The operator must
 /// exist already (`gpumarket admin create-operator`, which `dev` runs).
-pub async fn demo_market(gateway_url: &str) -> anyhow::Result<Seeded> {
+pub async fn demo_market(gateway_url: &str, real_machine: bool) -> anyhow::Result<Seeded> {
     let anonymous = Client::new(gateway_url);
     let mut host_api_key = String::new();
     let mut agents = Vec::new();
     for (i, (name, country, machines)) in HOSTS.iter().enumerate() {
         let email = format!("host{}@demo.gpumarket.dev", i + 1);
         let host = account(&anonymous, &email, name, &["HOST"]).await?;
-        for (machine, model, gpus, vram, cpus, ram, disk, price) in machines.iter() {
+        // The garage host also runs the real-container machine.
+        let real = (real_machine && i == HOSTS.len() - 1).then_some(&REAL_MACHINE);
+        for (machine, model, gpus, vram, cpus, ram, disk, price) in machines.iter().chain(real) {
             let datacenter = *country != "CA";
             let cuda = if datacenter { "12.4" } else { "12.2" };
             let data = host
@@ -183,6 +201,7 @@ pub async fn demo_market(gateway_url: &str) -> anyhow::Result<Seeded> {
                 gpu_count: *gpus as u32,
                 vram_gib: *vram as u32,
                 cuda_version: cuda.to_owned(),
+                real: *machine == REAL_MACHINE.0,
             });
             host.run(
                 "mutation($id: ID!, $price: Decimal!) { setMachinePricing(machineId: $id, pricePerGpuHour: $price) { id } }",

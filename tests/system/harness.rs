@@ -407,6 +407,7 @@ pub async fn machine_with_agent(
         gpu_count: gpus as u32,
         vram_gib: vram as u32,
         cuda_version: "12.4".into(),
+        real: false,
     };
     // The task ends with the test's runtime.
     let _agent = gpumarket::dev::spawn_agent(&stack.config, &agent).expect("agent");

@@ -104,7 +104,7 @@ async fn the_readme_tour_shows_what_it_claims_on_the_demo_market() {
     .await
     .expect("demo operator");
     let mut stack = env.start(Parts::ALL).await;
-    let seeded = gpumarket::seed::demo_market(&stack.gateway_url)
+    let seeded = gpumarket::seed::demo_market(&stack.gateway_url, false)
         .await
         .expect("demo seed");
     for agent in &seeded.agents {
