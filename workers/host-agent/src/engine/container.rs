@@ -1,0 +1,315 @@
+//! The instance's container: what it is created with ([`create_body`], a
+//! pure function so the request can be checked without an engine), and
+//! starting, probing, stopping and removing it.
+//!
+//! A container is created once and started again after a stop, keeping its
+//! root filesystem. When a start finds it created for other GPU indices (a
+//! stop released the GPUs and the start got others) or another image, it is
+//! removed and created anew: the root filesystem is lost, `/workspace` (a
+//! volume) is kept.
+
+use std::collections::HashMap;
+
+use bollard::Docker;
+use bollard::exec::StartExecResults;
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, DeviceMapping, DeviceRequest, ExecConfig,
+    HostConfig, Mount, MountType, PortBinding, ResourcesUlimits, RestartPolicy,
+    RestartPolicyNameEnum,
+};
+use bollard::query_parameters::{
+    CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder, StopContainerOptionsBuilder,
+};
+use futures_util::StreamExt;
+use uuid::Uuid;
+
+use super::{EngineError, is_not_found};
+use crate::names;
+use crate::protocol::{PortMapping, RentalSpec};
+
+/// Output of an exec kept, at most (the probes read a line).
+const MAX_EXEC_OUTPUT: usize = 64 * 1024;
+/// Seconds a stopping container gets between SIGTERM and SIGKILL.
+const STOP_GRACE_SECONDS: i32 = 10;
+
+/// The machine's share a container gets and the per-container limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The engine's CPUs and memory (`info`), split by GPU share.
+    pub ncpu: i64,
+    pub mem_total: i64,
+    pub pids_limit: i64,
+    pub nofile: i64,
+    pub nproc: i64,
+}
+
+/// What a container is created from, besides the order.
+pub struct Plan<'a> {
+    pub machine: Uuid,
+    pub gpus: &'a [u32],
+    pub devices: (Option<Vec<DeviceRequest>>, Option<Vec<DeviceMapping>>),
+    pub ports: &'a [PortMapping],
+    pub limits: Limits,
+}
+
+/// `part`/`whole` of `amount`; the whole amount when the share is not a
+/// proper fraction (a machine without GPUs, a bad job).
+fn share(amount: i64, part: i32, whole: i32) -> i64 {
+    if part <= 0 || whole <= 0 || part >= whole {
+        return amount;
+    }
+    let value = i128::from(amount) * i128::from(part) / i128::from(whole);
+    i64::try_from(value).unwrap_or(amount)
+}
+
+/// Whether an env name can be passed as `NAME=value`.
+fn valid_env_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains('=') && !name.contains('\0')
+}
+
+/// The create request for the instance's container.
+pub fn create_body(
+    spec: &RentalSpec,
+    image: &str,
+    plan: Plan<'_>,
+) -> Result<ContainerCreateBody, EngineError> {
+    let gpus = super::state::join_indices(plan.gpus);
+    let mut env = Vec::with_capacity(spec.env.len() + 1);
+    for (name, value) in &spec.env {
+        if !valid_env_name(name) {
+            // The name only: values are secrets.
+            return Err(EngineError::BadEnv(name.chars().take(64).collect()));
+        }
+        if name == "GPUMARKET_GPUS" || value.contains('\0') {
+            continue;
+        }
+        env.push(format!("{name}={value}"));
+    }
+    env.push(format!("GPUMARKET_GPUS={gpus}"));
+    let mut labels = super::labels::base(plan.machine, spec.instance_id, spec.attempt);
+    labels.insert(names::LABEL_GPUS.into(), gpus);
+    let mut port_bindings = HashMap::new();
+    let mut exposed = Vec::new();
+    for mapping in plan.ports {
+        let key = format!("{}/tcp", mapping.container_port);
+        exposed.push(key.clone());
+        port_bindings.insert(
+            key,
+            Some(vec![PortBinding {
+                host_ip: Some("0.0.0.0".into()),
+                host_port: Some(mapping.host_port.to_string()),
+            }]),
+        );
+    }
+    let limits = plan.limits;
+    let (device_requests, devices) = plan.devices;
+    let ulimit = |name: &str, value: i64| ResourcesUlimits {
+        name: Some(name.into()),
+        soft: Some(value),
+        hard: Some(value),
+    };
+    let host_config = HostConfig {
+        network_mode: Some(names::network(spec.instance_id)),
+        port_bindings: Some(port_bindings),
+        mounts: Some(vec![Mount {
+            target: Some(names::WORKSPACE.into()),
+            source: Some(names::volume(spec.instance_id)),
+            typ: Some(MountType::VOLUME),
+            read_only: Some(false),
+            ..Default::default()
+        }]),
+        nano_cpus: Some(share(
+            limits.ncpu.saturating_mul(1_000_000_000),
+            spec.gpu_count,
+            spec.machine_gpu_count,
+        )),
+        memory: Some(share(
+            limits.mem_total,
+            spec.gpu_count,
+            spec.machine_gpu_count,
+        )),
+        pids_limit: Some(limits.pids_limit),
+        ulimits: Some(vec![
+            ulimit("nofile", limits.nofile),
+            ulimit("nproc", limits.nproc),
+        ]),
+        privileged: Some(false),
+        security_opt: Some(vec!["no-new-privileges".into()]),
+        restart_policy: Some(RestartPolicy {
+            name: Some(RestartPolicyNameEnum::NO),
+            maximum_retry_count: None,
+        }),
+        device_requests,
+        devices,
+        ..Default::default()
+    };
+    Ok(ContainerCreateBody {
+        image: Some(image.to_owned()),
+        cmd: spec.command.clone().filter(|c| !c.is_empty()),
+        env: Some(env),
+        labels: Some(labels),
+        exposed_ports: Some(exposed),
+        host_config: Some(host_config),
+        ..Default::default()
+    })
+}
+
+/// The container, None when absent.
+pub async fn inspect(
+    docker: &Docker,
+    instance: Uuid,
+) -> Result<Option<ContainerInspectResponse>, EngineError> {
+    match docker
+        .inspect_container(&names::container(instance), None)
+        .await
+    {
+        Ok(c) => Ok(Some(c)),
+        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+pub fn is_running(container: &ContainerInspectResponse) -> bool {
+    container
+        .state
+        .as_ref()
+        .and_then(|s| s.running)
+        .unwrap_or(false)
+}
+
+/// Creates the container unless one fits, and starts it unless running.
+pub async fn start(
+    docker: &Docker,
+    instance: Uuid,
+    body: ContainerCreateBody,
+) -> Result<(), EngineError> {
+    let name = names::container(instance);
+    let wanted_gpus = body
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(names::LABEL_GPUS))
+        .cloned();
+    let existing = inspect(docker, instance).await?;
+    let fits = existing.as_ref().is_some_and(|c| {
+        let config = c.config.as_ref();
+        let gpus = config
+            .and_then(|c| c.labels.as_ref())
+            .and_then(|l| l.get(names::LABEL_GPUS))
+            .cloned();
+        let image = config.and_then(|c| c.image.clone());
+        gpus == wanted_gpus && image == body.image
+    });
+    let running = match &existing {
+        Some(c) if fits => is_running(c),
+        Some(_) => {
+            tracing::info!(instance.id = %instance, "container made for other GPUs or image: created anew (root filesystem lost, /workspace kept)");
+            remove(docker, instance).await?;
+            create(docker, &name, body).await?;
+            false
+        }
+        None => {
+            create(docker, &name, body).await?;
+            false
+        }
+    };
+    if running {
+        return Ok(());
+    }
+    match docker.start_container(&name, None).await {
+        Ok(()) => Ok(()),
+        // Already started (a concurrent delivery).
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 304, ..
+        }) => Ok(()),
+        Err(e) => Err(EngineError::StartFailed(short_engine_message(&e))),
+    }
+}
+
+async fn create(docker: &Docker, name: &str, body: ContainerCreateBody) -> Result<(), EngineError> {
+    let options = CreateContainerOptionsBuilder::default().name(name).build();
+    match docker.create_container(Some(options), body).await {
+        Ok(_) => Ok(()),
+        // Created by a concurrent delivery of the same step.
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) => Ok(()),
+        Err(e) => Err(EngineError::StartFailed(short_engine_message(&e))),
+    }
+}
+
+/// Stops the container (kept); absent or stopped is fine.
+pub async fn stop(docker: &Docker, instance: Uuid) -> Result<(), EngineError> {
+    let options = StopContainerOptionsBuilder::default()
+        .t(STOP_GRACE_SECONDS)
+        .build();
+    match docker
+        .stop_container(&names::container(instance), Some(options))
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 304, ..
+        }) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes the container (stopping it); absent is fine. The volume stays.
+pub async fn remove(docker: &Docker, instance: Uuid) -> Result<(), EngineError> {
+    let options = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(false)
+        .build();
+    match docker
+        .remove_container(&names::container(instance), Some(options))
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Runs `cmd` in the running container; its exit code and (bounded) output.
+pub async fn exec(
+    docker: &Docker,
+    container: &str,
+    cmd: &[&str],
+) -> Result<(i64, String), EngineError> {
+    let created = docker
+        .create_exec(
+            container,
+            ExecConfig {
+                attach_stdout: Some(true),
+                attach_stderr: Some(true),
+                cmd: Some(cmd.iter().map(|s| (*s).to_owned()).collect()),
+                ..Default::default()
+            },
+        )
+        .await?;
+    let mut output = String::new();
+    if let StartExecResults::Attached {
+        output: mut stream, ..
+    } = docker.start_exec(&created.id, None).await?
+    {
+        while let Some(chunk) = stream.next().await {
+            let chunk = chunk?;
+            if output.len() < MAX_EXEC_OUTPUT {
+                output.push_str(&String::from_utf8_lossy(&chunk.into_bytes()));
+            }
+        }
+    }
+    let inspected = docker.inspect_exec(&created.id).await?;
+    Ok((inspected.exit_code.unwrap_or(-1), output))
+}
+
+/// The engine's message without its plumbing, short (for a renter's reason:
+/// a port taken, an image without a command).
+pub fn short_engine_message(error: &bollard::errors::Error) -> String {
+    let message = match error {
+        bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
+        other => other.to_string(),
+    };
+    message.chars().take(200).collect()
+}

@@ -1,0 +1,147 @@
+//! `attach_network` and `detach_network`: each instance gets a bridge
+//! network of its own, `gpm-net-<instance>`, so no other renter's container
+//! shares it. Docker isolates bridge networks from each other; Podman's
+//! netavark does only for networks created with the `isolate` option (all
+//! of ours), so two instances cannot reach each other by IP either way.
+//!
+//! The host ports for the order's ports are chosen here and kept as the
+//! network's [`LABEL_PORTS`] label, so a redelivered step, the container's
+//! creation and the readiness check's connection all read the same ones.
+
+use std::collections::{BTreeSet, HashMap};
+
+use bollard::Docker;
+use bollard::models::NetworkCreateRequest;
+use bollard::query_parameters::ListNetworksOptionsBuilder;
+use uuid::Uuid;
+
+use super::{EngineError, is_not_found, labels};
+use crate::names;
+use crate::protocol::PortMapping;
+
+/// The network label with the instance's published ports, `8888:40001,22:40002`.
+pub const LABEL_PORTS: &str = "gpumarket.ports";
+
+/// Creates the instance's network unless it exists, with host ports for
+/// `ports`; returns the port mappings.
+pub async fn attach_network(
+    docker: &Docker,
+    mut labels: HashMap<String, String>,
+    instance: Uuid,
+    ports: &[u16],
+    range: (u16, u16),
+    isolate_option: bool,
+) -> Result<Vec<PortMapping>, EngineError> {
+    let name = names::network(instance);
+    if let Some(existing) = mappings(docker, instance).await? {
+        return Ok(existing);
+    }
+    let used = used_host_ports(docker).await?;
+    let wanted: BTreeSet<u16> = ports.iter().copied().collect();
+    let mut mappings = Vec::new();
+    let mut candidates = (range.0..=range.1).filter(|p| !used.contains(p));
+    for container_port in wanted {
+        let host_port = candidates
+            .by_ref()
+            .find(|p| is_free_on_host(*p))
+            .ok_or(EngineError::NoFreePorts)?;
+        mappings.push(PortMapping {
+            container_port,
+            host_port,
+        });
+    }
+    labels.insert(LABEL_PORTS.into(), format_ports(&mappings));
+    let mut options = HashMap::new();
+    if isolate_option {
+        options.insert("isolate".to_owned(), "true".to_owned());
+    }
+    let request = NetworkCreateRequest {
+        name: name.clone(),
+        driver: Some("bridge".into()),
+        internal: Some(false),
+        options: Some(options),
+        labels: Some(labels),
+        ..Default::default()
+    };
+    match docker.create_network(request).await {
+        Ok(_) => Ok(mappings),
+        // Made by a concurrent delivery of the same step: use its ports.
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) => Ok(self::mappings(docker, instance).await?.unwrap_or_default()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The instance's port mappings, None when it has no network.
+pub async fn mappings(
+    docker: &Docker,
+    instance: Uuid,
+) -> Result<Option<Vec<PortMapping>>, EngineError> {
+    match docker
+        .inspect_network(&names::network(instance), None)
+        .await
+    {
+        Ok(network) => Ok(Some(parse_ports(
+            network
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(LABEL_PORTS))
+                .map_or("", String::as_str),
+        ))),
+        Err(e) if is_not_found(&e) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Removes the instance's network; absent is fine.
+pub async fn detach_network(docker: &Docker, instance: Uuid) -> Result<(), EngineError> {
+    match docker.remove_network(&names::network(instance)).await {
+        Ok(()) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Host ports any managed network has claimed.
+async fn used_host_ports(docker: &Docker) -> Result<BTreeSet<u16>, EngineError> {
+    let filters = HashMap::from([("label", vec![labels::managed_filter()])]);
+    let networks = docker
+        .list_networks(Some(
+            ListNetworksOptionsBuilder::default()
+                .filters(&filters)
+                .build(),
+        ))
+        .await?;
+    Ok(networks
+        .iter()
+        .filter_map(|n| n.labels.as_ref()?.get(LABEL_PORTS))
+        .flat_map(|text| parse_ports(text))
+        .map(|m| m.host_port)
+        .collect())
+}
+
+/// Whether nothing listens on `port` on the host (TCP, all addresses).
+fn is_free_on_host(port: u16) -> bool {
+    std::net::TcpListener::bind(("0.0.0.0", port)).is_ok()
+}
+
+pub fn format_ports(mappings: &[PortMapping]) -> String {
+    mappings
+        .iter()
+        .map(|m| format!("{}:{}", m.container_port, m.host_port))
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+pub fn parse_ports(text: &str) -> Vec<PortMapping> {
+    text.split(',')
+        .filter_map(|pair| {
+            let (c, h) = pair.split_once(':')?;
+            Some(PortMapping {
+                container_port: c.trim().parse().ok()?,
+                host_port: h.trim().parse().ok()?,
+            })
+        })
+        .collect()
+}
