@@ -358,7 +358,7 @@ mod tests {
             Plan {
                 machine: spec.machine_id,
                 gpus: &indices,
-                devices: gpus::devices(style, simulated, &gpu_list(), &indices),
+                devices: gpus::devices(style, simulated, true, &gpu_list(), &indices),
                 ports: &[PortMapping {
                     container_port: 8888,
                     host_port: 40001,
@@ -391,7 +391,10 @@ mod tests {
         let env = body.env.unwrap();
         assert!(env.contains(&"GPUMARKET_GPUS=1,3".to_owned()));
         assert_eq!(
-            body.labels.unwrap().get(names::LABEL_GPUS).map(String::as_str),
+            body.labels
+                .unwrap()
+                .get(names::LABEL_GPUS)
+                .map(String::as_str),
             Some("1,3")
         );
     }
@@ -407,6 +410,15 @@ mod tests {
             .collect();
         assert_eq!(paths, ["nvidia.com/gpu=1", "nvidia.com/gpu=3"]);
         assert!(host.device_requests.is_none());
+        // Docker takes CDI names as device requests of driver `cdi`.
+        let (requests, devices) = gpus::devices(GpuStyle::Cdi, false, false, &gpu_list(), &[2]);
+        assert!(devices.is_none());
+        let requests = requests.unwrap();
+        assert_eq!(requests[0].driver.as_deref(), Some("cdi"));
+        assert_eq!(
+            requests[0].device_ids.as_deref(),
+            Some(&["nvidia.com/gpu=2".to_owned()][..])
+        );
     }
 
     #[test]
@@ -431,7 +443,10 @@ mod tests {
         assert_eq!(host.memory, Some(32 << 30));
         assert_eq!(host.pids_limit, Some(4096));
         assert_eq!(host.privileged, Some(false));
-        assert_eq!(host.security_opt, Some(vec!["no-new-privileges".to_owned()]));
+        assert_eq!(
+            host.security_opt,
+            Some(vec!["no-new-privileges".to_owned()])
+        );
         assert_eq!(host.ulimits.as_ref().map(Vec::len), Some(2));
         assert_eq!(
             host.restart_policy.unwrap().name,
@@ -439,7 +454,10 @@ mod tests {
         );
         let binding = host.port_bindings.unwrap()["8888/tcp"].clone().unwrap();
         assert_eq!(binding[0].host_port.as_deref(), Some("40001"));
-        assert_eq!(body.cmd, Some(vec!["python".to_owned(), "train.py".to_owned()]));
+        assert_eq!(
+            body.cmd,
+            Some(vec!["python".to_owned(), "train.py".to_owned()])
+        );
     }
 
     #[test]

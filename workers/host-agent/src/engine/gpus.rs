@@ -47,9 +47,18 @@ pub fn choose(
 /// The GPU part of a container's `HostConfig`: `(device_requests, devices)`.
 /// Device requests name GPUs by UUID (stable across reboots and driver
 /// re-enumeration), by index when the inventory has no UUID.
+///
+/// CDI names go where each engine reads them: Docker (≥ 25, CDI enabled)
+/// takes them as device requests of driver `cdi`; Podman's compatible API
+/// reads a CDI name in `Devices[].PathOnHost`. Checked on Podman 4.3.1:
+/// it ignores device requests altogether, and it sends
+/// `nvidia.com/gpu=0::rwm` (path, container path and permissions joined)
+/// to its CDI registry, which does not resolve it; later Podman releases
+/// split the permissions off. GPUs on Podman need a newer Podman than 4.3.
 pub fn devices(
     style: GpuStyle,
     simulated: bool,
+    podman: bool,
     gpus: &[GpuInfo],
     indices: &[u32],
 ) -> (Option<Vec<DeviceRequest>>, Option<Vec<DeviceMapping>>) {
@@ -77,6 +86,19 @@ pub fn devices(
                 None,
             )
         }
+        GpuStyle::Cdi if !podman => (
+            Some(vec![DeviceRequest {
+                driver: Some("cdi".into()),
+                device_ids: Some(
+                    indices
+                        .iter()
+                        .map(|index| format!("nvidia.com/gpu={index}"))
+                        .collect(),
+                ),
+                ..Default::default()
+            }]),
+            None,
+        ),
         GpuStyle::Cdi => (
             None,
             Some(

@@ -222,7 +222,13 @@ impl ContainerExecutor {
             Plan {
                 machine: self.machine,
                 gpus: &indices,
-                devices: gpus::devices(self.config.gpu_style, self.simulated, &self.gpus, &indices),
+                devices: gpus::devices(
+                    self.config.gpu_style,
+                    self.simulated,
+                    self.facts.podman,
+                    &self.gpus,
+                    &indices,
+                ),
                 ports: &ports,
                 limits: Limits {
                     ncpu: self.facts.ncpu,
