@@ -58,11 +58,14 @@ pub struct EngineArgs {
     /// Processes (threads) one container may run.
     #[arg(long, default_value_t = 4096)]
     pub container_pids_limit: i64,
-    /// `RLIMIT_NOFILE` of container processes (soft = hard).
-    #[arg(long, default_value_t = 65536)]
+    /// `RLIMIT_NOFILE` of container processes (soft = hard). At most the
+    /// engine's own hard limit: the runtime cannot raise it (on a host
+    /// whose limit is 20000, 65536 fails every start).
+    #[arg(long, default_value_t = 16384)]
     pub container_nofile: i64,
-    /// `RLIMIT_NPROC` of container processes (soft = hard).
-    #[arg(long, default_value_t = 65536)]
+    /// `RLIMIT_NPROC` of container processes (soft = hard); the engine
+    /// needs it explicit (Podman's default fails with runc here).
+    #[arg(long, default_value_t = 16384)]
     pub container_nproc: i64,
 }
 
@@ -157,8 +160,8 @@ impl EngineConfig {
             public_host: "localhost".into(),
             ssh_port: 2222,
             pids_limit: 4096,
-            nofile: 65536,
-            nproc: 65536,
+            nofile: 16384,
+            nproc: 16384,
         }
     }
 }

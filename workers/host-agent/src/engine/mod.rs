@@ -136,6 +136,9 @@ pub struct EngineFacts {
     pub mem_total: i64,
     pub root_dir: Option<String>,
     pub runtimes: Vec<String>,
+    /// Podman before 4.4 reports a container's network counters from the
+    /// host's side (rx and tx swapped; podman#16618, fixed by #16628).
+    pub swapped_net_counters: bool,
 }
 
 /// Runs the platform's steps as containers on one machine.
@@ -223,7 +226,14 @@ async fn facts(docker: &Docker) -> Result<EngineFacts, EngineError> {
         .platform
         .as_ref()
         .is_some_and(|p| p.name.to_ascii_lowercase().contains("podman"));
+    let swapped_net_counters = podman
+        && version
+            .version
+            .as_deref()
+            .and_then(major_minor)
+            .is_some_and(|v| v < (4, 4));
     Ok(EngineFacts {
+        swapped_net_counters,
         api_version: docker.client_version().to_string(),
         podman,
         ncpu: info.ncpu.unwrap_or(1).max(1),
@@ -234,6 +244,18 @@ async fn facts(docker: &Docker) -> Result<EngineFacts, EngineError> {
             .map(|r| r.into_keys().collect())
             .unwrap_or_default(),
     })
+}
+
+/// `4.3.1` → (4, 3).
+fn major_minor(version: &str) -> Option<(u32, u32)> {
+    let mut parts = version.trim().trim_start_matches('v').split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts
+        .next()
+        .and_then(|m| m.split(|c: char| !c.is_ascii_digit()).next())
+        .and_then(|m| m.parse().ok())
+        .unwrap_or(0);
+    Some((major, minor))
 }
 
 impl Executor for ContainerExecutor {
@@ -269,6 +291,23 @@ impl Executor for ContainerExecutor {
         &'a self,
         machine_id: Uuid,
     ) -> Pin<Box<dyn Future<Output = Vec<InstanceCounters>> + Send + 'a>> {
-        Box::pin(traffic::traffic(&self.docker, machine_id))
+        Box::pin(traffic::traffic(
+            &self.docker,
+            machine_id,
+            self.facts.swapped_net_counters,
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_read_as_major_and_minor() {
+        assert_eq!(major_minor("4.3.1"), Some((4, 3)));
+        assert_eq!(major_minor("v5.0.0-rc1"), Some((5, 0)));
+        assert_eq!(major_minor("27"), Some((27, 0)));
+        assert_eq!(major_minor("x"), None);
     }
 }

@@ -10,8 +10,10 @@ use super::labels;
 use crate::names;
 use crate::protocol::InstanceCounters;
 
-/// The counters of `machine`'s running managed containers.
-pub async fn traffic(docker: &Docker, machine: Uuid) -> Vec<InstanceCounters> {
+/// The counters of `machine`'s running managed containers. `swapped`: the
+/// engine reports them from the host's side (old Podman), so rx and tx are
+/// exchanged back.
+pub async fn traffic(docker: &Docker, machine: Uuid, swapped: bool) -> Vec<InstanceCounters> {
     let filters = labels::filters(vec![
         labels::managed_filter(),
         labels::machine_filter(machine),
@@ -53,6 +55,9 @@ pub async fn traffic(docker: &Docker, machine: Uuid) -> Vec<InstanceCounters> {
         for network in stats.networks.unwrap_or_default().values() {
             tx_bytes = tx_bytes.saturating_add(network.tx_bytes.unwrap_or(0));
             rx_bytes = rx_bytes.saturating_add(network.rx_bytes.unwrap_or(0));
+        }
+        if swapped {
+            std::mem::swap(&mut tx_bytes, &mut rx_bytes);
         }
         counters.push(InstanceCounters {
             instance_id: instance,
