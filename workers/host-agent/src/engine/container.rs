@@ -29,6 +29,8 @@ use crate::protocol::{PortMapping, RentalSpec};
 
 /// Output of an exec kept, at most (the probes read a line).
 const MAX_EXEC_OUTPUT: usize = 64 * 1024;
+/// Checks of an exec's exit after its output ended (50 ms apart).
+const EXEC_EXIT_POLLS: u32 = 100;
 /// Seconds a stopping container gets between SIGTERM and SIGKILL.
 const STOP_GRACE_SECONDS: i32 = 10;
 
@@ -300,8 +302,18 @@ pub async fn exec(
             }
         }
     }
-    let inspected = docker.inspect_exec(&created.id).await?;
-    Ok((inspected.exit_code.unwrap_or(-1), output))
+    // The output ends before the engine records the exit (Podman answers
+    // `Running` with code 0 for a moment): wait for it.
+    for _ in 0..EXEC_EXIT_POLLS {
+        let inspected = docker.inspect_exec(&created.id).await?;
+        if inspected.running != Some(true) {
+            return Ok((inspected.exit_code.unwrap_or(-1), output));
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    Err(EngineError::NotReady(
+        "a command's exit was not recorded".into(),
+    ))
 }
 
 /// The engine's message without its plumbing, short (for a renter's reason:

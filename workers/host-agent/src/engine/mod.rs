@@ -16,6 +16,7 @@ pub mod container;
 pub mod exits;
 pub mod gpus;
 pub mod labels;
+pub mod libpod;
 pub mod network;
 pub mod pull;
 pub mod state;
@@ -49,6 +50,8 @@ pub enum EngineError {
     Config(String),
     #[error("container engine: {0}")]
     Engine(#[from] bollard::errors::Error),
+    #[error("container engine (libpod): {0}")]
+    Libpod(String),
     #[error("state directory {path}: {source}")]
     State {
         path: PathBuf,
@@ -105,7 +108,9 @@ impl EngineError {
     /// state-directory internals stay in the agent's log.
     pub fn reason(&self, step: &str) -> String {
         match self {
-            EngineError::Engine(_) => format!("{step}: the container engine failed"),
+            EngineError::Engine(_) | EngineError::Libpod(_) => {
+                format!("{step}: the container engine failed")
+            }
             EngineError::State { .. } => format!("{step}: the agent's state could not be saved"),
             EngineError::Access(AccessError::Io { .. }) => {
                 format!("{step}: the agent's state could not be saved")

@@ -4,11 +4,16 @@
 //! netavark does only for networks created with the `isolate` option (all
 //! of ours), so two instances cannot reach each other by IP either way.
 //!
+//! On Podman, networks are read through its own API ([`super::libpod`]):
+//! a read through the compatible API strips `isolate` from the service's
+//! copy of the network.
+//!
 //! The host ports for the order's ports are chosen here and kept as the
 //! network's [`LABEL_PORTS`] label, so a redelivered step, the container's
 //! creation and the readiness check's connection all read the same ones.
 
 use std::collections::{BTreeSet, HashMap};
+use std::path::Path;
 
 use bollard::Docker;
 use bollard::models::NetworkCreateRequest;
@@ -22,10 +27,60 @@ use crate::protocol::PortMapping;
 /// The network label with the instance's published ports, `8888:40001,22:40002`.
 pub const LABEL_PORTS: &str = "gpumarket.ports";
 
+/// How networks are read: `libpod` is Podman's socket (None on Docker).
+#[derive(Clone, Copy)]
+pub struct Reader<'a> {
+    pub docker: &'a Docker,
+    pub libpod: Option<&'a Path>,
+}
+
+impl Reader<'_> {
+    /// The labels of network `name`, None when absent.
+    pub async fn labels(&self, name: &str) -> Result<Option<HashMap<String, String>>, EngineError> {
+        if let Some(socket) = self.libpod {
+            return Ok(super::libpod::network(socket, name)
+                .await?
+                .map(|n| n.labels.unwrap_or_default()));
+        }
+        match self.docker.inspect_network(name, None).await {
+            Ok(network) => Ok(Some(network.labels.unwrap_or_default())),
+            Err(e) if is_not_found(&e) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Name and labels of the networks carrying `label` (`key=value`).
+    pub async fn list(
+        &self,
+        label: String,
+    ) -> Result<Vec<(String, HashMap<String, String>)>, EngineError> {
+        if let Some(socket) = self.libpod {
+            return Ok(super::libpod::networks(socket, &label)
+                .await?
+                .into_iter()
+                .map(|n| (n.name, n.labels.unwrap_or_default()))
+                .collect());
+        }
+        let filters = labels::filters(vec![label]);
+        let networks = self
+            .docker
+            .list_networks(Some(
+                ListNetworksOptionsBuilder::default()
+                    .filters(&filters)
+                    .build(),
+            ))
+            .await?;
+        Ok(networks
+            .into_iter()
+            .map(|n| (n.name.unwrap_or_default(), n.labels.unwrap_or_default()))
+            .collect())
+    }
+}
+
 /// Creates the instance's network unless it exists, with host ports for
 /// `ports`; returns the port mappings.
 pub async fn attach_network(
-    docker: &Docker,
+    reader: Reader<'_>,
     mut labels: HashMap<String, String>,
     instance: Uuid,
     ports: &[u16],
@@ -33,10 +88,10 @@ pub async fn attach_network(
     isolate_option: bool,
 ) -> Result<Vec<PortMapping>, EngineError> {
     let name = names::network(instance);
-    if let Some(existing) = mappings(docker, instance).await? {
+    if let Some(existing) = mappings(reader, instance).await? {
         return Ok(existing);
     }
-    let used = used_host_ports(docker).await?;
+    let used = used_host_ports(reader).await?;
     let wanted: BTreeSet<u16> = ports.iter().copied().collect();
     let mut mappings = Vec::new();
     let mut candidates = (range.0..=range.1).filter(|p| !used.contains(p));
@@ -63,35 +118,25 @@ pub async fn attach_network(
         labels: Some(labels),
         ..Default::default()
     };
-    match docker.create_network(request).await {
+    match reader.docker.create_network(request).await {
         Ok(_) => Ok(mappings),
         // Made by a concurrent delivery of the same step: use its ports.
         Err(bollard::errors::Error::DockerResponseServerError {
             status_code: 409, ..
-        }) => Ok(self::mappings(docker, instance).await?.unwrap_or_default()),
+        }) => Ok(self::mappings(reader, instance).await?.unwrap_or_default()),
         Err(e) => Err(e.into()),
     }
 }
 
 /// The instance's port mappings, None when it has no network.
 pub async fn mappings(
-    docker: &Docker,
+    reader: Reader<'_>,
     instance: Uuid,
 ) -> Result<Option<Vec<PortMapping>>, EngineError> {
-    match docker
-        .inspect_network(&names::network(instance), None)
-        .await
-    {
-        Ok(network) => Ok(Some(parse_ports(
-            network
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(LABEL_PORTS))
-                .map_or("", String::as_str),
-        ))),
-        Err(e) if is_not_found(&e) => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    Ok(reader
+        .labels(&names::network(instance))
+        .await?
+        .map(|labels| parse_ports(labels.get(LABEL_PORTS).map_or("", String::as_str))))
 }
 
 /// Removes the instance's network; absent is fine.
@@ -104,18 +149,12 @@ pub async fn detach_network(docker: &Docker, instance: Uuid) -> Result<(), Engin
 }
 
 /// Host ports any managed network has claimed.
-async fn used_host_ports(docker: &Docker) -> Result<BTreeSet<u16>, EngineError> {
-    let filters = HashMap::from([("label", vec![labels::managed_filter()])]);
-    let networks = docker
-        .list_networks(Some(
-            ListNetworksOptionsBuilder::default()
-                .filters(&filters)
-                .build(),
-        ))
-        .await?;
-    Ok(networks
+async fn used_host_ports(reader: Reader<'_>) -> Result<BTreeSet<u16>, EngineError> {
+    Ok(reader
+        .list(labels::managed_filter())
+        .await?
         .iter()
-        .filter_map(|n| n.labels.as_ref()?.get(LABEL_PORTS))
+        .filter_map(|(_, labels)| labels.get(LABEL_PORTS))
         .flat_map(|text| parse_ports(text))
         .map(|m| m.host_port)
         .collect())

@@ -6,9 +6,7 @@
 
 use std::path::Path;
 
-use bollard::query_parameters::{
-    ListContainersOptionsBuilder, ListNetworksOptionsBuilder, ListVolumesOptionsBuilder,
-};
+use bollard::query_parameters::{ListContainersOptionsBuilder, ListVolumesOptionsBuilder};
 use uuid::Uuid;
 
 use super::config::GpuStyle;
@@ -23,6 +21,14 @@ use crate::protocol::{AgentCommand, Connection, InstanceRef, RentalSpec, StepDet
 const CDI_DIRS: [&str; 2] = ["/etc/cdi", "/var/run/cdi"];
 
 impl ContainerExecutor {
+    /// How networks are read (Podman: its own API, see [`network`]).
+    fn networks(&self) -> network::Reader<'_> {
+        network::Reader {
+            docker: &self.docker,
+            libpod: self.facts.podman.then_some(self.config.socket.as_path()),
+        }
+    }
+
     /// Carries out one command.
     pub async fn step(
         &self,
@@ -81,7 +87,7 @@ impl ContainerExecutor {
             "attach_network" => {
                 let _choosing = self.choosing.lock().await;
                 network::attach_network(
-                    &self.docker,
+                    self.networks(),
                     labels::base(self.machine, instance, spec.attempt),
                     instance,
                     &spec.ports,
@@ -212,7 +218,7 @@ impl ContainerExecutor {
                 chosen
             }
         };
-        let ports = network::mappings(&self.docker, instance)
+        let ports = network::mappings(self.networks(), instance)
             .await?
             .ok_or_else(|| EngineError::StartFailed("the instance has no network".into()))?;
         let image = ImageRef::parse(&spec.image)?.full();
@@ -287,7 +293,7 @@ impl ContainerExecutor {
                 return Err(error);
             }
         }
-        let ports = network::mappings(&self.docker, instance)
+        let ports = network::mappings(self.networks(), instance)
             .await?
             .unwrap_or_default();
         Ok(StepDetail {
@@ -330,16 +336,12 @@ impl ContainerExecutor {
                 .unwrap_or_default();
             remains.push(format!("container {}", name.trim_start_matches('/')));
         }
-        let networks = self
-            .docker
-            .list_networks(Some(
-                ListNetworksOptionsBuilder::default()
-                    .filters(&filters)
-                    .build(),
-            ))
-            .await?;
-        for n in networks {
-            remains.push(format!("network {}", n.name.unwrap_or_default()));
+        for (name, _) in self
+            .networks()
+            .list(labels::instance_filter(instance))
+            .await?
+        {
+            remains.push(format!("network {name}"));
         }
         let volumes = self
             .docker
