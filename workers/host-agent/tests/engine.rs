@@ -742,3 +742,47 @@ async fn images_are_pulled_from_allowed_registries_within_limits() {
     cleanup();
     assert!(error.starts_with("image too large"), "{error}");
 }
+
+#[tokio::test]
+async fn the_host_is_checked_before_anything_is_made() {
+    let rig = Rig::new(2, |_| {}).await;
+    let mut spec = rig.spec();
+    assert!(rig.provision(&spec, "validate_host").await.is_ok());
+    spec.disk_gib = Some(1_000_000);
+    let error = rig.provision(&spec, "validate_host").await.unwrap_err();
+    assert!(error.starts_with("not enough free disk"), "{error}");
+    // No SSH key: a clear reason, nothing authorised.
+    spec.ssh_public_key = None;
+    let error = rig.provision(&spec, "authorize_ssh").await.unwrap_err();
+    assert_eq!(error, "the order has no SSH public key");
+    assert!(!rig.access.has_any(spec.instance_id));
+    // A command for another machine is refused.
+    spec.machine_id = Uuid::now_v7();
+    assert!(rig.provision(&spec, "bind_gpus").await.is_err());
+    assert!(rig.labelled(spec.instance_id).await.is_empty());
+
+    // Real GPUs need the engine's NVIDIA runtime (Podman here has none).
+    let engine = Engine::start(&[]).await;
+    let state = engine.dir.join("state");
+    let mut inventory = Inventory::simulated(1, "RTX 4090", 24, "12.4", "550.54.15");
+    inventory.simulated = false;
+    let exec = ContainerExecutor::connect(
+        EngineConfig::new(&engine.socket, &state),
+        rig.machine,
+        &inventory,
+        Arc::new(Access::open(state.join("keys")).unwrap()),
+    )
+    .await
+    .unwrap();
+    let spec = rig.spec();
+    let command = rig.command(
+        "provision",
+        "validate_host",
+        serde_json::to_value(&spec).unwrap(),
+    );
+    let error = exec.execute(&command, Progress::none()).await.unwrap_err();
+    assert!(
+        error.starts_with("the host has no NVIDIA container runtime"),
+        "{error}"
+    );
+}

@@ -178,6 +178,40 @@ fn hostname() -> Result<String, EngineError> {
 mod tests {
     use super::*;
 
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        engine: EngineArgs,
+    }
+
+    #[test]
+    fn flags_have_working_defaults_and_no_socket_means_no_engine() {
+        use clap::Parser;
+        let cli = Cli::try_parse_from(["agent"]).unwrap();
+        assert!(cli.engine.config().unwrap().is_none());
+        let cli = Cli::try_parse_from([
+            "agent",
+            "--engine-socket",
+            "/run/podman/podman.sock",
+            "--gpu-style",
+            "cdi",
+            "--allowed-registries",
+            "GHCR.io, 127.0.0.1:5000",
+            "--public-host",
+            "gpu1.example",
+        ])
+        .unwrap();
+        let config = cli.engine.config().unwrap().unwrap();
+        assert_eq!(config.gpu_style, GpuStyle::Cdi);
+        assert_eq!(config.port_range, (40000, 40999));
+        assert_eq!(config.max_image_bytes, 50 << 30);
+        assert_eq!(config.pull_timeout, Duration::from_secs(1800));
+        assert_eq!(config.allowed_registries, ["ghcr.io", "127.0.0.1:5000"]);
+        assert_eq!(config.public_host, "gpu1.example");
+        assert_eq!(config.ssh_port, 2222);
+        assert!(Cli::try_parse_from(["agent", "--port-range", "5-1"]).is_err());
+    }
+
     #[test]
     fn port_ranges_are_checked() {
         assert_eq!(parse_port_range("40000-40999"), Ok((40000, 40999)));
