@@ -481,6 +481,23 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
     );
     assert!(after.tx_bytes > before.tx_bytes, "{before:?} -> {after:?}");
 
+    // The order's port is published on the host port.
+    let (code, out) = rig
+        .sh(
+            instance,
+            "echo hello-from-8080 | nc -l -p 8080 >/dev/null 2>&1 & sleep 0.3",
+        )
+        .await;
+    assert_eq!(code, 0, "{out}");
+    let mut stream =
+        std::net::TcpStream::connect(("127.0.0.1", connection.ports[0].host_port)).unwrap();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(5)))
+        .unwrap();
+    let mut greeting = String::new();
+    let _ = stream.read_to_string(&mut greeting);
+    assert_eq!(greeting.trim(), "hello-from-8080");
+
     // A file in /workspace, measured.
     let (code, _) = rig
         .sh(

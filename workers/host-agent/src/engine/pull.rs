@@ -227,9 +227,10 @@ fn pull_message_error(image: &str, message: &str) -> EngineError {
     {
         EngineError::ImageNotFound(image.to_owned())
     } else {
+        // The registry's words help the renter; bounded.
         EngineError::PullFailed {
             image: image.to_owned(),
-            message: message.to_owned(),
+            message: message.chars().take(160).collect(),
         }
     }
 }
