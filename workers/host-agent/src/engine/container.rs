@@ -344,3 +344,173 @@ pub fn short_engine_message(error: &bollard::errors::Error) -> String {
     tracing::warn!(%message, "creating or starting a container failed");
     short.to_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::engine::config::GpuStyle;
+    use crate::engine::gpus;
+    use crate::protocol::GpuInfo;
+
+    fn spec() -> RentalSpec {
+        RentalSpec {
+            instance_id: Uuid::now_v7(),
+            tenant_id: Uuid::now_v7(),
+            machine_id: Uuid::now_v7(),
+            gpu_count: 2,
+            machine_gpu_count: 4,
+            image: "pytorch/pytorch:2.3".into(),
+            ssh_public_key: None,
+            command: Some(vec!["python".into(), "train.py".into()]),
+            env: [("TOKEN".to_owned(), "secret".to_owned())].into(),
+            ports: vec![8888],
+            disk_gib: Some(10),
+            attempt: 1,
+        }
+    }
+
+    fn gpu_list() -> Vec<GpuInfo> {
+        (0..4)
+            .map(|index| GpuInfo {
+                index,
+                name: "RTX 4090".into(),
+                uuid: format!("GPU-uuid-{index}"),
+                memory_total_mib: 24576,
+            })
+            .collect()
+    }
+
+    fn body(style: GpuStyle, simulated: bool) -> ContainerCreateBody {
+        let spec = spec();
+        let indices = [1, 3];
+        create_body(
+            &spec,
+            "docker.io/pytorch/pytorch:2.3",
+            Plan {
+                machine: spec.machine_id,
+                gpus: &indices,
+                devices: gpus::devices(style, simulated, true, &gpu_list(), &indices),
+                ports: &[PortMapping {
+                    container_port: 8888,
+                    host_port: 40001,
+                }],
+                limits: Limits {
+                    ncpu: 16,
+                    mem_total: 64 << 30,
+                    pids_limit: 4096,
+                    nofile: 65536,
+                    nproc: 65536,
+                },
+            },
+        )
+        .unwrap()
+    }
+
+    #[test]
+    fn device_requests_name_the_bound_gpus_by_uuid() {
+        let body = body(GpuStyle::DeviceRequests, false);
+        let host = body.host_config.unwrap();
+        let requests = host.device_requests.unwrap();
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].driver.as_deref(), Some("nvidia"));
+        assert_eq!(
+            requests[0].device_ids.as_deref(),
+            Some(&["GPU-uuid-1".to_owned(), "GPU-uuid-3".to_owned()][..])
+        );
+        assert_eq!(requests[0].capabilities, Some(vec![vec!["gpu".to_owned()]]));
+        assert!(host.devices.is_none());
+        let env = body.env.unwrap();
+        assert!(env.contains(&"GPUMARKET_GPUS=1,3".to_owned()));
+        assert_eq!(
+            body.labels
+                .unwrap()
+                .get(names::LABEL_GPUS)
+                .map(String::as_str),
+            Some("1,3")
+        );
+    }
+
+    #[test]
+    fn cdi_devices_name_the_bound_gpus_by_index() {
+        let host = body(GpuStyle::Cdi, false).host_config.unwrap();
+        let paths: Vec<_> = host
+            .devices
+            .unwrap()
+            .into_iter()
+            .map(|d| d.path_on_host.unwrap())
+            .collect();
+        assert_eq!(paths, ["nvidia.com/gpu=1", "nvidia.com/gpu=3"]);
+        assert!(host.device_requests.is_none());
+        // Docker takes CDI names as device requests of driver `cdi`.
+        let (requests, devices) = gpus::devices(GpuStyle::Cdi, false, false, &gpu_list(), &[2]);
+        assert!(devices.is_none());
+        let requests = requests.unwrap();
+        assert_eq!(requests[0].driver.as_deref(), Some("cdi"));
+        assert_eq!(
+            requests[0].device_ids.as_deref(),
+            Some(&["nvidia.com/gpu=2".to_owned()][..])
+        );
+    }
+
+    #[test]
+    fn simulated_gpus_pass_no_device_but_the_same_binding() {
+        let body = body(GpuStyle::DeviceRequests, true);
+        let host = body.host_config.as_ref().unwrap();
+        assert!(host.device_requests.is_none() && host.devices.is_none());
+        assert!(
+            body.env
+                .as_ref()
+                .unwrap()
+                .contains(&"GPUMARKET_GPUS=1,3".to_owned())
+        );
+    }
+
+    #[test]
+    fn limits_follow_the_gpu_share_and_security_is_tight() {
+        let body = body(GpuStyle::Cdi, false);
+        let host = body.host_config.unwrap();
+        // 2 of 4 GPUs: half the CPUs and memory.
+        assert_eq!(host.nano_cpus, Some(8_000_000_000));
+        assert_eq!(host.memory, Some(32 << 30));
+        assert_eq!(host.pids_limit, Some(4096));
+        assert_eq!(host.privileged, Some(false));
+        assert_eq!(
+            host.security_opt,
+            Some(vec!["no-new-privileges".to_owned()])
+        );
+        assert_eq!(host.ulimits.as_ref().map(Vec::len), Some(2));
+        assert_eq!(
+            host.restart_policy.unwrap().name,
+            Some(RestartPolicyNameEnum::NO)
+        );
+        let binding = host.port_bindings.unwrap()["8888/tcp"].clone().unwrap();
+        assert_eq!(binding[0].host_port.as_deref(), Some("40001"));
+        // Every address: netavark 1.4 reads an explicit 0.0.0.0 literally.
+        assert_eq!(binding[0].host_ip, None);
+        assert_eq!(
+            body.cmd,
+            Some(vec!["python".to_owned(), "train.py".to_owned()])
+        );
+    }
+
+    #[test]
+    fn bad_env_names_are_refused_without_their_values() {
+        let mut spec = spec();
+        spec.env = [("A=B".to_owned(), "secret-value".to_owned())].into();
+        let plan = Plan {
+            machine: spec.machine_id,
+            gpus: &[],
+            devices: (None, None),
+            ports: &[],
+            limits: Limits {
+                ncpu: 1,
+                mem_total: 1,
+                pids_limit: 1,
+                nofile: 1,
+                nproc: 1,
+            },
+        };
+        let error = create_body(&spec, "x:1", plan).unwrap_err().to_string();
+        assert!(!error.contains("secret-value"), "{error}");
+    }
+}

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use bollard::Docker;
+use bollard::models::CreateImageInfo;
 use bollard::query_parameters::{CreateImageOptionsBuilder, RemoveImageOptionsBuilder};
 use futures_util::StreamExt;
 
@@ -155,8 +156,7 @@ async fn stream_pull(
     }
     .build();
     let mut stream = docker.create_image(Some(options), None, None);
-    // Per layer: (bytes downloaded, bytes announced).
-    let mut layers: HashMap<String, (u64, u64)> = HashMap::new();
+    let mut tally = PullTally::default();
     let mut reported = Instant::now();
     while let Some(item) = stream.next().await {
         let info = item.map_err(|e| pull_error(&image.full(), e))?;
@@ -164,37 +164,75 @@ async fn stream_pull(
             let message = detail.message.unwrap_or_default();
             return Err(pull_message_error(&image.full(), &message));
         }
-        if let (Some(id), Some(detail)) = (info.id, info.progress_detail) {
-            let entry = layers.entry(id).or_default();
+        tally.update(&info);
+        if tally.announced() > limits.max_bytes {
+            return Err(EngineError::ImageTooLarge {
+                size: tally.announced(),
+                max: limits.max_bytes,
+            });
+        }
+        if reported.elapsed() >= Duration::from_secs(1)
+            && let Some(message) = tally.message()
+        {
+            progress.report(message);
+            reported = Instant::now();
+        }
+    }
+    Ok(())
+}
+
+/// What a pull's stream told so far: per layer, bytes downloaded and bytes
+/// announced.
+#[derive(Debug, Default)]
+pub struct PullTally {
+    layers: HashMap<String, (u64, u64)>,
+}
+
+impl PullTally {
+    pub fn update(&mut self, info: &CreateImageInfo) {
+        let Some(id) = info.id.clone() else {
+            return;
+        };
+        let status = info.status.as_deref().unwrap_or_default();
+        let entry = self.layers.entry(id).or_default();
+        if let Some(detail) = &info.progress_detail {
             if let Some(total) = detail.total.and_then(|t| u64::try_from(t).ok())
                 && total > 0
             {
                 entry.1 = total;
             }
             if let Some(current) = detail.current.and_then(|c| u64::try_from(c).ok())
-                && info.status.as_deref() == Some("Downloading")
+                && status == "Downloading"
             {
                 entry.0 = current;
             }
         }
-        let announced: u64 = layers.values().map(|l| l.1).sum();
-        if announced > limits.max_bytes {
-            return Err(EngineError::ImageTooLarge {
-                size: announced,
-                max: limits.max_bytes,
-            });
-        }
-        if reported.elapsed() >= Duration::from_secs(1) && announced > 0 {
-            let done: u64 = layers.values().map(|l| l.0.min(l.1)).sum();
-            progress.report(format!(
-                "pulled {} MB of {} MB",
-                done / 1_000_000,
-                announced / 1_000_000
-            ));
-            reported = Instant::now();
+        if matches!(
+            status,
+            "Download complete" | "Pull complete" | "Already exists"
+        ) {
+            entry.0 = entry.1;
         }
     }
-    Ok(())
+
+    /// Bytes the registry announced for the layers seen so far.
+    pub fn announced(&self) -> u64 {
+        self.layers.values().map(|l| l.1).sum()
+    }
+
+    /// `pulled X MB of Y MB`, once sizes are known.
+    pub fn message(&self) -> Option<String> {
+        let announced = self.announced();
+        if announced == 0 {
+            return None;
+        }
+        let done: u64 = self.layers.values().map(|l| l.0.min(l.1)).sum();
+        Some(format!(
+            "pulled {} MB of {} MB",
+            done / 1_000_000,
+            announced / 1_000_000
+        ))
+    }
 }
 
 fn pull_error(image: &str, error: bollard::errors::Error) -> EngineError {
@@ -238,6 +276,35 @@ fn pull_message_error(image: &str, message: &str) -> EngineError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use bollard::models::ProgressDetail;
+
+    fn info(id: &str, status: &str, current: i64, total: i64) -> CreateImageInfo {
+        CreateImageInfo {
+            id: Some(id.into()),
+            status: Some(status.into()),
+            progress_detail: Some(ProgressDetail {
+                current: Some(current),
+                total: Some(total),
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn progress_sums_the_layers_announced() {
+        let mut tally = PullTally::default();
+        assert_eq!(tally.message(), None);
+        tally.update(&info("a", "Downloading", 10_000_000, 40_000_000));
+        tally.update(&info("b", "Downloading", 0, 60_000_000));
+        assert_eq!(tally.announced(), 100_000_000);
+        assert_eq!(tally.message().unwrap(), "pulled 10 MB of 100 MB");
+        tally.update(&CreateImageInfo {
+            id: Some("a".into()),
+            status: Some("Download complete".into()),
+            ..Default::default()
+        });
+        assert_eq!(tally.message().unwrap(), "pulled 40 MB of 100 MB");
+    }
 
     #[test]
     fn references_name_their_registry_and_tag() {

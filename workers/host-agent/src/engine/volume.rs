@@ -38,15 +38,22 @@ pub async fn create_volume(
     if let Some(gib) = disk_gib {
         labels.insert(LABEL_DISK_GIB.into(), gib.to_string());
     }
-    docker
+    match docker
         .create_volume(VolumeCreateRequest {
             name: Some(name),
             driver: Some("local".into()),
             labels: Some(labels),
             ..Default::default()
         })
-        .await?;
-    Ok(())
+        .await
+    {
+        Ok(_) => Ok(()),
+        // Made by a concurrent delivery of the same step.
+        Err(bollard::errors::Error::DockerResponseServerError {
+            status_code: 409, ..
+        }) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Removes the instance's volume and what it holds; absent is fine.
