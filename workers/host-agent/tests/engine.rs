@@ -4,7 +4,11 @@
 //! (built by `deploy/local/podman-engine.sh image` when missing), and for
 //! pulls a local `docker-registry`. Each test uses its own machine and
 //! instance ids and removes everything labelled with its machine at the end,
-//! passed or failed.
+//! passed or failed. The tests take turns (a lock file across test
+//! processes): Podman services started side by side on one storage pick
+//! bridge names and subnets from their own view of the networks, and two
+//! instances could end up on one bridge, which is a test artefact (a host
+//! runs one engine) that would make the isolation check meaningless.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -70,6 +74,18 @@ fn ensure_image() {
             .unwrap();
         assert!(status.success(), "building the test image failed");
     }
+}
+
+/// One engine test at a time, across test processes (see the top).
+fn take_turn() -> std::fs::File {
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(std::env::temp_dir().join("gpumarket-engine-tests.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    lock
 }
 
 /// A private Podman service; stopped, its directory removed, on drop.
@@ -153,6 +169,8 @@ impl Rig {
         let mut config = EngineConfig::new(&engine.socket, &state);
         config.public_host = "gpu-host.example".into();
         config.port_range = (41000, 41999);
+        // The test image's shell ignores SIGTERM.
+        config.stop_grace_seconds = 1;
         tweak(&mut config);
         let inventory = Inventory::simulated(gpus, "RTX 4090", 24, "12.4", "550.54.15");
         let exec = ContainerExecutor::connect(config, machine, &inventory, access.clone())
@@ -336,6 +354,28 @@ impl Drop for Rig {
                 .status();
         }
         let _ = std::fs::remove_dir_all(&self.state);
+        // The CLI's teardown drops netavark 1.4's isolation jump for every
+        // network (see the engine's network module): put it back, as the
+        // executor does, so tests running alongside stay isolated.
+        let jump = ["FORWARD", "-j", "NETAVARK_ISOLATION_1"];
+        let present = Command::new("iptables")
+            .args(["-w", "-C"])
+            .args(jump)
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        let chain = Command::new("iptables")
+            .args(["-w", "-n", "-L", "NETAVARK_ISOLATION_1"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !present && chain {
+            let _ = Command::new("iptables")
+                .args(["-w", "-I"])
+                .args(jump)
+                .status();
+        }
     }
 }
 
@@ -394,6 +434,7 @@ async fn ip_of(docker: &Docker, instance: Uuid) -> String {
 
 #[tokio::test]
 async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
+    let _turn = take_turn();
     let rig = Rig::new(2, |_| {}).await;
     let spec = rig.spec();
     let instance = spec.instance_id;
@@ -560,6 +601,7 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
 
 #[tokio::test]
 async fn a_command_that_exits_fails_readiness_with_its_output_and_is_reported() {
+    let _turn = take_turn();
     let rig = Rig::new(1, |_| {}).await;
     let mut spec = rig.spec();
     spec.machine_gpu_count = 1;
@@ -613,6 +655,7 @@ async fn assert_isolated(rig: &Rig, a: Uuid, b: Uuid) {
 
 #[tokio::test]
 async fn two_instances_cannot_reach_each_other() {
+    let _turn = take_turn();
     let rig = Rig::new(2, |_| {}).await;
     let (a, b) = (rig.spec(), rig.spec());
     rig.provision_all(&a).await;
@@ -643,6 +686,13 @@ async fn two_instances_cannot_reach_each_other() {
     }
     rig.provision_all(&a).await;
     rig.provision_all(&b).await;
+    assert_isolated(&rig, a.instance_id, b.instance_id).await;
+    // And after a third instance came and went (netavark 1.4's teardown
+    // drops the jump to its isolation chain; the executor puts it back).
+    let mut c = rig.spec();
+    c.gpu_count = 0;
+    rig.provision_all(&c).await;
+    rig.deprovision_all(c.instance_id).await;
     assert_isolated(&rig, a.instance_id, b.instance_id).await;
 
     for spec in [&a, &b] {
@@ -703,6 +753,7 @@ impl Drop for Registry {
 
 #[tokio::test]
 async fn images_are_pulled_from_allowed_registries_within_limits() {
+    let _turn = take_turn();
     let registry = Registry::start();
     let host = format!("127.0.0.1:{}", registry.port);
     let conf = registry.dir.join("registries.conf");
@@ -762,6 +813,7 @@ async fn images_are_pulled_from_allowed_registries_within_limits() {
 
 #[tokio::test]
 async fn the_host_is_checked_before_anything_is_made() {
+    let _turn = take_turn();
     let rig = Rig::new(2, |_| {}).await;
     let mut spec = rig.spec();
     assert!(rig.provision(&spec, "validate_host").await.is_ok());

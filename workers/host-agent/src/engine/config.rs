@@ -55,6 +55,9 @@ pub struct EngineArgs {
     /// connection details).
     #[arg(long, default_value_t = 2222)]
     pub ssh_port: u16,
+    /// Seconds a stopping container gets between SIGTERM and SIGKILL.
+    #[arg(long, default_value_t = 10)]
+    pub stop_grace_seconds: u32,
     /// Processes (threads) one container may run.
     #[arg(long, default_value_t = 4096)]
     pub container_pids_limit: i64,
@@ -98,6 +101,7 @@ pub struct EngineConfig {
     pub state_dir: PathBuf,
     pub public_host: String,
     pub ssh_port: u16,
+    pub stop_grace_seconds: u32,
     pub pids_limit: i64,
     pub nofile: i64,
     pub nproc: i64,
@@ -139,6 +143,7 @@ impl EngineArgs {
             state_dir: self.state_dir.clone(),
             public_host,
             ssh_port: self.ssh_port,
+            stop_grace_seconds: self.stop_grace_seconds,
             pids_limit: self.container_pids_limit,
             nofile: self.container_nofile,
             nproc: self.container_nproc,
@@ -159,6 +164,7 @@ impl EngineConfig {
             state_dir: state_dir.into(),
             public_host: "localhost".into(),
             ssh_port: 2222,
+            stop_grace_seconds: 10,
             pids_limit: 4096,
             nofile: 16384,
             nproc: 16384,

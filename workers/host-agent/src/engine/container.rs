@@ -31,8 +31,6 @@ use crate::protocol::{PortMapping, RentalSpec};
 const MAX_EXEC_OUTPUT: usize = 64 * 1024;
 /// Checks of an exec's exit after its output ended (50 ms apart).
 const EXEC_EXIT_POLLS: u32 = 100;
-/// Seconds a stopping container gets between SIGTERM and SIGKILL.
-const STOP_GRACE_SECONDS: i32 = 10;
 
 /// The machine's share a container gets and the per-container limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,10 +240,11 @@ async fn create(docker: &Docker, name: &str, body: ContainerCreateBody) -> Resul
     }
 }
 
-/// Stops the container (kept); absent or stopped is fine.
-pub async fn stop(docker: &Docker, instance: Uuid) -> Result<(), EngineError> {
+/// Stops the container (kept), SIGKILL after `grace_seconds`; absent or
+/// stopped is fine.
+pub async fn stop(docker: &Docker, instance: Uuid, grace_seconds: u32) -> Result<(), EngineError> {
     let options = StopContainerOptionsBuilder::default()
-        .t(STOP_GRACE_SECONDS)
+        .t(i32::try_from(grace_seconds).unwrap_or(i32::MAX))
         .build();
     match docker
         .stop_container(&names::container(instance), Some(options))

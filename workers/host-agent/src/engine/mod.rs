@@ -296,11 +296,12 @@ impl Executor for ContainerExecutor {
         &'a self,
         machine_id: Uuid,
     ) -> Pin<Box<dyn Future<Output = Vec<InstanceCounters>> + Send + 'a>> {
-        Box::pin(traffic::traffic(
-            &self.docker,
-            machine_id,
-            self.facts.swapped_net_counters,
-        ))
+        Box::pin(async move {
+            // Each heartbeat also mends what a teardown outside the agent's
+            // steps may have undone (see `network`).
+            self.repair_isolation().await;
+            traffic::traffic(&self.docker, machine_id, self.facts.swapped_net_counters).await
+        })
     }
 }
 

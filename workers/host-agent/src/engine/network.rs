@@ -4,6 +4,14 @@
 //! netavark does only for networks created with the `isolate` option (all
 //! of ours), so two instances cannot reach each other by IP either way.
 //!
+//! Netavark 1.4 (Debian 12's) also deletes the `FORWARD -j
+//! NETAVARK_ISOLATION_1` jump that all isolated networks share whenever it
+//! tears down any one of them (checked: stopping one instance's container
+//! opened every other instance's network). On Podman the executor puts the
+//! jump back ([`repair_isolation`]) after each stop or removal, at each
+//! start and with each heartbeat; it needs the agent to run as root with
+//! `iptables` (as rootful Podman itself does).
+//!
 //! On Podman, networks are read through its own API ([`super::libpod`]):
 //! a read through the compatible API strips `isolate` from the service's
 //! copy of the network.
@@ -183,4 +191,45 @@ pub fn parse_ports(text: &str) -> Vec<PortMapping> {
             })
         })
         .collect()
+}
+
+/// The chain netavark sends traffic leaving an isolated network through.
+const ISOLATION_CHAIN: &str = "NETAVARK_ISOLATION_1";
+
+/// Puts back netavark's jump to its isolation chain when the chain exists
+/// and the jump is gone (see the module's doc). Best effort: logged, never
+/// fails a step.
+pub async fn repair_isolation() {
+    let iptables = |args: &[&str]| {
+        let mut command = tokio::process::Command::new("iptables");
+        command
+            .arg("-w")
+            .args(args)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null());
+        command
+    };
+    let jump = ["FORWARD", "-j", ISOLATION_CHAIN];
+    match iptables(&[&["-C"][..], &jump[..]].concat()).status().await {
+        Ok(status) if status.success() => return,
+        Ok(_) => {}
+        Err(error) => {
+            tracing::debug!(%error, "iptables not runnable; isolation jump not checked");
+            return;
+        }
+    }
+    let chain_exists = iptables(&["-n", "-L", ISOLATION_CHAIN])
+        .status()
+        .await
+        .is_ok_and(|s| s.success());
+    if !chain_exists {
+        return;
+    }
+    match iptables(&[&["-I"][..], &jump[..]].concat()).status().await {
+        Ok(status) if status.success() => {
+            tracing::warn!("netavark's isolation jump was gone (netavark 1.4 teardown); put back")
+        }
+        Ok(status) => tracing::error!(%status, "putting back netavark's isolation jump failed"),
+        Err(error) => tracing::error!(%error, "putting back netavark's isolation jump failed"),
+    }
 }

@@ -29,6 +29,13 @@ impl ContainerExecutor {
         }
     }
 
+    /// On Podman: netavark's isolation jump back in place (see [`network`]).
+    pub async fn repair_isolation(&self) {
+        if self.facts.podman {
+            network::repair_isolation().await;
+        }
+    }
+
     /// Carries out one command.
     pub async fn step(
         &self,
@@ -128,7 +135,9 @@ impl ContainerExecutor {
             "revoke_ssh" => Ok(self.access.revoke(instance)?),
             "stop_container" => {
                 self.state.not_wanted(instance)?;
-                container::remove(&self.docker, instance).await
+                let removed = container::remove(&self.docker, instance).await;
+                self.repair_isolation().await;
+                removed
             }
             "unbind_gpus" => self.state.unbind(instance),
             "detach_network" => network::detach_network(&self.docker, instance).await,
@@ -245,7 +254,9 @@ impl ContainerExecutor {
                 },
             },
         )?;
-        container::start(&self.docker, instance, body).await?;
+        let started = container::start(&self.docker, instance, body).await;
+        self.repair_isolation().await;
+        started?;
         // After the start: a container that never ran is not "exited".
         self.state.want_running(instance, spec.attempt)?;
         tracing::info!(instance.id = %instance, gpus = ?indices, "container started");
@@ -254,6 +265,7 @@ impl ContainerExecutor {
 
     /// Running, and runs a command.
     async fn readiness_check(&self, instance: Uuid) -> Result<StepDetail, EngineError> {
+        self.repair_isolation().await;
         let name = names::container(instance);
         let not_running = || async {
             let container = container::inspect(&self.docker, instance).await?;
@@ -311,7 +323,9 @@ impl ContainerExecutor {
     async fn stop_instance(&self, instance: Uuid) -> Result<(), EngineError> {
         self.access.revoke(instance)?;
         self.state.not_wanted(instance)?;
-        container::stop(&self.docker, instance).await?;
+        let stopped = container::stop(&self.docker, instance, self.config.stop_grace_seconds).await;
+        self.repair_isolation().await;
+        stopped?;
         self.state.unbind(instance)
     }
 
