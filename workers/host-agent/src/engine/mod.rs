@@ -6,10 +6,18 @@
 //! labelled after the instance ([`crate::names`]) and looked up before it is
 //! made, and what the engine cannot hold (GPU bindings, "wanted running"
 //! markers) is kept in the state directory ([`state`]). The modules hold one
-//! thing each: flags ([`config`]), GPUs ([`gpus`]), the image ([`pull`]),
-//! the network and host ports ([`network`]), `/workspace` ([`volume`]), the
-//! container ([`container`]), exits ([`exits`]), counters ([`traffic`]) and
-//! the steps themselves ([`steps`]).
+//! thing each: flags ([`config`]), labels ([`labels`]), GPUs ([`gpus`]), the
+//! image ([`pull`]), the network and host ports ([`network`], with Podman's
+//! own API for reading networks in [`libpod`]), `/workspace` ([`volume`]),
+//! the container ([`container`]), exits ([`exits`]), counters
+//! ([`traffic`]) and the steps themselves ([`steps`]).
+//!
+//! Engines: Docker, or Podman's Docker-compatible service (checked with
+//! Podman 4.3.1 and netavark 1.4 from Debian 12, whose quirks are handled
+//! where they bite: networks read through libpod, netavark's isolation jump
+//! put back, swapped network counters, no explicit `0.0.0.0` host IP, and
+//! nofile/nproc limits always set). Run one engine service per host: two
+//! Podman services on one storage choose bridges and subnets apart.
 
 pub mod config;
 pub mod container;

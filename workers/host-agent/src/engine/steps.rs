@@ -302,7 +302,11 @@ impl ContainerExecutor {
                 if let Some(exited) = not_running().await? {
                     return Err(exited);
                 }
-                return Err(error);
+                tracing::warn!(instance.id = %instance, %error, "readiness exec failed");
+                return Err(EngineError::NotReady(
+                    "`true` could not be run in it (the image needs a shell and `true` for SSH)"
+                        .into(),
+                ));
             }
         }
         let ports = network::mappings(self.networks(), instance)
