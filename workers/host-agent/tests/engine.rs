@@ -631,6 +631,20 @@ async fn a_command_that_exits_fails_readiness_with_its_output_and_is_reported() 
     assert!(exited[0].reason.contains("cannot find train.py"));
     assert!(exited[0].finished_at <= Utc::now());
 
+    // A restarted agent (new executor, same state directory) still knows
+    // the instance is wanted running, and its GPUs.
+    let restarted = ContainerExecutor::connect(
+        EngineConfig::new(&rig._engine.socket, &rig.state),
+        rig.machine,
+        &Inventory::simulated(1, "RTX 4090", 24, "12.4", "550.54.15"),
+        Arc::new(Access::open(rig.state.join("keys")).unwrap()),
+    )
+    .await
+    .unwrap();
+    assert_eq!(restarted.exited(rig.machine).await, exited);
+    assert_eq!(restarted.binding(instance).unwrap(), Some(vec![0]));
+    drop(restarted);
+
     // Stopped on purpose: no longer reported.
     rig.instance("stop", "stop_instance", instance)
         .await
