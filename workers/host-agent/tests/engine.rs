@@ -572,9 +572,27 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
     assert!(rig.exec.traffic(rig.machine).await.is_empty());
 
     // Provisioned again: the same file is there.
+    let stop_decided = Utc::now();
     rig.provision_all(&spec).await;
     let (code, out) = rig.sh(instance, "wc -c < /workspace/kept").await;
     assert_eq!((code, out.trim()), (0, "200000"));
+
+    // A stop decided before that start, handled late, leaves it running.
+    let mut late = rig.command(
+        "stop",
+        "stop_instance",
+        serde_json::to_value(InstanceRef {
+            instance_id: instance,
+            machine_id: rig.machine,
+        })
+        .unwrap(),
+    );
+    late.issued_at = stop_decided;
+    rig.exec.execute(&late, Progress::none()).await.unwrap();
+    assert!(rig.access.has_any(instance));
+    assert_eq!(rig.exec.binding(instance).unwrap(), Some(vec![0]));
+    let (code, _) = rig.sh(instance, "true").await;
+    assert_eq!(code, 0, "the late stop stopped the container");
 
     // Not clean while anything remains.
     let error = rig

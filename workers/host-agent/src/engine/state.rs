@@ -2,15 +2,38 @@
 //! knows it: each instance's GPU binding (`bindings/<instance>`, the
 //! indices `0,1`) and the "wanted running" markers (`wanted/<instance>`,
 //! holding the run number) that make a container's exit worth reporting.
+//! Each also holds, on its second line, when the platform issued the
+//! command that made it ([`Made`]): a stop undoes only what was made before
+//! it was decided, so a stop handled late cannot undo a start that followed.
 //! Files are written whole (temp file + rename), so a SIGKILL leaves the old
 //! or the new content, never half.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::EngineError;
+
+/// When the platform issued the command that made a binding or marker
+/// (its clock, like a stop's `issued_at`); None in files without it.
+pub type Made = Option<DateTime<Utc>>;
+
+/// `first line` and the time on the second, if any.
+fn split_made(text: &str) -> (&str, Made) {
+    let mut lines = text.lines();
+    let first = lines.next().unwrap_or_default();
+    let made = lines
+        .next()
+        .and_then(|t| DateTime::parse_from_rfc3339(t.trim()).ok())
+        .map(|t| t.with_timezone(&Utc));
+    (first, made)
+}
+
+fn with_made(first: &str, made: DateTime<Utc>) -> String {
+    format!("{first}\n{}\n", made.to_rfc3339())
+}
 
 pub struct StateDir {
     bindings: PathBuf,
@@ -33,19 +56,34 @@ impl StateDir {
     pub fn bindings(&self) -> Result<BTreeMap<Uuid, Vec<u32>>, EngineError> {
         let mut all = BTreeMap::new();
         for (instance, text) in read_all(&self.bindings)? {
-            all.insert(instance, parse_indices(&text));
+            all.insert(instance, parse_indices(split_made(&text).0));
         }
         Ok(all)
     }
 
     pub fn binding(&self, instance: Uuid) -> Result<Option<Vec<u32>>, EngineError> {
-        Ok(read(&self.bindings.join(instance.to_string()))?.map(|t| parse_indices(&t)))
+        Ok(self.binding_made(instance)?.map(|(indices, _)| indices))
     }
 
-    pub fn bind(&self, instance: Uuid, indices: &[u32]) -> Result<(), EngineError> {
+    /// The binding and when it was made.
+    pub fn binding_made(&self, instance: Uuid) -> Result<Option<(Vec<u32>, Made)>, EngineError> {
+        Ok(
+            read(&self.bindings.join(instance.to_string()))?.map(|text| {
+                let (first, made) = split_made(&text);
+                (parse_indices(first), made)
+            }),
+        )
+    }
+
+    pub fn bind(
+        &self,
+        instance: Uuid,
+        indices: &[u32],
+        made: DateTime<Utc>,
+    ) -> Result<(), EngineError> {
         write(
             &self.bindings.join(instance.to_string()),
-            &join_indices(indices),
+            &with_made(&join_indices(indices), made),
         )
     }
 
@@ -57,7 +95,7 @@ impl StateDir {
     pub fn wanted(&self) -> Result<BTreeMap<Uuid, i32>, EngineError> {
         let mut all = BTreeMap::new();
         for (instance, text) in read_all(&self.wanted)? {
-            all.insert(instance, text.trim().parse().unwrap_or(0));
+            all.insert(instance, split_made(&text).0.trim().parse().unwrap_or(0));
         }
         Ok(all)
     }
@@ -66,8 +104,21 @@ impl StateDir {
         self.wanted.join(instance.to_string()).exists()
     }
 
-    pub fn want_running(&self, instance: Uuid, run: i32) -> Result<(), EngineError> {
-        write(&self.wanted.join(instance.to_string()), &run.to_string())
+    /// When the instance was last marked wanted running, if it is.
+    pub fn wanted_made(&self, instance: Uuid) -> Result<Option<Made>, EngineError> {
+        Ok(read(&self.wanted.join(instance.to_string()))?.map(|text| split_made(&text).1))
+    }
+
+    pub fn want_running(
+        &self,
+        instance: Uuid,
+        run: i32,
+        made: DateTime<Utc>,
+    ) -> Result<(), EngineError> {
+        write(
+            &self.wanted.join(instance.to_string()),
+            &with_made(&run.to_string(), made),
+        )
     }
 
     pub fn not_wanted(&self, instance: Uuid) -> Result<(), EngineError> {
@@ -137,5 +188,36 @@ fn remove(path: &Path) -> Result<(), EngineError> {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
         Err(e) => Err(io(path, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bindings_and_markers_keep_when_they_were_made() {
+        let dir = std::env::temp_dir().join(format!("gpm-state-{}", Uuid::now_v7()));
+        let state = StateDir::open(&dir).unwrap();
+        let (instance, at) = (Uuid::now_v7(), Utc::now());
+        state.bind(instance, &[1, 3], at).unwrap();
+        state.want_running(instance, 2, at).unwrap();
+        let (indices, made) = state.binding_made(instance).unwrap().unwrap();
+        assert_eq!(indices, [1, 3]);
+        assert_eq!(made.unwrap().timestamp_micros(), at.timestamp_micros());
+        assert_eq!(state.wanted().unwrap()[&instance], 2);
+        assert!(state.wanted_made(instance).unwrap().unwrap().is_some());
+        assert_eq!(state.bindings().unwrap()[&instance], [1, 3]);
+        // Files from before the time was kept still read.
+        std::fs::write(dir.join("bindings").join(instance.to_string()), "0,1").unwrap();
+        assert_eq!(
+            state.binding_made(instance).unwrap(),
+            Some((vec![0, 1], None))
+        );
+        state.unbind(instance).unwrap();
+        state.not_wanted(instance).unwrap();
+        assert_eq!(state.binding(instance).unwrap(), None);
+        assert_eq!(state.wanted_made(instance).unwrap(), None);
+        std::fs::remove_dir_all(dir).unwrap();
     }
 }

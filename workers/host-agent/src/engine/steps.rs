@@ -7,6 +7,7 @@
 use std::path::Path;
 
 use bollard::query_parameters::{ListContainersOptionsBuilder, ListVolumesOptionsBuilder};
+use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::config::GpuStyle;
@@ -47,13 +48,15 @@ impl ContainerExecutor {
                 let spec: RentalSpec = serde_json::from_value(command.job.clone())
                     .map_err(|e| EngineError::BadJob(e.to_string()))?;
                 self.check_machine(spec.machine_id)?;
-                self.provision_step(&command.step, &spec, progress).await
+                self.provision_step(&command.step, &spec, command.issued_at, progress)
+                    .await
             }
             "deprovision" | "stop" => {
                 let job: InstanceRef = serde_json::from_value(command.job.clone())
                     .map_err(|e| EngineError::BadJob(e.to_string()))?;
                 self.check_machine(job.machine_id)?;
-                self.instance_step(&command.step, job.instance_id).await?;
+                self.instance_step(&command.step, job.instance_id, command.issued_at)
+                    .await?;
                 Ok(None)
             }
             other => Err(EngineError::UnknownStep(format!(
@@ -75,6 +78,7 @@ impl ContainerExecutor {
         &self,
         step: &str,
         spec: &RentalSpec,
+        issued_at: DateTime<Utc>,
         progress: &Progress,
     ) -> Result<Option<StepDetail>, EngineError> {
         let instance = spec.instance_id;
@@ -89,7 +93,7 @@ impl ContainerExecutor {
                 super::pull::pull_image(&self.docker, &spec.image, &limits, progress).await?;
             }
             "bind_gpus" => {
-                self.bind_gpus(instance, spec.gpu_count).await?;
+                self.bind_gpus(instance, spec.gpu_count, issued_at).await?;
             }
             "attach_network" => {
                 let _choosing = self.choosing.lock().await;
@@ -112,7 +116,7 @@ impl ContainerExecutor {
                 )
                 .await?;
             }
-            "start_container" => self.start_container(spec).await?,
+            "start_container" => self.start_container(spec, issued_at).await?,
             "authorize_ssh" => {
                 let keys = spec
                     .ssh_public_key
@@ -123,15 +127,20 @@ impl ContainerExecutor {
             }
             "readiness_check" => return self.readiness_check(instance).await.map(Some),
             // A stop's step may come with the provisioning job of the run.
-            "stop_instance" => self.stop_instance(instance).await?,
+            "stop_instance" => self.stop_instance(instance, issued_at).await?,
             other => return Err(EngineError::UnknownStep(other.to_owned())),
         }
         Ok(None)
     }
 
-    async fn instance_step(&self, step: &str, instance: Uuid) -> Result<(), EngineError> {
+    async fn instance_step(
+        &self,
+        step: &str,
+        instance: Uuid,
+        issued_at: DateTime<Utc>,
+    ) -> Result<(), EngineError> {
         match step {
-            "stop_instance" => self.stop_instance(instance).await,
+            "stop_instance" => self.stop_instance(instance, issued_at).await,
             "revoke_ssh" => Ok(self.access.revoke(instance)?),
             "stop_container" => {
                 self.state.not_wanted(instance)?;
@@ -203,18 +212,27 @@ impl ContainerExecutor {
     }
 
     /// The instance's GPUs, chosen once and kept in the state directory.
-    async fn bind_gpus(&self, instance: Uuid, gpu_count: i32) -> Result<Vec<u32>, EngineError> {
+    async fn bind_gpus(
+        &self,
+        instance: Uuid,
+        gpu_count: i32,
+        issued_at: DateTime<Utc>,
+    ) -> Result<Vec<u32>, EngineError> {
         let _choosing = self.choosing.lock().await;
         let want = usize::try_from(gpu_count.max(0)).unwrap_or(0);
         let bindings = self.state.bindings()?;
         let chosen = gpus::choose(&self.gpus, &bindings, instance, want)?;
         if bindings.get(&instance) != Some(&chosen) {
-            self.state.bind(instance, &chosen)?;
+            self.state.bind(instance, &chosen, issued_at)?;
         }
         Ok(chosen)
     }
 
-    async fn start_container(&self, spec: &RentalSpec) -> Result<(), EngineError> {
+    async fn start_container(
+        &self,
+        spec: &RentalSpec,
+        issued_at: DateTime<Utc>,
+    ) -> Result<(), EngineError> {
         let instance = spec.instance_id;
         // A start after a stop finds the GPUs released: bind again.
         let indices = match self.state.binding(instance)? {
@@ -223,7 +241,7 @@ impl ContainerExecutor {
                 let _choosing = self.choosing.lock().await;
                 let want = usize::try_from(spec.gpu_count.max(0)).unwrap_or(0);
                 let chosen = gpus::choose(&self.gpus, &self.state.bindings()?, instance, want)?;
-                self.state.bind(instance, &chosen)?;
+                self.state.bind(instance, &chosen, issued_at)?;
                 chosen
             }
         };
@@ -258,7 +276,7 @@ impl ContainerExecutor {
         self.repair_isolation().await;
         started?;
         // After the start: a container that never ran is not "exited".
-        self.state.want_running(instance, spec.attempt)?;
+        self.state.want_running(instance, spec.attempt, issued_at)?;
         tracing::info!(instance.id = %instance, gpus = ?indices, "container started");
         Ok(())
     }
@@ -323,14 +341,31 @@ impl ContainerExecutor {
     }
 
     /// Access revoked (sessions end), no longer wanted running, container
-    /// stopped (kept, with its volume and network), GPUs released.
-    async fn stop_instance(&self, instance: Uuid) -> Result<(), EngineError> {
+    /// stopped (kept, with its volume and network), GPUs released. Only
+    /// what was made before the stop was decided (`issued_at`) is undone: a
+    /// stop handled late leaves a start that followed it running, and GPUs
+    /// bound for it.
+    async fn stop_instance(
+        &self,
+        instance: Uuid,
+        issued_at: DateTime<Utc>,
+    ) -> Result<(), EngineError> {
+        let after = |made: Option<DateTime<Utc>>| made.is_some_and(|m| m > issued_at);
+        if let Some(made) = self.state.wanted_made(instance)?
+            && after(made)
+        {
+            tracing::info!(instance.id = %instance, "a stop decided before the latest start: ignored");
+            return Ok(());
+        }
         self.access.revoke(instance)?;
         self.state.not_wanted(instance)?;
         let stopped = container::stop(&self.docker, instance, self.config.stop_grace_seconds).await;
         self.repair_isolation().await;
         stopped?;
-        self.state.unbind(instance)
+        match self.state.binding_made(instance)? {
+            Some((_, made)) if after(made) => Ok(()),
+            _ => self.state.unbind(instance),
+        }
     }
 
     /// What is left of the instance: containers, networks, volumes labelled
