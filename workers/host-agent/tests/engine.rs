@@ -862,6 +862,28 @@ async fn the_host_is_checked_before_anything_is_made() {
     assert!(rig.provision(&spec, "bind_gpus").await.is_err());
     assert!(rig.labelled(spec.instance_id).await.is_empty());
 
+    // A job that does not decode is refused without quoting it (env
+    // values are secrets).
+    let mut job = serde_json::to_value(rig.spec()).unwrap();
+    job["env"] = serde_json::json!({ "TOKEN": 31337 });
+    let command = rig.command("provision", "bind_gpus", job);
+    let error = rig
+        .exec
+        .execute(&command, Progress::none())
+        .await
+        .unwrap_err();
+    assert!(
+        error.starts_with("the command's job could not be read"),
+        "{error}"
+    );
+    assert!(!error.contains("31337"), "{error}");
+    // A stop carries out nothing but stop_instance.
+    let error = rig
+        .instance("stop", "wipe_volume", Uuid::now_v7())
+        .await
+        .unwrap_err();
+    assert!(error.contains("unknown step"), "{error}");
+
     // Real GPUs need the engine's NVIDIA runtime (Podman here has none).
     let engine = Engine::start(&[]).await;
     let state = engine.dir.join("state");

@@ -45,15 +45,18 @@ impl ContainerExecutor {
     ) -> Result<Option<StepDetail>, EngineError> {
         match command.action.as_str() {
             "provision" => {
-                let spec: RentalSpec = serde_json::from_value(command.job.clone())
-                    .map_err(|e| EngineError::BadJob(e.to_string()))?;
+                let spec: RentalSpec =
+                    serde_json::from_value(command.job.clone()).map_err(bad_job)?;
                 self.check_machine(spec.machine_id)?;
                 self.provision_step(&command.step, &spec, command.issued_at, progress)
                     .await
             }
+            "stop" if command.step != "stop_instance" => {
+                Err(EngineError::UnknownStep(format!("stop/{}", command.step)))
+            }
             "deprovision" | "stop" => {
-                let job: InstanceRef = serde_json::from_value(command.job.clone())
-                    .map_err(|e| EngineError::BadJob(e.to_string()))?;
+                let job: InstanceRef =
+                    serde_json::from_value(command.job.clone()).map_err(bad_job)?;
                 self.check_machine(job.machine_id)?;
                 self.instance_step(&command.step, job.instance_id, command.issued_at)
                     .await?;
@@ -418,6 +421,12 @@ impl ContainerExecutor {
         }
         Ok(remains)
     }
+}
+
+/// A job that does not decode, without serde's words: they can quote a
+/// value, and the job carries the renter's secrets (env).
+fn bad_job(error: serde_json::Error) -> EngineError {
+    EngineError::BadJob(format!("{:?} error", error.classify()).to_ascii_lowercase())
 }
 
 /// Whether `dir` holds a CDI spec naming NVIDIA devices.
