@@ -158,7 +158,7 @@ async fn run() -> anyhow::Result<()> {
             Ok(())
         }
         Command::Agent(args) => {
-            host_agent::run(args.into_config()?).await?;
+            host_agent::run_host(args).await?;
             Ok(())
         }
         // Handled above, before the configuration is read.

@@ -91,6 +91,12 @@ pub enum Error {
     #[cfg(feature = "nvml")]
     #[error("nvml: {0}")]
     Nvml(#[from] nvml_wrapper::error::NvmlError),
+    #[error(transparent)]
+    Engine(#[from] engine::EngineError),
+    #[error(transparent)]
+    Ssh(#[from] ssh::SshError),
+    #[error("ssh access: {0}")]
+    Access(#[from] access::AccessError),
 }
 
 impl Error {
@@ -567,6 +573,41 @@ async fn publish_confirmed<T: Serialize>(
     Ok(())
 }
 
+/// `gpumarket agent ...`: reports the machine, and with `--engine-socket`
+/// runs its rentals as containers and serves the renters' SSH gateway
+/// (docs/real-hosts.md). Runs until the broker refuses the token.
+pub async fn run_host(args: AgentArgs) -> Result<(), Error> {
+    let engine = args.engine.config()?;
+    let ssh_listen = args.ssh_listen;
+    let mut config = args.into_config()?;
+    let Some(engine) = engine else {
+        tracing::info!(machine.id = %config.machine_id, "no --engine-socket: reporting only, taking no commands");
+        return run(config).await;
+    };
+    let access = Arc::new(access::Access::open(engine.state_dir.join("keys"))?);
+    if let Some((_, dir)) = config.hold_after_step.as_mut() {
+        dir.clone_from(&engine.state_dir);
+    }
+    let mut ssh_config = ssh::SshConfig::new(
+        std::net::SocketAddr::new(ssh_listen, engine.ssh_port),
+        engine.state_dir.join("ssh_host_ed25519_key"),
+    );
+    ssh_config.engine_socket = Some(engine.socket.clone());
+    let executor =
+        engine::ContainerExecutor::connect(engine, config.machine_id, &config.inventory, access.clone())
+            .await?;
+    let gateway = ssh::Gateway::start(ssh_config, executor.docker().clone(), access).await?;
+    tracing::info!(
+        machine.id = %config.machine_id,
+        ssh = %gateway.local_addr(),
+        host_key = gateway.host_key_fingerprint(),
+        "running rentals as containers"
+    );
+    let result = run_with_executor(config, Some(Arc::new(executor))).await;
+    gateway.shutdown().await;
+    result
+}
+
 /// `gpumarket agent ...`: run the host agent for one machine.
 #[derive(Debug, Clone, clap::Args)]
 pub struct AgentArgs {
@@ -602,6 +643,16 @@ pub struct AgentArgs {
     /// what NVML reports otherwise.
     #[arg(long)]
     pub driver_version: Option<String>,
+    /// The container engine (rentals run only when `--engine-socket` is given).
+    #[command(flatten)]
+    pub engine: engine::EngineArgs,
+    /// The address the SSH gateway listens on (its port is `--ssh-port`).
+    #[arg(long, default_value = "0.0.0.0")]
+    pub ssh_listen: std::net::IpAddr,
+    /// Test hook (never in production): after this step, hold its answer
+    /// and mark `held-<step>` in the state directory.
+    #[arg(long, env = "GPUMARKET_AGENT_HOLD_AFTER_STEP", hide = true)]
+    pub hold_after_step: Option<String>,
 }
 
 impl AgentArgs {
@@ -647,7 +698,9 @@ impl AgentArgs {
             token: self.token,
             heartbeat_interval: Duration::from_secs(self.heartbeat_seconds),
             inventory,
-            hold_after_step: None,
+            hold_after_step: self
+                .hold_after_step
+                .map(|step| (step, std::path::PathBuf::new())),
         })
     }
 }
