@@ -511,3 +511,41 @@ async fn the_host_key_survives_a_restart() {
 
     fx.cleanup().await;
 }
+
+/// The container's processes (`ps` output) as the renter sees them.
+async fn processes(fx: &Fixture, gateway: &GatewayHandle) -> String {
+    let mut ssh = fx.renter(gateway);
+    ssh.arg("ps -o pid,args");
+    text(&run(ssh, b"").await.stdout)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dropped_terminal_session_leaves_no_shell_behind() {
+    let fx = Fixture::new().await;
+    let gateway = fx.gateway().await;
+
+    let mut ssh = fx.renter(&gateway);
+    ssh.args(["-tt", "exec sleep 301"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    let client = ssh.spawn().unwrap();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !processes(&fx, &gateway).await.contains("sleep 301") {
+        assert!(Instant::now() < deadline, "the session never started");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // The renter's laptop goes away without a word.
+    kill(client);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while processes(&fx, &gateway).await.contains("sleep 301") {
+        assert!(
+            Instant::now() < deadline,
+            "the session's process outlived its terminal"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+
+    gateway.shutdown().await;
+    fx.cleanup().await;
+}

@@ -5,6 +5,8 @@
 //! process's stdin (EOF included), and the process's exit code becomes the
 //! channel's `exit-status`, so `ssh host 'exit 3'; echo $?` prints 3.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use bollard::Docker;
@@ -99,7 +101,96 @@ pub struct Running {
     /// Renter input for the process; dropping it is the renter's EOF.
     pub stdin: Option<mpsc::Sender<Vec<u8>>>,
     pub tty: bool,
+    /// Whether the channel's end hangs the process up (see [`hang_up`]).
+    hang_up: bool,
+    /// Set when the process's output ended (it exited).
+    ended: Arc<AtomicBool>,
+    docker: Docker,
+    container: String,
     _output: TaskGuard,
+}
+
+impl Drop for Running {
+    /// The channel ended (closed by the renter, the connection dropped or
+    /// access revoked) while the process still runs.
+    fn drop(&mut self) {
+        if !self.hang_up || self.ended.load(Ordering::SeqCst) {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let docker = self.docker.clone();
+            let container = std::mem::take(&mut self.container);
+            let exec_id = std::mem::take(&mut self.exec_id);
+            runtime.spawn(async move { hang_up(&docker, &container, &exec_id).await });
+        }
+    }
+}
+
+/// Sends SIGHUP to a session's process (and its process group) that
+/// outlived its channel, as the kernel does when an sshd session's terminal
+/// goes away: the engine keeps an exec's terminal open after the client is
+/// gone, so without this every dropped connection would leave a shell
+/// behind. The engine reports the host's pid; the container's own is in
+/// the host's `/proc/<pid>/status` (`NSpid`), read here because the agent
+/// runs on the host. Best effort: failures are only logged.
+async fn hang_up(docker: &Docker, container: &str, exec_id: &str) {
+    let Ok(state) = docker.inspect_exec(exec_id).await else {
+        return;
+    };
+    let Some(host_pid) = state.pid.filter(|p| *p > 0) else {
+        return;
+    };
+    if state.running != Some(true) {
+        return;
+    }
+    let Some(pid) = std::fs::read_to_string(format!("/proc/{host_pid}/status"))
+        .ok()
+        .and_then(|status| container_pid(&status))
+    else {
+        tracing::debug!(
+            host_pid,
+            "no container pid for a session process to hang up"
+        );
+        return;
+    };
+    let kill = async {
+        let exec = docker
+            .create_exec(
+                container,
+                CreateExecOptions {
+                    cmd: Some(vec![
+                        "/bin/sh".to_string(),
+                        "-c".to_string(),
+                        format!("kill -HUP -{pid} {pid} 2>/dev/null"),
+                    ]),
+                    ..Default::default()
+                },
+            )
+            .await?;
+        docker
+            .start_exec(
+                &exec.id,
+                Some(StartExecOptions {
+                    detach: true,
+                    ..Default::default()
+                }),
+            )
+            .await
+    };
+    match kill.await {
+        Ok(_) => tracing::debug!(pid, "hung up a session's process"),
+        Err(error) => tracing::debug!(%error, "hanging up a session's process failed"),
+    }
+}
+
+/// The pid in the innermost pid namespace, from `/proc/<pid>/status`.
+fn container_pid(status: &str) -> Option<u32> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("NSpid:"))
+        .and_then(|pids| pids.split_whitespace().last())
+        .and_then(|pid| pid.parse().ok())
+        .filter(|pid| *pid > 1)
 }
 
 /// Finds the image's sftp-server (the first of [`SFTP_SERVERS`] that is
@@ -207,19 +298,31 @@ pub async fn start(
 
     let (stdin_tx, stdin_rx) = mpsc::channel(STDIN_QUEUE);
     let stdin_task = TaskGuard::spawn(feed_stdin(input, stdin_rx, tty));
-    let output_task = TaskGuard::spawn(pump_output(
-        docker.clone(),
-        exec_id.clone(),
+    let ended = Arc::new(AtomicBool::new(false));
+    let exec = ExecRef {
+        docker: docker.clone(),
+        id: exec_id.clone(),
         instance,
+        timeout,
+    };
+    let output_task = TaskGuard::spawn(pump_output(
+        exec,
         output,
         channel,
         stdin_task,
-        timeout,
+        ended.clone(),
     ));
     Ok(Running {
         exec_id,
         stdin: Some(stdin_tx),
         tty,
+        // A terminal's processes get SIGHUP when it goes away; sftp-server
+        // would wait forever for requests. A plain command goes on, as
+        // under sshd (`nohup` is not needed for it).
+        hang_up: tty || matches!(program, Program::Sftp(_)),
+        ended,
+        docker: docker.clone(),
+        container: container.to_string(),
         _output: output_task,
     })
 }
@@ -261,15 +364,22 @@ type Output = std::pin::Pin<
     Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
 >;
 
-async fn pump_output(
+/// The exec a channel runs, for the end of its output.
+struct ExecRef {
     docker: Docker,
-    exec_id: String,
+    id: String,
     instance: Uuid,
+    timeout: Duration,
+}
+
+async fn pump_output(
+    exec: ExecRef,
     mut output: Output,
     channel: ChannelWriteHalf<Msg>,
     stdin_task: TaskGuard,
-    timeout: Duration,
+    ended: Arc<AtomicBool>,
 ) {
+    let instance = exec.instance;
     let mut stdout = channel.make_writer();
     let mut stderr = channel.make_writer_ext(Some(1));
     while let Some(chunk) = output.next().await {
@@ -289,8 +399,9 @@ async fn pump_output(
             return;
         }
     }
+    ended.store(true, Ordering::SeqCst);
     drop(stdin_task);
-    let code = exit_code(&docker, &exec_id, timeout).await;
+    let code = exit_code(&exec.docker, &exec.id, exec.timeout).await;
     tracing::debug!(%instance, ?code, "session process ended");
     let _ = channel.eof().await;
     if let Some(code) = code {
@@ -319,5 +430,20 @@ async fn exit_code(docker: &Docker, exec_id: &str, timeout: Duration) -> Option<
             return None;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_container_pid_is_the_innermost_one() {
+        let status = "Name:\tsh\nTgid:\t4242\nNSpid:\t4242\t7\nNSpgid:\t4242\t7\n";
+        assert_eq!(container_pid(status), Some(7));
+        // Not in a pid namespace of its own: nothing to hang up safely
+        // from inside a container.
+        assert_eq!(container_pid("NSpid:\t1\n"), None);
+        assert_eq!(container_pid("Name:\tsh\n"), None);
     }
 }
