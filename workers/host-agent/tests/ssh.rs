@@ -77,13 +77,14 @@ impl Fixture {
             docker,
             instance,
         };
-        fixture.create_container().await;
+        fixture.create_container(None).await;
         let public = std::fs::read_to_string(fixture.key.with_extension("pub")).unwrap();
         fixture.access.authorize(instance, &public).unwrap();
         fixture
     }
 
-    async fn create_container(&self) {
+    /// The test container; `binds` are read-only host paths to mount.
+    async fn create_container(&self, binds: Option<Vec<String>>) {
         let name = names::container(self.instance);
         let ulimit = |name: &str| ResourcesUlimits {
             name: Some(name.into()),
@@ -103,6 +104,7 @@ impl Fixture {
                     ),
                     host_config: Some(HostConfig {
                         ulimits: Some(vec![ulimit("nofile"), ulimit("nproc")]),
+                        binds,
                         ..Default::default()
                     }),
                     ..Default::default()
@@ -545,6 +547,83 @@ async fn a_dropped_terminal_session_leaves_no_shell_behind() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+
+    gateway.shutdown().await;
+    fx.cleanup().await;
+}
+
+/// OpenSSH's sftp-server on this machine: `GPM_TEST_SFTP_SERVER`, or
+/// Debian's `openssh-sftp-server` package.
+fn host_sftp_server() -> Option<PathBuf> {
+    std::env::var_os("GPM_TEST_SFTP_SERVER")
+        .map(PathBuf::from)
+        .or_else(|| Some(PathBuf::from("/usr/lib/openssh/sftp-server")))
+        .filter(|p| p.exists())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sftp_works_when_the_image_has_an_sftp_server() {
+    let Some(sftp_server) = host_sftp_server() else {
+        eprintln!("skipped: no sftp-server here (install openssh-sftp-server)");
+        return;
+    };
+    let fx = Fixture::new().await;
+    // The busybox image has no C library: lend it the host's, and the
+    // host's sftp-server where images of other distributions keep it.
+    fx.docker
+        .remove_container(
+            &names::container(fx.instance),
+            Some(RemoveContainerOptions {
+                force: true,
+                ..Default::default()
+            }),
+        )
+        .await
+        .unwrap();
+    fx.create_container(Some(vec![
+        "/usr/lib:/lib:ro".into(),
+        "/usr/lib64:/lib64:ro".into(),
+        format!(
+            "{}:/usr/libexec/openssh/sftp-server:ro",
+            sftp_server.display()
+        ),
+    ]))
+    .await;
+    let gateway = fx.gateway().await;
+
+    let upload = fx.dir.join("upload.bin");
+    let download = fx.dir.join("download.bin");
+    let content: Vec<u8> = (0..(1 << 20) + 17)
+        .map(|i: u32| (i * 7 % 251) as u8)
+        .collect();
+    std::fs::write(&upload, &content).unwrap();
+    let mut sftp = Command::new("sftp");
+    sftp.args(["-P", &gateway.local_addr().port().to_string()])
+        .arg("-i")
+        .arg(&fx.key)
+        .args([
+            "-o",
+            "StrictHostKeyChecking=no",
+            "-o",
+            "UserKnownHostsFile=/dev/null",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "IdentitiesOnly=yes",
+            "-o",
+            "LogLevel=ERROR",
+            "-b",
+            "-",
+        ])
+        .arg(format!("{}@127.0.0.1", fx.instance));
+    let batch = format!(
+        "put {} /tmp/up.bin\nget /tmp/up.bin {}\n",
+        upload.display(),
+        download.display()
+    );
+    let out = run(sftp, batch.as_bytes()).await;
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    assert!(std::fs::read(&download).unwrap() == content);
 
     gateway.shutdown().await;
     fx.cleanup().await;
