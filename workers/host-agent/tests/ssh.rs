@@ -116,12 +116,17 @@ impl Fixture {
     }
 
     async fn gateway(&self) -> GatewayHandle {
+        self.gateway_with(|_| {}).await
+    }
+
+    async fn gateway_with(&self, tweak: impl FnOnce(&mut SshConfig)) -> GatewayHandle {
         let mut config = SshConfig::new(
             "127.0.0.1:0".parse().unwrap(),
             self.dir.join("host_key/ssh_host_ed25519_key"),
         );
         // Refusals are what several tests wait for.
         config.auth_rejection_time = Duration::from_millis(200);
+        tweak(&mut config);
         Gateway::start(config, self.docker.clone(), self.access.clone())
             .await
             .unwrap()
@@ -624,6 +629,90 @@ async fn sftp_works_when_the_image_has_an_sftp_server() {
     let out = run(sftp, batch.as_bytes()).await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
     assert!(std::fs::read(&download).unwrap() == content);
+
+    gateway.shutdown().await;
+    fx.cleanup().await;
+}
+
+/// What a raw TCP client gets from the gateway before it hangs up: the
+/// version line, or nothing when the connection is refused.
+fn greeting_then_close(stream: &mut TcpStream) -> (String, Duration) {
+    let started = Instant::now();
+    stream
+        .set_read_timeout(Some(Duration::from_secs(10)))
+        .unwrap();
+    let mut seen = Vec::new();
+    let _ = stream.read_to_end(&mut seen);
+    (text(&seen), started.elapsed())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_and_sessions_are_capped_and_silent_clients_dropped() {
+    let fx = Fixture::new().await;
+    let gateway = fx
+        .gateway_with(|config| {
+            config.max_sessions_per_instance = 1;
+            config.max_connections = 2;
+            config.auth_timeout = Duration::from_secs(1);
+        })
+        .await;
+    let addr = gateway.local_addr();
+
+    // Two silent clients fill the gateway; a third is closed at once.
+    let silent: Vec<TcpStream> = (0..2).map(|_| TcpStream::connect(addr).unwrap()).collect();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (seen, _) = tokio::task::spawn_blocking(move || {
+        greeting_then_close(&mut TcpStream::connect(addr).unwrap())
+    })
+    .await
+    .unwrap();
+    assert_eq!(seen, "", "a connection over the cap is closed unanswered");
+    // The silent ones are dropped once the login time is up.
+    for mut stream in silent {
+        let (seen, waited) = tokio::task::spawn_blocking(move || greeting_then_close(&mut stream))
+            .await
+            .unwrap();
+        assert!(seen.starts_with("SSH-2.0-"), "{seen}");
+        assert!(waited < Duration::from_secs(5), "{waited:?}");
+    }
+
+    // One session per instance here: a second login waits for the first
+    // to end.
+    let mut ssh = fx.renter(&gateway);
+    ssh.arg("echo started; sleep 60")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut first = ssh.spawn().unwrap();
+    let stdout = first.stdout.take().unwrap();
+    let line = tokio::task::spawn_blocking(move || {
+        let mut line = String::new();
+        BufReader::new(stdout).read_line(&mut line).unwrap();
+        line
+    })
+    .await
+    .unwrap();
+    assert_eq!(line, "started\n");
+    let mut ssh = fx.renter(&gateway);
+    ssh.arg("echo second");
+    let out = run(ssh, b"").await;
+    assert_eq!(out.status.code(), Some(255), "{}", text(&out.stderr));
+    kill(first);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut ssh = fx.renter(&gateway);
+        ssh.arg("echo second");
+        let out = run(ssh, b"").await;
+        if out.status.code() == Some(0) {
+            assert_eq!(text(&out.stdout), "second\n");
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the first session's place was never freed"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
 
     gateway.shutdown().await;
     fx.cleanup().await;
