@@ -46,6 +46,7 @@ fn engine_script(args: &[&str]) -> String {
 /// all removed on drop.
 struct Fixture {
     dir: PathBuf,
+    socket: PathBuf,
     docker: Docker,
     instance: Uuid,
     access: Arc<Access>,
@@ -74,6 +75,7 @@ impl Fixture {
             key: keygen(&dir, "renter"),
             other_key: keygen(&dir, "stranger"),
             dir,
+            socket: PathBuf::from(&socket),
             docker,
             instance,
         };
@@ -126,6 +128,7 @@ impl Fixture {
         );
         // Refusals are what several tests wait for.
         config.auth_rejection_time = Duration::from_millis(200);
+        config.engine_socket = Some(self.socket.clone());
         tweak(&mut config);
         Gateway::start(config, self.docker.clone(), self.access.clone())
             .await
@@ -342,13 +345,30 @@ async fn a_terminal_session_runs_a_shell() {
     assert!(stdout.contains("term="), "{stdout}");
     assert_eq!(out.status.code(), Some(5), "{stdout}");
 
-    // A command with a terminal too.
+    // A command with a terminal too; every byte of the terminal's output
+    // arrives, including those that look like the engine's stream headers.
     let mut ssh = fx.renter(&gateway);
-    ssh.args(["-tt", "tty; exit 7"]);
+    ssh.args([
+        "-tt",
+        "printf '\\001abc'; sleep 0.2; printf '\\000\\002xyz'; sleep 0.2; tty; exit 7",
+    ]);
     let out = run(ssh, b"").await;
-    assert!(text(&out.stdout).contains("/dev/pts/"));
+    assert!(
+        out.stdout.starts_with(b"\x01abc\x00\x02xyz/dev/pts/"),
+        "{:?}",
+        text(&out.stdout)
+    );
     assert_eq!(out.status.code(), Some(7));
+    gateway.shutdown().await;
 
+    // Without the engine's socket, terminals go through bollard (whose
+    // decoder would have lost the bytes above) and still work.
+    let gateway = fx.gateway_with(|config| config.engine_socket = None).await;
+    let mut ssh = fx.renter(&gateway);
+    ssh.arg("-tt");
+    let out = run(ssh, b"echo pty-$((6*7))\nexit 5\n").await;
+    assert!(text(&out.stdout).contains("pty-42"));
+    assert_eq!(out.status.code(), Some(5));
     gateway.shutdown().await;
     fx.cleanup().await;
 }

@@ -40,6 +40,11 @@ pub struct SshConfig {
     /// Keepalive probes to silent clients (default every 60 s; a client that
     /// misses 3 in a row is disconnected).
     pub keepalive_interval: Duration,
+    /// The engine's unix socket (the one `docker` talks to), when it is
+    /// one. Terminal sessions then read the terminal's raw bytes from it
+    /// (see `hijack.rs`); without it they go through bollard, whose decoder
+    /// loses output that starts with a byte 0, 1 or 2 (default None).
+    pub engine_socket: Option<PathBuf>,
     /// Longest wait for the container engine to answer one call while a
     /// login or a channel is being set up (default 10 s).
     pub engine_timeout: Duration,
@@ -57,6 +62,7 @@ impl SshConfig {
             max_auth_attempts: 6,
             inactivity_timeout: Duration::from_secs(30 * 60),
             keepalive_interval: Duration::from_secs(60),
+            engine_socket: None,
             engine_timeout: Duration::from_secs(10),
         }
     }

@@ -17,6 +17,7 @@
 
 mod config;
 mod forward;
+mod hijack;
 pub mod host_key;
 mod server;
 mod session;

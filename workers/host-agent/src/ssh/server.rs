@@ -183,14 +183,18 @@ impl Connection {
             return Ok(session.channel_failure(channel)?);
         };
         let config = &self.shared.config;
+        let engine = session::Engine {
+            docker: &self.shared.docker,
+            socket: config.engine_socket.as_deref(),
+            timeout: config.engine_timeout,
+        };
         match session::start(
-            &self.shared.docker,
+            &engine,
             &names::container(instance),
             instance,
             &program,
             pty.as_ref(),
             write,
-            config.engine_timeout,
         )
         .await
         {

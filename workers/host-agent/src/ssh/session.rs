@@ -5,6 +5,8 @@
 //! process's stdin (EOF included), and the process's exit code becomes the
 //! channel's `exit-status`, so `ssh host 'exit 3'; echo $?` prints 3.
 
+use std::path::Path;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -15,11 +17,11 @@ use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, Star
 use futures_util::StreamExt;
 use russh::ChannelWriteHalf;
 use russh::server::Msg;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::SshError;
+use super::{SshError, hijack};
 
 /// Where an image keeps OpenSSH's sftp-server, in the order tried.
 pub const SFTP_SERVERS: [&str; 4] = [
@@ -244,53 +246,70 @@ pub async fn find_sftp_server(
         .map(|p| (*p).to_string()))
 }
 
+/// The container engine, as the sessions use it.
+pub struct Engine<'a> {
+    pub docker: &'a Docker,
+    /// Its unix socket, for TTY sessions' raw stream ([`super::hijack`]).
+    pub socket: Option<&'a Path>,
+    /// Longest wait for one engine call while a session starts.
+    pub timeout: Duration,
+}
+
 /// Starts `program` in `container` and bridges it to the channel whose
 /// write half is `channel`. Returns once the process runs; the bridging
 /// goes on in a task that ends the channel (exit-status, EOF, close) when
 /// the process ends.
 pub async fn start(
-    docker: &Docker,
+    engine: &Engine<'_>,
     container: &str,
     instance: Uuid,
     program: &Program,
     pty: Option<&PtyRequest>,
     channel: ChannelWriteHalf<Msg>,
-    timeout: Duration,
 ) -> Result<Running, SshError> {
+    let docker = engine.docker;
+    let timeout = engine.timeout;
     let tty = pty.is_some();
     let env = pty.map(|p| vec![format!("TERM={}", p.term)]);
-    let started = async {
-        let exec = docker
-            .create_exec(
-                container,
-                CreateExecOptions {
-                    attach_stdin: Some(true),
-                    attach_stdout: Some(true),
-                    attach_stderr: Some(true),
-                    tty: Some(tty),
-                    env,
-                    cmd: Some(program.argv()),
-                    ..Default::default()
-                },
-            )
-            .await?;
-        let results = docker
-            .start_exec(
-                &exec.id,
-                Some(StartExecOptions {
-                    detach: false,
-                    tty,
-                    output_capacity: None,
-                }),
-            )
-            .await?;
-        Ok::<_, bollard::errors::Error>((exec.id, results))
-    };
-    let (exec_id, results) = tokio::time::timeout(timeout, started)
+    let create = docker.create_exec(
+        container,
+        CreateExecOptions {
+            attach_stdin: Some(true),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            tty: Some(tty),
+            env,
+            cmd: Some(program.argv()),
+            ..Default::default()
+        },
+    );
+    let exec_id = tokio::time::timeout(timeout, create)
         .await
-        .map_err(|_| SshError::EngineTimeout)??;
-    let StartExecResults::Attached { output, input } = results else {
-        return Err(SshError::Engine("the exec started detached".into()));
+        .map_err(|_| SshError::EngineTimeout)??
+        .id;
+    let (output, input): (Output, Input) = match engine.socket.filter(|_| tty) {
+        Some(socket) => {
+            let attached = tokio::time::timeout(timeout, hijack::start_tty(socket, &exec_id))
+                .await
+                .map_err(|_| SshError::EngineTimeout)?
+                .map_err(|e| SshError::Engine(e.to_string()))?;
+            let (read, write) = attached.stream.into_split();
+            (raw_output(attached.early, read), Box::pin(write))
+        }
+        None => {
+            let options = StartExecOptions {
+                detach: false,
+                tty,
+                output_capacity: None,
+            };
+            let results = tokio::time::timeout(timeout, docker.start_exec(&exec_id, Some(options)))
+                .await
+                .map_err(|_| SshError::EngineTimeout)??;
+            let StartExecResults::Attached { output, input } = results else {
+                return Err(SshError::Engine("the exec started detached".into()));
+            };
+            (Box::pin(output.map(Chunk::from)), input)
+        }
     };
     if let Some(pty) = pty {
         resize(docker, &exec_id, pty.cols, pty.rows).await;
@@ -327,6 +346,50 @@ pub async fn start(
     })
 }
 
+/// A piece of a process's output.
+enum Chunk {
+    Stdout(Vec<u8>),
+    Stderr(Vec<u8>),
+    /// The stream broke (logged, then treated as its end).
+    Broken(String),
+    /// Nothing for the renter (the engine's echo of stdin).
+    Nothing,
+}
+
+impl From<Result<LogOutput, bollard::errors::Error>> for Chunk {
+    fn from(item: Result<LogOutput, bollard::errors::Error>) -> Self {
+        match item {
+            Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
+                Chunk::Stdout(message.to_vec())
+            }
+            Ok(LogOutput::StdErr { message }) => Chunk::Stderr(message.to_vec()),
+            Ok(LogOutput::StdIn { .. }) => Chunk::Nothing,
+            Err(error) => Chunk::Broken(error.to_string()),
+        }
+    }
+}
+
+type Output = Pin<Box<dyn futures_util::Stream<Item = Chunk> + Send>>;
+type Input = Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
+/// A TTY's raw bytes as output chunks: first what came with the engine's
+/// response head, then what the socket brings.
+fn raw_output(early: Vec<u8>, read: tokio::net::unix::OwnedReadHalf) -> Output {
+    let early = (!early.is_empty()).then_some(Chunk::Stdout(early));
+    let rest = futures_util::stream::unfold(read, |mut read| async move {
+        let mut buf = vec![0u8; 32 * 1024];
+        match read.read(&mut buf).await {
+            Ok(0) => None,
+            Ok(n) => {
+                buf.truncate(n);
+                Some((Chunk::Stdout(buf), read))
+            }
+            Err(error) => Some((Chunk::Broken(error.to_string()), read)),
+        }
+    });
+    Box::pin(futures_util::stream::iter(early).chain(rest))
+}
+
 /// Tells the engine the terminal's new size. Failures are only logged: a
 /// missed resize leaves a wrongly wrapped screen, not a broken session.
 pub async fn resize(docker: &Docker, exec_id: &str, cols: u32, rows: u32) {
@@ -340,11 +403,7 @@ pub async fn resize(docker: &Docker, exec_id: &str, cols: u32, rows: u32) {
     }
 }
 
-async fn feed_stdin(
-    mut input: std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>,
-    mut rx: mpsc::Receiver<Vec<u8>>,
-    tty: bool,
-) {
+async fn feed_stdin(mut input: Input, mut rx: mpsc::Receiver<Vec<u8>>, tty: bool) {
     while let Some(chunk) = rx.recv().await {
         if input.write_all(&chunk).await.is_err() || input.flush().await.is_err() {
             return;
@@ -359,10 +418,6 @@ async fn feed_stdin(
     }
     std::future::pending::<()>().await;
 }
-
-type Output = std::pin::Pin<
-    Box<dyn futures_util::Stream<Item = Result<LogOutput, bollard::errors::Error>> + Send>,
->;
 
 /// The exec a channel runs, for the end of its output.
 struct ExecRef {
@@ -384,12 +439,10 @@ async fn pump_output(
     let mut stderr = channel.make_writer_ext(Some(1));
     while let Some(chunk) = output.next().await {
         let written = match chunk {
-            Ok(LogOutput::StdOut { message }) | Ok(LogOutput::Console { message }) => {
-                stdout.write_all(&message).await
-            }
-            Ok(LogOutput::StdErr { message }) => stderr.write_all(&message).await,
-            Ok(LogOutput::StdIn { .. }) => Ok(()),
-            Err(error) => {
+            Chunk::Stdout(bytes) => stdout.write_all(&bytes).await,
+            Chunk::Stderr(bytes) => stderr.write_all(&bytes).await,
+            Chunk::Nothing => Ok(()),
+            Chunk::Broken(error) => {
                 tracing::debug!(%instance, %error, "the exec's output stream broke");
                 break;
             }
