@@ -419,11 +419,17 @@ async fn a_local_forward_reaches_the_container_and_nothing_else() {
 
     let container_port = free_port();
     let elsewhere_port = free_port();
+    let by_name_port = free_port();
     let mut ssh = fx.renter(&gateway);
     ssh.args(["-N", "-L"])
         .arg(format!("{container_port}:localhost:8080"))
         .arg("-L")
         .arg(format!("{elsewhere_port}:10.88.0.1:8080"))
+        .arg("-L")
+        .arg(format!(
+            "{by_name_port}:{}:8080",
+            names::container(fx.instance)
+        ))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -433,11 +439,29 @@ async fn a_local_forward_reaches_the_container_and_nothing_else() {
         .await
         .unwrap();
     assert!(answer.contains("forwarded-answer"), "{answer}");
+    // Many at once, as a browser on a forwarded notebook does.
+    let answers = tokio::task::spawn_blocking(move || {
+        let threads: Vec<_> = (0..24)
+            .map(|_| std::thread::spawn(move || http_get(container_port)))
+            .collect();
+        threads
+            .into_iter()
+            .map(|t| t.join().unwrap())
+            .collect::<Vec<_>>()
+    })
+    .await
+    .unwrap();
+    assert!(answers.iter().all(|a| a.contains("forwarded-answer")));
     // Another host: the channel is refused, the local connection closed.
     let answer = tokio::task::spawn_blocking(move || http_get(elsewhere_port))
         .await
         .unwrap();
     assert_eq!(answer, "");
+    // The container's own name is the container too.
+    let answer = tokio::task::spawn_blocking(move || http_get(by_name_port))
+        .await
+        .unwrap();
+    assert!(answer.contains("forwarded-answer"), "{answer}");
     kill(forward);
 
     gateway.shutdown().await;

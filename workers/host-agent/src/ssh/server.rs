@@ -23,8 +23,13 @@ use super::{SshConfig, SshError, forward};
 use crate::access::{Access, SessionGuard};
 use crate::names;
 
-/// Channels open at once on one connection (sshd's `MaxSessions`).
-const MAX_CHANNELS: usize = 10;
+/// Session channels open at once on one connection (sshd's `MaxSessions`).
+const MAX_SESSIONS: usize = 10;
+/// Forwarded connections open at once on one connection: a browser on a
+/// forwarded Jupyter opens a few at a time, each websocket one more.
+const MAX_FORWARDS: usize = 64;
+/// The longest user name written to the log.
+const LOGGED_USER: usize = 64;
 
 /// What every connection shares.
 pub struct Shared {
@@ -135,6 +140,13 @@ impl Connection {
         }
     }
 
+    fn count(&self, forwards: bool) -> usize {
+        self.channels
+            .values()
+            .filter(|c| matches!(c, ChannelState::Forward { .. }) == forwards)
+            .count()
+    }
+
     fn instance(&self) -> Option<Uuid> {
         self.login.as_ref().map(|l| l.instance)
     }
@@ -239,6 +251,7 @@ impl russh::server::Handler for Connection {
         let fingerprint = key.public_key.fingerprint(HashAlg::Sha256).to_string();
         let peer = self.peer.map(|p| p.to_string()).unwrap_or_default();
         if let Some(reason) = self.refusal(user, key.public_key).await {
+            let user: String = user.chars().take(LOGGED_USER).collect();
             tracing::info!(user = %user.escape_debug(), %fingerprint, %peer, reason, "SSH login refused");
             return Ok(Auth::reject());
         }
@@ -300,7 +313,7 @@ impl russh::server::Handler for Connection {
         reply: ChannelOpenHandle,
         _session: &mut Session,
     ) -> Result<(), SshError> {
-        if self.login.is_none() || self.channels.len() >= MAX_CHANNELS {
+        if self.login.is_none() || self.count(false) >= MAX_SESSIONS {
             reply
                 .reject(russh::ChannelOpenFailure::ResourceShortage)
                 .await;
@@ -332,7 +345,7 @@ impl russh::server::Handler for Connection {
                 .await;
             return Ok(());
         };
-        if self.channels.len() >= MAX_CHANNELS {
+        if self.count(true) >= MAX_FORWARDS {
             reply
                 .reject(russh::ChannelOpenFailure::ResourceShortage)
                 .await;
