@@ -417,6 +417,14 @@ async fn a_local_forward_reaches_the_container_and_nothing_else() {
     let out = run(ssh, b"").await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 
+    // A service of the agent's host, which a renter must not reach.
+    let host_service = TcpListener::bind("127.0.0.2:0").unwrap();
+    let host_port = host_service.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut stream in host_service.incoming().flatten() {
+            let _ = stream.write_all(b"host-secret");
+        }
+    });
     let container_port = free_port();
     let elsewhere_port = free_port();
     let by_name_port = free_port();
@@ -424,7 +432,7 @@ async fn a_local_forward_reaches_the_container_and_nothing_else() {
     ssh.args(["-N", "-L"])
         .arg(format!("{container_port}:localhost:8080"))
         .arg("-L")
-        .arg(format!("{elsewhere_port}:10.88.0.1:8080"))
+        .arg(format!("{elsewhere_port}:127.0.0.2:{host_port}"))
         .arg("-L")
         .arg(format!(
             "{by_name_port}:{}:8080",

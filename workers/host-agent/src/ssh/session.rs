@@ -31,9 +31,13 @@ pub const SFTP_SERVERS: [&str; 4] = [
     "/usr/libexec/sftp-server",
 ];
 
-/// Chunks of renter input queued for a process that is not reading its
-/// stdin; past this the connection waits (TCP backpressure) instead of
-/// buffering without bound.
+/// Chunks (of at most a packet, 32 KiB) of renter input queued for a
+/// process that is not reading its stdin. Past this the connection's loop
+/// waits, which stops reading from the client (TCP backpressure), instead
+/// of buffering without bound. russh opens the SSH window again by itself,
+/// per connection rather than per channel, so this is the only brake: a
+/// process that writes a lot without reading while the renter sends more
+/// than this stalls the connection until it reads.
 const STDIN_QUEUE: usize = 64;
 
 /// The terminal a `pty-req` asked for.
