@@ -769,3 +769,53 @@ async fn connections_and_sessions_are_capped_and_silent_clients_dropped() {
     gateway.shutdown().await;
     fx.cleanup().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_terminal_follows_the_renters_window_size() {
+    let fx = Fixture::new().await;
+    let gateway = fx.gateway().await;
+    // tmux gives ssh a real terminal of a known size, and resizes it.
+    let tmux_socket = fx.dir.join("tmux.sock");
+    let out_file = fx.dir.join("sizes.txt");
+    let tmux = |args: &[&str]| {
+        let out = Command::new("tmux")
+            .arg("-S")
+            .arg(&tmux_socket)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "tmux {args:?}: {}", text(&out.stderr));
+    };
+    let ssh = fx.renter(&gateway);
+    let mut line: Vec<String> = std::iter::once(ssh.get_program())
+        .chain(ssh.get_args())
+        .map(|a| format!("'{}'", a.to_str().unwrap()))
+        .collect();
+    line.push("-tt".into());
+    line.push("'stty size; sleep 3; stty size'".into());
+    let script = format!("{} > {}", line.join(" "), out_file.display());
+    tmux(&["new-session", "-d", "-x", "100", "-y", "30", &script]);
+
+    let sizes = || std::fs::read_to_string(&out_file).unwrap_or_default();
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !sizes().contains('\n') {
+        assert!(Instant::now() < deadline, "no first size: {:?}", sizes());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(sizes().starts_with("30 100"), "{:?}", sizes());
+    tmux(&["resize-window", "-x", "120", "-y", "40"]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while sizes().lines().count() < 2 {
+        assert!(Instant::now() < deadline, "no second size: {:?}", sizes());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(sizes().lines().nth(1).map(str::trim), Some("40 120"));
+    let _ = Command::new("tmux")
+        .arg("-S")
+        .arg(&tmux_socket)
+        .arg("kill-server")
+        .output();
+
+    gateway.shutdown().await;
+    fx.cleanup().await;
+}

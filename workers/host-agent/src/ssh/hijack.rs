@@ -24,13 +24,28 @@ pub struct Attached {
     pub early: Vec<u8>,
 }
 
-/// `POST /exec/{id}/start` with `Upgrade: tcp`, as the Docker CLI does.
-pub async fn start_tty(socket: &Path, exec_id: &str) -> std::io::Result<Attached> {
+/// `POST /exec/{id}/start` with `Upgrade: tcp`, as the Docker CLI does,
+/// with the terminal's first size (`rows`, `cols`; 0 when unknown).
+pub async fn start_tty(
+    socket: &Path,
+    exec_id: &str,
+    rows: u16,
+    cols: u16,
+) -> std::io::Result<Attached> {
     let invalid = |what: String| std::io::Error::new(std::io::ErrorKind::InvalidData, what);
     if !exec_id.chars().all(|c| c.is_ascii_alphanumeric()) {
         return Err(invalid(format!("unexpected exec id {exec_id:?}")));
     }
-    let body = r#"{"Detach":false,"Tty":true}"#;
+    // The size is set as the terminal is made, before the process starts
+    // (a resize after the start comes too late for a program's first look):
+    // Docker reads `ConsoleSize` (API 1.42 on), Podman `h` and `w`.
+    let body = if rows > 0 && cols > 0 {
+        format!(
+            r#"{{"Detach":false,"Tty":true,"ConsoleSize":[{rows},{cols}],"h":{rows},"w":{cols}}}"#
+        )
+    } else {
+        r#"{"Detach":false,"Tty":true}"#.to_string()
+    };
     let request = format!(
         "POST /exec/{exec_id}/start HTTP/1.1\r\n\
          Host: engine\r\n\

@@ -487,7 +487,9 @@ impl russh::server::Handler for Connection {
         _session: &mut Session,
     ) -> Result<(), SshError> {
         match self.channels.get_mut(&channel) {
-            Some(ChannelState::Running(running)) if running.tty => {
+            Some(ChannelState::Running(running))
+                if running.tty && col_width > 0 && row_height > 0 =>
+            {
                 // Off the connection's loop: a slow engine must not stall
                 // the renter's keystrokes.
                 let docker = self.shared.docker.clone();

@@ -14,6 +14,7 @@ use std::time::Duration;
 use bollard::Docker;
 use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, ResizeExecOptions, StartExecOptions, StartExecResults};
+use bollard::models::ExecConfig;
 use futures_util::StreamExt;
 use russh::ChannelWriteHalf;
 use russh::server::Msg;
@@ -275,28 +276,33 @@ pub async fn start(
     let timeout = engine.timeout;
     let tty = pty.is_some();
     let env = pty.map(|p| vec![format!("TERM={}", p.term)]);
-    let create = docker.create_exec(
-        container,
-        CreateExecOptions {
-            attach_stdin: Some(true),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            tty: Some(tty),
-            env,
-            cmd: Some(program.argv()),
-            ..Default::default()
-        },
-    );
+    let mut config: ExecConfig = CreateExecOptions {
+        attach_stdin: Some(true),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        tty: Some(tty),
+        env,
+        cmd: Some(program.argv()),
+        ..Default::default()
+    }
+    .into();
+    config.console_size = pty
+        .filter(|p| p.cols > 0 && p.rows > 0)
+        .map(|p| vec![p.rows as usize, p.cols as usize]);
+    let create = docker.create_exec(container, config);
     let exec_id = tokio::time::timeout(timeout, create)
         .await
         .map_err(|_| SshError::EngineTimeout)??
         .id;
+    let clamp = |v: u32| u16::try_from(v).unwrap_or(u16::MAX);
+    let (rows, cols) = pty.map_or((0, 0), |p| (clamp(p.rows), clamp(p.cols)));
     let (output, input): (Output, Input) = match engine.socket.filter(|_| tty) {
         Some(socket) => {
-            let attached = tokio::time::timeout(timeout, hijack::start_tty(socket, &exec_id))
-                .await
-                .map_err(|_| SshError::EngineTimeout)?
-                .map_err(|e| SshError::Engine(e.to_string()))?;
+            let attached =
+                tokio::time::timeout(timeout, hijack::start_tty(socket, &exec_id, rows, cols))
+                    .await
+                    .map_err(|_| SshError::EngineTimeout)?
+                    .map_err(|e| SshError::Engine(e.to_string()))?;
             let (read, write) = attached.stream.into_split();
             (raw_output(attached.early, read), Box::pin(write))
         }
@@ -315,7 +321,9 @@ pub async fn start(
             (Box::pin(output.map(Chunk::from)), input)
         }
     };
-    if let Some(pty) = pty {
+    // A client without a terminal of its own (`ssh -tt` from a script)
+    // asks for 0x0: leave the engine's default then, as sshd does.
+    if let Some(pty) = pty.filter(|p| p.cols > 0 && p.rows > 0) {
         resize(docker, &exec_id, pty.cols, pty.rows).await;
     }
 
