@@ -31,6 +31,14 @@ const MAX_FORWARDS: usize = 64;
 /// The longest user name written to the log.
 const LOGGED_USER: usize = 64;
 
+/// The instance a login names: its id, as `Connection.ssh_user` gives it
+/// (hyphenated; either case).
+fn instance_of(user: &str) -> Option<Uuid> {
+    Uuid::try_parse(user)
+        .ok()
+        .filter(|id| id.hyphenated().to_string().eq_ignore_ascii_case(user))
+}
+
 /// What every connection shares.
 pub struct Shared {
     pub docker: Docker,
@@ -153,7 +161,7 @@ impl Connection {
 
     /// Why `user` with `key` may not log in now, if it may not.
     async fn refusal(&self, user: &str, key: &russh::keys::PublicKey) -> Option<&'static str> {
-        let Ok(instance) = Uuid::parse_str(user) else {
+        let Some(instance) = instance_of(user) else {
             return Some("the user is not an instance id");
         };
         if !self.shared.access.allows(instance, key) {
@@ -234,8 +242,8 @@ impl russh::server::Handler for Connection {
         offer: PublicKeyOffer<'_>,
     ) -> Result<Auth, SshError> {
         // Only the cheap checks here: this answers probes, not logins.
-        let allowed = Uuid::parse_str(user)
-            .is_ok_and(|instance| self.shared.access.allows(instance, offer.public_key));
+        let allowed = instance_of(user)
+            .is_some_and(|instance| self.shared.access.allows(instance, offer.public_key));
         Ok(if allowed {
             Auth::Accept
         } else {
@@ -255,7 +263,7 @@ impl russh::server::Handler for Connection {
             tracing::info!(user = %user.escape_debug(), %fingerprint, %peer, reason, "SSH login refused");
             return Ok(Auth::reject());
         }
-        let Ok(instance) = Uuid::parse_str(user) else {
+        let Some(instance) = instance_of(user) else {
             return Ok(Auth::reject());
         };
         let Some(slot) = LoginSlot::take(&self.shared, instance) else {
@@ -556,5 +564,21 @@ impl russh::server::Handler for Connection {
         // container loses its terminal or pipes.
         self.channels.remove(&channel);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_user_is_the_instance_id_as_written() {
+        let id = Uuid::now_v7();
+        assert_eq!(instance_of(&id.to_string()), Some(id));
+        assert_eq!(instance_of(&id.to_string().to_uppercase()), Some(id));
+        assert_eq!(instance_of(&id.simple().to_string()), None);
+        assert_eq!(instance_of(&id.urn().to_string()), None);
+        assert_eq!(instance_of("root"), None);
+        assert_eq!(instance_of(""), None);
     }
 }
