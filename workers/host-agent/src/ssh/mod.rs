@@ -10,7 +10,13 @@
 //!   `direct-tcpip` to the container's own ports (`ssh -L`). No remote or
 //!   agent forwarding, no X11.
 //! - Revoking an instance's access (stop, destroy) closes its open
-//!   connections at once.
+//!   connections at once. A terminal's (or sftp-server's) process that
+//!   outlives its channel gets SIGHUP, as under sshd; a plain command runs
+//!   on.
+//! - Terminals read the exec's raw stream from the engine's unix socket
+//!   when [`SshConfig::engine_socket`] is set (recommended; through bollard
+//!   a terminal loses output that starts with a byte 0-2, and its first
+//!   size comes late).
 //!
 //! [`Gateway::start`] binds and serves; the [`GatewayHandle`] tells the port
 //! and stops it.
