@@ -257,6 +257,17 @@ async fn a_command_prints_its_output_and_exits_with_its_code() {
     let out = run(ssh, b"").await;
     assert_eq!(out.stdout.len(), 5_000_000);
     assert_eq!(out.status.code(), Some(0));
+    // Both ways at once through one process: the renter sends faster than
+    // cat's output can go back, so the gateway must slow the input without
+    // stopping the output (this deadlocked once).
+    let input: Vec<u8> = (0..40_000_000u32).map(|i| (i % 251) as u8).collect();
+    let mut ssh = fx.renter(&gateway);
+    ssh.arg("cat");
+    let out = tokio::time::timeout(Duration::from_secs(120), run(ssh, &input))
+        .await
+        .expect("cat through the gateway stalled");
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout == input, "{} bytes came back", out.stdout.len());
 
     gateway.shutdown().await;
     fx.cleanup().await;

@@ -25,6 +25,7 @@ mod config;
 mod forward;
 mod hijack;
 pub mod host_key;
+mod input;
 mod server;
 mod session;
 
@@ -66,6 +67,8 @@ pub enum SshError {
     Engine(String),
     #[error("the container engine did not answer in time")]
     EngineTimeout,
+    #[error("the renter's input was not read for {} s", input::STALL_LIMIT.as_secs())]
+    InputStalled,
 }
 
 impl From<bollard::errors::Error> for SshError {
@@ -218,7 +221,9 @@ async fn connection(
     let _ = socket.set_nodelay(true);
     let auth_timeout = shared.config.auth_timeout;
     let authenticated = Arc::new(AtomicBool::new(false));
-    let handler = Connection::new(shared, Some(peer), authenticated.clone());
+    let backlog = Arc::new(input::Backlog::default());
+    let handler = Connection::new(shared, Some(peer), authenticated.clone(), backlog.clone());
+    let socket = input::Throttled::new(socket, backlog);
     // The client's version line is read before run_stream returns: bound it
     // too, or a silent client would hold a connection slot.
     let running = match tokio::time::timeout(

@@ -18,6 +18,7 @@ use russh::{Channel, ChannelId, ChannelWriteHalf, Disconnect, Pty};
 use tokio::sync::oneshot;
 use uuid::Uuid;
 
+use super::input::Backlog;
 use super::session::{self, Program, PtyRequest, Running, TaskGuard};
 use super::{SshConfig, SshError, forward};
 use crate::access::{Access, SessionGuard};
@@ -128,6 +129,8 @@ pub struct Connection {
     authenticated: Arc<AtomicBool>,
     login: Option<Login>,
     channels: HashMap<ChannelId, ChannelState>,
+    /// Renter input not yet read by the connection's processes.
+    input: Arc<Backlog>,
     /// Dropped with the connection, which ends the revocation watcher.
     _ended: Option<oneshot::Sender<()>>,
 }
@@ -137,6 +140,7 @@ impl Connection {
         shared: Arc<Shared>,
         peer: Option<SocketAddr>,
         authenticated: Arc<AtomicBool>,
+        input: Arc<Backlog>,
     ) -> Self {
         Self {
             shared,
@@ -144,6 +148,7 @@ impl Connection {
             authenticated,
             login: None,
             channels: HashMap::new(),
+            input,
             _ended: None,
         }
     }
@@ -537,9 +542,16 @@ impl russh::server::Handler for Connection {
             stdin: Some(stdin), ..
         })) = self.channels.get(&channel)
         {
-            // Waits only when the process has not read the last
-            // STDIN_QUEUE chunks; a process that has ended drops the data.
-            let _ = stdin.send(data.to_vec()).await;
+            if self.input.admit().await.is_err() {
+                tracing::warn!(
+                    instance = ?self.instance(),
+                    held = self.input.bytes(),
+                    "closing an SSH connection whose input is not being read"
+                );
+                return Err(SshError::InputStalled);
+            }
+            // A process that has ended drops the data.
+            let _ = stdin.send(self.input.hold(data));
         }
         Ok(())
     }

@@ -22,7 +22,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::mpsc;
 use uuid::Uuid;
 
-use super::{SshError, hijack};
+use super::{SshError, hijack, input};
 
 /// Where an image keeps OpenSSH's sftp-server, in the order tried.
 pub const SFTP_SERVERS: [&str; 4] = [
@@ -31,15 +31,6 @@ pub const SFTP_SERVERS: [&str; 4] = [
     "/usr/lib/sftp-server",
     "/usr/libexec/sftp-server",
 ];
-
-/// Chunks (of at most a packet, 32 KiB) of renter input queued for a
-/// process that is not reading its stdin. Past this the connection's loop
-/// waits, which stops reading from the client (TCP backpressure), instead
-/// of buffering without bound. russh opens the SSH window again by itself,
-/// per connection rather than per channel, so this is the only brake: a
-/// process that writes a lot without reading while the renter sends more
-/// than this stalls the connection until it reads.
-const STDIN_QUEUE: usize = 64;
 
 /// The terminal a `pty-req` asked for.
 #[derive(Debug, Clone)]
@@ -106,7 +97,8 @@ impl Drop for TaskGuard {
 pub struct Running {
     pub exec_id: String,
     /// Renter input for the process; dropping it is the renter's EOF.
-    pub stdin: Option<mpsc::Sender<Vec<u8>>>,
+    /// Unbounded: [`input::Backlog`] bounds what a connection holds.
+    pub stdin: Option<mpsc::UnboundedSender<input::Chunk>>,
     pub tty: bool,
     /// Whether the channel's end hangs the process up (see [`hang_up`]).
     hang_up: bool,
@@ -327,7 +319,7 @@ pub async fn start(
         resize(docker, &exec_id, pty.cols, pty.rows).await;
     }
 
-    let (stdin_tx, stdin_rx) = mpsc::channel(STDIN_QUEUE);
+    let (stdin_tx, stdin_rx) = mpsc::unbounded_channel();
     let stdin_task = TaskGuard::spawn(feed_stdin(input, stdin_rx, tty));
     let ended = Arc::new(AtomicBool::new(false));
     let exec = ExecRef {
@@ -415,9 +407,9 @@ pub async fn resize(docker: &Docker, exec_id: &str, cols: u32, rows: u32) {
     }
 }
 
-async fn feed_stdin(mut input: Input, mut rx: mpsc::Receiver<Vec<u8>>, tty: bool) {
+async fn feed_stdin(mut input: Input, mut rx: mpsc::UnboundedReceiver<input::Chunk>, tty: bool) {
     while let Some(chunk) = rx.recv().await {
-        if input.write_all(&chunk).await.is_err() || input.flush().await.is_err() {
+        if input.write_all(chunk.bytes()).await.is_err() || input.flush().await.is_err() {
             return;
         }
     }
