@@ -3,11 +3,19 @@ export CARGO_TARGET_DIR ?= /var/tmp/gpumarket-target
 
 NEXTEST := $(shell cargo nextest --version >/dev/null 2>&1 && echo yes)
 
-.PHONY: run run-split test services lint fmt sdl deploy-validate bench bench-smoke security faults web web-test
+.PHONY: run run-real run-split test services lint fmt sdl deploy-validate bench bench-smoke security faults web web-test
 
 ## make run: start Postgres and RabbitMQ if needed, migrate, seed, run everything.
 run: services
 	cargo run --bin gpumarket -- dev
+
+## make run-real: `make run`, plus one machine (local-podman-01) whose agent runs each rental as
+## a real container of a local Podman (simulated GPU) and serves SSH on 127.0.0.1:2222
+## (deploy/local/podman-engine.sh; docs/real-hosts.md). Needs root for Podman's networks.
+REAL_ENGINE_DIR ?= /var/tmp/gpumarket-podman
+run-real: services
+	bash deploy/local/podman-engine.sh image >/dev/null
+	cargo run --bin gpumarket -- dev --engine-socket "$$(bash deploy/local/podman-engine.sh up $(REAL_ENGINE_DIR))"
 
 ## make run-split: the same, each service, the gateway and the worker as its own process
 ## (own port, own database role; no Docker, no demo seed). deploy/local/run-split.sh.

@@ -117,6 +117,90 @@ pub fn spawn_agent(
     }))
 }
 
+/// The local engine `make run-real` gives the demo's real-container machine.
+#[derive(Debug, Clone, clap::Args)]
+pub struct RealEngine {
+    /// The engine's Docker API socket (`deploy/local/podman-engine.sh up`).
+    /// With it, the demo market gets one more machine, `local-podman-01`,
+    /// whose agent runs rentals as real containers (one simulated GPU).
+    #[arg(long)]
+    pub engine_socket: Option<std::path::PathBuf>,
+    /// The real machine's SSH gateway port.
+    #[arg(long, default_value_t = 2222)]
+    pub ssh_port: u16,
+    /// Host ports for the real machine's published ports.
+    #[arg(long, default_value = "40000-40099")]
+    pub port_range: String,
+    /// The real machine's agent state (SSH host key, keys, GPU bindings).
+    #[arg(long, default_value = "/var/tmp/gpumarket-real-agent")]
+    pub state_dir: std::path::PathBuf,
+}
+
+/// Runs the agent of the demo's real-container machine in this process,
+/// exactly as `gpumarket agent --engine-socket ...` would on a host: it
+/// reports like the others and runs each rental as a container of the local
+/// engine, reachable over its SSH gateway on 127.0.0.1.
+pub fn spawn_real_agent(
+    config: &Config,
+    agent: &crate::seed::DemoAgent,
+    engine: &RealEngine,
+) -> anyhow::Result<JoinHandle<()>> {
+    use clap::Parser;
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        agent: host_agent::AgentArgs,
+    }
+    let amqp = reqwest::Url::parse(&config.amqp_url)?;
+    let socket = engine
+        .engine_socket
+        .as_ref()
+        .context("no engine socket")?
+        .to_string_lossy()
+        .into_owned();
+    let args = Cli::try_parse_from([
+        "agent".to_owned(),
+        "--machine-id".into(),
+        agent.machine_id.to_string(),
+        "--token".into(),
+        agent.token.clone(),
+        "--amqp-host".into(),
+        format!(
+            "{}:{}",
+            amqp.host_str().unwrap_or("127.0.0.1"),
+            amqp.port().unwrap_or(5672)
+        ),
+        "--vhost".into(),
+        config.amqp_vhost()?,
+        "--heartbeat-seconds".into(),
+        config.agent_heartbeat_seconds.max(1).to_string(),
+        "--simulate-gpus".into(),
+        agent.gpu_count.to_string(),
+        "--simulate-model".into(),
+        agent.gpu_model.clone(),
+        "--simulate-vram-gib".into(),
+        agent.vram_gib.to_string(),
+        "--engine-socket".into(),
+        socket,
+        "--state-dir".into(),
+        engine.state_dir.to_string_lossy().into_owned(),
+        "--public-host".into(),
+        "127.0.0.1".into(),
+        "--ssh-listen".into(),
+        "127.0.0.1".into(),
+        "--ssh-port".into(),
+        engine.ssh_port.to_string(),
+        "--port-range".into(),
+        engine.port_range.clone(),
+    ])?;
+    let machine_id = agent.machine_id;
+    Ok(tokio::spawn(async move {
+        if let Err(error) = host_agent::run_host(args.agent).await {
+            tracing::error!(machine.id = %machine_id, %error, "the real-container agent stopped");
+        }
+    }))
+}
+
 /// Starts `parts` with `config`. Migrations must have run.
 pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
     let mut config = config;

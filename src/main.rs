@@ -18,7 +18,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Migrate, run every service and worker in this process, seed a demo market.
-    Dev,
+    Dev(gpumarket::dev::RealEngine),
     /// Apply database migrations (creating the database if needed).
     Migrate,
     /// Run one service (with its relay and consumer).
@@ -127,7 +127,7 @@ async fn run() -> anyhow::Result<()> {
     // In production (`GPUMARKET_ENV=production`) a process does not start
     // with a published development secret among those it reads.
     let secrets: &[Secret] = match &command {
-        Command::Dev => &Secret::ALL,
+        Command::Dev(_) => &Secret::ALL,
         Command::Serve { service } => service.secrets(),
         Command::Worker { .. } => &[Secret::ServiceToken, Secret::RabbitmqManagement],
         _ => &[],
@@ -136,7 +136,7 @@ async fn run() -> anyhow::Result<()> {
         .refuse_development_secrets(secrets)
         .context("refusing to start")?;
     match command {
-        Command::Dev => run_dev(config).await,
+        Command::Dev(real) => run_dev(config, real).await,
         Command::Migrate => migrate(&config).await,
         Command::Serve { service } => serve(config, service).await,
         Command::Worker {
@@ -297,7 +297,13 @@ async fn run_provisioner(config: Config) -> anyhow::Result<()> {
     result
 }
 
-async fn run_dev(config: Config) -> anyhow::Result<()> {
+async fn run_dev(mut config: Config, real: gpumarket::dev::RealEngine) -> anyhow::Result<()> {
+    if real.engine_socket.is_some() {
+        // Every step goes to the machines' agents: the demo's simulated
+        // agents carry theirs out on the simulated state, the real one on
+        // the engine.
+        config.provisioner_driver = "agent".into();
+    }
     migrate(&config).await?;
     let quota_db = Db::connect(&config.database_url_for("quota"), 1)?;
     match quota::create_operator(
@@ -311,12 +317,18 @@ async fn run_dev(config: Config) -> anyhow::Result<()> {
         Err(e) => return Err(e).context("creating the demo operator"),
     }
     let mut stack = dev::start(config, Parts::ALL).await?;
-    let seeded = gpumarket::seed::demo_market(&stack.gateway_url, false)
+    let seeded = gpumarket::seed::demo_market(&stack.gateway_url, real.engine_socket.is_some())
         .await
         .context("seeding the demo market")?;
     // The demo hosts' agents: simulated GPUs, the real protocol.
+    let mut real_machine = None;
     for agent in &seeded.agents {
-        let task = dev::spawn_agent(&stack.config, agent)?;
+        let task = if agent.real {
+            real_machine = Some(agent.machine_id);
+            dev::spawn_real_agent(&stack.config, agent, &real)?
+        } else {
+            dev::spawn_agent(&stack.config, agent)?
+        };
         stack.adopt(task);
     }
     println!();
@@ -329,6 +341,13 @@ async fn run_dev(config: Config) -> anyhow::Result<()> {
         seeded.operator_email,
         gpumarket::seed::DEMO_PASSWORD
     );
+    if let Some(id) = real_machine {
+        println!(
+            "  real containers: machine {id} (local-podman-01), SSH gateway 127.0.0.1:{}",
+            real.ssh_port
+        );
+        println!("                   order it with image \"localhost/gpumarket-test:latest\"");
+    }
     println!("Use a key as the header  Authorization: Bearer <key>  (Ctrl-C stops).");
     println!();
     // Installed only now, so that Ctrl-C still interrupts a slow start

@@ -83,16 +83,7 @@ const HOSTS: &[(&str, &str, &[MachineSpec])] = &[
 /// The machine `make run-real` adds to the demo market (with `gpumarket dev
 /// --engine-socket`): its agent runs rentals as real containers on the local
 /// engine, with one simulated GPU.
-pub const REAL_MACHINE: MachineSpec = (
-    "local-podman-01",
-    "RTX 4090",
-    1,
-    24,
-    4,
-    8,
-    50,
-    "0.29",
-);
+pub const REAL_MACHINE: MachineSpec = ("local-podman-01", "RTX 4090", 1, 24, 4, 8, 50, "0.29");
 
 /// A demo machine's agent credentials and what its simulated GPUs report.
 pub struct DemoAgent {

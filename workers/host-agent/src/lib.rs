@@ -593,9 +593,13 @@ pub async fn run_host(args: AgentArgs) -> Result<(), Error> {
         engine.state_dir.join("ssh_host_ed25519_key"),
     );
     ssh_config.engine_socket = Some(engine.socket.clone());
-    let executor =
-        engine::ContainerExecutor::connect(engine, config.machine_id, &config.inventory, access.clone())
-            .await?;
+    let executor = engine::ContainerExecutor::connect(
+        engine,
+        config.machine_id,
+        &config.inventory,
+        access.clone(),
+    )
+    .await?;
     let gateway = ssh::Gateway::start(ssh_config, executor.docker().clone(), access).await?;
     tracing::info!(
         machine.id = %config.machine_id,
