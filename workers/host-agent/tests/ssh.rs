@@ -819,6 +819,19 @@ async fn connections_and_sessions_are_capped_and_silent_clients_dropped() {
     fx.cleanup().await;
 }
 
+/// Stops its tmux server when dropped, a failed test's too.
+struct TmuxServer(PathBuf);
+
+impl Drop for TmuxServer {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.0)
+            .arg("kill-server")
+            .output();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_terminal_follows_the_renters_window_size() {
     let fx = Fixture::new().await;
@@ -844,6 +857,7 @@ async fn the_terminal_follows_the_renters_window_size() {
     line.push("'stty size; sleep 3; stty size'".into());
     let script = format!("{} > {}", line.join(" "), out_file.display());
     tmux(&["new-session", "-d", "-x", "100", "-y", "30", &script]);
+    let tmux_server = TmuxServer(tmux_socket.clone());
 
     let sizes = || std::fs::read_to_string(&out_file).unwrap_or_default();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -859,11 +873,7 @@ async fn the_terminal_follows_the_renters_window_size() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(sizes().lines().nth(1).map(str::trim), Some("40 120"));
-    let _ = Command::new("tmux")
-        .arg("-S")
-        .arg(&tmux_socket)
-        .arg("kill-server")
-        .output();
+    drop(tmux_server);
 
     gateway.shutdown().await;
     fx.cleanup().await;
