@@ -424,7 +424,10 @@ async fn a_local_forward_reaches_the_container_and_nothing_else() {
 
     // busybox httpd in the container (it backgrounds itself).
     let mut ssh = fx.renter(&gateway);
-    ssh.arg("mkdir -p /www && echo forwarded-answer > /www/index.html && httpd -p 8080 -h /www");
+    ssh.arg(
+        "mkdir -p /www && echo forwarded-answer > /www/index.html && httpd -p 8080 -h /www \
+         && (nc -l -p 9000 -e cat </dev/null >/dev/null 2>&1 &)",
+    );
     let out = run(ssh, b"").await;
     assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
 
@@ -439,6 +442,7 @@ async fn a_local_forward_reaches_the_container_and_nothing_else() {
     let container_port = free_port();
     let elsewhere_port = free_port();
     let by_name_port = free_port();
+    let echo_port = free_port();
     let mut ssh = fx.renter(&gateway);
     ssh.args(["-N", "-L"])
         .arg(format!("{container_port}:localhost:8080"))
@@ -449,6 +453,8 @@ async fn a_local_forward_reaches_the_container_and_nothing_else() {
             "{by_name_port}:{}:8080",
             names::container(fx.instance)
         ))
+        .arg("-L")
+        .arg(format!("{echo_port}:127.0.0.1:9000"))
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null());
@@ -481,6 +487,38 @@ async fn a_local_forward_reaches_the_container_and_nothing_else() {
         .await
         .unwrap();
     assert!(answer.contains("forwarded-answer"), "{answer}");
+    // An echo service both ways at once: 20 MB up while it comes back.
+    let sent: Vec<u8> = (0..20_000_000u32).map(|i| (i % 253) as u8).collect();
+    let expected = sent.clone();
+    let echoed = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        let stream = loop {
+            match TcpStream::connect(SocketAddr::from(([127, 0, 0, 1], echo_port))) {
+                Ok(stream) => break stream,
+                Err(_) if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(100))
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        stream
+            .set_read_timeout(Some(Duration::from_secs(60)))
+            .unwrap();
+        let mut writer = stream.try_clone().unwrap();
+        let send = std::thread::spawn(move || {
+            writer.write_all(&sent).unwrap();
+            writer.shutdown(std::net::Shutdown::Write).unwrap();
+        });
+        let mut back = Vec::new();
+        (&stream)
+            .read_to_end(&mut back)
+            .expect("the echo through the forward stalled");
+        send.join().unwrap();
+        back
+    })
+    .await
+    .unwrap();
+    assert!(echoed == expected, "{} bytes came back", echoed.len());
     kill(forward);
 
     gateway.shutdown().await;
@@ -781,6 +819,19 @@ async fn connections_and_sessions_are_capped_and_silent_clients_dropped() {
     fx.cleanup().await;
 }
 
+/// Stops its tmux server when dropped, a failed test's too.
+struct TmuxServer(PathBuf);
+
+impl Drop for TmuxServer {
+    fn drop(&mut self) {
+        let _ = Command::new("tmux")
+            .arg("-S")
+            .arg(&self.0)
+            .arg("kill-server")
+            .output();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_terminal_follows_the_renters_window_size() {
     let fx = Fixture::new().await;
@@ -806,6 +857,7 @@ async fn the_terminal_follows_the_renters_window_size() {
     line.push("'stty size; sleep 3; stty size'".into());
     let script = format!("{} > {}", line.join(" "), out_file.display());
     tmux(&["new-session", "-d", "-x", "100", "-y", "30", &script]);
+    let tmux_server = TmuxServer(tmux_socket.clone());
 
     let sizes = || std::fs::read_to_string(&out_file).unwrap_or_default();
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -821,11 +873,7 @@ async fn the_terminal_follows_the_renters_window_size() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(sizes().lines().nth(1).map(str::trim), Some("40 120"));
-    let _ = Command::new("tmux")
-        .arg("-S")
-        .arg(&tmux_socket)
-        .arg("kill-server")
-        .output();
+    drop(tmux_server);
 
     gateway.shutdown().await;
     fx.cleanup().await;

@@ -5,15 +5,18 @@
 //! agent's host and other instances stay out of reach.
 
 use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
 use std::time::Duration;
 
 use bollard::Docker;
 use russh::server::Msg;
-use russh::{Channel, ChannelOpenFailure};
+use russh::{Channel, ChannelMsg, ChannelOpenFailure};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::sync::mpsc;
 use uuid::Uuid;
 
+use super::input::Backlog;
 use crate::names;
 
 /// Whether `host` names the instance's own container.
@@ -88,12 +91,31 @@ pub async fn connect(
 }
 
 /// Copies both ways until both sides are done, then closes the channel.
-pub async fn relay(channel: Channel<Msg>, stream: TcpStream) {
+/// The renter's data is taken off the channel at once and queued in the
+/// connection's [`Backlog`]: waiting on a slow target inside russh would
+/// stop the whole connection, the replies included (see [`super::input`]).
+pub async fn relay(channel: Channel<Msg>, stream: TcpStream, backlog: Arc<Backlog>) {
     let (mut channel_read, channel_write) = channel.split();
     let (mut tcp_read, mut tcp_write) = stream.into_split();
-    let up = async {
-        let mut reader = channel_read.make_reader();
-        let _ = tokio::io::copy(&mut reader, &mut tcp_write).await;
+    let (queue, mut queued) = mpsc::unbounded_channel();
+    let take = async move {
+        while let Some(message) = channel_read.wait().await {
+            let sent = match message {
+                ChannelMsg::Data { data } => queue.send(backlog.hold(&data)).is_ok(),
+                ChannelMsg::Eof | ChannelMsg::Close => false,
+                _ => true,
+            };
+            if !sent {
+                break;
+            }
+        }
+    };
+    let up = async move {
+        while let Some(chunk) = queued.recv().await {
+            if tcp_write.write_all(chunk.bytes()).await.is_err() {
+                break;
+            }
+        }
         let _ = tcp_write.shutdown().await;
     };
     let down = async {
@@ -101,7 +123,7 @@ pub async fn relay(channel: Channel<Msg>, stream: TcpStream) {
         let _ = tokio::io::copy(&mut tcp_read, &mut writer).await;
         let _ = channel_write.eof().await;
     };
-    tokio::join!(up, down);
+    tokio::join!(take, up, down);
     let _ = channel_write.close().await;
 }
 

@@ -377,7 +377,7 @@ impl russh::server::Handler for Connection {
                 tracing::info!(%instance, port = port_to_connect, "port forward opened");
                 let id = channel.id();
                 reply.accept().await;
-                let relay = TaskGuard::spawn(forward::relay(channel, stream));
+                let relay = TaskGuard::spawn(forward::relay(channel, stream, self.input.clone()));
                 self.channels
                     .insert(id, ChannelState::Forward { _relay: relay });
             }
