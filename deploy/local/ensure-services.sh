@@ -115,11 +115,14 @@ fi
 # its Docker-compatible API (each starts a private `podman system service`,
 # deploy/local/podman-engine.sh), with runc (crun fails on cgroups v1 hosts),
 # log in with the OpenSSH client, and use an image built offline from
-# busybox-static (no public registry is needed).
+# busybox-static (no public registry is needed); the sftp test lends the
+# image the host's sftp-server.
 engine_missing=()
 have podman || engine_missing+=(podman)
 have runc || engine_missing+=(runc)
 have ssh || engine_missing+=(openssh-client)
+# sftp through the gateway is tested with the host's sftp-server lent to the image.
+[ -x /usr/lib/openssh/sftp-server ] || engine_missing+=(openssh-sftp-server)
 { [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || engine_missing+=(busybox-static)
 have docker-registry || engine_missing+=(docker-registry)
 if [ "${#engine_missing[@]}" -gt 0 ]; then
