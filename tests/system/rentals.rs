@@ -128,7 +128,7 @@ async fn machine(stack: &Stack, host: &Client, name: &str) -> (String, Arc<TestE
     (id, executor)
 }
 
-const INSTANCE: &str = "query($id: ID!) { instance(id: $id) { id status statusReason image runningAt stoppedAt runSeq
+const INSTANCE: &str = "query($id: ID!) { instance(id: $id) { id status statusReason image runningAt stoppedAt
     connection { sshHost sshPort sshUser sshCommand ports { containerPort hostPort } } } }";
 
 async fn instance(renter: &Client, id: &str) -> Value {
