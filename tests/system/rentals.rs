@@ -36,6 +36,9 @@ const NO_WORKER: Parts = Parts {
 };
 
 const SECRET: &str = "s3cret-value-7f1d0c";
+/// An image whose container exits at once: the readiness check fails.
+const EXITS_AT_ONCE: &str = "localhost/exits-at-once:latest";
+const EXIT_TEXT: &str = "the container exited with code 127 before it was ready: sh: train.py: not found";
 const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketTestKey test@gpumarket";
 
 /// The simulated executor plus what a real agent would add.
@@ -66,6 +69,9 @@ impl host_agent::Executor for TestExecutor {
             }
             let spec: host_agent::protocol::RentalSpec =
                 serde_json::from_value(command.job.clone()).map_err(|e| e.to_string())?;
+            if spec.image == EXITS_AT_ONCE {
+                return Err(EXIT_TEXT.into());
+            }
             Ok(Some(StepDetail {
                 connection: Some(Connection {
                     ssh_host: "rig-7.hosts.example".into(),
@@ -391,6 +397,64 @@ async fn a_rental_runs_what_was_ordered_and_says_how_to_log_in() {
         (instance(&renter, &id).await["status"] == "destroyed").then_some(())
     })
     .await;
+    worker.kill().expect("kill");
+    worker.wait().expect("reap");
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+/// A container that exits at once never becomes user-ready: the first run
+/// fails with the agent's words as its reason (not an internal error), and
+/// no GPU time is billed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_container_that_exits_at_once_fails_the_order_with_the_agents_reason() {
+    let env = TestEnv::new().await;
+    let stack = env.start(NO_WORKER).await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let (offer, _executor) = machine(&stack, &host, "rig-c").await;
+    let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
+    let operator = env.operator(&api).await;
+    grant(&operator, &tenant, "100").await;
+    let mut worker = worker_process(
+        &stack.config,
+        &[
+            ("GPUMARKET_PROVISIONER_DRIVER", "agent"),
+            ("GPUMARKET_AGENT_STEP_TIMEOUT_MS", "10000"),
+            ("GPUMARKET_STEP_ATTEMPTS", "2"),
+        ],
+    );
+    let (q, v) = create_order(json!({
+        "offerId": offer, "gpuCount": 1, "idempotencyKey": "exits",
+        "sshPublicKey": KEY, "image": EXITS_AT_ONCE, "command": ["python", "train.py"],
+    }));
+    let placed = renter.run(&q, v).await.expect("order")["createOrder"].clone();
+    let id = placed["id"].as_str().unwrap().to_owned();
+    let failed = eventually("failed", Duration::from_secs(60), || async {
+        let i = instance(&renter, &id).await;
+        (i["status"] == "failed").then_some(i)
+    })
+    .await;
+    let reason = failed["statusReason"].as_str().expect("a reason");
+    assert!(reason.contains(EXIT_TEXT), "{reason}");
+    assert!(!reason.to_uppercase().contains("INTERNAL"), "{reason}");
+    assert_eq!(failed["runningAt"], Value::Null);
+    assert_eq!(failed["connection"], Value::Null);
+    let usage = renter
+        .run(
+            "query($id: ID) { usage(instanceId: $id) { meter billedSeconds } }",
+            json!({ "id": id }),
+        )
+        .await
+        .unwrap();
+    assert!(
+        !usage["usage"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|u| u["meter"] == "gpu"),
+        "no GPU time: {usage}"
+    );
     worker.kill().expect("kill");
     worker.wait().expect("reap");
     stack.stop().await;
