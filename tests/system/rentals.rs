@@ -38,7 +38,8 @@ const NO_WORKER: Parts = Parts {
 const SECRET: &str = "s3cret-value-7f1d0c";
 /// An image whose container exits at once: the readiness check fails.
 const EXITS_AT_ONCE: &str = "localhost/exits-at-once:latest";
-const EXIT_TEXT: &str = "the container exited with code 127 before it was ready: sh: train.py: not found";
+const EXIT_TEXT: &str =
+    "the container exited with code 127 before it was ready: sh: train.py: not found";
 const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketTestKey test@gpumarket";
 
 /// The simulated executor plus what a real agent would add.
@@ -134,7 +135,8 @@ async fn machine(stack: &Stack, host: &Client, name: &str) -> (String, Arc<TestE
     (id, executor)
 }
 
-const INSTANCE: &str = "query($id: ID!) { instance(id: $id) { id status statusReason image runningAt stoppedAt
+const INSTANCE: &str =
+    "query($id: ID!) { instance(id: $id) { id status statusReason image runningAt stoppedAt
     connection { sshHost sshPort sshUser sshCommand ports { containerPort hostPort } } } }";
 
 async fn instance(renter: &Client, id: &str) -> Value {
@@ -199,7 +201,14 @@ async fn a_rental_runs_what_was_ordered_and_says_how_to_log_in() {
     let body = renter.raw(&q, v).await.expect("transport");
     assert_eq!(
         field_errors(&body),
-        ["sshPublicKey", "command", "env.name", "env.value", "ports", "ports"],
+        [
+            "sshPublicKey",
+            "command",
+            "env.name",
+            "env.value",
+            "ports",
+            "ports"
+        ],
         "{body}"
     );
     let too_many_ports: Vec<i32> = (1..=17).collect();
@@ -257,7 +266,13 @@ async fn a_rental_runs_what_was_ordered_and_says_how_to_log_in() {
     );
 
     // The agent got what was ordered, env included, for run 1.
-    let job = executor.jobs.lock().unwrap().last().cloned().expect("a job");
+    let job = executor
+        .jobs
+        .lock()
+        .unwrap()
+        .last()
+        .cloned()
+        .expect("a job");
     let spec: host_agent::protocol::RentalSpec = serde_json::from_value(job.clone()).unwrap();
     assert_eq!(spec.image, "localhost/gpumarket-test:latest");
     assert_eq!(
@@ -270,15 +285,25 @@ async fn a_rental_runs_what_was_ordered_and_says_how_to_log_in() {
     assert_eq!(spec.attempt, 1);
     assert_eq!(spec.ssh_public_key.unwrap().lines().count(), 2);
     // Its Debug (what a log line would show) leaves the secret out.
-    assert!(!format!("{:?}", serde_json::from_value::<contracts::events::ProvisionInstance>(job).unwrap()).contains(SECRET));
+    assert!(
+        !format!(
+            "{:?}",
+            serde_json::from_value::<contracts::events::ProvisionInstance>(job).unwrap()
+        )
+        .contains(SECRET)
+    );
 
     // Pull progress is in the instance's history; the secret is in no answer.
     let events_query = "subscription($id: ID!) { instanceEvents(instanceId: $id) {
         seq kind toState reason step { jobKind step status attempt detail }
         instance { id status image connection { sshHost sshPort sshUser sshCommand } } } }";
-    let mut stream =
-        EventStream::open_query(&stack.gateway_url, Some(token.as_str()), events_query, json!({ "id": id }))
-            .await;
+    let mut stream = EventStream::open_query(
+        &stack.gateway_url,
+        Some(token.as_str()),
+        events_query,
+        json!({ "id": id }),
+    )
+    .await;
     let events = stream
         .until(Duration::from_secs(10), |e| e["toState"] == "running")
         .await;
@@ -384,7 +409,11 @@ async fn a_rental_runs_what_was_ordered_and_says_how_to_log_in() {
     let job = executor.jobs.lock().unwrap().last().cloned().unwrap();
     let spec: host_agent::protocol::RentalSpec = serde_json::from_value(job).unwrap();
     assert_eq!(spec.attempt, 2);
-    assert_eq!(spec.env.get("API_TOKEN").map(String::as_str), Some(SECRET), "a start carries the env again");
+    assert_eq!(
+        spec.env.get("API_TOKEN").map(String::as_str),
+        Some(SECRET),
+        "a start carries the env again"
+    );
 
     renter
         .run(

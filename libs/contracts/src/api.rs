@@ -849,7 +849,10 @@ pub const MAX_SSH_HOST_LEN: usize = 253;
 impl Connection {
     /// `ssh -p <port> <user>@<host>`.
     pub fn ssh_command(&self) -> String {
-        format!("ssh -p {} {}@{}", self.ssh_port, self.ssh_user, self.ssh_host)
+        format!(
+            "ssh -p {} {}@{}",
+            self.ssh_port, self.ssh_user, self.ssh_host
+        )
     }
 
     /// Checks what an agent handed back: a hostname or IP address of at
@@ -864,7 +867,9 @@ impl Connection {
                     && label.len() <= 63
                     && !label.starts_with('-')
                     && !label.ends_with('-')
-                    && label.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
             });
         let ip = host.len() <= MAX_SSH_HOST_LEN && host.parse::<std::net::IpAddr>().is_ok();
         if !hostname && !ip {

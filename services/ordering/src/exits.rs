@@ -18,8 +18,8 @@ use chrono::{DateTime, Utc};
 use contracts::Envelope;
 use contracts::events::{InstanceExited, MAX_EXIT_REASON, STOP_INSTANCE, StopInstance};
 use diesel::prelude::*;
-use platform::consumer::HandlerError;
 use platform::Db;
+use platform::consumer::HandlerError;
 use schema::ordering::instances;
 
 use crate::instances::{

@@ -185,9 +185,7 @@ fn rental_fields(req: &CreateOrderRequest) -> contracts::FieldErrors {
             || !lines.iter().all(|l| {
                 let mut words = l.split_whitespace();
                 let kind = words.next().unwrap_or_default();
-                (kind.starts_with("ssh-")
-                    || kind.starts_with("ecdsa-")
-                    || kind.starts_with("sk-"))
+                (kind.starts_with("ssh-") || kind.starts_with("ecdsa-") || kind.starts_with("sk-"))
                     && words.next().is_some()
             })
         {
@@ -204,7 +202,9 @@ fn rental_fields(req: &CreateOrderRequest) -> contracts::FieldErrors {
             format!("1 to {MAX_COMMAND_ARGS} arguments"),
         );
         errors.check(
-            command.iter().all(|a| a.len() <= MAX_COMMAND_ARG && !a.contains('\0')),
+            command
+                .iter()
+                .all(|a| a.len() <= MAX_COMMAND_ARG && !a.contains('\0')),
             "command",
             format!("each argument at most {MAX_COMMAND_ARG} bytes, without NUL"),
         );
@@ -226,7 +226,9 @@ fn rental_fields(req: &CreateOrderRequest) -> contracts::FieldErrors {
         if !valid {
             errors.add(
                 "env.name",
-                format!("names match [A-Za-z_][A-Za-z0-9_]* and have at most {MAX_ENV_NAME} characters"),
+                format!(
+                    "names match [A-Za-z_][A-Za-z0-9_]* and have at most {MAX_ENV_NAME} characters"
+                ),
             );
         } else if !names.insert(name.as_str()) {
             errors.add("env.name", format!("{name} is given twice"));
@@ -291,7 +293,12 @@ fn fingerprint(req: &CreateOrderRequest) -> String {
         let env: Vec<(String, String)> = req
             .env
             .iter()
-            .map(|v| (v.name.clone(), hex::encode(Sha256::digest(v.value.as_bytes()))))
+            .map(|v| {
+                (
+                    v.name.clone(),
+                    hex::encode(Sha256::digest(v.value.as_bytes())),
+                )
+            })
             .collect();
         canonical["env"] = serde_json::json!(env);
     }
@@ -759,7 +766,11 @@ async fn create_instance(
                     instances::disk_gib.eq(disk_gib(&req)),
                     instances::command.eq(req.command.as_ref().map(|c| serde_json::json!(c))),
                     instances::env.eq(env_json(&req)),
-                    instances::ports.eq(req.ports.iter().map(|&p| i32::from(p)).collect::<Vec<_>>()),
+                    instances::ports.eq(req
+                        .ports
+                        .iter()
+                        .map(|&p| i32::from(p))
+                        .collect::<Vec<_>>()),
                     instances::state.eq(InstanceState::Provisioning.as_str()),
                     instances::created_at.eq(at),
                     instances::updated_at.eq(at),

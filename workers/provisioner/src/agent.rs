@@ -328,8 +328,10 @@ pub async fn record_result(db: &Db, message: RawMessage) -> Result<(), HandlerEr
             "the body names another machine than the routing key",
         ));
     }
-    let connection = result.detail.and_then(|d| d.connection).map(|c| {
-        contracts::api::Connection {
+    let connection = result
+        .detail
+        .and_then(|d| d.connection)
+        .map(|c| contracts::api::Connection {
             ssh_host: c.ssh_host,
             ssh_port: c.ssh_port,
             ssh_user: c.ssh_user,
@@ -341,8 +343,7 @@ pub async fn record_result(db: &Db, message: RawMessage) -> Result<(), HandlerEr
                     host_port: p.host_port,
                 })
                 .collect(),
-        }
-    });
+        });
     let updated = db
         .tx(move |conn| {
             let command: Option<(Uuid, String)> = agent_commands::table
