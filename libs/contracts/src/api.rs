@@ -1500,3 +1500,79 @@ pub struct PayoutOutcome {
 pub struct RunPayoutsResult {
     pub outcomes: Vec<PayoutOutcome>,
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod connection_tests {
+    use super::*;
+
+    fn connection(id: Uuid, host: &str) -> Connection {
+        Connection {
+            ssh_host: host.into(),
+            ssh_port: 2222,
+            ssh_user: id.to_string(),
+            ports: vec![PortMapping {
+                container_port: 8888,
+                host_port: 40000,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_connection_must_be_the_instances_and_bounded() {
+        let id = Uuid::now_v7();
+        for host in [
+            "rig-7.hosts.example",
+            "203.0.113.7",
+            "2001:db8::1",
+            "localhost",
+        ] {
+            assert_eq!(connection(id, host).validate(id), Ok(()), "{host}");
+        }
+        for host in ["", "bad host", "-x.example", "a..b", &"a".repeat(254)] {
+            assert!(connection(id, host).validate(id).is_err(), "{host}");
+        }
+        assert!(connection(Uuid::now_v7(), "h").validate(id).is_err());
+        let mut many = connection(id, "h");
+        many.ports = vec![many.ports[0]; MAX_CONNECTION_PORTS + 1];
+        assert!(many.validate(id).is_err());
+        assert_eq!(
+            connection(id, "h").ssh_command(),
+            format!("ssh -p 2222 {id}@h")
+        );
+    }
+
+    #[test]
+    fn env_values_stay_out_of_debug_output() {
+        let var = EnvVar {
+            name: "TOKEN".into(),
+            value: "hunter2".into(),
+        };
+        let shown = format!("{var:?}");
+        assert!(shown.contains("TOKEN") && !shown.contains("hunter2"));
+        let job = crate::events::ProvisionInstance {
+            instance_id: Uuid::nil(),
+            order_id: Uuid::nil(),
+            tenant_id: Uuid::nil(),
+            machine_id: Uuid::nil(),
+            gpu_count: 1,
+            machine_gpu_count: 1,
+            image: "i".into(),
+            ssh_public_key: None,
+            command: None,
+            env: [("TOKEN".to_owned(), "hunter2".to_owned())].into(),
+            ports: vec![],
+            disk_gib: None,
+        };
+        let shown = format!("{job:?}");
+        assert!(shown.contains("TOKEN") && !shown.contains("hunter2"));
+        // Older commands (without the new fields) still decode.
+        let old = serde_json::json!({
+            "instance_id": Uuid::nil(), "order_id": Uuid::nil(), "tenant_id": Uuid::nil(),
+            "machine_id": Uuid::nil(), "gpu_count": 1, "machine_gpu_count": 1,
+            "image": "i", "ssh_public_key": null,
+        });
+        let old: crate::events::ProvisionInstance = serde_json::from_value(old).unwrap();
+        assert!(old.env.is_empty() && old.ports.is_empty() && old.command.is_none());
+    }
+}

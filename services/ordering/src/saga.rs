@@ -1014,6 +1014,77 @@ mod tests {
     }
 
     #[test]
+    fn rental_fields_are_bounded_and_reported_together() {
+        let ok = CreateOrderRequest {
+            ssh_public_key: Some("ssh-ed25519 AAAA a\n\nssh-rsa BBBB b\n".into()),
+            command: Some(vec!["sh".into(), "-c".into(), "true".into()]),
+            env: vec![contracts::api::EnvVar {
+                name: "_TOKEN1".into(),
+                value: "x".repeat(MAX_ENV_VALUE),
+            }],
+            ports: vec![22, 8888],
+            ..request()
+        };
+        assert!(rental_fields(&ok).is_empty());
+        let bad = CreateOrderRequest {
+            ssh_public_key: Some("ssh-ed25519\n".into()),
+            command: Some(Vec::new()),
+            env: vec![
+                contracts::api::EnvVar {
+                    name: "A-B".into(),
+                    value: "secret-1".into(),
+                },
+                contracts::api::EnvVar {
+                    name: "A".into(),
+                    value: "x".repeat(MAX_ENV_VALUE + 1),
+                },
+                contracts::api::EnvVar {
+                    name: "A".into(),
+                    value: "secret-2".into(),
+                },
+            ],
+            ports: vec![0, 1, 1],
+            ..request()
+        };
+        let errors = rental_fields(&bad);
+        let fields: Vec<&str> = errors.fields().iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "sshPublicKey",
+                "command",
+                "env.name",
+                "env.value",
+                "env.name",
+                "ports",
+                "ports"
+            ]
+        );
+        // No message quotes a value.
+        let text = errors.to_string();
+        assert!(
+            !text.contains("secret-") && !text.contains("xxxx"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn fingerprint_covers_env_values_as_digests_only() {
+        let with = |value: &str| CreateOrderRequest {
+            env: vec![contracts::api::EnvVar {
+                name: "TOKEN".into(),
+                value: value.into(),
+            }],
+            ..request()
+        };
+        assert_ne!(fingerprint(&with("one")), fingerprint(&with("two")));
+        assert_eq!(fingerprint(&with("one")), fingerprint(&with("one")));
+        // Orders without the new fields keep their prints.
+        assert_eq!(fingerprint(&request()), fingerprint(&request()));
+        assert!(!format!("{:?}", with("hunter2")).contains("hunter2"));
+    }
+
+    #[test]
     fn fingerprint_ignores_decimal_spelling_but_not_content() {
         let a = CreateOrderRequest {
             max_price_per_gpu_hour: Some("2.5".parse().unwrap()),
