@@ -38,7 +38,9 @@ pub async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), Hand
     let stopped = db
         .tx(move |conn| {
             if !platform::consumer::claim(conn, SCHEMA, &envelope)? {
-                return Ok(None);
+                // A redelivery after the stop committed: finish what the
+                // first delivery may not have (both steps are idempotent).
+                return unfinished(conn, &event);
             }
             apply(conn, &events, &commands, &event, contracts::time::now())
         })
@@ -116,6 +118,21 @@ fn apply(
         "instance stopped: its container exited"
     );
     Ok(Some((row.id, key)))
+}
+
+/// The instance and its holding key if it is still `stopping` on the
+/// reporting machine (a stop whose release did not finish).
+fn unfinished(
+    conn: &mut PgConnection,
+    event: &InstanceExited,
+) -> Result<Option<(uuid::Uuid, uuid::Uuid)>, Error> {
+    let Some(row) = crate::instances::load(conn, event.instance_id)? else {
+        return Ok(None);
+    };
+    if row.machine_id != event.machine_id || row.state()? != InstanceState::Stopping {
+        return Ok(None);
+    }
+    Ok(Some((row.id, current_holding_key(conn, &row)?)))
 }
 
 /// The engine's `finished_at`, clamped to [the run's start, now].
