@@ -461,8 +461,10 @@ pub fn transition(
         ));
     }
     // A connection belongs to one run: whatever ends or precedes a run
-    // (stop, failure, destroy, a new start) forgets it.
-    if next != InstanceState::Running {
+    // (stop, failure, destroy, preemption, a new start) forgets it. A lost
+    // host keeps it (hidden while `host_lost`): when the host comes back,
+    // the same container runs on and the connection shows again.
+    if !matches!(next, InstanceState::Running | InstanceState::HostLost) {
         diesel::update(instances::table.find(row.id))
             .set(instances::connection.eq(None::<serde_json::Value>))
             .execute(conn)?;
