@@ -214,6 +214,10 @@ pub mod ordering {
             preempted_at -> Nullable<Timestamptz>,
             failed_machine_ids -> Array<Uuid>,
             disk_gib -> Nullable<Int4>,
+            command -> Nullable<Jsonb>,
+            env -> Jsonb,
+            ports -> Array<Int4>,
+            connection -> Nullable<Jsonb>,
         }
     }
 

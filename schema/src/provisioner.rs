@@ -66,6 +66,8 @@ diesel::table! {
         answered_at -> Nullable<Timestamptz>,
         ok -> Nullable<Bool>,
         error -> Nullable<Text>,
+        detail -> Nullable<Jsonb>,
+        progress_count -> Int4,
     }
 }
 

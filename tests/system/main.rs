@@ -33,6 +33,7 @@ mod quota;
 mod race;
 mod readiness;
 mod reconciler;
+mod rentals;
 mod replacement;
 mod replay;
 mod retry;

@@ -571,6 +571,10 @@ async fn racing_binds_on_one_machine_never_share_a_gpu_index() {
             machine_gpu_count: 8,
             image: "nvidia/cuda:12.4.1-runtime-ubuntu22.04".into(),
             ssh_public_key: None,
+            command: None,
+            env: Default::default(),
+            ports: Vec::new(),
+            disk_gib: None,
         })
         .collect();
     let results = futures_util::future::join_all(

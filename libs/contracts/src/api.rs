@@ -797,6 +797,102 @@ pub struct CreateOrderRequest {
     /// default when absent is ordering's `DEFAULT_DISK_GIB`.
     #[serde(default)]
     pub disk_gib: Option<i32>,
+    /// Replaces the image's command (`[program, args...]`).
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// The container's environment. Values are secrets: never logged (see
+    /// [`EnvVar`]'s `Debug`), never returned.
+    #[serde(default)]
+    pub env: Vec<EnvVar>,
+    /// Container ports to publish on host ports.
+    #[serde(default)]
+    pub ports: Vec<u16>,
+}
+
+/// One environment variable of an order. Its `Debug` leaves the value out:
+/// values are the renter's secrets.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EnvVar {
+    pub name: String,
+    pub value: String,
+}
+
+impl std::fmt::Debug for EnvVar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EnvVar")
+            .field("name", &self.name)
+            .field("value", &"<redacted>")
+            .finish()
+    }
+}
+
+/// Where a renter reaches a running instance (from the host agent's
+/// readiness check).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Connection {
+    pub ssh_host: String,
+    pub ssh_port: u16,
+    pub ssh_user: String,
+    pub ports: Vec<PortMapping>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PortMapping {
+    pub container_port: u16,
+    pub host_port: u16,
+}
+
+/// What a connection may hold, so one from an agent cannot bloat a row.
+pub const MAX_CONNECTION_PORTS: usize = 16;
+pub const MAX_SSH_HOST_LEN: usize = 253;
+
+impl Connection {
+    /// `ssh -p <port> <user>@<host>`.
+    pub fn ssh_command(&self) -> String {
+        format!(
+            "ssh -p {} {}@{}",
+            self.ssh_port, self.ssh_user, self.ssh_host
+        )
+    }
+
+    /// Checks what an agent handed back: a hostname or IP address of at
+    /// most 253 characters, a non-zero port, at most 16 port mappings, and
+    /// the SSH user `instance_id`.
+    pub fn validate(&self, instance_id: Uuid) -> Result<(), String> {
+        let host = &self.ssh_host;
+        let hostname = !host.is_empty()
+            && host.len() <= MAX_SSH_HOST_LEN
+            && host.split('.').all(|label| {
+                !label.is_empty()
+                    && label.len() <= 63
+                    && !label.starts_with('-')
+                    && !label.ends_with('-')
+                    && label
+                        .bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+            });
+        let ip = host.len() <= MAX_SSH_HOST_LEN && host.parse::<std::net::IpAddr>().is_ok();
+        if !hostname && !ip {
+            return Err("ssh_host: not a hostname or IP address".into());
+        }
+        if self.ssh_port == 0 {
+            return Err("ssh_port: 0".into());
+        }
+        if self.ssh_user != instance_id.to_string() {
+            return Err("ssh_user: not the instance id".into());
+        }
+        if self.ports.len() > MAX_CONNECTION_PORTS {
+            return Err(format!("ports: more than {MAX_CONNECTION_PORTS}"));
+        }
+        if self
+            .ports
+            .iter()
+            .any(|p| p.container_port == 0 || p.host_port == 0)
+        {
+            return Err("ports: port 0".into());
+        }
+        Ok(())
+    }
 }
 
 /// What an order by constraints asks of a machine; it gets the cheapest
@@ -848,6 +944,10 @@ pub struct Instance {
     pub stopped_at: Option<DateTime<Utc>>,
     pub created_at: DateTime<Utc>,
     pub updated_at: DateTime<Utc>,
+    /// How to log in: set only while the instance is `running` and its
+    /// machine's agent reported one (simulated machines report none).
+    #[serde(default)]
+    pub connection: Option<Connection>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -860,6 +960,10 @@ pub struct TenantRequest {
 pub struct ProvisioningResult {
     pub ready: bool,
     pub reason: Option<String>,
+    /// How the renter logs in, when the machine's agent said (the `agent`
+    /// driver's readiness check); absent from simulated machines.
+    #[serde(default)]
+    pub connection: Option<Connection>,
 }
 
 /// Provisioner's report on a deprovisioning job: `clean` only when the
@@ -1395,4 +1499,80 @@ pub struct PayoutOutcome {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RunPayoutsResult {
     pub outcomes: Vec<PayoutOutcome>,
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod connection_tests {
+    use super::*;
+
+    fn connection(id: Uuid, host: &str) -> Connection {
+        Connection {
+            ssh_host: host.into(),
+            ssh_port: 2222,
+            ssh_user: id.to_string(),
+            ports: vec![PortMapping {
+                container_port: 8888,
+                host_port: 40000,
+            }],
+        }
+    }
+
+    #[test]
+    fn a_connection_must_be_the_instances_and_bounded() {
+        let id = Uuid::now_v7();
+        for host in [
+            "rig-7.hosts.example",
+            "203.0.113.7",
+            "2001:db8::1",
+            "localhost",
+        ] {
+            assert_eq!(connection(id, host).validate(id), Ok(()), "{host}");
+        }
+        for host in ["", "bad host", "-x.example", "a..b", &"a".repeat(254)] {
+            assert!(connection(id, host).validate(id).is_err(), "{host}");
+        }
+        assert!(connection(Uuid::now_v7(), "h").validate(id).is_err());
+        let mut many = connection(id, "h");
+        many.ports = vec![many.ports[0]; MAX_CONNECTION_PORTS + 1];
+        assert!(many.validate(id).is_err());
+        assert_eq!(
+            connection(id, "h").ssh_command(),
+            format!("ssh -p 2222 {id}@h")
+        );
+    }
+
+    #[test]
+    fn env_values_stay_out_of_debug_output() {
+        let var = EnvVar {
+            name: "TOKEN".into(),
+            value: "hunter2".into(),
+        };
+        let shown = format!("{var:?}");
+        assert!(shown.contains("TOKEN") && !shown.contains("hunter2"));
+        let job = crate::events::ProvisionInstance {
+            instance_id: Uuid::nil(),
+            order_id: Uuid::nil(),
+            tenant_id: Uuid::nil(),
+            machine_id: Uuid::nil(),
+            gpu_count: 1,
+            machine_gpu_count: 1,
+            image: "i".into(),
+            ssh_public_key: None,
+            command: None,
+            env: [("TOKEN".to_owned(), "hunter2".to_owned())].into(),
+            ports: vec![],
+            disk_gib: None,
+        };
+        let shown = format!("{job:?}");
+        assert!(shown.contains("TOKEN") && !shown.contains("hunter2"));
+        // Older commands (without the new fields) still decode.
+        let old = serde_json::json!({
+            "instance_id": Uuid::nil(), "order_id": Uuid::nil(), "tenant_id": Uuid::nil(),
+            "machine_id": Uuid::nil(), "gpu_count": 1, "machine_gpu_count": 1,
+            "image": "i", "ssh_public_key": null,
+        });
+        let old: crate::events::ProvisionInstance = serde_json::from_value(old).unwrap();
+        assert!(old.env.is_empty() && old.ports.is_empty() && old.command.is_none());
+    }
 }

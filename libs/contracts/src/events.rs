@@ -1,5 +1,7 @@
 //! Message payloads. The routing key of an event is its `type`.
 
+use std::collections::BTreeMap;
+
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
@@ -120,7 +122,8 @@ pub struct BalanceExhausted {
 }
 
 /// Command to the provisioning workers: make this instance user-ready.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+/// Its `Debug` leaves the env values out (they are the renter's secrets).
+#[derive(Clone, Serialize, Deserialize, PartialEq)]
 pub struct ProvisionInstance {
     pub instance_id: Uuid,
     pub order_id: Uuid,
@@ -130,7 +133,39 @@ pub struct ProvisionInstance {
     /// GPUs the machine has, so a driver can check the indices it binds.
     pub machine_gpu_count: i32,
     pub image: String,
+    /// `authorized_keys` text: one key per line.
     pub ssh_public_key: Option<String>,
+    /// Replaces the image's command when given.
+    #[serde(default)]
+    pub command: Option<Vec<String>>,
+    /// The container's environment. Secrets: never logged.
+    #[serde(default)]
+    pub env: BTreeMap<String, String>,
+    /// Container ports to publish on host ports.
+    #[serde(default)]
+    pub ports: Vec<u16>,
+    /// The ordered disk, GiB (the `/workspace` volume).
+    #[serde(default)]
+    pub disk_gib: Option<i32>,
+}
+
+impl std::fmt::Debug for ProvisionInstance {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ProvisionInstance")
+            .field("instance_id", &self.instance_id)
+            .field("order_id", &self.order_id)
+            .field("tenant_id", &self.tenant_id)
+            .field("machine_id", &self.machine_id)
+            .field("gpu_count", &self.gpu_count)
+            .field("machine_gpu_count", &self.machine_gpu_count)
+            .field("image", &self.image)
+            .field("ssh_public_key", &self.ssh_public_key.is_some())
+            .field("command", &self.command)
+            .field("env", &self.env.keys().collect::<Vec<_>>())
+            .field("ports", &self.ports)
+            .field("disk_gib", &self.disk_gib)
+            .finish()
+    }
 }
 
 pub const STOP_INSTANCE: &str = "provisioner.jobs.stop";
@@ -188,13 +223,21 @@ pub struct ProvisioningStep {
     /// `provision`, `provision:N` (a start after a stop) or `deprovision`.
     pub job_kind: String,
     pub step: String,
-    /// `started`, `finished` or `failed`.
+    /// `started`, `finished`, `failed` or `progress` (a long step's
+    /// report of how far it got, in `detail`).
     pub status: String,
     pub attempt: i32,
     pub duration_ms: Option<i64>,
     pub error: Option<String>,
     pub at: DateTime<Utc>,
+    /// A `progress` event's message (`pulled 120 MB of 900 MB`), at most
+    /// [`MAX_PROGRESS_DETAIL`] characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub detail: Option<String>,
 }
+
+/// The bound on [`ProvisioningStep::detail`].
+pub const MAX_PROGRESS_DETAIL: usize = 200;
 
 pub const ALLOCATION_PREEMPTED: &str = "catalog.allocation.preempted";
 
@@ -378,4 +421,28 @@ pub struct MeteredUsage {
     /// The disk a `storage` segment is for, in GiB.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_gib: Option<i32>,
+}
+
+pub const INSTANCE_EXITED: &str = "catalog.instance.exited";
+
+/// The bound on [`InstanceExited::reason`], in characters.
+pub const MAX_EXIT_REASON: usize = 500;
+
+/// A machine's agent reported that an instance's container stopped on its
+/// own (exited, OOM-killed, crash-looped), as the catalog accepted it from
+/// the machine's heartbeat. Ordering checks that the instance runs on that
+/// machine in that run before it acts; agents repeat the report in every
+/// heartbeat, so the same exit arrives many times.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstanceExited {
+    pub machine_id: Uuid,
+    pub instance_id: Uuid,
+    /// The provisioning run (attempt) whose container it was.
+    pub run: i32,
+    pub exit_code: i64,
+    pub oom_killed: bool,
+    /// When the engine saw the container stop.
+    pub finished_at: DateTime<Utc>,
+    /// For the renter, at most [`MAX_EXIT_REASON`] characters.
+    pub reason: String,
 }

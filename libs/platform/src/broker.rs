@@ -109,6 +109,13 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
             &config.events_exchange,
             "billing.balance.*",
         ),
+        // Rentals' containers that stopped on their own, vouched for by the
+        // catalog.
+        (
+            &config.ordering_queue,
+            &config.events_exchange,
+            "catalog.instance.exited",
+        ),
         // Inventory, heartbeats and self-tests of every host agent (named
         // kinds only: step results are the provisioners').
         (
@@ -131,6 +138,12 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
             &config.agent_results_queue,
             &config.agents_exchange,
             "agent.*.step_result",
+        ),
+        // And how far their long steps got (image pulls).
+        (
+            &config.agent_results_queue,
+            &config.agents_exchange,
+            "agent.*.step_progress",
         ),
     ];
     for (queue, exchange, key) in consumers {

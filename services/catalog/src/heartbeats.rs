@@ -18,7 +18,9 @@ use std::sync::Arc;
 use actix_web::{HttpResponse, web};
 use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use contracts::Envelope;
-use contracts::events::{INSTANCE_TRAFFIC, InstanceTraffic};
+use contracts::events::{
+    INSTANCE_EXITED, INSTANCE_TRAFFIC, InstanceExited, InstanceTraffic, MAX_EXIT_REASON,
+};
 use diesel::pg::PgConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{Jsonb, Nullable, Timestamptz, Uuid as SqlUuid};
@@ -67,7 +69,29 @@ struct Heartbeat {
     boot_id: Option<Uuid>,
     #[serde(default)]
     instances: Vec<InstanceCounters>,
+    /// Containers that stopped on their own (repeated in every heartbeat
+    /// until the platform stops their instance).
+    #[serde(default)]
+    exited: Vec<ExitReport>,
 }
+
+/// A rental's container that stopped on its own, as the agent reports it
+/// (`host_agent::protocol::InstanceExited`).
+#[derive(Debug, Deserialize)]
+struct ExitReport {
+    instance_id: Uuid,
+    run: i32,
+    exit_code: i64,
+    #[serde(default)]
+    oom_killed: bool,
+    finished_at: DateTime<Utc>,
+    #[serde(default)]
+    reason: String,
+}
+
+/// Exits a heartbeat may carry that are announced; more are cut (the agent
+/// repeats them, so the rest come once the first are handled).
+const MAX_EXITS_PER_HEARTBEAT: usize = 64;
 
 /// An instance's network counters in a heartbeat.
 #[derive(Debug, Deserialize)]
@@ -252,11 +276,13 @@ pub async fn handle_report(
                 .map(|g| g.utilization_percent.min(100) as i32)
                 .max();
             let traffic = traffic_of(machine_id, &body)?;
+            let exits = exits_of(machine_id, &body);
             let events = events_exchange.to_owned();
             db.tx(move |conn| {
                 // Even a stale or repeated heartbeat's counters count: they
                 // are samples of what happened, and metering keeps each once.
                 announce_traffic(conn, &events, machine_id, &traffic)?;
+                announce_exits(conn, &events, &exits)?;
                 apply_heartbeat(conn, settings, machine_id, body.sent_at, &raw)?;
                 record_utilisation(conn, machine_id, body.sent_at, busiest, retention_seconds)
             })
@@ -316,6 +342,56 @@ fn traffic_of(machine_id: Uuid, body: &Heartbeat) -> Result<Vec<InstanceTraffic>
             })
         })
         .collect()
+}
+
+/// The exits a heartbeat reports, bounded: at most
+/// [`MAX_EXITS_PER_HEARTBEAT`], reasons cut to [`MAX_EXIT_REASON`]
+/// characters (control characters but newlines dropped).
+fn exits_of(machine_id: Uuid, body: &Heartbeat) -> Vec<InstanceExited> {
+    if body.exited.len() > MAX_EXITS_PER_HEARTBEAT {
+        tracing::warn!(%machine_id, reported = body.exited.len(), "too many exits in a heartbeat; the rest wait for the next");
+    }
+    body.exited
+        .iter()
+        .take(MAX_EXITS_PER_HEARTBEAT)
+        .map(|e| InstanceExited {
+            machine_id,
+            instance_id: e.instance_id,
+            run: e.run,
+            exit_code: e.exit_code,
+            oom_killed: e.oom_killed,
+            finished_at: e.finished_at.trunc_subsecs(6),
+            reason: e
+                .reason
+                .chars()
+                .filter(|c| *c == '\n' || !c.is_control())
+                .take(MAX_EXIT_REASON)
+                .collect(),
+        })
+        .collect()
+}
+
+/// `catalog.instance.exited` for each exit, through the outbox in the
+/// heartbeat's transaction: the catalog vouches for the sender (the
+/// machine's current agent); whether the instance runs on this machine, in
+/// that run, is ordering's to check.
+fn announce_exits(
+    conn: &mut PgConnection,
+    events_exchange: &str,
+    exits: &[InstanceExited],
+) -> Result<(), HandlerError> {
+    for exit in exits {
+        let envelope = Envelope::new(INSTANCE_EXITED, contracts::time::now(), None, None, exit)
+            .map_err(|e| permanent(e.to_string()))?;
+        platform::outbox::enqueue(
+            conn,
+            crate::SCHEMA,
+            events_exchange,
+            INSTANCE_EXITED,
+            &envelope,
+        )?;
+    }
+    Ok(())
 }
 
 /// `catalog.instance.traffic` for each sample, through the outbox in the

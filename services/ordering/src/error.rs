@@ -6,6 +6,9 @@ use contracts::ErrorCode;
 pub enum Error {
     #[error("{0}")]
     Validation(String),
+    /// Every invalid field of a request at once (`fieldErrors`).
+    #[error("{0}")]
+    Fields(#[from] contracts::FieldErrors),
     #[error("{0}")]
     NotFound(String),
     #[error("{0}")]
@@ -23,7 +26,7 @@ pub enum Error {
 impl Error {
     pub fn code(&self) -> ErrorCode {
         match self {
-            Error::Validation(_) => ErrorCode::Validation,
+            Error::Validation(_) | Error::Fields(_) => ErrorCode::Validation,
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::Conflict(_) => ErrorCode::Conflict,
             Error::Remote(remote) => remote.code,
@@ -41,6 +44,7 @@ impl ResponseError for Error {
         // A remote verdict (e.g. which quota refused) reaches the gateway whole.
         let details = match self {
             Error::Remote(remote) => remote.details.clone(),
+            Error::Fields(fields) => Some(fields.details()),
             _ => None,
         };
         platform::http::error_response_with_details(self.code(), self, details)

@@ -230,10 +230,17 @@ pub async fn history(db: &Db, id: Uuid, tenant_id: Uuid) -> Result<Vec<InstanceE
 /// The key that makes a redelivered (or re-run and re-reported) step
 /// report count once; the gateway dedupes live step events by the same key.
 pub fn step_key(step: &ProvisioningStep) -> String {
-    format!(
+    let key = format!(
         "step:{}:{}:{}:{}",
         step.job_kind, step.step, step.status, step.attempt
-    )
+    );
+    // A step reports progress many times: each report is its own event
+    // (a redelivered one has the same instant).
+    if step.status == "progress" {
+        format!("{key}:{}", step.at.timestamp_micros())
+    } else {
+        key
+    }
 }
 
 /// Records one provisioning step report (idempotent by [`step_key`]).
@@ -340,6 +347,7 @@ mod tests {
             duration_ms: Some(5),
             error: None,
             at: Utc::now(),
+            detail: None,
         };
         assert_eq!(step_key(&step), "step:provision:image:finished:2");
         let retried = ProvisioningStep {

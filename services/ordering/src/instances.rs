@@ -48,6 +48,8 @@ pub struct InstanceRow {
     pub preempted_at: Option<DateTime<Utc>>,
     /// None for instances from before the storage meter (not metered).
     pub disk_gib: Option<i32>,
+    /// The current run's [`api::Connection`], as the agent reported it.
+    pub connection: Option<serde_json::Value>,
 }
 
 impl InstanceRow {
@@ -114,6 +116,15 @@ impl From<InstanceRow> for api::Instance {
         let allowed_actions = InstanceState::parse(&row.state)
             .map(InstanceState::allowed_actions)
             .unwrap_or_default();
+        // Only a running instance can be logged in to; a stale column
+        // (cleared with the run's end anyway) never shows.
+        let connection = if row.state == InstanceState::Running.as_str() {
+            row.connection
+                .clone()
+                .and_then(|c| serde_json::from_value(c).ok())
+        } else {
+            None
+        };
         api::Instance {
             id: row.id,
             order_id: row.order_id,
@@ -139,6 +150,7 @@ impl From<InstanceRow> for api::Instance {
             stopped_at: row.stopped_at,
             created_at: row.created_at,
             updated_at: row.updated_at,
+            connection,
         }
     }
 }
@@ -343,6 +355,51 @@ pub fn publish_downtime(
     )
 }
 
+/// The provisioning command of `row` as the order asked for it: image,
+/// keys, command, env (the renter's secrets: they go to the machine and
+/// nowhere else) and ports, read from the instance.
+pub fn provision_instance(
+    conn: &mut PgConnection,
+    row: &InstanceRow,
+    machine_gpu_count: i32,
+) -> Result<ProvisionInstance, Error> {
+    type Spec = (
+        Option<String>,
+        Option<serde_json::Value>,
+        serde_json::Value,
+        Vec<i32>,
+    );
+    let (ssh_public_key, command, env, ports): Spec = instances::table
+        .find(row.id)
+        .select((
+            instances::ssh_public_key,
+            instances::command,
+            instances::env,
+            instances::ports,
+        ))
+        .first(conn)?;
+    let command: Option<Vec<String>> = command.and_then(|c| serde_json::from_value(c).ok());
+    let env: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(env).unwrap_or_default();
+    Ok(ProvisionInstance {
+        instance_id: row.id,
+        order_id: row.order_id,
+        tenant_id: row.tenant_id,
+        machine_id: row.machine_id,
+        gpu_count: row.gpu_count,
+        machine_gpu_count,
+        image: row.image.clone(),
+        ssh_public_key,
+        command,
+        env,
+        ports: ports
+            .into_iter()
+            .filter_map(|p| u16::try_from(p).ok())
+            .collect(),
+        disk_gib: row.disk_gib,
+    })
+}
+
 /// Sends provisioning attempt `attempt` of `row` on its (current) machine
 /// through the outbox. `never_ran`: a re-placed first run, whose dead
 /// attempt the worker cleans up like the order's own.
@@ -355,10 +412,7 @@ pub fn publish_attempt(
     never_ran: bool,
     at: DateTime<Utc>,
 ) -> Result<(), Error> {
-    let ssh_public_key: Option<String> = instances::table
-        .find(row.id)
-        .select(instances::ssh_public_key)
-        .first(conn)?;
+    let instance = provision_instance(conn, row, machine_gpu_count)?;
     publish(
         conn,
         commands,
@@ -366,16 +420,7 @@ pub fn publish_attempt(
         at,
         row.tenant_id,
         &ProvisionRun {
-            instance: ProvisionInstance {
-                instance_id: row.id,
-                order_id: row.order_id,
-                tenant_id: row.tenant_id,
-                machine_id: row.machine_id,
-                gpu_count: row.gpu_count,
-                machine_gpu_count,
-                image: row.image.clone(),
-                ssh_public_key,
-            },
+            instance,
             attempt,
             never_ran,
         },
@@ -414,6 +459,15 @@ pub fn transition(
         return Err(Error::Conflict(
             "instance changed concurrently; retry".into(),
         ));
+    }
+    // A connection belongs to one run: whatever ends or precedes a run
+    // (stop, failure, destroy, preemption, a new start) forgets it. A lost
+    // host keeps it (hidden while `host_lost`): when the host comes back,
+    // the same container runs on and the connection shows again.
+    if !matches!(next, InstanceState::Running | InstanceState::HostLost) {
+        diesel::update(instances::table.find(row.id))
+            .set(instances::connection.eq(None::<serde_json::Value>))
+            .execute(conn)?;
     }
     diesel::insert_into(instance_transitions::table)
         .values((
@@ -508,8 +562,22 @@ pub async fn live_on_machine(
 /// The provisioner reports the instance user-ready: it is `running` from now
 /// (T0), and the event that opens the meter leaves in the same transaction. A
 /// repeated report changes nothing, so exactly one `running` event exists per run.
-pub async fn mark_ready(db: &Db, deps: &Deps, id: Uuid) -> Result<api::Instance, Error> {
+pub async fn mark_ready(
+    db: &Db,
+    deps: &Deps,
+    id: Uuid,
+    connection: Option<api::Connection>,
+) -> Result<api::Instance, Error> {
     let exchange = deps.config.events_exchange.clone();
+    // The provisioner checked it; a connection that is not this instance's
+    // is dropped here too rather than shown to the renter.
+    let connection = connection.filter(|c| match c.validate(id) {
+        Ok(()) => true,
+        Err(problem) => {
+            tracing::warn!(instance.id = %id, %problem, "connection dropped");
+            false
+        }
+    });
     db.tx(move |conn| {
         let row = lock(conn, id)?;
         if row.state()? != InstanceState::Provisioning {
@@ -517,11 +585,15 @@ pub async fn mark_ready(db: &Db, deps: &Deps, id: Uuid) -> Result<api::Instance,
         }
         let at = contracts::time::now();
         let run_seq = row.run_seq + 1;
+        let connection = connection
+            .as_ref()
+            .and_then(|c| serde_json::to_value(c).ok());
         diesel::update(instances::table.find(id))
             .set((
                 instances::running_at.eq(at),
                 instances::stopped_at.eq(None::<DateTime<Utc>>),
                 instances::run_seq.eq(run_seq),
+                instances::connection.eq(connection),
             ))
             .execute(conn)?;
         transition(conn, &row, InstanceState::Running, None, at)?;

@@ -8,6 +8,7 @@
 
 pub mod error;
 pub mod events;
+mod exits;
 mod expiry;
 mod funds;
 mod instances;

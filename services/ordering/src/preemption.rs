@@ -32,7 +32,8 @@ use crate::instances::{InstanceRow, current_holding_key, lock, publish, transiti
 use crate::state::InstanceState;
 use crate::{Deps, Error, SCHEMA};
 
-/// Consumes ordering's queue forever: the catalog's preemptions, and
+/// Consumes ordering's queue forever: the catalog's preemptions and
+/// containers that exited ([`crate::exits`]), and
 /// billing's exhausted balances and reached spend caps ([`crate::funds`]).
 pub async fn run_consumer(config: Arc<Config>, db: Db) {
     let deps = Deps::new(config.clone());
@@ -50,6 +51,9 @@ async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), HandlerE
         || envelope.kind == contracts::events::SPEND_CAP_REACHED
     {
         return crate::funds::handle(db, deps, envelope).await;
+    }
+    if envelope.kind == contracts::events::INSTANCE_EXITED {
+        return crate::exits::handle(db, deps, envelope).await;
     }
     if envelope.kind != ALLOCATION_PREEMPTED {
         return Ok(());

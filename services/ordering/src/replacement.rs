@@ -107,6 +107,10 @@ async fn load_failed(db: &Db, id: Uuid) -> Result<Option<Failed>, Error> {
             image: None,
             team_id: None,
             disk_gib: row.disk_gib,
+            // Placement only: the attempt's command reads the instance's.
+            command: None,
+            env: Vec::new(),
+            ports: Vec::new(),
         };
         let attempt = attempt(conn, id)?;
         Ok(Some(Failed {

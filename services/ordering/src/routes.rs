@@ -193,7 +193,7 @@ async fn provisioning_result(
         return Ok(HttpResponse::Ok().json(current));
     }
     let instance = if body.ready {
-        instances::mark_ready(&db, &deps, id).await?
+        instances::mark_ready(&db, &deps, id, body.connection).await?
     } else {
         let reason = body.reason.unwrap_or_else(|| "provisioning failed".into());
         instances::mark_failed(&db, &deps, id, reason).await?

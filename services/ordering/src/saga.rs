@@ -144,13 +144,6 @@ fn validate(req: &CreateOrderRequest) -> Result<(), Error> {
             "maxPricePerGpuHour: must not be negative".into(),
         ));
     }
-    if let Some(key) = &req.ssh_public_key
-        && (key.len() > 16 * 1024 || !key.starts_with("ssh-") && !key.starts_with("ecdsa-"))
-    {
-        return Err(Error::Validation(
-            "sshPublicKey: an OpenSSH public key".into(),
-        ));
-    }
     if let Some(image) = &req.image
         && (image.is_empty() || image.len() > 500 || image.chars().any(char::is_whitespace))
     {
@@ -158,7 +151,120 @@ fn validate(req: &CreateOrderRequest) -> Result<(), Error> {
             "image: an image reference without spaces".into(),
         ));
     }
+    rental_fields(req).into_result()?;
     Ok(())
+}
+
+/// Bounds on what an order asks its container to run (issue 16).
+pub const MAX_ENV_VARS: usize = 64;
+pub const MAX_ENV_NAME: usize = 128;
+pub const MAX_ENV_VALUE: usize = 32 * 1024;
+pub const MAX_ENV_TOTAL: usize = 64 * 1024;
+pub const MAX_COMMAND_ARGS: usize = 64;
+pub const MAX_COMMAND_ARG: usize = 4 * 1024;
+pub const MAX_PORTS: usize = 16;
+pub const MAX_SSH_KEYS: usize = 32;
+pub const MAX_SSH_KEYS_LEN: usize = 16 * 1024;
+
+/// Checks the keys, command, env and ports of an order, all at once. The
+/// messages never quote an env value (they are secrets).
+fn rental_fields(req: &CreateOrderRequest) -> contracts::FieldErrors {
+    let mut errors = contracts::FieldErrors::new();
+    if let Some(keys) = &req.ssh_public_key {
+        let lines: Vec<&str> = keys
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .collect();
+        if keys.len() > MAX_SSH_KEYS_LEN || lines.len() > MAX_SSH_KEYS {
+            errors.add(
+                "sshPublicKey",
+                format!("at most {MAX_SSH_KEYS} keys and {MAX_SSH_KEYS_LEN} bytes"),
+            );
+        } else if lines.is_empty()
+            || !lines.iter().all(|l| {
+                let mut words = l.split_whitespace();
+                let kind = words.next().unwrap_or_default();
+                (kind.starts_with("ssh-") || kind.starts_with("ecdsa-") || kind.starts_with("sk-"))
+                    && words.next().is_some()
+            })
+        {
+            errors.add(
+                "sshPublicKey",
+                "OpenSSH public keys, one per line (`ssh-ed25519 AAAA... comment`)",
+            );
+        }
+    }
+    if let Some(command) = &req.command {
+        errors.check(
+            !command.is_empty() && command.len() <= MAX_COMMAND_ARGS,
+            "command",
+            format!("1 to {MAX_COMMAND_ARGS} arguments"),
+        );
+        errors.check(
+            command
+                .iter()
+                .all(|a| a.len() <= MAX_COMMAND_ARG && !a.contains('\0')),
+            "command",
+            format!("each argument at most {MAX_COMMAND_ARG} bytes, without NUL"),
+        );
+    }
+    if req.env.len() > MAX_ENV_VARS {
+        errors.add("env", format!("at most {MAX_ENV_VARS} variables"));
+    }
+    let mut names = std::collections::BTreeSet::new();
+    let mut total = 0usize;
+    for var in &req.env {
+        let name = &var.name;
+        let valid = !name.is_empty()
+            && name.len() <= MAX_ENV_NAME
+            && name
+                .bytes()
+                .next()
+                .is_some_and(|b| b.is_ascii_alphabetic() || b == b'_')
+            && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !valid {
+            errors.add(
+                "env.name",
+                format!(
+                    "names match [A-Za-z_][A-Za-z0-9_]* and have at most {MAX_ENV_NAME} characters"
+                ),
+            );
+        } else if !names.insert(name.as_str()) {
+            errors.add("env.name", format!("{name} is given twice"));
+        }
+        if var.value.len() > MAX_ENV_VALUE || var.value.contains('\0') {
+            errors.add(
+                "env.value",
+                format!("{name}: at most {MAX_ENV_VALUE} bytes, without NUL"),
+            );
+        }
+        total += name.len() + var.value.len();
+    }
+    if total > MAX_ENV_TOTAL {
+        errors.add("env", format!("at most {MAX_ENV_TOTAL} bytes in all"));
+    }
+    if req.ports.len() > MAX_PORTS {
+        errors.add("ports", format!("at most {MAX_PORTS} ports"));
+    }
+    if req.ports.contains(&0) {
+        errors.add("ports", "ports from 1 to 65535");
+    }
+    let distinct: std::collections::BTreeSet<u16> = req.ports.iter().copied().collect();
+    if distinct.len() != req.ports.len() {
+        errors.add("ports", "no port twice");
+    }
+    errors
+}
+
+/// The order's env as stored on the instance: `{name: value}`.
+fn env_json(req: &CreateOrderRequest) -> serde_json::Value {
+    let map: serde_json::Map<String, serde_json::Value> = req
+        .env
+        .iter()
+        .map(|v| (v.name.clone(), serde_json::Value::String(v.value.clone())))
+        .collect();
+    serde_json::Value::Object(map)
 }
 
 /// Same key and same request → same order; same key, other request → conflict.
@@ -178,6 +284,26 @@ fn fingerprint(req: &CreateOrderRequest) -> String {
     let mut canonical = canonical;
     if let Some(disk) = req.disk_gib {
         canonical["disk_gib"] = disk.into();
+    }
+    if let Some(command) = &req.command {
+        canonical["command"] = serde_json::json!(command);
+    }
+    if !req.env.is_empty() {
+        // Names in clear, values only as digests: the fingerprint is stored.
+        let env: Vec<(String, String)> = req
+            .env
+            .iter()
+            .map(|v| {
+                (
+                    v.name.clone(),
+                    hex::encode(Sha256::digest(v.value.as_bytes())),
+                )
+            })
+            .collect();
+        canonical["env"] = serde_json::json!(env);
+    }
+    if !req.ports.is_empty() {
+        canonical["ports"] = serde_json::json!(req.ports);
     }
     hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
 }
@@ -638,6 +764,13 @@ async fn create_instance(
                     instances::image.eq(&image),
                     instances::ssh_public_key.eq(&req.ssh_public_key),
                     instances::disk_gib.eq(disk_gib(&req)),
+                    instances::command.eq(req.command.as_ref().map(|c| serde_json::json!(c))),
+                    instances::env.eq(env_json(&req)),
+                    instances::ports.eq(req
+                        .ports
+                        .iter()
+                        .map(|&p| i32::from(p))
+                        .collect::<Vec<_>>()),
                     instances::state.eq(InstanceState::Provisioning.as_str()),
                     instances::created_at.eq(at),
                     instances::updated_at.eq(at),
@@ -669,6 +802,14 @@ async fn create_instance(
                     machine_gpu_count: allocation.machine_gpu_count,
                     image,
                     ssh_public_key: req.ssh_public_key.clone(),
+                    command: req.command.clone(),
+                    env: req
+                        .env
+                        .iter()
+                        .map(|v| (v.name.clone(), v.value.clone()))
+                        .collect(),
+                    ports: req.ports.clone(),
+                    disk_gib: Some(disk_gib(&req)),
                 },
             )?;
             tracing::info!(order.id = %order_id, instance.id = %id, "instance provisioning");
@@ -866,7 +1007,81 @@ mod tests {
             image: None,
             team_id: None,
             disk_gib: None,
+            command: None,
+            env: Vec::new(),
+            ports: Vec::new(),
         }
+    }
+
+    #[test]
+    fn rental_fields_are_bounded_and_reported_together() {
+        let ok = CreateOrderRequest {
+            ssh_public_key: Some("ssh-ed25519 AAAA a\n\nssh-rsa BBBB b\n".into()),
+            command: Some(vec!["sh".into(), "-c".into(), "true".into()]),
+            env: vec![contracts::api::EnvVar {
+                name: "_TOKEN1".into(),
+                value: "x".repeat(MAX_ENV_VALUE),
+            }],
+            ports: vec![22, 8888],
+            ..request()
+        };
+        assert!(rental_fields(&ok).is_empty());
+        let bad = CreateOrderRequest {
+            ssh_public_key: Some("ssh-ed25519\n".into()),
+            command: Some(Vec::new()),
+            env: vec![
+                contracts::api::EnvVar {
+                    name: "A-B".into(),
+                    value: "secret-1".into(),
+                },
+                contracts::api::EnvVar {
+                    name: "A".into(),
+                    value: "x".repeat(MAX_ENV_VALUE + 1),
+                },
+                contracts::api::EnvVar {
+                    name: "A".into(),
+                    value: "secret-2".into(),
+                },
+            ],
+            ports: vec![0, 1, 1],
+            ..request()
+        };
+        let errors = rental_fields(&bad);
+        let fields: Vec<&str> = errors.fields().iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(
+            fields,
+            [
+                "sshPublicKey",
+                "command",
+                "env.name",
+                "env.value",
+                "env.name",
+                "ports",
+                "ports"
+            ]
+        );
+        // No message quotes a value.
+        let text = errors.to_string();
+        assert!(
+            !text.contains("secret-") && !text.contains("xxxx"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn fingerprint_covers_env_values_as_digests_only() {
+        let with = |value: &str| CreateOrderRequest {
+            env: vec![contracts::api::EnvVar {
+                name: "TOKEN".into(),
+                value: value.into(),
+            }],
+            ..request()
+        };
+        assert_ne!(fingerprint(&with("one")), fingerprint(&with("two")));
+        assert_eq!(fingerprint(&with("one")), fingerprint(&with("one")));
+        // Orders without the new fields keep their prints.
+        assert_eq!(fingerprint(&request()), fingerprint(&request()));
+        assert!(!format!("{:?}", with("hunter2")).contains("hunter2"));
     }
 
     #[test]

@@ -17,15 +17,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use contracts::events::{DeprovisionInstance, ProvisionInstance, StopInstance};
+use contracts::events::{
+    DeprovisionInstance, MAX_PROGRESS_DETAIL, PROVISIONING_STEP, ProvisionInstance, ProvisionRun,
+    ProvisioningStep, StopInstance,
+};
 use diesel::prelude::*;
 use host_agent::lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use host_agent::lapin::types::ShortString;
 use host_agent::lapin::{BasicProperties, Channel, Connection};
-use host_agent::protocol::{self, AgentCommand, StepResult};
+use host_agent::protocol::{self, AgentCommand, StepProgress, StepResult};
 use platform::consumer::{HandlerError, RawMessage};
 use platform::{Config, Db};
-use schema::provisioner::agent_commands;
+use schema::provisioner::{agent_commands, job_steps, jobs};
 use serde::Serialize;
 use tokio::sync::Mutex;
 use uuid::Uuid;
@@ -218,6 +221,23 @@ impl Driver for AgentDriver {
         ))
     }
 
+    /// The agent gets the whole run (`RentalSpec` reads its `attempt` as
+    /// the run its containers are labelled with and exits are reported for).
+    fn run_attempt_step<'a>(
+        &'a self,
+        step: Step,
+        run: &'a ProvisionRun,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        Box::pin(self.command(
+            step,
+            "provision",
+            run.instance.machine_id,
+            run.instance.instance_id,
+            run,
+            Utc::now(),
+        ))
+    }
+
     fn deprovision_step<'a>(
         &'a self,
         step: Step,
@@ -253,23 +273,33 @@ fn permanent(reason: impl Into<String>) -> HandlerError {
     HandlerError::Permanent(reason.into())
 }
 
-/// Records one agent's answer. Only `agent-<machine_id>.<gen>` may answer for its
-/// machine (the broker checked `user_id`), and only a command sent to that
-/// machine; a duplicate answer changes nothing.
-pub async fn record_result(db: &Db, message: RawMessage) -> Result<(), HandlerError> {
+/// How many progress reports one command may turn into events; the rest
+/// are dropped (an agent sends about one a second; a pull that takes longer
+/// than this many reports shows its first ones and then its result).
+pub const MAX_PROGRESS_PER_COMMAND: i32 = 120;
+
+/// The machine of an `agent.<machine_id>.<kind>` message whose sender is
+/// that machine's agent (`agent-<machine_id>.<gen>`; the broker checked the
+/// `user_id` against the connection's user and deleted users of retired
+/// tokens; the catalog's heartbeat consumer is the one that insists on the
+/// current generation).
+fn sender(message: &RawMessage, kind: &str) -> Result<Uuid, HandlerError> {
     let words: Vec<&str> = message.routing_key.split('.').collect();
-    let ["agent", id, "step_result"] = words.as_slice() else {
+    let ["agent", id, word] = words.as_slice() else {
         return Err(permanent(format!(
-            "routing key {:?} is not agent.<machine_id>.step_result",
+            "routing key {:?} is not agent.<machine_id>.{kind}",
             message.routing_key
         )));
     };
+    if *word != kind {
+        return Err(permanent(format!(
+            "routing key {:?} is not agent.<machine_id>.{kind}",
+            message.routing_key
+        )));
+    }
     let machine_id: Uuid = id
         .parse()
         .map_err(|_| permanent(format!("routing key names no machine: {id:?}")))?;
-    // The broker checked the sender is that user (and deleted users of
-    // retired tokens); the catalog's heartbeat consumer is the one that
-    // insists on the current generation.
     if !message
         .user_id
         .as_deref()
@@ -280,6 +310,17 @@ pub async fn record_result(db: &Db, message: RawMessage) -> Result<(), HandlerEr
             message.user_id
         )));
     }
+    Ok(machine_id)
+}
+
+/// Records one agent's answer. Only `agent-<machine_id>.<gen>` may answer for its
+/// machine (the broker checked `user_id`), and only a command sent to that
+/// machine; a duplicate answer changes nothing. A readiness check's
+/// connection is kept with the answer when it is this instance's and within
+/// bounds ([`contracts::api::Connection::validate`]); otherwise it is
+/// dropped with a warning and the instance runs without one.
+pub async fn record_result(db: &Db, message: RawMessage) -> Result<(), HandlerError> {
+    let machine_id = sender(&message, "step_result")?;
     let result: StepResult = serde_json::from_slice(&message.data)
         .map_err(|e| permanent(format!("undecodable step result: {e}")))?;
     if result.machine_id != machine_id {
@@ -287,21 +328,60 @@ pub async fn record_result(db: &Db, message: RawMessage) -> Result<(), HandlerEr
             "the body names another machine than the routing key",
         ));
     }
+    let connection = result
+        .detail
+        .and_then(|d| d.connection)
+        .map(|c| contracts::api::Connection {
+            ssh_host: c.ssh_host,
+            ssh_port: c.ssh_port,
+            ssh_user: c.ssh_user,
+            ports: c
+                .ports
+                .into_iter()
+                .map(|p| contracts::api::PortMapping {
+                    container_port: p.container_port,
+                    host_port: p.host_port,
+                })
+                .collect(),
+        });
     let updated = db
-        .run(move |conn| {
-            diesel::update(
-                agent_commands::table
-                    .find(result.command_id)
-                    .filter(agent_commands::machine_id.eq(machine_id))
-                    .filter(agent_commands::answered_at.is_null()),
-            )
-            .set((
-                agent_commands::answered_at.eq(diesel::dsl::now),
-                agent_commands::ok.eq(result.ok),
-                agent_commands::error.eq(result.error),
-            ))
-            .execute(conn)
-            .map_err(HandlerError::from)
+        .tx(move |conn| {
+            let command: Option<(Uuid, String)> = agent_commands::table
+                .find(result.command_id)
+                .filter(agent_commands::machine_id.eq(machine_id))
+                .filter(agent_commands::answered_at.is_null())
+                .select((agent_commands::instance_id, agent_commands::step))
+                .for_update()
+                .first(conn)
+                .optional()?;
+            let Some((instance_id, step)) = command else {
+                return Ok::<_, HandlerError>(0);
+            };
+            let detail = match connection {
+                Some(c) if result.ok && step == Step::ReadinessCheck.as_str() => {
+                    match c.validate(instance_id) {
+                        Ok(()) => serde_json::to_value(&c).ok(),
+                        Err(problem) => {
+                            tracing::warn!(%machine_id, instance.id = %instance_id, %problem, "agent's connection dropped");
+                            None
+                        }
+                    }
+                }
+                Some(_) => {
+                    tracing::warn!(%machine_id, %step, "a connection from a step other than a passed readiness check dropped");
+                    None
+                }
+                None => None,
+            };
+            diesel::update(agent_commands::table.find(result.command_id))
+                .set((
+                    agent_commands::answered_at.eq(diesel::dsl::now),
+                    agent_commands::ok.eq(result.ok),
+                    agent_commands::error.eq(result.error),
+                    agent_commands::detail.eq(detail),
+                ))
+                .execute(conn)
+                .map_err(HandlerError::from)
         })
         .await?;
     if updated == 0 {
@@ -310,12 +390,119 @@ pub async fn record_result(db: &Db, message: RawMessage) -> Result<(), HandlerEr
     Ok(())
 }
 
-/// Consumes the agents' step results forever.
+/// Records one progress report of a long step (an image pull) as a
+/// `progress` [`ProvisioningStep`] with the message as its `detail`, so
+/// `instanceEvents` shows it. The same sender checks as for results: the
+/// machine's agent, about a command sent to that machine and still open;
+/// at most [`MAX_PROGRESS_PER_COMMAND`] per command, messages cut to
+/// [`MAX_PROGRESS_DETAIL`] characters.
+pub async fn record_progress(
+    db: &Db,
+    events_exchange: &str,
+    message: RawMessage,
+) -> Result<(), HandlerError> {
+    let machine_id = sender(&message, "step_progress")?;
+    let progress: StepProgress = serde_json::from_slice(&message.data)
+        .map_err(|e| permanent(format!("undecodable step progress: {e}")))?;
+    if progress.machine_id != machine_id {
+        return Err(permanent(
+            "the body names another machine than the routing key",
+        ));
+    }
+    let exchange = events_exchange.to_owned();
+    let detail: String = progress
+        .message
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_PROGRESS_DETAIL)
+        .collect();
+    let recorded = db
+        .tx(move |conn| -> Result<bool, HandlerError> {
+            let command: Option<(Uuid, String)> = diesel::update(
+                agent_commands::table
+                    .find(progress.command_id)
+                    .filter(agent_commands::machine_id.eq(machine_id))
+                    .filter(agent_commands::answered_at.is_null())
+                    .filter(agent_commands::progress_count.lt(MAX_PROGRESS_PER_COMMAND)),
+            )
+            .set(agent_commands::progress_count.eq(agent_commands::progress_count + 1))
+            .returning((agent_commands::instance_id, agent_commands::step))
+            .get_result(conn)
+            .optional()?;
+            let Some((instance_id, step)) = command else {
+                return Ok(false);
+            };
+            // The job the command belongs to: the instance's open
+            // provisioning job (one at a time per instance).
+            let job: Option<(Uuid, String, Option<serde_json::Value>)> = jobs::table
+                .filter(jobs::instance_id.eq(instance_id))
+                .filter(jobs::kind.like("provision%"))
+                .filter(jobs::reported_at.is_null())
+                .order(jobs::created_at.desc())
+                .select((jobs::id, jobs::kind, jobs::command))
+                .first(conn)
+                .optional()?;
+            let Some((job_id, kind, command)) = job else {
+                return Ok(false);
+            };
+            let attempt: i32 = job_steps::table
+                .find((job_id, step.as_str()))
+                .select(job_steps::attempts)
+                .first(conn)
+                .optional()?
+                .unwrap_or(1);
+            let field = |name: &str| {
+                command
+                    .as_ref()
+                    .and_then(|c| c.get(name))
+                    .and_then(|v| v.as_str())
+                    .map(str::to_owned)
+            };
+            let at = contracts::time::now();
+            let payload = ProvisioningStep {
+                instance_id,
+                job_kind: kind,
+                step,
+                status: "progress".into(),
+                attempt,
+                duration_ms: None,
+                error: None,
+                at,
+                detail: Some(detail),
+            };
+            let envelope = contracts::Envelope::new(
+                PROVISIONING_STEP,
+                at,
+                field("tenant_id").and_then(|t| t.parse().ok()),
+                field("correlation_id"),
+                &payload,
+            )
+            .map_err(|e| permanent(e.to_string()))?;
+            platform::outbox::enqueue(conn, crate::SCHEMA, &exchange, PROVISIONING_STEP, &envelope)
+                .map_err(HandlerError::from)?;
+            Ok(true)
+        })
+        .await?;
+    if !recorded {
+        tracing::debug!(%machine_id, "step progress for no open command ignored");
+    }
+    Ok(())
+}
+
+/// Consumes the agents' step results and progress reports forever.
 pub async fn run_results_consumer(config: Arc<Config>, db: Db) {
     let queue = config.agent_results_queue.clone();
+    let exchange = config.events_exchange.clone();
     platform::consumer::run_raw(config, queue, move |message: RawMessage| {
         let db = db.clone();
-        async move { record_result(&db, message).await }
+        let exchange = exchange.clone();
+        async move {
+            if message.routing_key.ends_with(".step_progress") {
+                record_progress(&db, &exchange, message).await
+            } else {
+                record_result(&db, message).await
+            }
+        }
     })
     .await
 }

@@ -1,7 +1,7 @@
 //! The steps of the service model and the driver that carries them out.
 
 use chrono::{DateTime, Utc};
-use contracts::events::{DeprovisionInstance, ProvisionInstance, StopInstance};
+use contracts::events::{DeprovisionInstance, ProvisionInstance, ProvisionRun, StopInstance};
 
 use crate::Error;
 
@@ -110,6 +110,17 @@ pub trait Driver: Send + Sync {
         step: Step,
         job: &'a ProvisionInstance,
     ) -> BoxFuture<'a, Result<(), Error>>;
+
+    /// One of [`Step::PROVISION`] for one attempt of the instance. A driver
+    /// that hands the whole run to someone else (the host agent reads the
+    /// attempt as the run its containers belong to) overrides it.
+    fn run_attempt_step<'a>(
+        &'a self,
+        step: Step,
+        run: &'a ProvisionRun,
+    ) -> BoxFuture<'a, Result<(), Error>> {
+        self.run_step(step, &run.instance)
+    }
 
     /// One of [`Step::DEPROVISION`]. `ValidateClean` must fail while anything
     /// of the instance remains on the machine.

@@ -22,7 +22,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
-use contracts::api::{DeprovisioningResult, Instance, ProvisioningResult};
+use contracts::api::{self, DeprovisioningResult, Instance, ProvisioningResult};
 use contracts::events::{
     DEPROVISION_INSTANCE, DeprovisionInstance, PROVISION_INSTANCE, PROVISIONING_STEP, ProvisionRun,
     ProvisioningStep, STOP_INSTANCE, StopInstance,
@@ -35,7 +35,7 @@ use platform::consumer::HandlerError;
 use platform::internal::InternalClient;
 use platform::{Db, PlatformError};
 use rand::Rng;
-use schema::provisioner::{job_steps, jobs};
+use schema::provisioner::{agent_commands, job_steps, jobs};
 use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use uuid::Uuid;
@@ -111,7 +111,7 @@ impl Work {
 
     async fn run(&self, driver: &dyn Driver, step: Step) -> Result<(), Error> {
         match self {
-            Work::Provision(run) => driver.run_step(step, &run.instance).await,
+            Work::Provision(run) => driver.run_attempt_step(step, run).await,
             Work::Deprovision(job) | Work::Cleanup(job) => driver.deprovision_step(step, job).await,
             Work::Stop(stop) => driver.stop(&stop.command, stop.issued_at).await,
         }
@@ -746,9 +746,15 @@ impl Worker {
                 return self.mark_reported(job.id).await;
             }
             Work::Provision(run) => {
+                let connection = if failure.is_none() {
+                    self.connection_of(job).await?
+                } else {
+                    None
+                };
                 let result = ProvisioningResult {
                     ready: failure.is_none(),
                     reason: failure.clone(),
+                    connection,
                 };
                 let path = format!(
                     "/internal/instances/{}/provisioning-result?attempt={}",
@@ -779,6 +785,35 @@ impl Worker {
             }
             Err(e) => Err(Halt::Broken(format!("reporting the outcome: {e}"))),
         }
+    }
+
+    /// The connection the machine's agent answered this job's readiness
+    /// check with (the `agent` driver records it, checked, with the answer);
+    /// None from drivers that have none (simulated machines).
+    async fn connection_of(&self, job: &Claimed) -> Result<Option<api::Connection>, Halt> {
+        let job_id = job.id;
+        let instance_id = job.instance_id;
+        let detail: Option<Option<serde_json::Value>> = self
+            .db
+            .run(move |conn| -> Result<_, Halt> {
+                let since: DateTime<Utc> = jobs::table
+                    .find(job_id)
+                    .select(jobs::created_at)
+                    .first(conn)?;
+                Ok(agent_commands::table
+                    .filter(agent_commands::instance_id.eq(instance_id))
+                    .filter(agent_commands::step.eq(Step::ReadinessCheck.as_str()))
+                    .filter(agent_commands::ok.eq(true))
+                    .filter(agent_commands::sent_at.ge(since))
+                    .order(agent_commands::answered_at.desc())
+                    .select(agent_commands::detail)
+                    .first(conn)
+                    .optional()?)
+            })
+            .await?;
+        Ok(detail
+            .flatten()
+            .and_then(|d| serde_json::from_value(d).ok()))
     }
 
     async fn mark_reported(&self, job_id: Uuid) -> Result<(), Halt> {
@@ -884,6 +919,7 @@ impl EventBase {
             duration_ms,
             error,
             at,
+            detail: None,
         };
         let envelope = Envelope::new(
             PROVISIONING_STEP,

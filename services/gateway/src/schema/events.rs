@@ -160,12 +160,15 @@ pub struct ProvisioningStep {
     /// `provision`, `provision:N` (a start after a stop) or `deprovision`.
     job_kind: String,
     step: String,
-    /// `started`, `finished` or `failed`.
+    /// `started`, `finished`, `failed` or `progress` (how far a long step
+    /// got, in `detail`: an image pull's bytes).
     status: String,
     attempt: i32,
     duration_ms: Option<i64>,
     error: Option<String>,
     at: String,
+    /// A `progress` event's message.
+    detail: Option<String>,
 }
 
 impl From<events::ProvisioningStep> for ProvisioningStep {
@@ -178,6 +181,7 @@ impl From<events::ProvisioningStep> for ProvisioningStep {
             duration_ms: s.duration_ms,
             error: s.error,
             at: instant(s.at),
+            detail: s.detail,
         }
     }
 }
@@ -510,6 +514,7 @@ mod tests {
             duration_ms: None,
             error: None,
             at: Utc::now(),
+            detail: None,
         }
     }
 

@@ -45,6 +45,9 @@ pub struct Instance {
     stopped_at: Option<String>,
     created_at: String,
     updated_at: String,
+    /// How to log in: null unless the instance is `running` on a machine
+    /// whose host agent reported it (simulated machines have none).
+    connection: Option<InstanceConnection>,
     #[graphql(skip)]
     uuid: uuid::Uuid,
     /// Fetched ahead for a whole list (see `instances`); else on demand.
@@ -177,10 +180,58 @@ impl From<api::Instance> for Instance {
             stopped_at: i.stopped_at.map(instant),
             created_at: instant(i.created_at),
             updated_at: instant(i.updated_at),
+            connection: i.connection.map(Into::into),
             uuid: i.id,
             charged: None,
         }
     }
+}
+
+/// Where a renter reaches a running instance: the host agent's SSH gateway
+/// and the order's published ports.
+#[derive(SimpleObject)]
+pub struct InstanceConnection {
+    ssh_host: String,
+    ssh_port: i32,
+    /// The instance's id: the gateway lets in only the instance's keys.
+    ssh_user: String,
+    /// `ssh -p <sshPort> <sshUser>@<sshHost>`.
+    ssh_command: String,
+    ports: Vec<PortMapping>,
+}
+
+/// A container port and the host port it is published on.
+#[derive(SimpleObject)]
+pub struct PortMapping {
+    container_port: i32,
+    host_port: i32,
+}
+
+impl From<api::Connection> for InstanceConnection {
+    fn from(c: api::Connection) -> Self {
+        Self {
+            ssh_command: c.ssh_command(),
+            ssh_host: c.ssh_host,
+            ssh_port: i32::from(c.ssh_port),
+            ssh_user: c.ssh_user,
+            ports: c
+                .ports
+                .into_iter()
+                .map(|p| PortMapping {
+                    container_port: i32::from(p.container_port),
+                    host_port: i32::from(p.host_port),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// One environment variable of an order's container.
+#[derive(InputObject)]
+pub struct EnvVar {
+    name: String,
+    /// A secret: stored for the container, never logged nor returned.
+    value: String,
 }
 
 /// A metered stretch of one instance's run.
@@ -262,8 +313,20 @@ pub struct CreateOrderInput {
     /// Interruptible only: the rate paid per GPU-hour, at least the
     /// machine's minimum bid. A higher bid or an on-demand order may preempt it.
     bid_per_gpu_hour: Option<Decimal>,
+    /// OpenSSH public keys, one per line (at most 32 keys, 16 KiB).
     ssh_public_key: Option<String>,
+    /// The container image (`registry/name:tag`).
     image: Option<String>,
+    /// Replaces the image's command: program and arguments (at most 64,
+    /// each at most 4 KiB).
+    command: Option<Vec<String>>,
+    /// The container's environment (at most 64 variables, names
+    /// `[A-Za-z_][A-Za-z0-9_]*`, values at most 32 KiB, 64 KiB in all).
+    /// Values are secrets: never logged, never returned by any query.
+    env: Option<Vec<EnvVar>>,
+    /// Container ports to publish on host ports (1..65535, at most 16);
+    /// `connection.ports` says where.
+    ports: Option<Vec<i32>>,
     /// Lifecycle rules the server enforces (see `setInstanceRules`).
     rules: Option<super::events::InstanceRulesInput>,
     /// A team (project) of your tenant: the order counts against its quota
@@ -273,6 +336,17 @@ pub struct CreateOrderInput {
     /// 20). Storage is billed at the offer's price per GB-month from the
     /// instance's creation until it is destroyed, stopped or not.
     disk_gib: Option<i32>,
+}
+
+/// The order's ports as port numbers; one outside 1..65535 becomes 0,
+/// which ordering refuses along with every other invalid field (one
+/// `fieldErrors` answer for the whole form).
+fn ports(ports: Option<Vec<i32>>) -> Vec<u16> {
+    ports
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| u16::try_from(p).unwrap_or(0))
+        .collect()
 }
 
 #[derive(Default)]
@@ -395,6 +469,17 @@ impl RentalsMutation {
                 .map(|team| validate::id("teamId", team))
                 .transpose()?,
             disk_gib: input.disk_gib,
+            command: input.command,
+            env: input
+                .env
+                .unwrap_or_default()
+                .into_iter()
+                .map(|v| api::EnvVar {
+                    name: v.name,
+                    value: v.value,
+                })
+                .collect(),
+            ports: ports(input.ports),
         };
         let instance: api::Instance = clients::from_context(ctx)?
             .ordering
