@@ -42,6 +42,17 @@ const EXIT_TEXT: &str =
     "the container exited with code 127 before it was ready: sh: train.py: not found";
 const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketTestKey test@gpumarket";
 
+/// A worker process that is killed when the test ends, also when it fails
+/// (a panicking test must not leave a worker behind).
+struct Worker(std::process::Child);
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// The simulated executor plus what a real agent would add.
 struct TestExecutor {
     inner: provisioner::SimulatedDriver,
@@ -182,13 +193,13 @@ async fn a_rental_runs_what_was_ordered_and_says_how_to_log_in() {
     let (renter, tenant, token) = sign_up_with_token(&api, &["RENTER"]).await;
     let operator = env.operator(&api).await;
     grant(&operator, &tenant, "100").await;
-    let mut worker = worker_process(
+    let worker = Worker(worker_process(
         &stack.config,
         &[
             ("GPUMARKET_PROVISIONER_DRIVER", "agent"),
             ("GPUMARKET_AGENT_STEP_TIMEOUT_MS", "10000"),
         ],
-    );
+    ));
 
     // Bad inputs: every wrong field at once, nothing ordered.
     let (q, v) = create_order(json!({
@@ -426,8 +437,7 @@ async fn a_rental_runs_what_was_ordered_and_says_how_to_log_in() {
         (instance(&renter, &id).await["status"] == "destroyed").then_some(())
     })
     .await;
-    worker.kill().expect("kill");
-    worker.wait().expect("reap");
+    drop(worker);
     stack.stop().await;
     env.cleanup().await;
 }
@@ -445,14 +455,14 @@ async fn a_container_that_exits_at_once_fails_the_order_with_the_agents_reason()
     let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
     let operator = env.operator(&api).await;
     grant(&operator, &tenant, "100").await;
-    let mut worker = worker_process(
+    let worker = Worker(worker_process(
         &stack.config,
         &[
             ("GPUMARKET_PROVISIONER_DRIVER", "agent"),
             ("GPUMARKET_AGENT_STEP_TIMEOUT_MS", "10000"),
             ("GPUMARKET_STEP_ATTEMPTS", "2"),
         ],
-    );
+    ));
     let (q, v) = create_order(json!({
         "offerId": offer, "gpuCount": 1, "idempotencyKey": "exits",
         "sshPublicKey": KEY, "image": EXITS_AT_ONCE, "command": ["python", "train.py"],
@@ -484,8 +494,7 @@ async fn a_container_that_exits_at_once_fails_the_order_with_the_agents_reason()
             .any(|u| u["meter"] == "gpu"),
         "no GPU time: {usage}"
     );
-    worker.kill().expect("kill");
-    worker.wait().expect("reap");
+    drop(worker);
     stack.stop().await;
     env.cleanup().await;
 }
