@@ -77,10 +77,27 @@ pub struct RealMachine {
     amqp_host: String,
     vhost: String,
     agent: Option<Child>,
+    /// Held while the test's engine runs: two Podman services on one
+    /// storage each choose bridge names and subnets from their own view,
+    /// so the engine tests (workers/host-agent/tests/engine.rs) and these
+    /// take turns on the same lock file.
+    _turn: std::fs::File,
 }
 
 impl RealMachine {
     pub async fn new(env: &TestEnv, host: &Client, gpus: i32) -> RealMachine {
+        let turn = tokio::task::spawn_blocking(|| {
+            let file = std::fs::OpenOptions::new()
+                .create(true)
+                .truncate(false)
+                .write(true)
+                .open(std::env::temp_dir().join("gpumarket-engine-tests.lock"))
+                .expect("lock file");
+            file.lock().expect("lock");
+            file
+        })
+        .await
+        .expect("join");
         let dir = std::env::temp_dir().join(format!("gpm-real-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir).expect("dir");
         engine_script(&["image"]);
@@ -103,6 +120,7 @@ impl RealMachine {
             vhost: env.config.amqp_vhost().expect("vhost"),
             dir,
             agent: None,
+            _turn: turn,
         };
         machine.start_agent(&[]);
         machine
@@ -134,10 +152,17 @@ impl RealMachine {
             "--port-range",
             &self.port_range,
         ])
+        .arg("--stop-grace-seconds")
+        .arg("1")
         .env("GPUMARKET_AGENT_TOKEN", &self.token)
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::inherit());
+        .env("RUST_LOG", "info");
+        // The agent's log stays in the machine's directory when a test fails.
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("agent.log"))
+            .expect("agent log");
+        cmd.stdout(log.try_clone().expect("log")).stderr(log);
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -159,9 +184,7 @@ impl RealMachine {
     /// Everything the engine holds that is labelled with `instance`:
     /// containers, networks, volumes.
     pub fn labelled(&self, instance: &str) -> Vec<String> {
-        let filter = format!(
-            "{{\"label\":[\"gpumarket.instance={instance}\"]}}"
-        );
+        let filter = format!("{{\"label\":[\"gpumarket.instance={instance}\"]}}");
         let mut found = Vec::new();
         // Networks are listed through Podman's own API: listing them through
         // the Docker-compatible one drops their isolation on Podman 4.3
@@ -415,13 +438,19 @@ async fn containers_a_renter_logs_in_with_openssh_and_keeps_the_workspace_throug
         if let Some(status) = open.try_wait().expect("wait") {
             break status.code();
         }
-        assert!(std::time::Instant::now() < deadline, "the open session outlived the stop");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the open session outlived the stop"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
     assert_ne!(closed, Some(0), "the session must end with the stop");
     let (code, _, _) = run_ssh(&renter_key, &conn, "true");
     assert_eq!(code, 255, "no login after a stop");
-    assert!(connection(&renter, &id).await.is_null(), "no connection while stopped");
+    assert!(
+        connection(&renter, &id).await.is_null(),
+        "no connection while stopped"
+    );
 
     act(&renter, "startInstance", &id).await;
     wait_status(&renter, &id, "running").await;
@@ -462,9 +491,15 @@ async fn containers_a_command_that_exits_at_once_is_never_ready_and_never_charge
     .await
     .expect("order");
     let failed = wait_status(&renter, &id, "failed").await;
-    let reason = failed["statusReason"].as_str().unwrap_or_default().to_owned();
+    let reason = failed["statusReason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
     assert!(reason.contains("code 3"), "the reason says why: {reason}");
-    assert!(reason.contains("missing weights"), "with its output: {reason}");
+    assert!(
+        reason.contains("missing weights"),
+        "with its output: {reason}"
+    );
     assert!(failed["runningAt"].is_null(), "never user-ready");
     // Nothing was billed: no GPU posting for the instance.
     assert_eq!(
@@ -515,7 +550,10 @@ async fn containers_an_agent_killed_in_the_middle_of_a_step_finishes_the_job_wit
         .await;
         // The agent marks the hold once the step's work is done.
         let held = machine.state_dir().join(format!("held-{step}"));
-        eventually(&format!("{step} held"), LIMIT, || async { held.exists().then_some(()) }).await;
+        eventually(&format!("{step} held"), LIMIT, || async {
+            held.exists().then_some(())
+        })
+        .await;
         let _ = std::fs::remove_file(&held);
         machine.kill_agent();
         machine.start_agent(&[]);
@@ -634,7 +672,10 @@ async fn containers_traffic_made_in_the_container_is_billed_as_bandwidth_by_the_
         // corrects it): the download is the larger one.
         let (a, b) = engine_counters(&machine, &id);
         let (sent, received) = (a.min(b), a.max(b));
-        let (up, down) = (metered(&env, &id, "bandwidth_up"), metered(&env, &id, "bandwidth_down"));
+        let (up, down) = (
+            metered(&env, &id, "bandwidth_up"),
+            metered(&env, &id, "bandwidth_down"),
+        );
         (received >= BYTES && up == sent && down == received).then_some((up, down))
     })
     .await;
@@ -663,8 +704,12 @@ async fn containers_two_renters_on_one_machine_cannot_reach_each_other() {
     std::fs::create_dir_all(&keys).expect("dir");
     let (key_a, pub_a) = keypair(&keys, "a");
     let (key_b, pub_b) = keypair(&keys, "b");
-    let a = order_image(&renter, &machine.id, &pub_a, json!({})).await.expect("order a");
-    let b = order_image(&other, &machine.id, &pub_b, json!({})).await.expect("order b");
+    let a = order_image(&renter, &machine.id, &pub_a, json!({}))
+        .await
+        .expect("order a");
+    let b = order_image(&other, &machine.id, &pub_b, json!({}))
+        .await
+        .expect("order b");
     wait_status(&renter, &a, "running").await;
     wait_status(&other, &b, "running").await;
     let (conn_a, conn_b) = (connection(&renter, &a).await, connection(&other, &b).await);
@@ -681,9 +726,17 @@ async fn containers_two_renters_on_one_machine_cannot_reach_each_other() {
         "mkdir -p /tmp/www && echo hello > /tmp/www/index.html && httpd -p 8080 -h /tmp/www",
     );
     assert_eq!(code, 0, "{err}");
-    let (code, out, err) = run_ssh(&key_b, &conn_b, &format!("wget -q -T 3 -O - http://{b_ip}:8080/"));
+    let (code, out, err) = run_ssh(
+        &key_b,
+        &conn_b,
+        &format!("timeout 5 wget -q -O - http://{b_ip}:8080/"),
+    );
     assert_eq!((code, out.trim()), (0, "hello"), "B reaches itself: {err}");
-    let (code, out, _) = run_ssh(&key_a, &conn_a, &format!("wget -q -T 3 -O - http://{b_ip}:8080/"));
+    let (code, out, _) = run_ssh(
+        &key_a,
+        &conn_a,
+        &format!("timeout 5 wget -q -O - http://{b_ip}:8080/"),
+    );
     assert_ne!(code, 0, "A reached B: {out}");
     let (code, _, _) = run_ssh(&key_a, &conn_a, &format!("ping -c 1 -W 2 {b_ip}"));
     assert_ne!(code, 0, "A pinged B");

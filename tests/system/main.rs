@@ -8,6 +8,7 @@ mod agents;
 mod cancel;
 mod charges;
 mod cli;
+mod containers;
 mod crash;
 mod dashboards;
 mod expiry;

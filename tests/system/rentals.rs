@@ -136,6 +136,7 @@ async fn machine(stack: &Stack, host: &Client, name: &str) -> (String, Arc<TestE
         token,
         heartbeat_interval: Duration::from_secs(1),
         inventory: host_agent::Inventory::simulated(2, "RTX 4090", 24, "12.4", "550.90.07"),
+        hold_after_step: None,
     };
     let shared: Arc<dyn host_agent::Executor> = executor.clone();
     // The task ends with the test's runtime.

@@ -192,7 +192,7 @@ pub async fn start(
         .as_ref()
         .and_then(|l| l.get(names::LABEL_GPUS))
         .cloned();
-    let existing = inspect(docker, instance).await?;
+    let existing = settled(docker, instance).await?;
     let fits = existing.as_ref().is_some_and(|c| {
         let config = c.config.as_ref();
         let gpus = config
@@ -225,6 +225,36 @@ pub async fn start(
             status_code: 304, ..
         }) => Ok(()),
         Err(e) => Err(EngineError::StartFailed(short_engine_message(&e))),
+    }
+}
+
+/// Longest wait for a container that is being stopped (a start right
+/// after a stop: the stop's grace period may still run).
+const SETTLE_LIMIT: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// The container once it is not between states: Podman refuses to start a
+/// container that is `stopping` ("container state improper"), which a start
+/// right after a stop meets while the stop's grace period runs.
+async fn settled(
+    docker: &Docker,
+    instance: Uuid,
+) -> Result<Option<ContainerInspectResponse>, EngineError> {
+    let deadline = tokio::time::Instant::now() + SETTLE_LIMIT;
+    loop {
+        let existing = inspect(docker, instance).await?;
+        let status = existing
+            .as_ref()
+            .and_then(|c| c.state.as_ref())
+            .and_then(|s| s.status)
+            .map(|s| s.to_string());
+        let between = matches!(
+            status.as_deref(),
+            Some("stopping" | "removing" | "restarting")
+        );
+        if !between || tokio::time::Instant::now() >= deadline {
+            return Ok(existing);
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
     }
 }
 
