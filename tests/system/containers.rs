@@ -750,3 +750,180 @@ async fn containers_two_renters_on_one_machine_cannot_reach_each_other() {
     stack.stop().await;
     env.cleanup().await;
 }
+
+const README: &str = include_str!("../../README.md");
+
+/// The fenced blocks of the README's "Log in to a real container" section.
+fn readme_real_blocks() -> Vec<(String, String)> {
+    let start = README
+        .find("## Log in to a real container")
+        .expect("the README has the real-container section");
+    let rest = &README[start..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+    let mut blocks = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in rest[..end].lines() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(lang)) => current = Some((lang.trim().to_owned(), String::new())),
+            (Some(_), Some(_)) => blocks.extend(current.take()),
+            (Some((_, text)), None) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    blocks
+}
+
+/// The README's real-container steps, as a reader runs them after `make
+/// run-real`: the demo market with its real machine (seeded and run exactly
+/// as `gpumarket dev --engine-socket` does), the README's order and query
+/// sent as written with the placeholders filled, and its `ssh` command run
+/// with the OpenSSH client.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_the_readmes_real_container_steps_work_on_make_run_real() {
+    if !engine_available() {
+        return;
+    }
+    let blocks = readme_real_blocks();
+    let graphql: Vec<&str> = blocks
+        .iter()
+        .filter(|(lang, _)| lang == "graphql")
+        .map(|(_, text)| text.as_str())
+        .collect();
+    let shell: Vec<&str> = blocks
+        .iter()
+        .filter(|(lang, _)| lang == "sh")
+        .map(|(_, text)| text.trim())
+        .collect();
+    assert_eq!((graphql.len(), shell.len()), (2, 2), "{blocks:#?}");
+    assert_eq!(shell[0], "make run-real");
+
+    let mut env = TestEnv::new().await;
+    env.config.provisioner_driver = "agent".into();
+    env.config.agent_heartbeat_seconds = 1;
+    let quota_db = platform::Db::connect(&env.config.database_url, 1).expect("db");
+    quota::create_operator(
+        &quota_db,
+        gpumarket::seed::OPERATOR_EMAIL,
+        gpumarket::seed::DEMO_PASSWORD,
+    )
+    .await
+    .expect("demo operator");
+    let mut stack = env.start(Parts::ALL).await;
+    // The engine `make run-real` starts, private to this test.
+    let turn = tokio::task::spawn_blocking(|| {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(std::env::temp_dir().join("gpumarket-engine-tests.lock"))
+            .expect("lock file");
+        file.lock().expect("lock");
+        file
+    })
+    .await
+    .expect("join");
+    let dir = std::env::temp_dir().join(format!("gpm-readme-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&dir).expect("dir");
+    engine_script(&["image"]);
+    let socket = engine_script(&["up", dir.to_str().expect("utf-8")]);
+    let ssh_port = free_port();
+    let base = 20000 + (free_port() % 20000);
+    let real = gpumarket::dev::RealEngine {
+        engine_socket: Some(PathBuf::from(&socket)),
+        ssh_port,
+        port_range: format!("{base}-{}", base + 49),
+        state_dir: dir.join("state"),
+    };
+    let seeded = gpumarket::seed::demo_market(&stack.gateway_url, true)
+        .await
+        .expect("demo seed");
+    let mut machine_id = None;
+    for agent in &seeded.agents {
+        let task = if agent.real {
+            machine_id = Some(agent.machine_id.to_string());
+            gpumarket::dev::spawn_real_agent(&stack.config, agent, &real).expect("real agent")
+        } else {
+            gpumarket::dev::spawn_agent(&stack.config, agent).expect("demo agent")
+        };
+        stack.adopt(task);
+    }
+    let machine_id = machine_id.expect("the seed has the real machine");
+    let api = Client::new(&stack.gateway_url);
+    let renter = api.with_token(&seeded.renter_api_key);
+    // local-podman-01 is the garage host's; it is offered once its agent
+    // reports.
+    eventually("local-podman-01 heard from", LIMIT, || async {
+        (env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.machines WHERE id = '{machine_id}' \
+             AND last_heartbeat_at > now() - interval '10 seconds'"
+        )) == 1)
+            .then_some(())
+    })
+    .await;
+
+    let (key, public) = keypair(&dir, "reader");
+    let order = graphql[0]
+        .replace("<local-podman-01's id>", &machine_id)
+        .replace("<your public key>", &public);
+    let placed = renter.run(&order, json!({})).await.expect("the README's order");
+    let id = placed["createOrder"]["id"].as_str().expect("id").to_owned();
+    let shown = eventually("the README's instance running", LIMIT, || async {
+        let shown = renter
+            .run(&graphql[1].replace("<instance id>", &id), json!({}))
+            .await
+            .ok()?;
+        (shown["instance"]["status"] == "running").then_some(shown)
+    })
+    .await;
+    let connection = &shown["instance"]["connection"];
+    assert_eq!(
+        connection["sshCommand"],
+        format!("ssh -p {ssh_port} {id}@127.0.0.1").as_str()
+    );
+    assert_eq!(connection["ports"][0]["containerPort"], 8080);
+
+    // The README's ssh line, with the test's port and key.
+    let line = shell[1]
+        .replace("<instance id>", &id)
+        .replace("-p 2222", &format!("-p {ssh_port}"));
+    let with_key = line.replacen(
+        "ssh ",
+        &format!(
+            "ssh -i {} -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o BatchMode=yes -o IdentitiesOnly=yes -o LogLevel=ERROR ",
+            key.display()
+        ),
+        1,
+    );
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(&with_key)
+        .output()
+        .expect("ssh");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("hello from"),
+        "{with_key}: {stdout} {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    renter
+        .run(
+            "mutation($id: ID!) { destroyInstance(id: $id) { status } }",
+            json!({ "id": id }),
+        )
+        .await
+        .expect("destroy");
+    wait_status(&renter, &id, "destroyed").await;
+    stack.stop().await;
+    let _ = Command::new("podman")
+        .args(["--runtime", "runc", "rm", "-f", "--filter"])
+        .arg(format!("label=gpumarket.machine={machine_id}"))
+        .output();
+    engine_script(&["down", dir.to_str().expect("utf-8")]);
+    let _ = std::fs::remove_dir_all(&dir);
+    drop(turn);
+    env.cleanup().await;
+}
