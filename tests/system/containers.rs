@@ -868,7 +868,10 @@ async fn containers_the_readmes_real_container_steps_work_on_make_run_real() {
     let order = graphql[0]
         .replace("<local-podman-01's id>", &machine_id)
         .replace("<your public key>", &public);
-    let placed = renter.run(&order, json!({})).await.expect("the README's order");
+    let placed = renter
+        .run(&order, json!({}))
+        .await
+        .expect("the README's order");
     let id = placed["createOrder"]["id"].as_str().expect("id").to_owned();
     let shown = eventually("the README's instance running", LIMIT, || async {
         let shown = renter
@@ -925,5 +928,80 @@ async fn containers_the_readmes_real_container_steps_work_on_make_run_real() {
     engine_script(&["down", dir.to_str().expect("utf-8")]);
     let _ = std::fs::remove_dir_all(&dir);
     drop(turn);
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn containers_a_container_that_exits_while_running_stops_the_instance_and_its_gpu_billing() {
+    if !engine_available() {
+        return;
+    }
+    let mut env = TestEnv::new().await;
+    let (stack, machine, renter, _tenant) = real_market(&mut env, 1).await;
+    let keys = std::env::temp_dir().join(format!("gpm-keys-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&keys).expect("dir");
+    let (_, renter_pub) = keypair(&keys, "renter");
+
+    // Ready at once, then the command ends on its own with code 2.
+    let id = order_image(
+        &renter,
+        &machine.id,
+        &renter_pub,
+        json!({ "command": ["/bin/sh", "-c", "sleep 4; echo training diverged >&2; exit 2"] }),
+    )
+    .await
+    .expect("order");
+    wait_status(&renter, &id, "running").await;
+    let stopped = wait_status(&renter, &id, "stopped").await;
+    let reason = stopped["statusReason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(reason.contains("code 2"), "the reason says why: {reason}");
+    assert!(
+        reason.contains("training diverged"),
+        "with its output: {reason}"
+    );
+    assert!(
+        stopped["allowedActions"]
+            .as_array()
+            .is_some_and(|a| a.iter().any(|x| x == "start") && a.iter().any(|x| x == "destroy")),
+        "the renter can start or destroy it: {stopped}"
+    );
+    // GPU billing ended when the engine saw the container stop, not when
+    // the platform heard of it: the run is at most the command's 4 s (plus
+    // the moments between user-ready and the command's start).
+    let seconds = eventually("GPU interval closed", LIMIT, || async {
+        let closed = env.count(&format!(
+            "SELECT count(*) AS n FROM metering.intervals WHERE instance_id = '{id}' AND meter = 'gpu' AND seconds IS NOT NULL"
+        ));
+        (closed == 1).then(|| {
+            env.count(&format!(
+                "SELECT sum(seconds)::bigint AS n FROM metering.intervals \
+                 WHERE instance_id = '{id}' AND meter = 'gpu'"
+            ))
+        })
+    })
+    .await;
+    assert!(seconds <= 5, "billed {seconds} s for a 4 s run");
+    let engine_finished =
+        machine.engine_get(&format!("v1.41/containers/gpm-{id}/json"))["State"]["FinishedAt"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+    let stopped_at = stopped["stoppedAt"].as_str().unwrap_or_default().to_owned();
+    let parse = |t: &str| chrono::DateTime::parse_from_rfc3339(t).map(|t| t.timestamp_millis());
+    let (engine_ms, stopped_ms) = (parse(&engine_finished), parse(&stopped_at));
+    assert!(
+        matches!((engine_ms, stopped_ms), (Ok(e), Ok(s)) if (e - s).abs() < 1000),
+        "stoppedAt {stopped_at} is the engine's FinishedAt {engine_finished}"
+    );
+
+    act(&renter, "destroyInstance", &id).await;
+    wait_status(&renter, &id, "destroyed").await;
+    assert_eq!(machine.labelled(&id), Vec::<String>::new());
+    machine.stop();
+    let _ = std::fs::remove_dir_all(keys);
+    stack.stop().await;
     env.cleanup().await;
 }
