@@ -218,6 +218,8 @@ pub mod ordering {
             env -> Jsonb,
             ports -> Array<Int4>,
             connection -> Nullable<Jsonb>,
+            disk_used_bytes -> Nullable<Int8>,
+            disk_measured_at -> Nullable<Timestamptz>,
         }
     }
 

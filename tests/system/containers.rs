@@ -152,8 +152,7 @@ impl RealMachine {
             "--port-range",
             &self.port_range,
         ])
-        .arg("--stop-grace-seconds")
-        .arg("1")
+        .args(["--stop-grace-seconds", "1", "--disk-usage-seconds", "1"])
         .env("GPUMARKET_AGENT_TOKEN", &self.token)
         .env("RUST_LOG", "info");
         // The agent's log stays in the machine's directory when a test fails.
@@ -424,8 +423,29 @@ async fn containers_a_renter_logs_in_with_openssh_and_keeps_the_workspace_throug
     assert!(!everything.to_string().contains("s3cr3t-value"));
 
     // A file in /workspace survives a stop and a start.
-    let (code, _, err) = run_ssh(&renter_key, &conn, "echo kept > /workspace/data.txt");
+    let (code, _, err) = run_ssh(
+        &renter_key,
+        &conn,
+        "echo kept > /workspace/data.txt && dd if=/dev/zero of=/workspace/weights bs=1M count=24 2>/dev/null",
+    );
     assert_eq!(code, 0, "{err}");
+    // The engine enforces no size on the volume: the agent measures what
+    // `/workspace` holds and the renter sees it.
+    let used = eventually("/workspace measured", LIMIT, || async {
+        let i = renter
+            .run(
+                "query($id: ID!) { instance(id: $id) { diskUsedGib diskMeasuredAt } }",
+                json!({ "id": id }),
+            )
+            .await
+            .expect("instance");
+        let used = i["instance"]["diskUsedGib"]
+            .as_str()
+            .and_then(|d| d.parse::<f64>().ok())?;
+        (used >= 0.023).then_some(used)
+    })
+    .await;
+    assert!(used < 0.03, "24 MiB and a few bytes: {used} GiB");
     let mut open = ssh(&renter_key, &conn, "sleep 120")
         .spawn()
         .expect("long session");

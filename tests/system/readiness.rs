@@ -84,12 +84,20 @@ fn the_readiness_step_installs_chromium_and_node_when_missing() {
         "not root: through sudo, both at once:\n{asked}"
     );
     assert!(stdout.contains("installing chromium nodejs"), "{stdout}");
+    // And the container engine the real-container tests drive (issue 16).
+    assert!(
+        asked.contains("install -y -qq podman runc"),
+        "Podman and runc too:\n{asked}"
+    );
 
     // Once they are there, nothing more is installed.
     std::fs::remove_file(&log).ok();
     stub(&bin, "chromium", "exit 0");
     stub(&bin, "node", "echo 20");
     stub(&bin, "npm", "exit 0");
+    for tool in ["podman", "runc", "ssh", "docker-registry"] {
+        stub(&bin, tool, "exit 0");
+    }
     let out = run(&bin);
     assert!(
         out.status.success(),

@@ -948,6 +948,12 @@ pub struct Instance {
     /// machine's agent reported one (simulated machines report none).
     #[serde(default)]
     pub connection: Option<Connection>,
+    /// Bytes in the instance's `/workspace` as its machine's agent last
+    /// measured them (real-container machines only), and when.
+    #[serde(default)]
+    pub disk_used_bytes: Option<i64>,
+    #[serde(default)]
+    pub disk_measured_at: Option<DateTime<Utc>>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

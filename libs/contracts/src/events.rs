@@ -446,3 +446,18 @@ pub struct InstanceExited {
     /// For the renter, at most [`MAX_EXIT_REASON`] characters.
     pub reason: String,
 }
+
+pub const INSTANCE_DISK_USAGE: &str = "catalog.instance.disk_usage";
+
+/// How much of its disk a rental's `/workspace` holds, measured by the
+/// machine's agent (the engines' local volumes enforce no size) and vouched
+/// for by the catalog. Ordering keeps the latest measurement of an instance
+/// on the reporting machine.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InstanceDiskUsage {
+    pub machine_id: Uuid,
+    pub instance_id: Uuid,
+    pub bytes: i64,
+    /// The heartbeat's `sent_at`.
+    pub measured_at: DateTime<Utc>,
+}

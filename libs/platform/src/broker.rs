@@ -116,6 +116,12 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
             &config.events_exchange,
             "catalog.instance.exited",
         ),
+        // How much of its disk each rental uses, as its agent measured it.
+        (
+            &config.ordering_queue,
+            &config.events_exchange,
+            "catalog.instance.disk_usage",
+        ),
         // Inventory, heartbeats and self-tests of every host agent (named
         // kinds only: step results are the provisioners').
         (

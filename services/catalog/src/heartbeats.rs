@@ -19,7 +19,8 @@ use actix_web::{HttpResponse, web};
 use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use contracts::Envelope;
 use contracts::events::{
-    INSTANCE_EXITED, INSTANCE_TRAFFIC, InstanceExited, InstanceTraffic, MAX_EXIT_REASON,
+    INSTANCE_DISK_USAGE, INSTANCE_EXITED, INSTANCE_TRAFFIC, InstanceDiskUsage, InstanceExited,
+    InstanceTraffic, MAX_EXIT_REASON,
 };
 use diesel::pg::PgConnection;
 use diesel::prelude::*;
@@ -99,6 +100,9 @@ struct InstanceCounters {
     instance_id: Uuid,
     tx_bytes: u64,
     rx_bytes: u64,
+    /// Bytes in the instance's `/workspace`, when the agent measured them.
+    #[serde(default)]
+    workspace_bytes: Option<u64>,
 }
 
 /// Counters a heartbeat may carry at most (a machine runs a few instances).
@@ -277,12 +281,14 @@ pub async fn handle_report(
                 .max();
             let traffic = traffic_of(machine_id, &body)?;
             let exits = exits_of(machine_id, &body);
+            let disk = disk_usage_of(machine_id, &body);
             let events = events_exchange.to_owned();
             db.tx(move |conn| {
                 // Even a stale or repeated heartbeat's counters count: they
                 // are samples of what happened, and metering keeps each once.
                 announce_traffic(conn, &events, machine_id, &traffic)?;
                 announce_exits(conn, &events, &exits)?;
+                announce_disk_usage(conn, &events, &disk)?;
                 apply_heartbeat(conn, settings, machine_id, body.sent_at, &raw)?;
                 record_utilisation(conn, machine_id, body.sent_at, busiest, retention_seconds)
             })
@@ -369,6 +375,51 @@ fn exits_of(machine_id: Uuid, body: &Heartbeat) -> Vec<InstanceExited> {
                 .collect(),
         })
         .collect()
+}
+
+/// The `/workspace` measurements of a heartbeat's counters (already bounded
+/// in number by [`traffic_of`]); a size beyond 2^63 bytes is dropped.
+fn disk_usage_of(machine_id: Uuid, body: &Heartbeat) -> Vec<InstanceDiskUsage> {
+    body.instances
+        .iter()
+        .take(MAX_INSTANCES_PER_HEARTBEAT)
+        .filter_map(|c| {
+            let bytes = i64::try_from(c.workspace_bytes?).ok()?;
+            Some(InstanceDiskUsage {
+                machine_id,
+                instance_id: c.instance_id,
+                bytes,
+                measured_at: body.sent_at.trunc_subsecs(6),
+            })
+        })
+        .collect()
+}
+
+/// `catalog.instance.disk_usage` for each measurement (ordering keeps the
+/// latest of an instance on the reporting machine).
+fn announce_disk_usage(
+    conn: &mut PgConnection,
+    events_exchange: &str,
+    usage: &[InstanceDiskUsage],
+) -> Result<(), HandlerError> {
+    for measured in usage {
+        let envelope = Envelope::new(
+            INSTANCE_DISK_USAGE,
+            measured.measured_at,
+            None,
+            None,
+            measured,
+        )
+        .map_err(|e| permanent(e.to_string()))?;
+        platform::outbox::enqueue(
+            conn,
+            crate::SCHEMA,
+            events_exchange,
+            INSTANCE_DISK_USAGE,
+            &envelope,
+        )?;
+    }
+    Ok(())
 }
 
 /// `catalog.instance.exited` for each exit, through the outbox in the

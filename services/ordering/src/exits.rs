@@ -16,7 +16,9 @@
 
 use chrono::{DateTime, Utc};
 use contracts::Envelope;
-use contracts::events::{InstanceExited, MAX_EXIT_REASON, STOP_INSTANCE, StopInstance};
+use contracts::events::{
+    InstanceDiskUsage, InstanceExited, MAX_EXIT_REASON, STOP_INSTANCE, StopInstance,
+};
 use diesel::prelude::*;
 use platform::Db;
 use platform::consumer::HandlerError;
@@ -71,6 +73,43 @@ pub async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), Hand
     })
     .await
     .map_err(|e| HandlerError::Transient(e.to_string()))
+}
+
+/// Handles one `catalog.instance.disk_usage`: keeps the measurement when
+/// the instance is on the reporting machine and it is newer than the one
+/// kept (a repeat or an older sample changes nothing; no claim is needed).
+pub async fn disk_usage(db: &Db, envelope: Envelope) -> Result<(), HandlerError> {
+    let event: InstanceDiskUsage = envelope
+        .payload()
+        .map_err(|e| HandlerError::Permanent(format!("undecodable disk usage: {e}")))?;
+    if event.bytes < 0 {
+        return Err(HandlerError::Permanent("negative disk usage".into()));
+    }
+    let updated = db
+        .run(move |conn| {
+            diesel::update(
+                instances::table
+                    .filter(instances::id.eq(event.instance_id))
+                    .filter(instances::machine_id.eq(event.machine_id))
+                    .filter(
+                        instances::disk_measured_at
+                            .is_null()
+                            .or(instances::disk_measured_at.lt(event.measured_at)),
+                    ),
+            )
+            .set((
+                instances::disk_used_bytes.eq(event.bytes),
+                instances::disk_measured_at.eq(event.measured_at),
+            ))
+            .execute(conn)
+            .map_err(Error::from)
+        })
+        .await
+        .map_err(|e: Error| HandlerError::Transient(e.to_string()))?;
+    if updated == 0 {
+        tracing::debug!("disk usage for no instance of that machine, or not newer, ignored");
+    }
+    Ok(())
 }
 
 /// Stops the instance if the report is about its current run; returns it

@@ -50,6 +50,9 @@ pub struct InstanceRow {
     pub disk_gib: Option<i32>,
     /// The current run's [`api::Connection`], as the agent reported it.
     pub connection: Option<serde_json::Value>,
+    /// `/workspace` in use as the agent last measured it, and when.
+    pub disk_used_bytes: Option<i64>,
+    pub disk_measured_at: Option<DateTime<Utc>>,
 }
 
 impl InstanceRow {
@@ -151,6 +154,8 @@ impl From<InstanceRow> for api::Instance {
             created_at: row.created_at,
             updated_at: row.updated_at,
             connection,
+            disk_used_bytes: row.disk_used_bytes,
+            disk_measured_at: row.disk_measured_at,
         }
     }
 }

@@ -55,6 +55,9 @@ async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), HandlerE
     if envelope.kind == contracts::events::INSTANCE_EXITED {
         return crate::exits::handle(db, deps, envelope).await;
     }
+    if envelope.kind == contracts::events::INSTANCE_DISK_USAGE {
+        return crate::exits::disk_usage(db, envelope).await;
+    }
     if envelope.kind != ALLOCATION_PREEMPTED {
         return Ok(());
     }

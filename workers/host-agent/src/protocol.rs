@@ -164,6 +164,11 @@ pub struct InstanceCounters {
     pub tx_bytes: u64,
     /// Bytes the instance received.
     pub rx_bytes: u64,
+    /// Bytes in the instance's `/workspace`, when measured (the engines'
+    /// local volumes enforce no size, so the agent measures use instead;
+    /// at most every `--disk-usage-seconds`, else absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workspace_bytes: Option<u64>,
 }
 
 /// One check of a self-test.

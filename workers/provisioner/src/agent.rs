@@ -559,6 +559,7 @@ impl host_agent::Executor for SimulatedDriver {
                             instance_id,
                             tx_bytes,
                             rx_bytes,
+                            workspace_bytes: None,
                         }
                     })
                     .collect(),

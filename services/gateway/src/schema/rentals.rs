@@ -48,6 +48,13 @@ pub struct Instance {
     /// How to log in: null unless the instance is `running` on a machine
     /// whose host agent reported it (simulated machines have none).
     connection: Option<InstanceConnection>,
+    /// GiB in the instance's `/workspace` (3 decimals) as its machine's
+    /// agent last measured them: the engines' local volumes enforce no size,
+    /// so use is measured and reported instead (docs/real-hosts.md). Null on
+    /// simulated machines and before the first measurement.
+    disk_used_gib: Option<Decimal>,
+    /// When `diskUsedGib` was measured.
+    disk_measured_at: Option<String>,
     #[graphql(skip)]
     uuid: uuid::Uuid,
     /// Fetched ahead for a whole list (see `instances`); else on demand.
@@ -181,6 +188,12 @@ impl From<api::Instance> for Instance {
             created_at: instant(i.created_at),
             updated_at: instant(i.updated_at),
             connection: i.connection.map(Into::into),
+            disk_used_gib: i.disk_used_bytes.map(|b| {
+                (Decimal::from(b) / Decimal::from(1u64 << 30))
+                    .round_dp(3)
+                    .normalize()
+            }),
+            disk_measured_at: i.disk_measured_at.map(instant),
             uuid: i.id,
             charged: None,
         }

@@ -58,6 +58,10 @@ pub struct EngineArgs {
     /// Seconds a stopping container gets between SIGTERM and SIGKILL.
     #[arg(long, default_value_t = 10)]
     pub stop_grace_seconds: u32,
+    /// How often each running rental's `/workspace` is measured (`du` in
+    /// the container) and reported with the heartbeat.
+    #[arg(long, default_value_t = 60)]
+    pub disk_usage_seconds: u64,
     /// Processes (threads) one container may run.
     #[arg(long, default_value_t = 4096)]
     pub container_pids_limit: i64,
@@ -102,6 +106,7 @@ pub struct EngineConfig {
     pub public_host: String,
     pub ssh_port: u16,
     pub stop_grace_seconds: u32,
+    pub disk_usage_interval: Duration,
     pub pids_limit: i64,
     pub nofile: i64,
     pub nproc: i64,
@@ -144,6 +149,7 @@ impl EngineArgs {
             public_host,
             ssh_port: self.ssh_port,
             stop_grace_seconds: self.stop_grace_seconds,
+            disk_usage_interval: Duration::from_secs(self.disk_usage_seconds.max(1)),
             pids_limit: self.container_pids_limit,
             nofile: self.container_nofile,
             nproc: self.container_nproc,
@@ -165,6 +171,7 @@ impl EngineConfig {
             public_host: "localhost".into(),
             ssh_port: 2222,
             stop_grace_seconds: 10,
+            disk_usage_interval: Duration::from_secs(60),
             pids_limit: 4096,
             nofile: 16384,
             nproc: 16384,

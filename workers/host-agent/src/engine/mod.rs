@@ -166,6 +166,8 @@ pub struct ContainerExecutor {
     facts: EngineFacts,
     /// Serialises the choice of GPUs and host ports on the machine.
     choosing: tokio::sync::Mutex<()>,
+    /// Each instance's last `/workspace` measurement: when, and the bytes.
+    measured: std::sync::Mutex<std::collections::HashMap<Uuid, (std::time::Instant, u64)>>,
 }
 
 impl ContainerExecutor {
@@ -200,6 +202,7 @@ impl ContainerExecutor {
             state,
             facts,
             choosing: tokio::sync::Mutex::new(()),
+            measured: std::sync::Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -220,6 +223,43 @@ impl ContainerExecutor {
     /// measured, not enforced (see [`volume`]).
     pub async fn disk_usage(&self, instance: Uuid) -> Result<u64, EngineError> {
         volume::disk_usage(&self.docker, instance).await
+    }
+
+    /// `/workspace` of a running instance, measured at most every
+    /// `--disk-usage-seconds` (a `du` of a large disk is not free); the
+    /// measurement is sent only when it is new, so a heartbeat between two
+    /// measurements carries none. A failed or slow measurement is skipped.
+    async fn workspace_bytes(&self, instance: Uuid) -> Option<u64> {
+        let due = {
+            let measured = self
+                .measured
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            measured
+                .get(&instance)
+                .is_none_or(|(at, _)| at.elapsed() >= self.config.disk_usage_interval)
+        };
+        if !due {
+            return None;
+        }
+        let bytes = match tokio::time::timeout(Duration::from_secs(20), self.disk_usage(instance))
+            .await
+        {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(error)) => {
+                tracing::debug!(instance.id = %instance, %error, "measuring /workspace failed");
+                return None;
+            }
+            Err(_) => {
+                tracing::warn!(instance.id = %instance, "measuring /workspace took over 20 s; skipped");
+                return None;
+            }
+        };
+        self.measured
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(instance, (std::time::Instant::now(), bytes));
+        Some(bytes)
     }
 
     /// The GPU indices bound to `instance`, if any.
@@ -308,7 +348,12 @@ impl Executor for ContainerExecutor {
             // Each heartbeat also mends what a teardown outside the agent's
             // steps may have undone (see `network`).
             self.repair_isolation().await;
-            traffic::traffic(&self.docker, machine_id, self.facts.swapped_net_counters).await
+            let mut counters =
+                traffic::traffic(&self.docker, machine_id, self.facts.swapped_net_counters).await;
+            for counter in &mut counters {
+                counter.workspace_bytes = self.workspace_bytes(counter.instance_id).await;
+            }
+            counters
         })
     }
 }

@@ -63,6 +63,8 @@ pub async fn traffic(docker: &Docker, machine: Uuid, swapped: bool) -> Vec<Insta
             instance_id: instance,
             tx_bytes,
             rx_bytes,
+            // Measured separately, less often ([`super::ContainerExecutor`]).
+            workspace_bytes: None,
         });
     }
     counters
