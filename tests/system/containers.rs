@@ -57,6 +57,32 @@ fn engine_script(args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
+/// Waits for this test's turn with the engine, held until the returned
+/// file is dropped: two Podman services on one storage each choose bridge
+/// names and subnets from their own view, so the engine tests
+/// (workers/host-agent/tests/engine.rs) and these take turns on one lock.
+async fn take_turn() -> std::fs::File {
+    tokio::task::spawn_blocking(|| {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(std::env::temp_dir().join("gpumarket-engine-tests.lock"))
+            .expect("lock file");
+        file.lock().expect("lock");
+        file
+    })
+    .await
+    .expect("join")
+}
+
+/// A fresh directory for a test's key pairs.
+fn keys_dir() -> PathBuf {
+    let keys = std::env::temp_dir().join(format!("gpm-keys-{}", uuid::Uuid::now_v7().simple()));
+    std::fs::create_dir_all(&keys).expect("dir");
+    keys
+}
+
 /// A port nobody listens on now.
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
@@ -77,27 +103,13 @@ pub struct RealMachine {
     amqp_host: String,
     vhost: String,
     agent: Option<Child>,
-    /// Held while the test's engine runs: two Podman services on one
-    /// storage each choose bridge names and subnets from their own view,
-    /// so the engine tests (workers/host-agent/tests/engine.rs) and these
-    /// take turns on the same lock file.
+    /// Held while the test's engine runs ([`take_turn`]).
     _turn: std::fs::File,
 }
 
 impl RealMachine {
     pub async fn new(env: &TestEnv, host: &Client, gpus: i32) -> RealMachine {
-        let turn = tokio::task::spawn_blocking(|| {
-            let file = std::fs::OpenOptions::new()
-                .create(true)
-                .truncate(false)
-                .write(true)
-                .open(std::env::temp_dir().join("gpumarket-engine-tests.lock"))
-                .expect("lock file");
-            file.lock().expect("lock");
-            file
-        })
-        .await
-        .expect("join");
+        let turn = take_turn().await;
         let dir = std::env::temp_dir().join(format!("gpm-real-{}", uuid::Uuid::now_v7().simple()));
         std::fs::create_dir_all(&dir).expect("dir");
         engine_script(&["image"]);
@@ -377,8 +389,7 @@ async fn containers_a_renter_logs_in_with_openssh_and_keeps_the_workspace_throug
     }
     let mut env = TestEnv::new().await;
     let (stack, machine, renter, _tenant) = real_market(&mut env, 2).await;
-    let keys = std::env::temp_dir().join(format!("gpm-keys-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&keys).expect("dir");
+    let keys = keys_dir();
     let (renter_key, renter_pub) = keypair(&keys, "renter");
     let (stranger_key, _) = keypair(&keys, "stranger");
 
@@ -498,8 +509,7 @@ async fn containers_a_command_that_exits_at_once_is_never_ready_and_never_charge
     }
     let mut env = TestEnv::new().await;
     let (stack, machine, renter, _tenant) = real_market(&mut env, 1).await;
-    let keys = std::env::temp_dir().join(format!("gpm-keys-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&keys).expect("dir");
+    let keys = keys_dir();
     let (_, renter_pub) = keypair(&keys, "renter");
 
     let id = order_image(
@@ -546,8 +556,7 @@ async fn containers_an_agent_killed_in_the_middle_of_a_step_finishes_the_job_wit
     }
     let mut env = TestEnv::new().await;
     let (stack, mut machine, renter, _tenant) = real_market(&mut env, 2).await;
-    let keys = std::env::temp_dir().join(format!("gpm-keys-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&keys).expect("dir");
+    let keys = keys_dir();
     let (renter_key, renter_pub) = keypair(&keys, "renter");
 
     // Each of these steps creates something on the engine. The agent is
@@ -664,8 +673,7 @@ async fn containers_traffic_made_in_the_container_is_billed_as_bandwidth_by_the_
          download_mbps = 1000, upload_mbps = 1000 WHERE id = '{}'",
         machine.id
     ));
-    let keys = std::env::temp_dir().join(format!("gpm-keys-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&keys).expect("dir");
+    let keys = keys_dir();
     let (renter_key, renter_pub) = keypair(&keys, "renter");
     let id = order_image(&renter, &machine.id, &renter_pub, json!({}))
         .await
@@ -720,8 +728,7 @@ async fn containers_two_renters_on_one_machine_cannot_reach_each_other() {
     let (other, other_tenant) = sign_up(&api, &["RENTER"]).await;
     let operator = env.operator(&api).await;
     grant(&operator, &other_tenant, "100").await;
-    let keys = std::env::temp_dir().join(format!("gpm-keys-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&keys).expect("dir");
+    let keys = keys_dir();
     let (key_a, pub_a) = keypair(&keys, "a");
     let (key_b, pub_b) = keypair(&keys, "b");
     let a = order_image(&renter, &machine.id, &pub_a, json!({}))
@@ -771,31 +778,6 @@ async fn containers_two_renters_on_one_machine_cannot_reach_each_other() {
     env.cleanup().await;
 }
 
-const README: &str = include_str!("../../README.md");
-
-/// The fenced blocks of the README's "Log in to a real container" section.
-fn readme_real_blocks() -> Vec<(String, String)> {
-    let start = README
-        .find("## Log in to a real container")
-        .expect("the README has the real-container section");
-    let rest = &README[start..];
-    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
-    let mut blocks = Vec::new();
-    let mut current: Option<(String, String)> = None;
-    for line in rest[..end].lines() {
-        match (&mut current, line.strip_prefix("```")) {
-            (None, Some(lang)) => current = Some((lang.trim().to_owned(), String::new())),
-            (Some(_), Some(_)) => blocks.extend(current.take()),
-            (Some((_, text)), None) => {
-                text.push_str(line);
-                text.push('\n');
-            }
-            (None, None) => {}
-        }
-    }
-    blocks
-}
-
 /// The README's real-container steps, as a reader runs them after `make
 /// run-real`: the demo market with its real machine (seeded and run exactly
 /// as `gpumarket dev --engine-socket` does), the README's order and query
@@ -806,7 +788,7 @@ async fn containers_the_readmes_real_container_steps_work_on_make_run_real() {
     if !engine_available() {
         return;
     }
-    let blocks = readme_real_blocks();
+    let blocks = readme_blocks("## Log in to a real container");
     let graphql: Vec<&str> = blocks
         .iter()
         .filter(|(lang, _)| lang == "graphql")
@@ -833,18 +815,7 @@ async fn containers_the_readmes_real_container_steps_work_on_make_run_real() {
     .expect("demo operator");
     let mut stack = env.start(Parts::ALL).await;
     // The engine `make run-real` starts, private to this test.
-    let turn = tokio::task::spawn_blocking(|| {
-        let file = std::fs::OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(std::env::temp_dir().join("gpumarket-engine-tests.lock"))
-            .expect("lock file");
-        file.lock().expect("lock");
-        file
-    })
-    .await
-    .expect("join");
+    let turn = take_turn().await;
     let dir = std::env::temp_dir().join(format!("gpm-readme-{}", uuid::Uuid::now_v7().simple()));
     std::fs::create_dir_all(&dir).expect("dir");
     engine_script(&["image"]);
@@ -958,8 +929,7 @@ async fn containers_a_container_that_exits_while_running_stops_the_instance_and_
     }
     let mut env = TestEnv::new().await;
     let (stack, machine, renter, _tenant) = real_market(&mut env, 1).await;
-    let keys = std::env::temp_dir().join(format!("gpm-keys-{}", uuid::Uuid::now_v7().simple()));
-    std::fs::create_dir_all(&keys).expect("dir");
+    let keys = keys_dir();
     let (_, renter_pub) = keypair(&keys, "renter");
 
     // Ready at once, then the command ends on its own with code 2.

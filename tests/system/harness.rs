@@ -787,3 +787,30 @@ pub fn sql_decimal(env: &TestEnv, sql: &str) -> rust_decimal::Decimal {
     let rows: Vec<D> = diesel::sql_query(sql).load(&mut env.conn()).expect(sql);
     rows.first().map(|r| r.d).unwrap_or_default()
 }
+
+const README: &str = include_str!("../../README.md");
+
+/// The fenced blocks of the README section that starts with `heading`, up
+/// to the next `## `, as (language, text): what the README tests send as a
+/// reader would.
+pub fn readme_blocks(heading: &str) -> Vec<(String, String)> {
+    let start = README
+        .find(heading)
+        .unwrap_or_else(|| panic!("the README has {heading:?}"));
+    let rest = &README[start..];
+    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
+    let mut blocks = Vec::new();
+    let mut current: Option<(String, String)> = None;
+    for line in rest[..end].lines() {
+        match (&mut current, line.strip_prefix("```")) {
+            (None, Some(lang)) => current = Some((lang.trim().to_owned(), String::new())),
+            (Some(_), Some(_)) => blocks.extend(current.take()),
+            (Some((_, text)), None) => {
+                text.push_str(line);
+                text.push('\n');
+            }
+            (None, None) => {}
+        }
+    }
+    blocks
+}

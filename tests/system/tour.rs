@@ -15,29 +15,9 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 
-const README: &str = include_str!("../../README.md");
-
 /// The fenced blocks of the tour section, as (language, text).
 fn tour_blocks() -> Vec<(String, String)> {
-    let start = README
-        .find("## A five-minute tour")
-        .expect("the README has a tour");
-    let rest = &README[start..];
-    let end = rest[3..].find("\n## ").map_or(rest.len(), |i| i + 3);
-    let mut blocks = Vec::new();
-    let mut current: Option<(String, String)> = None;
-    for line in rest[..end].lines() {
-        match (&mut current, line.strip_prefix("```")) {
-            (None, Some(lang)) => current = Some((lang.trim().to_owned(), String::new())),
-            (Some(_), Some(_)) => blocks.extend(current.take()),
-            (Some((_, text)), None) => {
-                text.push_str(line);
-                text.push('\n');
-            }
-            (None, None) => {}
-        }
-    }
-    blocks
+    readme_blocks("## A five-minute tour")
 }
 
 /// Splits a shell command line into words: `\` line continuations, double

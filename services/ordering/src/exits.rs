@@ -102,10 +102,9 @@ pub async fn disk_usage(db: &Db, envelope: Envelope) -> Result<(), HandlerError>
                 instances::disk_measured_at.eq(event.measured_at),
             ))
             .execute(conn)
-            .map_err(Error::from)
+            .map_err(HandlerError::from)
         })
-        .await
-        .map_err(|e: Error| HandlerError::Transient(e.to_string()))?;
+        .await?;
     if updated == 0 {
         tracing::debug!("disk usage for no instance of that machine, or not newer, ignored");
     }

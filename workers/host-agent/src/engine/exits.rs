@@ -5,7 +5,7 @@
 
 use bollard::Docker;
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum};
-use bollard::query_parameters::{ListContainersOptionsBuilder, LogsOptionsBuilder};
+use bollard::query_parameters::LogsOptionsBuilder;
 use chrono::{DateTime, Utc};
 use futures_util::StreamExt;
 use uuid::Uuid;
@@ -108,31 +108,8 @@ pub async fn exited(docker: &Docker, state: &StateDir, machine: Uuid) -> Vec<Ins
             return Vec::new();
         }
     };
-    let filters = labels::filters(vec![
-        labels::managed_filter(),
-        labels::machine_filter(machine),
-    ]);
-    let options = ListContainersOptionsBuilder::default()
-        .all(true)
-        .filters(&filters)
-        .build();
-    let containers = match docker.list_containers(Some(options)).await {
-        Ok(containers) => containers,
-        Err(error) => {
-            tracing::warn!(%error, "listing containers for exits failed");
-            return Vec::new();
-        }
-    };
     let mut exits = Vec::new();
-    for summary in containers {
-        let Some(instance) = summary
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(names::LABEL_INSTANCE))
-            .and_then(|i| Uuid::parse_str(i).ok())
-        else {
-            continue;
-        };
+    for instance in labels::managed_instances(docker, machine, true, "exits").await {
         let Some(run) = wanted.get(&instance).copied() else {
             continue;
         };

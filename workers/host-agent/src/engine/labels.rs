@@ -36,3 +36,35 @@ pub fn instance_filter(instance: Uuid) -> String {
 pub fn filters(values: Vec<String>) -> HashMap<&'static str, Vec<String>> {
     HashMap::from([("label", values)])
 }
+
+/// The instances of `machine`'s managed containers, running ones only
+/// unless `all`. A failed listing is logged (as `what`) and gives none: the
+/// callers report with every heartbeat, and the next one tries again.
+pub async fn managed_instances(
+    docker: &bollard::Docker,
+    machine: Uuid,
+    all: bool,
+    what: &str,
+) -> Vec<Uuid> {
+    let filters = filters(vec![managed_filter(), machine_filter(machine)]);
+    let options = bollard::query_parameters::ListContainersOptionsBuilder::default()
+        .all(all)
+        .filters(&filters)
+        .build();
+    match docker.list_containers(Some(options)).await {
+        Ok(containers) => containers
+            .into_iter()
+            .filter_map(|summary| {
+                summary
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(LABEL_INSTANCE))
+                    .and_then(|i| Uuid::parse_str(i).ok())
+            })
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, "listing containers for {what} failed");
+            Vec::new()
+        }
+    }
+}

@@ -2,7 +2,7 @@
 //! managed container, all interfaces summed.
 
 use bollard::Docker;
-use bollard::query_parameters::{ListContainersOptionsBuilder, StatsOptionsBuilder};
+use bollard::query_parameters::StatsOptionsBuilder;
 use futures_util::StreamExt;
 use uuid::Uuid;
 
@@ -14,30 +14,8 @@ use crate::protocol::InstanceCounters;
 /// engine reports them from the host's side (old Podman), so rx and tx are
 /// exchanged back.
 pub async fn traffic(docker: &Docker, machine: Uuid, swapped: bool) -> Vec<InstanceCounters> {
-    let filters = labels::filters(vec![
-        labels::managed_filter(),
-        labels::machine_filter(machine),
-    ]);
-    let options = ListContainersOptionsBuilder::default()
-        .filters(&filters)
-        .build();
-    let containers = match docker.list_containers(Some(options)).await {
-        Ok(containers) => containers,
-        Err(error) => {
-            tracing::warn!(%error, "listing containers for traffic failed");
-            return Vec::new();
-        }
-    };
     let mut counters = Vec::new();
-    for summary in containers {
-        let Some(instance) = summary
-            .labels
-            .as_ref()
-            .and_then(|l| l.get(names::LABEL_INSTANCE))
-            .and_then(|i| Uuid::parse_str(i).ok())
-        else {
-            continue;
-        };
+    for instance in labels::managed_instances(docker, machine, false, "traffic").await {
         let options = StatsOptionsBuilder::default()
             .stream(false)
             .one_shot(true)
