@@ -86,10 +86,16 @@ deploy-validate:
 ## make bench: offer search on 100k machines, createOrder at 1/16/64 clients and order-to-running,
 ## then billing's usage ingest (with a raw-insert baseline) and the invoicing run for 10k tenants
 ## (flags: make bench BENCH_ARGS="--machines 1000000" ORDER_BENCH_ARGS="--orders 1024").
+## It ends with one line per goal of the scaling work, `ratio <name> = <value> (goal >= <target>)`,
+## each measured beside its baseline in the same run (docs/benchmarks.md keeps them).
+BENCH_RATIOS := $(CARGO_TARGET_DIR)/bench-ratios.txt
 bench: services
+	rm -f $(BENCH_RATIOS)
 	cargo bench --bench search -- $(BENCH_ARGS)
 	cargo bench --bench orders -- $(ORDER_BENCH_ARGS)
 	cargo bench --bench billing -- $(BILLING_BENCH_ARGS)
+	@echo; echo "== summary: each goal beside its baseline, measured in this run =="
+	@cat $(BENCH_RATIOS)
 
 ## make bench-smoke: every benchmark end to end at tiny sizes (--tiny; a debug
 ## build, seconds each, docs/benchmarks.md untouched), so that none can rot

@@ -103,3 +103,59 @@ pub fn write_section(heading: &str, section: &str) -> std::io::Result<()> {
     };
     std::fs::write(path, updated)
 }
+
+/// Where `make bench` collects the goal lines of every benchmark it runs,
+/// so that it can end with one summary (`make bench` empties it first).
+/// Outside the clone, beside the build, like the target directory.
+pub fn ratios_file() -> std::path::PathBuf {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| std::path::PathBuf::from("target"));
+    dir.join("bench-ratios.txt")
+}
+
+/// Which way a goal points.
+#[derive(Debug, Clone, Copy)]
+pub enum Goal {
+    AtLeast(f64),
+    AtMost(f64),
+}
+
+/// One goal of the scaling issue as the line a script reads:
+/// `ratio <name> = <value> (goal >= <target>)` (or `<=`). Printed at once,
+/// and appended to [`ratios_file`] for the summary that ends `make bench`
+/// (tiny runs print it but do not record it). Returns the line so that the
+/// bench can put it in its docs/benchmarks.md section too.
+pub fn ratio(name: &str, value: f64, goal: Goal) -> String {
+    let (op, target) = match goal {
+        Goal::AtLeast(t) => (">=", t),
+        Goal::AtMost(t) => ("<=", t),
+    };
+    let shown = if value.abs() >= 100.0 {
+        format!("{value:.0}")
+    } else if value.abs() >= 1.0 {
+        format!("{value:.2}")
+    } else {
+        format!("{value:.3}")
+    };
+    let line = format!("ratio {name} = {shown} (goal {op} {target})");
+    println!("{line}");
+    if !tiny() {
+        use std::io::Write;
+        let file = ratios_file();
+        if let Some(parent) = file.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&file)
+        {
+            Ok(mut f) => {
+                let _ = writeln!(f, "{line}");
+            }
+            Err(error) => eprintln!("could not record {name} in {}: {error}", file.display()),
+        }
+    }
+    line
+}
