@@ -1,29 +1,36 @@
-//! `make bench`: billing. On a fresh database it measures
+//! `make bench`: usage ingest. On a fresh database it measures
+//! `metering.usage.recorded` envelopes through billing's consumer path (the
+//! set-based inbox claim, rating, the balanced three-leg postings with their
+//! deferred balance check, balances moved once per account, the floor and
+//! cap checks, usage details for invoices), in batches of `--batch` per
+//! transaction as the consumer applies them, at 1 and 4 connections; and,
+//! in the same run on the same Postgres, the baseline: `COPY` of one
+//! uniquely keyed row per event. It prints `ratio ingest_vs_copy`.
 //!
-//! - usage ingest: `metering.usage.recorded` envelopes through billing's real
-//!   consumer path (inbox claim, cumulative rating, balanced posting, floor
-//!   check, usage details), one transaction per event, at 1 and 4
-//!   connections, beside a raw-insert baseline (one JSONB row per
-//!   transaction) on the same Postgres in the same run;
-//! - the invoicing run: `run_invoices` for every tenant with usage (default
-//!   10,000 tenants with 3 postings each).
-//!
-//! Flags: `--events N` per ingest level (default 20000), `--tenants N`
-//! (default 10000), `--postings N` per tenant (default 3).
+//! Flags: `--events N` per level (default 100000), `--batch N` (default
+//! 500, the consumer's `GPUMARKET_BATCH_MAX`), `--renters N` (default 1000).
 
+use std::io::Write;
 use std::time::Instant;
 
 use anyhow::Context;
 use chrono::Utc;
 use contracts::Envelope;
 use contracts::events::{USAGE_RECORDED, UsageRecorded};
-use diesel::{Connection, PgConnection, RunQueryDsl};
+use diesel::{Connection, ExecuteCopyFromDsl, PgConnection, RunQueryDsl};
 use platform::Config;
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
 mod common;
-use common::{machine_facts, sized};
+use common::{Goal, machine_facts, ratio, sized};
+
+diesel::table! {
+    bench_copy (id) {
+        id -> Uuid,
+        n -> Int4,
+    }
+}
 
 const LEVELS: [usize; 2] = [1, 4];
 
@@ -65,8 +72,13 @@ fn usage_events(n: usize, tenants: &[Uuid], host: Uuid) -> anyhow::Result<Vec<En
 }
 
 /// Delivers `events` through billing's consumer path on `connections`
-/// threads; returns events per second.
-fn ingest(url: &str, events: Vec<Envelope>, connections: usize) -> anyhow::Result<f64> {
+/// threads, `batch` per transaction; returns events per second.
+fn ingest(
+    url: &str,
+    events: Vec<Envelope>,
+    connections: usize,
+    batch: usize,
+) -> anyhow::Result<f64> {
     let settings = settings();
     let chunks: Vec<Vec<Envelope>> = {
         let mut chunks: Vec<Vec<Envelope>> = (0..connections).map(|_| Vec::new()).collect();
@@ -84,13 +96,13 @@ fn ingest(url: &str, events: Vec<Envelope>, connections: usize) -> anyhow::Resul
                 let settings = settings.clone();
                 scope.spawn(move || -> anyhow::Result<()> {
                     let mut conn = PgConnection::establish(url)?;
-                    for envelope in chunk {
+                    for envelopes in chunk.chunks(batch.max(1)) {
                         conn.transaction::<_, anyhow::Error, _>(|c| {
-                            platform::consumer::apply_once(
+                            platform::consumer::apply_batch_once(
                                 c,
                                 billing::SCHEMA,
-                                &envelope,
-                                |c, e| billing::apply_event(c, e, &settings),
+                                envelopes,
+                                |c, fresh| billing::apply_batch(c, fresh, &settings),
                             )
                             .map_err(|e| anyhow::anyhow!("{e}"))?;
                             Ok(())
@@ -109,133 +121,93 @@ fn ingest(url: &str, events: Vec<Envelope>, connections: usize) -> anyhow::Resul
     Ok(total as f64 / started.elapsed().as_secs_f64())
 }
 
-/// The baseline: the same number of rows, each a JSONB insert in its own
-/// transaction, on the same connections.
-fn raw_inserts(url: &str, n: usize, connections: usize) -> anyhow::Result<f64> {
+/// The baseline: `n` rows, each keyed by a fresh UUID (as a message id is),
+/// written by one `COPY` on one connection; rows per second.
+fn copy_rows(url: &str, n: usize) -> anyhow::Result<f64> {
+    let mut conn = PgConnection::establish(url)?;
+    let ids: Vec<Uuid> = (0..n).map(|_| Uuid::now_v7()).collect();
     let started = Instant::now();
-    std::thread::scope(|scope| -> anyhow::Result<()> {
-        let handles: Vec<_> = (0..connections)
-            .map(|c| {
-                scope.spawn(move || -> anyhow::Result<()> {
-                    let mut conn = PgConnection::establish(url)?;
-                    for i in (c..n).step_by(connections) {
-                        diesel::sql_query(
-                            "INSERT INTO bench_raw (id, body) VALUES ($1, jsonb_build_object('n', $2::int))",
-                        )
-                        .bind::<diesel::sql_types::Uuid, _>(Uuid::now_v7())
-                        .bind::<diesel::sql_types::Integer, _>(i as i32)
-                        .execute(&mut conn)?;
-                    }
-                    Ok(())
-                })
-            })
-            .collect();
-        for h in handles {
-            h.join()
-                .map_err(|_| anyhow::anyhow!("baseline thread panicked"))??;
-        }
-        Ok(())
-    })?;
+    let copied = diesel::copy_from(bench_copy::table)
+        .from_raw_data(bench_copy::table, |out: &mut dyn Write| {
+            for (i, id) in ids.iter().enumerate() {
+                writeln!(out, "{id}\t{i}")
+                    .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
+            }
+            Ok::<_, diesel::result::Error>(())
+        })
+        .execute(&mut conn)?;
+    anyhow::ensure!(copied == n, "COPY wrote {copied} of {n} rows");
     Ok(n as f64 / started.elapsed().as_secs_f64())
 }
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    let events = sized("--events", 20_000, 100);
-    let tenants_n = sized("--tenants", 10_000, 10);
-    let postings = sized("--postings", 3, 1);
+    let events = sized("--events", 100_000, 200);
+    let batch = sized("--batch", 500, 50);
+    let renters = sized("--renters", 1_000, 10);
     let base = Config::from_env()?;
     let name = format!("gpumarket_bench_billing_{}", std::process::id());
     let admin = platform::config::replace_db_name(&base.database_url, "postgres");
     let config = base.with_database(&name);
     platform::db::create_database(&admin, &name)?;
-    let result = run(&config.database_url, events, tenants_n, postings).await;
+    let result = run(&config.database_url, events, batch, renters).await;
     platform::db::drop_database(&admin, &name)?;
-    let (levels, invoice_seconds, invoices) = result?;
+    let levels = result?;
 
     let rows: Vec<String> = levels
         .iter()
-        .map(|(c, ingest, raw)| {
-            format!(
-                "| {c} | {ingest:.0} | {raw:.0} | {:.0} % |",
-                ingest / raw * 100.0
-            )
+        .map(|(c, ingest, copy)| {
+            format!("| {c} | {ingest:.0} | {copy:.0} | {:.3} |", ingest / copy)
         })
         .collect();
+    let single = levels
+        .iter()
+        .find(|(c, _, _)| *c == 1)
+        .map_or(0.0, |(_, ingest, copy)| ingest / copy);
+    let summary = ratio("ingest_vs_copy", single, Goal::AtLeast(0.5));
     let section = format!(
-        "## Billing\n\n\
-         `make bench` (`cargo bench --bench billing -- --events {events} --tenants {tenants_n} --postings {postings}`), \
+        "## Usage ingest\n\n\
+         `make bench` (`cargo bench --bench billing -- --events {events} --batch {batch} --renters {renters}`), \
          run {date} on {facts}, PostgreSQL {pg}, release build.\n\n\
-         **Usage ingest**: {events} `metering.usage.recorded` envelopes per level through billing's consumer path \
-         (inbox claim, cumulative rating, the balanced three-leg posting with its deferred balance check, the \
-         floor check, usage details for invoices), one transaction per event, beside a raw-insert baseline (one \
-         JSONB row per transaction) on the same Postgres in the same run; events per second.\n\n\
-         | connections | ingest events/s | raw inserts/s | ingest / raw |\n|---|---|---|---|\n{rows}\n\n\
-         **Invoicing run**: `run_invoices` for {tenants_n} tenants with {postings} usage postings each (one \
-         transaction per tenant: counter lock, lines rounded once, rounding posting, item assignment): \
-         {invoices} invoices (those tenants and the ingest levels' 200) in {invoice_seconds:.1} s \
-         ({per:.1} ms per invoice).\n\n",
+         {events} `metering.usage.recorded` envelopes per level, spread over {renters} renters and one host, \
+         through billing's consumer path in batches of {batch} per transaction (set-based inbox claim, rating, \
+         the balanced three-leg postings with their deferred balance check, each account's balance moved once \
+         per batch, the floor and cap checks, usage details for invoices), beside the baseline measured in the \
+         same run on the same Postgres: `COPY` of one row per event keyed by a fresh UUID, one connection. \
+         Events (rows) per second.\n\n\
+         | connections | ingest events/s | COPY rows/s (1 connection) | ingest / COPY |\n|---|---|---|---|\n{rows}\n\n\
+         `{summary}`\n\n",
         rows = rows.join("\n"),
         date = Utc::now().format("%Y-%m-%d"),
         facts = machine_facts(),
         pg = common::pg_version(&admin),
-        per = invoice_seconds * 1000.0 / invoices.max(1) as f64,
     );
-    common::write_section("## Billing", &section)?;
+    common::write_section("## Usage ingest", &section)?;
     println!("{section}");
     Ok(())
 }
 
 type Levels = Vec<(usize, f64, f64)>;
 
-async fn run(
-    url: &str,
-    events: usize,
-    tenants_n: usize,
-    postings: usize,
-) -> anyhow::Result<(Levels, f64, usize)> {
+async fn run(url: &str, events: usize, batch: usize, renters: usize) -> anyhow::Result<Levels> {
     platform::db::migrate(url)?;
     let mut conn = PgConnection::establish(url)?;
-    diesel::sql_query("CREATE TABLE bench_raw (id uuid PRIMARY KEY, body jsonb NOT NULL)")
+    diesel::sql_query("CREATE TABLE bench_copy (id uuid PRIMARY KEY, n int NOT NULL)")
         .execute(&mut conn)?;
     let host = Uuid::now_v7();
-
+    let url_owned = url.to_owned();
+    let copy_rate = tokio::task::spawn_blocking(move || copy_rows(&url_owned, events)).await??;
+    eprintln!("COPY {copy_rate:.0} rows/s");
     let mut levels = Vec::new();
     for connections in LEVELS {
-        let renters: Vec<Uuid> = (0..100).map(|_| Uuid::now_v7()).collect();
-        let envelopes = usage_events(events, &renters, host)?;
+        let tenants: Vec<Uuid> = (0..renters).map(|_| Uuid::now_v7()).collect();
+        let envelopes = usage_events(events, &tenants, host)?;
         let url_owned = url.to_owned();
         let ingest_rate =
-            tokio::task::spawn_blocking(move || ingest(&url_owned, envelopes, connections))
+            tokio::task::spawn_blocking(move || ingest(&url_owned, envelopes, connections, batch))
                 .await??;
-        let url_owned = url.to_owned();
-        let raw_rate =
-            tokio::task::spawn_blocking(move || raw_inserts(&url_owned, events, connections))
-                .await??;
-        eprintln!("{connections} connections: ingest {ingest_rate:.0}/s, raw {raw_rate:.0}/s");
-        levels.push((connections, ingest_rate, raw_rate));
+        eprintln!("{connections} connections: ingest {ingest_rate:.0}/s");
+        levels.push((connections, ingest_rate, copy_rate));
     }
-
-    // The invoicing run over many tenants.
-    let tenants: Vec<Uuid> = (0..tenants_n).map(|_| Uuid::now_v7()).collect();
-    let envelopes = usage_events(tenants_n * postings, &tenants, host)?;
-    let url_owned = url.to_owned();
-    tokio::task::spawn_blocking(move || ingest(&url_owned, envelopes, 4)).await??;
-    // The ingest levels' tenants are invoiced in the same run too.
-    let db = platform::Db::connect(url, 4)?;
-    let period_end = Utc::now();
-    let started = Instant::now();
-    let result = billing::invoices::run_invoices(
-        &db,
-        &settings(),
-        billing::invoices::InvoicePeriod::Monthly,
-        contracts::api::RunInvoicesRequest {
-            period_end: Some(period_end),
-            tenant_id: None,
-        },
-    )
-    .await?;
-    let seconds = started.elapsed().as_secs_f64();
-    eprintln!("{} invoices in {seconds:.1} s", result.invoices.len());
-    Ok((levels, seconds, result.invoices.len()))
+    Ok(levels)
 }

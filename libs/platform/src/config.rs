@@ -34,6 +34,13 @@ pub struct Config {
     pub delivery_limit: u32,
     /// Unacked deliveries a consumer holds at once.
     pub prefetch: u16,
+    /// Most messages a batched consumer (billing's usage ingest) applies in
+    /// one transaction. `GPUMARKET_BATCH_MAX`.
+    pub batch_max: u16,
+    /// How long a batched consumer waits after a batch's first message for
+    /// more before it applies what it has: the latency bought for
+    /// throughput. `GPUMARKET_BATCH_WAIT_MS`.
+    pub batch_wait_ms: u64,
     /// Bind address for every HTTP listener. `GPUMARKET_BIND_HOST`.
     pub bind_host: String,
     pub ports: Ports,
@@ -360,6 +367,8 @@ impl Config {
             ordering_queue: var("GPUMARKET_ORDERING_QUEUE", "ordering.catalog"),
             delivery_limit: parsed("GPUMARKET_DELIVERY_LIMIT", 5)?,
             prefetch: parsed("GPUMARKET_PREFETCH", 16)?,
+            batch_max: parsed("GPUMARKET_BATCH_MAX", 500)?,
+            batch_wait_ms: parsed("GPUMARKET_BATCH_WAIT_MS", 50)?,
             bind_host,
             ports,
             provisioner_port: parsed("GPUMARKET_PROVISIONER_PORT", 8086)?,

@@ -8,7 +8,7 @@ use rust_decimal::Decimal;
 use schema::billing::{accounts, entries, transactions};
 use uuid::Uuid;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AccountKind {
     RenterBalance,
     HostEarnings,

@@ -9,6 +9,7 @@ mod charges;
 pub mod dashboards;
 pub mod error;
 pub mod focus;
+mod ingest;
 pub mod invoices;
 pub mod ledger;
 pub mod marketplace;
@@ -27,6 +28,7 @@ use platform::{Config, Db};
 use rust_decimal::Decimal;
 
 pub use error::Error;
+pub use ingest::apply_batch;
 pub use usage::apply_event;
 
 pub const SCHEMA: &str = "billing";
@@ -101,12 +103,13 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     )?)
 }
 
-/// Consumes usage events forever (idempotently, through the inbox).
+/// Consumes usage events forever (idempotently, through the inbox), a
+/// prefetched batch per transaction.
 pub async fn run_consumer(config: Arc<Config>, db: Db) -> Result<(), Error> {
     let settings = Settings::from_config(&config)?;
     let queue = config.billing_queue.clone();
-    platform::consumer::run_inbox(config, db, queue, SCHEMA, move |conn, envelope| {
-        apply_event(conn, envelope, &settings)
+    platform::consumer::run_inbox_batch(config, db, queue, SCHEMA, move |conn, envelopes| {
+        apply_batch(conn, envelopes, &settings)
     })
     .await;
     Ok(())

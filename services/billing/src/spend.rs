@@ -38,51 +38,110 @@ pub fn month_of(at: DateTime<Utc>) -> NaiveDate {
     NaiveDate::from_ymd_opt(at.year(), at.month(), 1).unwrap_or(NaiveDate::MIN)
 }
 
-/// Adds a posted usage charge (`amount`, negative for a correction) to the
-/// renter's spend for the month of `usage_at`, and announces the cap when
-/// this charge reached it. Runs in the posting's transaction.
-pub fn charge_posted(
+/// A posted usage charge as spend sees it: `amount` (negative for a
+/// correction) for the month its segment started in.
+pub struct Charge {
+    pub tenant_id: Uuid,
+    pub amount: Decimal,
+    pub usage_at: DateTime<Utc>,
+    pub correlation_id: Option<String>,
+}
+
+#[derive(QueryableByName)]
+struct SpentRow {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    tenant_id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Date)]
+    month: NaiveDate,
+    #[diesel(sql_type = diesel::sql_types::Numeric)]
+    spent: Decimal,
+    #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>)]
+    cap_reached_at: Option<DateTime<Utc>>,
+}
+
+/// Adds a batch of posted usage charges to the renters' month-to-date spend
+/// (one upsert for the batch, each tenant and month moved once by its sum),
+/// and announces the cap of every tenant a charge of this batch took to it.
+/// Runs in the postings' transaction.
+pub fn charges_posted(
     conn: &mut PgConnection,
     settings: &Settings,
-    tenant_id: Uuid,
-    amount: Decimal,
-    usage_at: DateTime<Utc>,
-    correlation_id: Option<String>,
+    charges: &[Charge],
 ) -> Result<(), HandlerError> {
-    let month = month_of(usage_at);
-    let now = contracts::time::now();
-    let (spent, reached): (Decimal, Option<DateTime<Utc>>) =
-        diesel::insert_into(monthly_spend::table)
-            .values((
-                monthly_spend::tenant_id.eq(tenant_id),
-                monthly_spend::month.eq(month),
-                monthly_spend::currency.eq(&settings.currency),
-                monthly_spend::spent.eq(amount),
-                monthly_spend::last_charged_at.eq(now),
-            ))
-            .on_conflict((monthly_spend::tenant_id, monthly_spend::month))
-            .do_update()
-            .set((
-                monthly_spend::spent.eq(monthly_spend::spent + amount),
-                monthly_spend::last_charged_at.eq(now),
-            ))
-            .returning((monthly_spend::spent, monthly_spend::cap_reached_at))
-            .get_result(conn)?;
-    if amount <= Decimal::ZERO || reached.is_some() {
+    use diesel::sql_types::{Array, Date, Numeric, Text, Timestamptz, Uuid as SqlUuid};
+    // Per tenant and month: the sum, whether anything was charged (not only
+    // corrected), and the correlation id of the last charge.
+    let mut rows: std::collections::BTreeMap<(Uuid, NaiveDate), (Decimal, Option<Option<String>>)> =
+        std::collections::BTreeMap::new();
+    for c in charges {
+        let row = rows
+            .entry((c.tenant_id, month_of(c.usage_at)))
+            .or_insert((Decimal::ZERO, None));
+        row.0 += c.amount;
+        if c.amount > Decimal::ZERO {
+            row.1 = Some(c.correlation_id.clone());
+        }
+    }
+    if rows.is_empty() {
         return Ok(());
     }
-    let cap: Option<Option<Decimal>> = spend_caps::table
-        .find(tenant_id)
-        .select(spend_caps::monthly_cap)
-        .first(conn)
-        .optional()?;
-    match cap.flatten() {
-        Some(cap) if spent >= cap => {
-            announce_cap(conn, settings, tenant_id, month, spent, cap, correlation_id)?;
-            Ok(())
-        }
-        _ => Ok(()),
+    // In key order (the map's), so concurrent batches lock rows in one order.
+    let tenants: Vec<Uuid> = rows.keys().map(|(t, _)| *t).collect();
+    let months: Vec<NaiveDate> = rows.keys().map(|(_, m)| *m).collect();
+    let sums: Vec<Decimal> = rows.values().map(|(sum, _)| *sum).collect();
+    let now = contracts::time::now();
+    let spent: Vec<SpentRow> = diesel::sql_query(
+        "INSERT INTO billing.monthly_spend (tenant_id, month, currency, spent, last_charged_at) \
+         SELECT t.tenant_id, t.month, $4, t.amount, $5 \
+         FROM unnest($1::uuid[], $2::date[], $3::numeric[]) AS t(tenant_id, month, amount) \
+         ON CONFLICT (tenant_id, month) DO UPDATE \
+         SET spent = monthly_spend.spent + excluded.spent, last_charged_at = excluded.last_charged_at \
+         RETURNING tenant_id, month, spent, cap_reached_at",
+    )
+    .bind::<Array<SqlUuid>, _>(&tenants)
+    .bind::<Array<Date>, _>(&months)
+    .bind::<Array<Numeric>, _>(&sums)
+    .bind::<Text, _>(&settings.currency)
+    .bind::<Timestamptz, _>(now)
+    .load(conn)?;
+    // Only a charge can reach a cap, and a cap is announced once per crossing.
+    let candidates: Vec<(SpentRow, Option<String>)> = spent
+        .into_iter()
+        .filter(|row| row.cap_reached_at.is_none())
+        .filter_map(|row| {
+            let charged = rows.get(&(row.tenant_id, row.month))?.1.clone()?;
+            Some((row, charged))
+        })
+        .collect();
+    if candidates.is_empty() {
+        return Ok(());
     }
+    let ids: Vec<Uuid> = candidates.iter().map(|(row, _)| row.tenant_id).collect();
+    let caps: std::collections::HashMap<Uuid, Decimal> = spend_caps::table
+        .filter(spend_caps::tenant_id.eq_any(&ids))
+        .filter(spend_caps::monthly_cap.is_not_null())
+        .select((spend_caps::tenant_id, spend_caps::monthly_cap))
+        .load::<(Uuid, Option<Decimal>)>(conn)?
+        .into_iter()
+        .filter_map(|(tenant, cap)| Some((tenant, cap?)))
+        .collect();
+    for (row, correlation_id) in candidates {
+        match caps.get(&row.tenant_id) {
+            Some(&cap) if row.spent >= cap => {
+                announce_cap(
+                    conn,
+                    settings,
+                    row.tenant_id,
+                    row.month,
+                    row.spent,
+                    cap,
+                    correlation_id,
+                )?;
+            }
+            _ => {}
+        }
+    }
+    Ok(())
 }
 
 /// Marks the month's cap reached and writes the announcement to the outbox,

@@ -1,10 +1,7 @@
 //! Rating usage into postings, and the reads renters and hosts see.
 
 use chrono::{DateTime, Utc};
-use contracts::events::{
-    BALANCE_EXHAUSTED, BalanceExhausted, INSTANCE_DOWNTIME, InstanceDowntime, MeteredUsage,
-    USAGE_RECORDED,
-};
+use contracts::events::{InstanceDowntime, MeteredUsage};
 use contracts::{Envelope, api, money};
 use diesel::prelude::*;
 use platform::Db;
@@ -12,7 +9,6 @@ use platform::consumer::HandlerError;
 use rust_decimal::{Decimal, RoundingStrategy};
 use schema::billing::{accounts, entries, transactions};
 use schema::billing_credits::credit_grants;
-use schema::billing_invoices::usage_details;
 use uuid::Uuid;
 
 use crate::ledger::{self, AccountKind, Posting};
@@ -104,160 +100,14 @@ impl Rating {
     }
 }
 
-/// Posts one usage segment: renter debit = host credit + platform fee. A
-/// charge that takes the renter below zero is still posted (the usage
-/// happened) and announces the exhausted balance in the same transaction,
-/// so ordering stops the tenant's instances: an overdraft is bounded by one
-/// settlement interval's burn (DESIGN 5).
+/// Posts one usage segment (or credits one downtime): a batch of one through
+/// [`crate::ingest::apply_batch`], the path the consumer takes for many.
 pub fn apply_event(
     conn: &mut PgConnection,
     envelope: &Envelope,
     settings: &Settings,
 ) -> Result<(), HandlerError> {
-    if envelope.kind == INSTANCE_DOWNTIME {
-        return credit_downtime(conn, envelope, settings);
-    }
-    if envelope.kind != USAGE_RECORDED {
-        return Ok(());
-    }
-    let metered: MeteredUsage = envelope
-        .payload()
-        .map_err(|e| HandlerError::Permanent(format!("bad usage payload: {e}")))?;
-    let rating = Rating::of(&metered).map_err(HandlerError::Permanent)?;
-    let usage = &metered.usage;
-    if usage.currency != settings.currency {
-        return Err(HandlerError::Permanent(format!(
-            "usage in {} but the ledger settles in {}",
-            usage.currency, settings.currency
-        )));
-    }
-    let amount = rating
-        .segment(usage.offset_seconds, usage.seconds)
-        .ok_or_else(|| HandlerError::Permanent("usage amount out of range".into()))?;
-    let split = money::split_fee(amount, settings.fee_rate);
-    let currency = &settings.currency;
-    let renter = ledger::account(
-        conn,
-        AccountKind::RenterBalance,
-        Some(usage.tenant_id),
-        currency,
-    )?;
-    let host = ledger::account(
-        conn,
-        AccountKind::HostEarnings,
-        Some(usage.host_tenant_id),
-        currency,
-    )?;
-    let fee = ledger::account(conn, AccountKind::PlatformFee, None, currency)?;
-    // One posting per segment of the interval, whatever the deliveries.
-    let id = format!(
-        "usage:{}:{}:{}",
-        usage.interval_id, usage.offset_seconds, usage.seconds
-    );
-    let description = match rating {
-        Rating::Hourly(_) => format!(
-            "{} s of {} at {} {}/h (from second {} of the interval)",
-            usage.seconds, usage.meter, usage.price_per_hour, currency, usage.offset_seconds
-        ),
-        Rating::Storage {
-            disk_gib,
-            per_gb_month,
-        } => format!(
-            "{} s of {} for {} GiB at {} {}/GB-month of 730 h (from second {} of the interval)",
-            usage.seconds, usage.meter, disk_gib, per_gb_month, currency, usage.offset_seconds
-        ),
-        Rating::Bytes { per_tb } => format!(
-            "{} bytes of {} at {} {}/TB of 10^12 bytes (from byte {} of the interval)",
-            usage.seconds, usage.meter, per_tb, currency, usage.offset_seconds
-        ),
-    };
-    // What an invoice line counts: GiB-seconds of storage, bytes of
-    // bandwidth (seconds of GPU time, the default).
-    let (unit, quantity, unit_price) = match rating {
-        Rating::Hourly(_) => ("second", None, None),
-        Rating::Storage {
-            disk_gib,
-            per_gb_month,
-        } => (
-            "gib_second",
-            usage.seconds.checked_mul(i64::from(disk_gib)),
-            Some(per_gb_month),
-        ),
-        Rating::Bytes { per_tb } => ("byte", Some(usage.seconds), Some(per_tb)),
-    };
-    let posted = ledger::post(
-        conn,
-        &Posting {
-            id: &id,
-            kind: "usage",
-            tenant_id: Some(usage.tenant_id),
-            instance_id: Some(usage.instance_id),
-            fee_rate: Some(settings.fee_rate),
-            description: &description,
-            legs: &[(renter, -amount), (host, split.host), (fee, split.fee)],
-        },
-    )?;
-    if !posted {
-        return Ok(());
-    }
-    // The facts invoices group and show (meter, seconds, price, charge
-    // period), as columns beside the immutable posting.
-    diesel::insert_into(usage_details::table)
-        .values((
-            usage_details::transaction_id.eq(&id),
-            usage_details::interval_id.eq(usage.interval_id),
-            usage_details::meter.eq(&usage.meter),
-            usage_details::offset_seconds.eq(usage.offset_seconds),
-            usage_details::seconds.eq(usage.seconds),
-            usage_details::price_per_hour.eq(usage.price_per_hour),
-            usage_details::started_at.eq(usage.started_at),
-            usage_details::ended_at.eq(usage.ended_at),
-            usage_details::tenant_id.eq(usage.tenant_id),
-            usage_details::host_tenant_id.eq(usage.host_tenant_id),
-            usage_details::machine_id.eq(usage.machine_id),
-            usage_details::gpu_model.eq(&usage.gpu_model),
-            usage_details::unit.eq(unit),
-            usage_details::quantity.eq(quantity),
-            usage_details::unit_price.eq(unit_price),
-        ))
-        .execute(conn)?;
-    tracing::info!(instance.id = %usage.instance_id, %amount, "usage posted");
-    crate::metrics::usage_posted(&usage.meter, amount);
-    let balance = ledger::balance(conn, AccountKind::RenterBalance, usage.tenant_id, currency)?;
-    if amount > Decimal::ZERO && balance < Decimal::ZERO {
-        let exhausted = BalanceExhausted {
-            tenant_id: usage.tenant_id,
-            balance,
-            currency: currency.clone(),
-            at: contracts::time::now(),
-        };
-        let envelope = Envelope::new(
-            BALANCE_EXHAUSTED,
-            exhausted.at,
-            Some(usage.tenant_id),
-            envelope.correlation_id.clone(),
-            &exhausted,
-        )
-        .map_err(|e| HandlerError::Permanent(e.to_string()))?;
-        platform::outbox::enqueue(
-            conn,
-            crate::SCHEMA,
-            &settings.events_exchange,
-            BALANCE_EXHAUSTED,
-            &envelope,
-        )?;
-        tracing::warn!(tenant.id = %usage.tenant_id, %balance, "balance exhausted; the tenant's instances will be stopped");
-        crate::metrics::balance_exhausted();
-    }
-    crate::spend::charge_posted(
-        conn,
-        settings,
-        usage.tenant_id,
-        amount,
-        usage.started_at,
-        envelope.correlation_id.clone(),
-    )?;
-    Ok(())
+    crate::ingest::apply_batch(conn, &[envelope], settings)
 }
 
 /// A lost host's downtime credit: `seconds × price_per_hour × multiple /
@@ -266,7 +116,7 @@ pub fn apply_event(
 /// run (posting id `downtime:{instance}:{run}`). The renter was not billed
 /// for the outage either (billing stopped at the last heartbeat): the credit
 /// is compensation, which the host's SLA pays for.
-fn credit_downtime(
+pub(crate) fn credit_downtime(
     conn: &mut PgConnection,
     envelope: &Envelope,
     settings: &Settings,
