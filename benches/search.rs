@@ -16,7 +16,7 @@ use platform::internal::InternalClient;
 use platform::{Config, Db};
 
 mod common;
-use common::{machine_facts, percentile, sized};
+use common::{Goal, machine_facts, percentile, sized};
 
 const FILL: &str = "
 SELECT setseed(0.42);
@@ -53,6 +53,8 @@ ANALYZE catalog.host_profiles;
 struct Case {
     name: &'static str,
     search: OfferSearch,
+    /// Issue 17's goal on this case's service p99, in milliseconds.
+    goal: Option<(&'static str, f64)>,
 }
 
 fn cases() -> Vec<Case> {
@@ -70,6 +72,7 @@ fn cases() -> Vec<Case> {
                 first: Some(20),
                 ..Default::default()
             },
+            goal: None,
         },
         Case {
             name: "datacenter, CUDA >= 12.4, 2 GPUs, by price per TFLOP",
@@ -81,6 +84,7 @@ fn cases() -> Vec<Case> {
                 first: Some(20),
                 ..Default::default()
             },
+            goal: Some(("tflop_sort_p99_ms", 15.0)),
         },
         Case {
             name: "no filter, by reliability",
@@ -89,6 +93,7 @@ fn cases() -> Vec<Case> {
                 first: Some(20),
                 ..Default::default()
             },
+            goal: None,
         },
         Case {
             name: "matches nothing (H200 under $0.01/h) + why-no-offers",
@@ -98,6 +103,7 @@ fn cases() -> Vec<Case> {
                 first: Some(20),
                 ..Default::default()
             },
+            goal: Some(("why_no_offers_p99_ms", 50.0)),
         },
     ]
 }
@@ -145,6 +151,7 @@ async fn main() -> anyhow::Result<()> {
     };
 
     let mut rows = Vec::new();
+    let mut goals = Vec::new();
     for case in cases() {
         let mut service = Vec::with_capacity(queries);
         let mut direct = Vec::with_capacity(queries);
@@ -174,6 +181,15 @@ async fn main() -> anyhow::Result<()> {
             percentile(&direct, 0.99),
         ));
         eprintln!("{}", rows.last().map(String::as_str).unwrap_or(""));
+        if let Some((goal, at_most)) = case.goal {
+            // Meaningless at --tiny sizes, but printed so the smoke run
+            // exercises the line `make bench` summarises.
+            goals.push(common::ratio(
+                goal,
+                percentile(&service, 0.99),
+                Goal::AtMost(at_most),
+            ));
+        }
     }
     handle.stop(true).await;
     drop(conn);
@@ -187,8 +203,10 @@ async fn main() -> anyhow::Result<()> {
          1,000 hosts) filled in {fill_seconds:.1} s. Each case ran {queries} times after 10 warm-ups, one at a time; \
          *service* is a POST to the catalog's search endpoint (HTTP, JSON, pool, the search SQL), *SQL* is the same \
          statement with the same binds on one direct connection. Milliseconds.\n\n\
-         | search | offers on page | service p50 | service p99 | SQL p50 | SQL p99 |\n|---|---|---|---|---|---|\n{}\n",
+         | search | offers on page | service p50 | service p99 | SQL p50 | SQL p99 |\n|---|---|---|---|---|---|\n{}\n\n\
+         Issue 17's goals, on the service p99 at {machines} machines:\n\n```\n{}\n```\n",
         rows.join("\n"),
+        goals.join("\n"),
         date = chrono::Utc::now().format("%Y-%m-%d"),
         facts = machine_facts(),
     );

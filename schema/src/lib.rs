@@ -47,6 +47,9 @@ pub mod catalog {
             reliability -> Nullable<Numeric>,
             self_test_passed_at -> Nullable<Timestamptz>,
             deleted_at -> Nullable<Timestamptz>,
+            /// The model's FP16 TFLOPS, copied by trigger from gpu_models
+            /// (migration 2026-12-05-000130) for the price-per-TFLOP index.
+            fp16_tflops -> Numeric,
         }
     }
 

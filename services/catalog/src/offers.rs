@@ -294,8 +294,14 @@ fn live_cte(q: &OfferSearch, market: &Market) -> String {
 }
 
 /// `verified` costs a lookup per row; the why-no-offers statements scan every
-/// live offer, so they skip it unless the search constrains it.
+/// live offer, so they skip it unless the search constrains it. The model's
+/// TFLOPS come from the machine's own copy (kept by trigger), so no join is
+/// needed and the price-per-TFLOP key is the expression its index is on.
 fn live_cte_with(q: &OfferSearch, market: &Market, with_verified: bool) -> String {
+    format!("live AS ({})", live_select(q, market, with_verified))
+}
+
+fn live_select(q: &OfferSearch, market: &Market, with_verified: bool) -> String {
     let verified = if with_verified { VERIFIED_SQL } else { "false" };
     let rental = if q.rental_type == Some(RentalType::Interruptible) {
         "catalog.machines.min_bid_per_gpu_hour"
@@ -303,10 +309,9 @@ fn live_cte_with(q: &OfferSearch, market: &Market, with_verified: bool) -> Strin
         "catalog.machines.price_per_gpu_hour"
     };
     format!(
-        "live AS (
-            SELECT catalog.machines.id, catalog.machines.host_tenant_id, catalog.machines.gpu_model,
+        "SELECT catalog.machines.id, catalog.machines.host_tenant_id, catalog.machines.gpu_model,
                    catalog.machines.gpu_count, catalog.machines.gpu_count - catalog.machines.gpus_allocated AS gpus_free,
-                   catalog.machines.allowed_gpu_counts, catalog.machines.vram_gib, catalog.gpu_models.fp16_tflops,
+                   catalog.machines.allowed_gpu_counts, catalog.machines.vram_gib, catalog.machines.fp16_tflops,
                    catalog.machines.cpu_model, catalog.machines.cpu_cores, catalog.machines.ram_gib,
                    catalog.machines.disk_gib, catalog.machines.disk_type, catalog.machines.upload_mbps,
                    catalog.machines.download_mbps, catalog.machines.country, catalog.machines.region,
@@ -314,25 +319,23 @@ fn live_cte_with(q: &OfferSearch, market: &Market, with_verified: bool) -> Strin
                    {verified} AS verified,
                    catalog.machines.price_per_gpu_hour, catalog.machines.min_bid_per_gpu_hour,
                    {rental} AS rental_price,
-                   round({rental} / catalog.gpu_models.fp16_tflops, 9) AS price_per_tflop,
+                   round({rental} / catalog.machines.fp16_tflops, 9) AS price_per_tflop,
                    catalog.machines.storage_price_per_gb_month, catalog.machines.bandwidth_up_price_per_tb,
                    catalog.machines.bandwidth_down_price_per_tb, catalog.machines.list_until, catalog.machines.currency
             FROM catalog.machines
-            JOIN catalog.gpu_models ON catalog.gpu_models.name = catalog.machines.gpu_model
             WHERE catalog.machines.listed
               AND catalog.machines.price_per_gpu_hour IS NOT NULL
               AND catalog.machines.gpus_allocated < catalog.machines.gpu_count
               AND (catalog.machines.list_until IS NULL OR catalog.machines.list_until > now())
-              AND {online}
-        )",
+              AND {online}",
         online = market.online_sql(),
     )
 }
 
-/// Sort key expression and direction.
-/// Sort key expression and direction. Reliability and bandwidth keys match
-/// the expression indexes on listed machines, so a page is read in index
-/// order and the scan stops at the page's end.
+/// Sort key expression and direction. Every key matches an index on listed
+/// machines (price, price per TFLOP on the machine's copy of its model's
+/// TFLOPS, reliability, bandwidth), so a page can be read in index order and
+/// the scan stops at the page's end.
 fn sort_key(sort: OfferSort) -> (&'static str, bool) {
     match sort {
         OfferSort::Price => ("rental_price", true),
@@ -599,27 +602,16 @@ pub fn run_page_sql(
     Ok(rows.len())
 }
 
+/// Every count and nearest value of the explanation, from one pass over the
+/// live offers: `counts` is the number of live offers followed by, per
+/// constraint, how many it rules out and how many match all the others;
+/// `vals` holds per constraint the nearest value for min/max relaxations.
 #[derive(QueryableByName)]
-struct ConstraintCount {
-    #[diesel(sql_type = Int4)]
-    position: i32,
-    #[diesel(sql_type = BigInt)]
-    eliminated: i64,
-    #[diesel(sql_type = BigInt)]
-    matching_without: i64,
-    #[diesel(sql_type = BigInt)]
-    live: i64,
-    /// The nearest value for min/max relaxations.
-    #[diesel(sql_type = Nullable<Text>)]
-    value: Option<String>,
-}
-
-#[derive(QueryableByName)]
-struct Matched {
-    #[diesel(sql_type = Int4)]
-    position: i32,
-    #[diesel(sql_type = BigInt)]
-    matching: i64,
+struct Tally {
+    #[diesel(sql_type = Array<BigInt>)]
+    counts: Vec<i64>,
+    #[diesel(sql_type = Array<Nullable<Text>>)]
+    vals: Vec<Option<String>>,
 }
 
 #[derive(QueryableByName)]
@@ -646,7 +638,14 @@ fn all_but(constraints: &[Constraint], skip: usize) -> String {
     }
 }
 
-/// Explains an empty result over the live offers, all in SQL.
+/// Explains an empty result over the live offers, all in SQL, in at most two
+/// statements. The first reads every live offer once, with an aggregate
+/// FILTER per constraint (a plain parallel aggregate, no row per offer and
+/// constraint). The second asks only what the first cannot know: how many
+/// offers a nearest value admits and which values of a set constraint are
+/// most common among the offers matching the rest. Each of its parts is
+/// planned by itself over the inlined live offers, so a part whose other
+/// constraints an index serves (a model filter, say) reads just those.
 fn why_none(
     conn: &mut PgConnection,
     live: &str,
@@ -655,12 +654,15 @@ fn why_none(
     currency: &str,
 ) -> Result<NoOffers, Error> {
     if constraints.is_empty() {
-        let count: Vec<ConstraintCount> = binds
+        let tally: Vec<Tally> = binds
             .apply(format!(
-                "WITH {live} SELECT 0 AS position, 0::bigint AS eliminated, 0::bigint AS matching_without, count(*) AS live, NULL::text AS value FROM live"
+                "WITH {live} SELECT ARRAY[count(*)] AS counts, ARRAY[]::text[] AS vals FROM live"
             ))
             .load(conn)?;
-        let live_offers = count.first().map_or(0, |c| c.live);
+        let live_offers = tally
+            .first()
+            .and_then(|t| t.counts.first().copied())
+            .unwrap_or(0);
         return Ok(NoOffers {
             live_offers,
             constraints: Vec::new(),
@@ -670,108 +672,97 @@ fn why_none(
             ),
         });
     }
-    // One pass over the live offers: each offer is paired with every
-    // constraint (a lateral VALUES row per constraint) and the pairs are
-    // grouped by constraint.
-    let rows: Vec<String> = constraints
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let (kind, expr) = match c.relax {
-                Relax::Min(expr) => ("min", expr),
-                Relax::Max(expr) => ("max", expr),
-                Relax::Common(_) | Relax::Drop => ("none", "NULL"),
-            };
-            format!(
-                "({i}, '{kind}', ({p}), ({others}), ({expr})::numeric)",
-                p = c.predicate,
-                others = all_but(constraints, i)
-            )
-        })
-        .collect();
-    let counts: Vec<ConstraintCount> = binds
+    let mut counts = vec!["count(*)".to_owned()];
+    let mut vals = Vec::new();
+    for (i, c) in constraints.iter().enumerate() {
+        let others = all_but(constraints, i);
+        counts.push(format!("count(*) FILTER (WHERE NOT ({}))", c.predicate));
+        counts.push(format!("count(*) FILTER (WHERE {others})"));
+        vals.push(match c.relax {
+            Relax::Min(expr) => format!("(min(({expr})::numeric) FILTER (WHERE {others}))::text"),
+            Relax::Max(expr) => format!("(max(({expr})::numeric) FILTER (WHERE {others}))::text"),
+            Relax::Common(_) | Relax::Drop => "NULL::text".to_owned(),
+        });
+    }
+    let tally: Option<Tally> = binds
         .apply(format!(
-            "WITH {live} SELECT c.position, count(*) FILTER (WHERE NOT c.pass) AS eliminated, \
-             count(*) FILTER (WHERE c.others_ok) AS matching_without, count(*) AS live, \
-             (CASE c.kind WHEN 'min' THEN min(c.v) FILTER (WHERE c.others_ok) \
-                          WHEN 'max' THEN max(c.v) FILTER (WHERE c.others_ok) END)::text AS value \
-             FROM live CROSS JOIN LATERAL (VALUES {}) AS c(position, kind, pass, others_ok, v) \
-             GROUP BY c.position, c.kind ORDER BY c.position",
-            rows.join(", ")
+            "WITH {live} SELECT ARRAY[{}]::bigint[] AS counts, ARRAY[{}]::text[] AS vals FROM live",
+            counts.join(", "),
+            vals.join(", ")
         ))
-        .load(conn)?;
+        .load(conn)?
+        .pop();
+    // An aggregate without GROUP BY always yields its row; with no live
+    // offers every count is zero.
+    let (counts, vals) = tally.map_or((Vec::new(), Vec::new()), |t| (t.counts, t.vals));
+    let live_offers = counts.first().copied().unwrap_or(0);
+    let eliminated = |i: usize| counts.get(1 + 2 * i).copied().unwrap_or(0);
+    let matching_without = |i: usize| counts.get(2 + 2 * i).copied().unwrap_or(0);
 
-    // How many offers the nearest values admit, in a second single pass;
-    // the values come from the data (parsed, so safe to inline).
-    let hits: Vec<String> = counts
-        .iter()
-        .filter_map(|count| {
-            let c = constraints.get(count.position as usize)?;
-            let value: Decimal = count.value.as_deref()?.parse().ok()?;
-            let (expr, cmp) = match c.relax {
-                Relax::Min(expr) => (expr, "<="),
-                Relax::Max(expr) => (expr, ">="),
-                Relax::Common(_) | Relax::Drop => return None,
-            };
-            let others = all_but(constraints, count.position as usize);
-            Some(format!(
-                "({}, ({others}) AND ({expr})::numeric {cmp} '{value}'::numeric)",
-                count.position
-            ))
-        })
-        .collect();
-    let mut nearest: Vec<Nearest> = if hits.is_empty() {
+    let mut parts = Vec::new();
+    for (i, c) in constraints.iter().enumerate() {
+        let others = all_but(constraints, i);
+        match c.relax {
+            // How many offers the nearest value admits; the value comes from
+            // the data (parsed, so safe to inline).
+            Relax::Min(expr) | Relax::Max(expr) => {
+                let Some(value) = vals
+                    .get(i)
+                    .cloned()
+                    .flatten()
+                    .and_then(|v| v.parse::<Decimal>().ok())
+                else {
+                    continue;
+                };
+                let cmp = if matches!(c.relax, Relax::Min(_)) {
+                    "<="
+                } else {
+                    ">="
+                };
+                parts.push(format!(
+                    "SELECT {i} AS position, '{value}'::text AS value, count(*) AS matching \
+                     FROM live WHERE ({others}) AND ({expr})::numeric {cmp} '{value}'::numeric"
+                ));
+            }
+            // The most common values among offers matching the rest.
+            Relax::Common(column) if matching_without(i) > 0 => {
+                parts.push(format!(
+                    "SELECT {i} AS position, \
+                     (SELECT string_agg(value, ', ') FROM (SELECT {column} || ' (' || count(*) || ')' AS value \
+                       FROM live WHERE {others} GROUP BY {column} ORDER BY count(*) DESC, {column} LIMIT 3) t) AS value, \
+                     {}::bigint AS matching",
+                    matching_without(i)
+                ));
+            }
+            Relax::Common(_) | Relax::Drop => {}
+        }
+    }
+    let nearest: Vec<Nearest> = if parts.is_empty() {
         Vec::new()
     } else {
-        let matched: Vec<Matched> = binds
+        // Inlined into each part rather than materialized once, so that each
+        // part's filters reach the indexes.
+        let inlined = live.replacen("live AS (", "live AS NOT MATERIALIZED (", 1);
+        binds
             .apply(format!(
-                "WITH {live} SELECT c.position, count(*) FILTER (WHERE c.hit) AS matching \
-                 FROM live CROSS JOIN LATERAL (VALUES {}) AS c(position, hit) GROUP BY c.position",
-                hits.join(", ")
-            ))
-            .load(conn)?;
-        matched
-            .into_iter()
-            .map(|m| Nearest {
-                position: m.position,
-                value: counts
+                "WITH {inlined} {}",
+                parts
                     .iter()
-                    .find(|c| c.position == m.position)
-                    .and_then(|c| c.value.clone()),
-                matching: m.matching,
-            })
-            .collect()
-    };
-    // Set constraints: the most common values among offers matching the rest.
-    for (i, c) in constraints.iter().enumerate() {
-        let Relax::Common(column) = c.relax else {
-            continue;
-        };
-        let others = all_but(constraints, i);
-        let mut common: Vec<Nearest> = binds
-            .apply(format!(
-                "WITH {live} SELECT {i} AS position, \
-                 (SELECT string_agg(value, ', ') FROM (SELECT {column} || ' (' || count(*) || ')' AS value \
-                   FROM live WHERE {others} GROUP BY {column} ORDER BY count(*) DESC, {column} LIMIT 3) t) AS value, \
-                 (SELECT count(*) FROM live WHERE {others}) AS matching"
+                    .map(|p| format!("({p})"))
+                    .collect::<Vec<_>>()
+                    .join(" UNION ALL ")
             ))
-            .load(conn)?;
-        nearest.append(&mut common);
-    }
+            .load(conn)?
+    };
 
-    // No live offers means no groups: every count is then zero.
-    let live_offers = counts.first().map_or(0, |c| c.live);
     let reports: Vec<ConstraintReport> = constraints
         .iter()
         .enumerate()
-        .map(|(i, constraint)| {
-            let count = counts.iter().find(|c| c.position as usize == i);
-            ConstraintReport {
-                constraint: constraint.name.to_owned(),
-                asked: constraint.asked.clone(),
-                eliminated: count.map_or(0, |c| c.eliminated),
-                matching_without: count.map_or(0, |c| c.matching_without),
-            }
+        .map(|(i, constraint)| ConstraintReport {
+            constraint: constraint.name.to_owned(),
+            asked: constraint.asked.clone(),
+            eliminated: eliminated(i),
+            matching_without: matching_without(i),
         })
         .collect();
     let mut relaxations: Vec<Relaxation> = Vec::new();

@@ -1,0 +1,11 @@
+DROP STATISTICS catalog.machines_cuda_code;
+DROP STATISTICS catalog.machines_gpus_free;
+DROP STATISTICS catalog.machines_allowed_counts;
+DROP INDEX catalog.machines_listed_bid;
+DROP INDEX catalog.machines_listed_bid_per_tflop;
+DROP INDEX catalog.machines_listed_price_per_tflop;
+DROP TRIGGER gpu_models_tflops_to_machines ON catalog.gpu_models;
+DROP FUNCTION catalog.model_tflops_to_machines();
+DROP TRIGGER machines_model_tflops ON catalog.machines;
+DROP FUNCTION catalog.machine_model_tflops();
+ALTER TABLE catalog.machines DROP COLUMN fp16_tflops;
