@@ -8,11 +8,15 @@
 //!   orders spread over the machines as renters' choices would be);
 //! - order-to-running overhead: from the instance row (order accepted) to
 //!   `running_at`, with nothing else in flight, so what is measured is the
-//!   platform (outbox, broker, worker, reports), not a driver.
+//!   platform (outbox, broker, worker, reports), not a driver;
+//! - its baseline: a bare lapin publish → consume round trip on the same
+//!   broker (a temporary exclusive queue, deleted after), and the ratio of
+//!   the two p99s, issue 17's goal 3.
 //!
 //! Flags: `--orders N` per concurrency level (default 256), `--machines N`
 //! (8 GPUs each, default enough for every order), `--sequential N` orders
-//! for the overhead (default 50), `--outbox-poll-ms N` (default: config),
+//! for the overhead (default 50), `--round-trips N` for the baseline
+//! (default 200), `--outbox-poll-ms N` (default: config),
 //! `--rate-limit-per-minute N` (default 0: off), `--tiny` (4 orders, 2
 //! sequential: `make bench-smoke`).
 
@@ -28,7 +32,8 @@ use platform::Config;
 use serde_json::json;
 
 mod common;
-use common::{arg, machine_facts, percentile, sized};
+use common::{Goal, arg, machine_facts, percentile, sized};
+use futures_util::StreamExt;
 
 const PASSWORD: &str = "bench-password-1";
 const LEVELS: [usize; 3] = [1, 16, 64];
@@ -270,6 +275,7 @@ async fn wait_all_running(conn: &mut PgConnection, expected: i64) -> anyhow::Res
 async fn main() -> anyhow::Result<()> {
     let orders = sized("--orders", 256, 4);
     let sequential = sized("--sequential", 50, 2);
+    let round_trips = sized("--round-trips", 200, 5);
     // Each client places at least one order, so a level places
     // `orders.div_ceil(clients) * clients` of them (more than `orders` when
     // there are fewer orders than clients, as with --tiny).
@@ -317,11 +323,33 @@ async fn main() -> anyhow::Result<()> {
     let url = config.database_url.clone();
     let poll_ms = config.outbox_poll_ms;
 
-    let result = run(config, &url, orders, sequential, machines_n).await;
+    let amqp_url = config.amqp_url.clone();
+    let result = async {
+        let measured = run(config, &url, orders, sequential, machines_n).await?;
+        // After the stack has stopped: the same broker, nothing else on it.
+        let trips = round_trip_ms(&amqp_url, round_trips).await?;
+        anyhow::Ok((measured, trips))
+    }
+    .await;
 
     let _ = broker.delete_vhost(&name).await;
     platform::db::drop_database(&admin, &name)?;
-    let (levels, overhead) = result?;
+    let ((levels, overhead), trips) = result?;
+    let overhead_p99 = {
+        let mut total: Vec<Duration> = overhead
+            .iter()
+            .map(|o| Duration::from_secs_f64(o.total.max(0.0) / 1000.0))
+            .collect();
+        total.sort();
+        percentile(&total, 0.99)
+    };
+    let trip_p50 = percentile(&trips, 0.50);
+    let trip_p99 = percentile(&trips, 0.99);
+    let goal = common::ratio(
+        "order_to_running_vs_roundtrip",
+        overhead_p99 / trip_p99.max(f64::EPSILON),
+        Goal::AtMost(5.0),
+    );
 
     let rows: Vec<String> = levels
         .iter()
@@ -341,7 +369,7 @@ async fn main() -> anyhow::Result<()> {
         "## createOrder\n\n\
          `make bench` (`cargo bench --bench orders -- --orders {orders} --sequential {sequential}`), run {date} on {facts}, \
          PostgreSQL {pg}, release build, every service, relay and consumer in one process with one provisioner \
-         (simulated driver, zero step latency), outbox poll {poll_ms} ms. {machines_n} listed machines with 8 GPUs each. \
+         (simulated driver, zero step latency), relays woken on commit (fallback poll {poll_ms} ms). {machines_n} listed machines with 8 GPUs each. \
          Each client is its own renter tenant placing one-GPU orders one after another through the gateway \
          (GraphQL over HTTP: JWT, quota reserve, funds check, allocation, instance and outbox command); \
          latencies in milliseconds, from request to response.\n\n\
@@ -350,17 +378,82 @@ async fn main() -> anyhow::Result<()> {
          instance row to `running_at`), and where it goes: *delivery* is the command's way to the worker (outbox \
          relay, RabbitMQ, the job row), *claim* the wait for a worker to take the job, *steps* the eight steps \
          with their step log and events, *report* the worker's report to ordering and the `running` transition. \
-         The relay polls every {poll_ms} ms, so up to that much of *delivery* is waiting for the poll.\n\n\
-         | part | p50 ms | p99 ms | max ms |\n|---|---|---|---|\n{breakdown}\n\n",
+         The relays and the job claim are woken by the commits that give them work (Postgres LISTEN/NOTIFY); \
+         they also poll, every {poll_ms} ms for the relay, in case a notification is lost.\n\n\
+         | part | p50 ms | p99 ms | max ms |\n|---|---|---|---|\n{breakdown}\n\n\
+         **Baseline**: a bare lapin publish → consume round trip on the same broker ({n_trips} round trips, \
+         one at a time, a temporary exclusive queue, no confirms or persistence): p50 {trip_p50:.2} ms, \
+         p99 {trip_p99:.2} ms.\n\n`{goal}` (order-to-running p99 over the round trip's p99)\n\n",
         rows = rows.join("\n"),
         date = chrono::Utc::now().format("%Y-%m-%d"),
         facts = machine_facts(),
         pg = common::pg_version(&admin),
         breakdown = breakdown(&overhead),
+        n_trips = trips.len(),
     );
     common::write_section("## createOrder", &section)?;
     println!("{section}");
     Ok(())
+}
+
+/// `trips` bare publish → consume round trips through a temporary exclusive,
+/// auto-delete queue on the broker of `amqp_url`, one at a time; sorted.
+async fn round_trip_ms(amqp_url: &str, trips: usize) -> anyhow::Result<Vec<Duration>> {
+    use lapin::options::{
+        BasicConsumeOptions, BasicPublishOptions, QueueDeclareOptions, QueueDeleteOptions,
+    };
+    use lapin::types::FieldTable;
+    let conn = lapin::Connection::connect(amqp_url, lapin::ConnectionProperties::default()).await?;
+    let channel = conn.create_channel().await?;
+    let queue = channel
+        .queue_declare(
+            "".into(),
+            QueueDeclareOptions {
+                exclusive: true,
+                auto_delete: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    let name = queue.name().clone();
+    let mut deliveries = channel
+        .basic_consume(
+            name.clone(),
+            "".into(),
+            BasicConsumeOptions {
+                no_ack: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await?;
+    let mut samples = Vec::with_capacity(trips);
+    for n in 0..trips {
+        let t = Instant::now();
+        channel
+            .basic_publish(
+                "".into(),
+                name.clone(),
+                BasicPublishOptions::default(),
+                format!("{n}").as_bytes(),
+                lapin::BasicProperties::default(),
+            )
+            .await?;
+        let delivery = tokio::time::timeout(Duration::from_secs(30), deliveries.next())
+            .await
+            .context("no delivery within 30 s")?
+            .context("the consumer ended")??;
+        samples.push(t.elapsed());
+        anyhow::ensure!(delivery.data == format!("{n}").as_bytes(), "out of order");
+    }
+    channel
+        .queue_delete(name, QueueDeleteOptions::default())
+        .await?;
+    channel.close(200, "done".into()).await?;
+    conn.close(200, "done".into()).await?;
+    samples.sort();
+    Ok(samples)
 }
 
 /// One table row per part of the order-to-running time.

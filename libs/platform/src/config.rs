@@ -77,8 +77,20 @@ pub struct Config {
     pub downtime_credit_multiple: String,
     /// GPUs a new tenant may hold at once until an operator changes it.
     pub default_max_gpus: i32,
-    /// How often the outbox relay looks for unsent messages.
+    /// How often the outbox relay looks for unsent messages without being
+    /// woken: the relay is woken by the commit that wrote them (see
+    /// `listen_notifications`), so this only bounds how late a message is
+    /// when a notification is lost. `GPUMARKET_OUTBOX_POLL_MS`.
     pub outbox_poll_ms: u64,
+    /// Whether the outbox relays and the provisioner's job runner hold a
+    /// Postgres `LISTEN` connection and wake on the commits that give them
+    /// work (platform::notify); false leaves only the slow polls
+    /// (`outbox_poll_ms`, `job_poll_ms`). `GPUMARKET_LISTEN_NOTIFICATIONS`.
+    pub listen_notifications: bool,
+    /// How often a `LISTEN` connection is checked for notifications that
+    /// arrived (a read of the socket's buffer, no query).
+    /// `GPUMARKET_NOTIFICATION_CHECK_MS`.
+    pub notification_check_ms: u64,
     /// Per-step latency of the simulated driver, `step=ms,step=ms`.
     pub sim_step_latency_ms: String,
     /// Injected failures of the simulated driver, `step=n`: the first n
@@ -383,7 +395,9 @@ impl Config {
             runway_warning_seconds: parsed("GPUMARKET_RUNWAY_WARNING_SECONDS", 3600)?,
             downtime_credit_multiple: var("GPUMARKET_DOWNTIME_CREDIT_MULTIPLE", "1"),
             default_max_gpus: parsed("GPUMARKET_DEFAULT_MAX_GPUS", 16)?,
-            outbox_poll_ms: parsed("GPUMARKET_OUTBOX_POLL_MS", 100)?,
+            outbox_poll_ms: parsed("GPUMARKET_OUTBOX_POLL_MS", 1000)?,
+            listen_notifications: parsed("GPUMARKET_LISTEN_NOTIFICATIONS", true)?,
+            notification_check_ms: parsed("GPUMARKET_NOTIFICATION_CHECK_MS", 1)?,
             sim_step_latency_ms: var("GPUMARKET_SIM_STEP_LATENCY_MS", ""),
             sim_step_failures: var("GPUMARKET_SIM_STEP_FAILURES", ""),
             step_attempts: parsed("GPUMARKET_STEP_ATTEMPTS", 3)?,

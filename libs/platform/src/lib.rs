@@ -11,6 +11,7 @@ pub mod error;
 pub mod http;
 pub mod internal;
 pub mod metrics;
+pub mod notify;
 pub mod outbox;
 pub mod rabbitmq_admin;
 pub mod telemetry;

@@ -3,9 +3,18 @@
 //! ([`run_relay`]) publishes unsent rows with publisher confirms and only then
 //! marks them sent. A crash between publish and mark re-sends the message,
 //! which consumers drop by id: delivery is at least once, effects exactly once.
+//!
+//! The relay is woken by the commit that wrote a row: [`enqueue`] also
+//! queues a `NOTIFY <schema>_outbox` in the same transaction, which Postgres
+//! delivers only at commit, and the relay keeps a `LISTEN` connection
+//! (crate::notify). It still polls every `outbox_poll_ms` (1 s by default),
+//! so a lost notification or a dead listener delays a message by at most
+//! that, and loses nothing.
 
 use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::Notify;
 
 use contracts::Envelope;
 use diesel::pg::PgConnection;
@@ -29,13 +38,20 @@ pub fn enqueue(
 ) -> Result<(), diesel::result::Error> {
     let body = serde_json::to_value(envelope)
         .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
+    // The relay's wake-up rides in the same statement (no extra round trip):
+    // a NOTIFY is delivered at commit, so the relay never wakes to a row it
+    // cannot see yet, and the many rows of one transaction make one
+    // notification (Postgres folds identical ones).
     diesel::sql_query(format!(
-        "INSERT INTO {schema}.outbox (id, exchange, routing_key, body) VALUES ($1, $2, $3, $4)"
+        "WITH woken AS (SELECT pg_notify($5, '')) \
+         INSERT INTO {schema}.outbox (id, exchange, routing_key, body) \
+         SELECT $1, $2, $3, $4 FROM woken"
     ))
     .bind::<SqlUuid, _>(envelope.id)
     .bind::<Text, _>(exchange)
     .bind::<Text, _>(routing_key)
     .bind::<Jsonb, _>(body)
+    .bind::<Text, _>(crate::notify::outbox_channel(schema))
     .execute(conn)?;
     Ok(())
 }
@@ -54,15 +70,35 @@ struct Pending {
     body: serde_json::Value,
 }
 
-/// Publishes `<schema>.outbox` forever, reconnecting after broker errors.
+/// Publishes `<schema>.outbox` forever, reconnecting after broker errors;
+/// woken by the commits that enqueue (unless `listen_notifications` is off)
+/// and every `outbox_poll_ms` regardless.
 pub async fn run_relay(db: Db, config: Arc<Config>, schema: &'static str) {
-    let poll = Duration::from_millis(config.outbox_poll_ms);
+    let wake = Arc::new(Notify::new());
+    let _stop_listener = config.listen_notifications.then(|| {
+        AbortOnDrop(tokio::spawn(crate::notify::listen(
+            crate::notify::Listener {
+                url: config.database_url_for(schema),
+                channel: crate::notify::outbox_channel(schema),
+                check: Duration::from_millis(config.notification_check_ms),
+            },
+            wake.clone(),
+        )))
+    });
+    run_relay_woken(db, config, schema, wake).await
+}
+
+/// [`run_relay`] woken by whoever holds `wake` (tests use it to watch the
+/// listener, or to run the relay with no listener at all).
+pub async fn run_relay_woken(db: Db, config: Arc<Config>, schema: &'static str, wake: Arc<Notify>) {
+    // Never 0: with no notifications an idle relay would spin on the table.
+    let poll = Duration::from_millis(config.outbox_poll_ms.max(1));
     // Its own task: the backlog matters most while the relay is stuck
     // reconnecting to a broker that is down.
     let watcher = tokio::spawn(watch_backlog(db.clone(), schema));
     let _stop_watcher = AbortOnDrop(watcher);
     loop {
-        if let Err(error) = relay_once(&db, &config, schema, poll).await {
+        if let Err(error) = relay_once(&db, &config, schema, poll, &wake).await {
             tracing::warn!(%error, schema, "outbox relay restarting");
             tokio::time::sleep(Duration::from_millis(500)).await;
         }
@@ -126,6 +162,7 @@ async fn relay_once(
     config: &Config,
     schema: &'static str,
     poll: Duration,
+    wake: &Notify,
 ) -> Result<(), PlatformError> {
     let conn = broker::connect(&config.amqp_url).await;
     let channel = conn.create_channel().await?;
@@ -147,7 +184,12 @@ async fn relay_once(
             })
             .await?;
         if batch.is_empty() {
-            tokio::time::sleep(poll).await;
+            // A commit that notifies while a batch is being published leaves
+            // a permit in `wake`, so it is not missed here.
+            tokio::select! {
+                _ = wake.notified() => {}
+                _ = tokio::time::sleep(poll) => {}
+            }
             continue;
         }
         // The whole batch is published before any confirm is awaited: one
@@ -202,5 +244,187 @@ async fn relay_once(
             .map_err(PlatformError::from)
         })
         .await?;
+    }
+}
+
+/// Against the local Postgres and RabbitMQ (a fresh database and vhost per
+/// test, both removed at the end). No test asserts how fast a message goes:
+/// the timeouts only keep a broken relay from hanging the suite.
+#[cfg(test)]
+#[allow(clippy::unwrap_used, clippy::expect_used)]
+mod tests {
+    use super::*;
+    use diesel::Connection;
+
+    const SCHEMA: &str = "ordering";
+    const HANG_GUARD: Duration = Duration::from_secs(60);
+
+    struct Env {
+        config: Config,
+        admin_url: String,
+        name: String,
+        management: (reqwest::Url, String, String),
+    }
+
+    impl Env {
+        async fn new() -> Env {
+            let name = format!("gpumarket_test_relay_{}", Uuid::now_v7().simple());
+            let mut config = Config::from_env().expect("config");
+            let admin_url = crate::config::replace_db_name(&config.database_url, "postgres");
+            config = config.with_database(&name);
+            config.db_pool_size = 2;
+            let amqp = reqwest::Url::parse(&config.amqp_url).expect("amqp url");
+            config.amqp_url = format!(
+                "amqp://{}:{}@{}:{}/{name}",
+                amqp.username(),
+                amqp.password().unwrap_or_default(),
+                amqp.host_str().unwrap_or("127.0.0.1"),
+                amqp.port().unwrap_or(5672)
+            );
+            let (admin, db, url) = (admin_url.clone(), name.clone(), config.database_url.clone());
+            tokio::task::spawn_blocking(move || {
+                crate::db::create_database(&admin, &db).expect("create database");
+                crate::db::migrate(&url).expect("migrate");
+            })
+            .await
+            .expect("join");
+            let mut base =
+                reqwest::Url::parse(&config.rabbitmq_management_url).expect("management URL");
+            let user = base.username().to_owned();
+            let pass = base.password().unwrap_or_default().to_owned();
+            let _ = base.set_username("");
+            let _ = base.set_password(None);
+            let http = reqwest::Client::new();
+            for (path, body) in [
+                (format!("api/vhosts/{name}"), serde_json::json!({})),
+                (
+                    format!("api/permissions/{name}/{user}"),
+                    serde_json::json!({ "configure": ".*", "write": ".*", "read": ".*" }),
+                ),
+            ] {
+                let resp = http
+                    .put(base.join(&path).expect("url"))
+                    .basic_auth(&user, Some(&pass))
+                    .json(&body)
+                    .send()
+                    .await
+                    .expect("management API");
+                assert!(resp.status().is_success(), "{path}: {}", resp.status());
+            }
+            Env {
+                config,
+                admin_url,
+                name,
+                management: (base, user, pass),
+            }
+        }
+
+        async fn cleanup(self) {
+            let (base, user, pass) = &self.management;
+            let _ = reqwest::Client::new()
+                .delete(
+                    base.join(&format!("api/vhosts/{}", self.name))
+                        .expect("url"),
+                )
+                .basic_auth(user, Some(pass))
+                .send()
+                .await;
+            tokio::task::spawn_blocking(move || {
+                crate::db::drop_database(&self.admin_url, &self.name).expect("drop database")
+            })
+            .await
+            .expect("join");
+        }
+
+        /// Enqueues one message in a transaction of its own; its id.
+        fn enqueue_one(&self) -> Uuid {
+            let mut conn = PgConnection::establish(&self.config.database_url).expect("connect");
+            let envelope = Envelope::new(
+                "test.relay",
+                chrono::Utc::now(),
+                None,
+                None,
+                &serde_json::json!({}),
+            )
+            .expect("envelope");
+            conn.transaction(|c| {
+                enqueue(
+                    c,
+                    SCHEMA,
+                    &self.config.events_exchange,
+                    "test.relay",
+                    &envelope,
+                )
+            })
+            .expect("enqueue");
+            envelope.id
+        }
+
+        fn published(&self, id: Uuid) -> bool {
+            #[derive(QueryableByName)]
+            struct Published {
+                #[diesel(sql_type = diesel::sql_types::Bool)]
+                published: bool,
+            }
+            let mut conn = PgConnection::establish(&self.config.database_url).expect("connect");
+            diesel::sql_query(format!(
+                "SELECT published_at IS NOT NULL AS published FROM {SCHEMA}.outbox WHERE id = $1"
+            ))
+            .bind::<SqlUuid, _>(id)
+            .get_result::<Published>(&mut conn)
+            .expect("outbox row")
+            .published
+        }
+    }
+
+    /// With no listener (as when it died), nothing ever notifies the relay:
+    /// the slow poll alone still publishes the row.
+    #[tokio::test]
+    async fn the_slow_poll_relays_without_notifications() {
+        let env = Env::new().await;
+        let mut config = env.config.clone();
+        config.listen_notifications = false;
+        config.outbox_poll_ms = 20;
+        let db = Db::connect(&config.database_url, 2).expect("pool");
+        let relay = tokio::spawn(run_relay(db, Arc::new(config), SCHEMA));
+        let id = env.enqueue_one();
+        let deadline = tokio::time::Instant::now() + HANG_GUARD;
+        while !env.published(id) {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "the relay never published the row"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        relay.abort();
+        let _ = relay.await;
+        env.cleanup().await;
+    }
+
+    /// An enqueue, once committed, wakes whoever listens on the schema's
+    /// outbox channel.
+    #[tokio::test]
+    async fn a_committed_enqueue_wakes_the_listener() {
+        let env = Env::new().await;
+        let wake = Arc::new(Notify::new());
+        let listener = tokio::spawn(crate::notify::listen(
+            crate::notify::Listener {
+                url: env.config.database_url.clone(),
+                channel: crate::notify::outbox_channel(SCHEMA),
+                check: Duration::from_millis(1),
+            },
+            wake.clone(),
+        ));
+        // The wake-up every (re)connection gives: the listener is listening.
+        tokio::time::timeout(HANG_GUARD, wake.notified())
+            .await
+            .expect("the listener never connected");
+        env.enqueue_one();
+        tokio::time::timeout(HANG_GUARD, wake.notified())
+            .await
+            .expect("the commit never woke the listener");
+        listener.abort();
+        let _ = listener.await;
+        env.cleanup().await;
     }
 }

@@ -17,6 +17,12 @@
 //! which releases everything and charges nothing. A job past its `deadline`
 //! dies the same way. Every step start, finish and failure is published as a
 //! `provisioner.instance.step` event in the transaction that records it.
+//!
+//! A worker is woken to claim by the commit of a new job row: its own
+//! consumer's (an in-process signal) and any other worker's (a `NOTIFY
+//! provisioner_jobs` in the inserting transaction, heard on a `LISTEN`
+//! connection, platform::notify). Retries that come due, expired leases and
+//! lost notifications are found by the slow poll (`job_poll_ms`).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -50,6 +56,8 @@ pub struct Settings {
     pub step_attempts: u32,
     pub lease: Duration,
     pub poll: Duration,
+    /// Where the runner listens for new jobs; None polls only.
+    pub listen: Option<platform::notify::Listener>,
     pub deadline: chrono::Duration,
     pub concurrency: usize,
     pub events_exchange: String,
@@ -300,6 +308,11 @@ impl Worker {
                     .on_conflict((jobs::instance_id, jobs::kind))
                     .do_nothing()
                     .execute(conn)?;
+                if inserted == 1 {
+                    // Other workers hear of the job at commit; this one is
+                    // woken directly below.
+                    platform::notify::notify(conn, JOBS_CHANNEL)?;
+                }
                 if destroyed {
                     cancel_provisioning(conn, instance_id)?;
                 }
@@ -320,12 +333,25 @@ impl Worker {
     }
 
     /// Claims and runs jobs forever: up to `concurrency` at once, woken by a
-    /// delivery or every poll interval; each round also fails overdue jobs.
+    /// delivery, a job committed by another worker, a job ending, or every
+    /// poll interval; overdue jobs are failed once per poll interval.
     pub async fn run_jobs(self) {
+        let _listener = self.settings.listen.clone().map(|listener| {
+            AbortOnDrop(tokio::spawn(platform::notify::listen(
+                listener,
+                self.wake.clone(),
+            )))
+        });
         let mut running = tokio::task::JoinSet::new();
+        let mut next_sweep = Instant::now();
         loop {
-            if let Err(error) = self.fail_overdue().await {
-                tracing::warn!(%error, "deadline sweep failed");
+            // Not on every wake-up: it is a transaction of its own, and a
+            // claim woken by a new job should not wait behind it.
+            if Instant::now() >= next_sweep {
+                if let Err(error) = self.fail_overdue().await {
+                    tracing::warn!(%error, "deadline sweep failed");
+                }
+                next_sweep = Instant::now() + self.settings.poll;
             }
             while running.len() < self.settings.concurrency {
                 match self.claim().await {
@@ -988,6 +1014,7 @@ fn die(
             .on_conflict((jobs::instance_id, jobs::kind))
             .do_nothing()
             .execute(conn)?;
+        platform::notify::notify(conn, JOBS_CHANNEL)?;
     }
     diesel::update(jobs::table.find(job_id))
         .set((
@@ -1014,6 +1041,18 @@ fn die(
         )?;
     }
     Ok(())
+}
+
+/// The channel a commit that adds a job notifies (platform::notify).
+pub const JOBS_CHANNEL: &str = "provisioner_jobs";
+
+/// Stops the job listener when the runner ends (a stopped stack).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// The status of a provisioning job stopped because its instance was

@@ -56,6 +56,13 @@ pub async fn run(config: Arc<Config>, db: Db) -> Result<(), Error> {
             step_attempts: config.step_attempts.max(1),
             lease: Duration::from_millis(config.job_lease_ms),
             poll: Duration::from_millis(config.job_poll_ms.max(10)),
+            listen: config
+                .listen_notifications
+                .then(|| platform::notify::Listener {
+                    url: config.database_url_for(SCHEMA),
+                    channel: jobs::JOBS_CHANNEL.to_owned(),
+                    check: Duration::from_millis(config.notification_check_ms),
+                }),
             deadline: chrono::Duration::seconds(config.job_deadline_seconds.max(1)),
             concurrency: config.worker_concurrency.max(1),
             events_exchange: config.events_exchange.clone(),
