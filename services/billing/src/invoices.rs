@@ -20,9 +20,7 @@ use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Numeric, Text, Timestamptz};
 use platform::Db;
 use rust_decimal::Decimal;
-use schema::billing_invoices::{
-    credit_notes, invoice_counters, invoice_lines, invoices,
-};
+use schema::billing_invoices::{credit_notes, invoice_counters, invoice_lines, invoices};
 use uuid::Uuid;
 
 use crate::ledger::{self, AccountKind, Posting};
@@ -498,7 +496,7 @@ struct Finalized {
 /// SQL for `x` rounded half-even to `digits` decimals, as
 /// `money::round_to_minor` does (Postgres's `round` goes half away from
 /// zero): a tie goes to the even neighbour.
-pub(crate) fn half_even_sql(x: &str, digits: u32) -> String {
+pub fn half_even_sql(x: &str, digits: u32) -> String {
     let unit = Decimal::new(1, digits);
     let half = Decimal::new(5, digits + 1);
     let scale = Decimal::from(10i64.pow(digits));
