@@ -182,6 +182,63 @@ async fn tenants_in_one_chunk_get_their_own_numbers_and_a_rerun_issues_nothing()
         );
     }
 
+    // A finalized invoice takes no more lines or postings (checked once
+    // per statement over the inserted rows).
+    let refused = diesel::sql_query(format!(
+        "INSERT INTO billing.invoice_lines (invoice_id, position, instance_id, meter, quantity, unit, \
+             unit_price_per_hour, earlier_period, charge_period_start, charge_period_end, postings, \
+             exact_amount, amount) \
+         VALUES ('{}', 99, '{a1}', 'gpu', 1, 'second', 1, false, now(), now(), 1, 1, 1)",
+        ia.id.expect("stored")
+    ))
+    .execute(&mut conn);
+    assert!(refused.is_err(), "a line added to a finalized invoice");
+
+    // The host's statement, set-based too, is the preview's.
+    let host = Uuid::from_u128(7);
+    let statement_preview =
+        billing::statements::preview(&db, &settings(), InvoicePeriod::Monthly, host, end)
+            .await
+            .expect("statement preview");
+    let stated = billing::statements::run_statements(
+        &db,
+        &settings(),
+        InvoicePeriod::Monthly,
+        api::RunStatementsRequest {
+            period_end: Some(end),
+            host_tenant_id: None,
+        },
+    )
+    .await
+    .expect("statements");
+    assert_eq!(stated.statements.len(), 1);
+    let s = &stated.statements[0];
+    assert_eq!(s.number, Some(1));
+    assert_eq!(s.lines, statement_preview.lines);
+    assert_eq!(
+        (s.gross, s.fee, s.net, s.earnings, s.closing_balance),
+        (
+            statement_preview.gross,
+            statement_preview.fee,
+            statement_preview.net,
+            statement_preview.earnings,
+            statement_preview.closing_balance
+        )
+    );
+    let restated = billing::statements::run_statements(
+        &db,
+        &settings(),
+        InvoicePeriod::Monthly,
+        api::RunStatementsRequest {
+            period_end: Some(end),
+            host_tenant_id: None,
+        },
+    )
+    .await
+    .expect("statements again");
+    assert_eq!(restated.statements[0].id, s.id);
+    assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM billing.statements"), 1);
+
     // A re-run finds the same invoices and issues nothing new.
     let again = run_all(&db, end).await;
     let mut ids: Vec<_> = run.invoices.iter().map(|i| i.id).collect();
