@@ -623,6 +623,9 @@ pub(crate) fn finalize_chunk(
         .bind::<Timestamptz, _>(period_end)
         .execute(conn)?;
         if postings > 0 {
+            // Statistics for the planner: without them it guesses a handful
+            // of rows and joins the chunk's postings by nested loops.
+            conn.batch_execute("ANALYZE invoice_run_postings")?;
             created = write_invoices(conn, settings, period, &open, period_end)?;
         }
     }
@@ -685,6 +688,7 @@ fn write_invoices(
     .bind::<Array<BigInt>, _>(&numbers)
     .bind::<Array<Timestamptz>, _>(&starts)
     .execute(conn)?;
+    conn.batch_execute("ANALYZE invoice_run_invoices")?;
 
     // Lines: `draft`'s grouping and order (period side, instance, meter by
     // bytes, price), each the exact sum rounded once. Their ids are taken
@@ -705,6 +709,7 @@ fn write_invoices(
         rounded = half_even_sql("g.exact", digits),
     ))
     .execute(conn)?;
+    conn.batch_execute("ANALYZE invoice_run_lines")?;
     // The unit of each meter, from the one rule `unit_of`.
     let meters: Vec<MeterRow> =
         diesel::sql_query("SELECT DISTINCT meter FROM invoice_run_lines").load(conn)?;

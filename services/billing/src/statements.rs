@@ -533,14 +533,20 @@ fn finalize_chunk(
     let mut created: HashMap<Uuid, Uuid> = HashMap::new();
     if !candidates.is_empty() {
         conn.batch_execute(STATEMENT_RUN_TABLES)?;
+        // The platform's fee accounts, looked up once: a posting's fee leg is
+        // then found among its own few entries (joining the accounts made
+        // the planner scan every fee entry for each posting).
+        let fee_accounts: Vec<Uuid> = schema::billing::accounts::table
+            .filter(schema::billing::accounts::kind.eq("platform_fee"))
+            .select(schema::billing::accounts::id)
+            .load(conn)?;
         // The candidates' earnings postings on no statement yet, as
         // `unstated` reads them for one host.
         let postings = diesel::sql_query(
             "INSERT INTO statement_run_postings \
              SELECT a.tenant_id, t.id, t.kind, t.created_at, h.amount, \
-                    COALESCE((SELECT sum(f.amount) FROM billing.entries f \
-                              JOIN billing.accounts fa ON fa.id = f.account_id AND fa.kind = 'platform_fee' \
-                              WHERE f.transaction_id = t.id), 0), \
+                    COALESCE((SELECT sum(f.amount) FILTER (WHERE f.account_id = ANY($5)) \
+                              FROM billing.entries f WHERE f.transaction_id = t.id), 0), \
                     COALESCE(d.machine_id, m.machine_id), COALESCE(d.gpu_model, m.gpu_model), \
                     COALESCE(d.meter, m.meter, $4), coalesce(d.seconds, 0), \
                     coalesce(d.ended_at, t.created_at) \
@@ -563,8 +569,12 @@ fn finalize_chunk(
         .bind::<Text, _>(currency)
         .bind::<Timestamptz, _>(period_end)
         .bind::<Text, _>(DEFAULT_METER)
+        .bind::<Array<UuidT>, _>(&fee_accounts)
         .execute(conn)?;
         if postings > 0 {
+            // Statistics for the planner: without them it guesses a handful
+            // of rows and joins the chunk's postings by nested loops.
+            conn.batch_execute("ANALYZE statement_run_postings")?;
             created = write_statements(conn, settings, period, &open, period_end)?;
         }
     }
@@ -620,6 +630,7 @@ fn write_statements(
     .bind::<Array<Timestamptz>, _>(&starts)
     .bind::<Array<Numeric>, _>(&openings)
     .execute(conn)?;
+    conn.batch_execute("ANALYZE statement_run_statements")?;
 
     // Lines: `draft`'s grouping and order (period side, machine with none
     // first, meter by bytes); ids taken here so that postings are assigned
@@ -644,6 +655,7 @@ fn write_statements(
                GROUP BY 1, 2, 3, 4) g",
     )
     .execute(conn)?;
+    conn.batch_execute("ANALYZE statement_run_lines")?;
     // A draft while its lines are written (the database accepts lines only
     // then), finalized before the transaction ends. The totals are the
     // postings' exact sums: no rounding on a statement.

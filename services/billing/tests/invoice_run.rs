@@ -1,3 +1,5 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)] // Tests: a failed expectation is the failure.
+
 //! The set-based invoicing run against a real database: the invoices it
 //! writes are the ones `draft` describes (the preview), tenants sharing a
 //! chunk get their own gap-free numbers, a re-run issues nothing new, and
@@ -237,7 +239,10 @@ async fn tenants_in_one_chunk_get_their_own_numbers_and_a_rerun_issues_nothing()
     .await
     .expect("statements again");
     assert_eq!(restated.statements[0].id, s.id);
-    assert_eq!(count(&mut conn, "SELECT count(*) AS n FROM billing.statements"), 1);
+    assert_eq!(
+        count(&mut conn, "SELECT count(*) AS n FROM billing.statements"),
+        1
+    );
 
     // A re-run finds the same invoices and issues nothing new.
     let again = run_all(&db, end).await;
