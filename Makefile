@@ -94,6 +94,7 @@ bench: services
 	cargo bench --bench search -- $(BENCH_ARGS)
 	cargo bench --bench orders -- $(ORDER_BENCH_ARGS)
 	cargo bench --bench billing -- $(BILLING_BENCH_ARGS)
+	cargo bench --bench invoices -- $(INVOICE_BENCH_ARGS)
 	@echo; echo "== summary: each goal beside its baseline, measured in this run =="
 	@cat $(BENCH_RATIOS)
 
@@ -104,3 +105,4 @@ bench-smoke: services
 	cargo test --bench search -- --tiny
 	cargo test --bench orders -- --tiny
 	cargo test --bench billing -- --tiny
+	cargo test --bench invoices -- --tiny

@@ -11,17 +11,16 @@
 //! Finalized invoices are numbered per tenant without gaps and never change
 //! but for their status (the database refuses the rest).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Datelike, Days, Months, NaiveTime, SubsecRound, TimeZone, Utc};
 use contracts::{api, money};
+use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Numeric, Text, Timestamptz};
 use platform::Db;
 use rust_decimal::Decimal;
-use schema::billing_invoices::{
-    credit_notes, invoice_counters, invoice_items, invoice_lines, invoices,
-};
+use schema::billing_invoices::{credit_notes, invoice_counters, invoice_lines, invoices};
 use uuid::Uuid;
 
 use crate::ledger::{self, AccountKind, Posting};
@@ -39,8 +38,12 @@ pub fn unit_of(meter: &str) -> &'static str {
     contracts::meters::unit(meter)
 }
 
-/// Posting assignments written per statement (three parameters each).
-const ITEM_BATCH: usize = 5000;
+/// Tenants finalized per transaction by the run: enough that a chunk's
+/// statements amortise, few enough that no transaction holds everything.
+pub const RUN_CHUNK: usize = 1000;
+
+/// Invoices read back per query when a run returns them.
+const LOAD_BATCH: usize = 1000;
 
 /// Invoices a listing returns at most.
 const LIST_LIMIT: i64 = 100;
@@ -328,31 +331,34 @@ impl From<LineRow> for api::InvoiceLine {
     }
 }
 
-/// Stored invoices with their lines, in the order given.
+/// Stored invoices with their lines, in the order given (lines and notes
+/// grouped by invoice in one pass, so that a run's thousands of invoices
+/// load in linear time).
 fn with_lines(conn: &mut PgConnection, rows: Vec<InvoiceRow>) -> QueryResult<Vec<api::Invoice>> {
     let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
-    let mut lines: Vec<LineRow> = invoice_lines::table
+    let mut lines: HashMap<Uuid, Vec<LineRow>> = HashMap::new();
+    for line in invoice_lines::table
         .filter(invoice_lines::invoice_id.eq_any(&ids))
         .order((invoice_lines::invoice_id, invoice_lines::position))
         .select(LineRow::as_select())
-        .load(conn)?;
-    let mut notes: Vec<CreditNoteRow> = credit_notes::table
+        .load::<LineRow>(conn)?
+    {
+        lines.entry(line.invoice_id).or_default().push(line);
+    }
+    let mut notes: HashMap<Uuid, Vec<CreditNoteRow>> = HashMap::new();
+    for note in credit_notes::table
         .filter(credit_notes::invoice_id.eq_any(&ids))
         .order(credit_notes::number)
         .select(CreditNoteRow::as_select())
-        .load(conn)?;
+        .load::<CreditNoteRow>(conn)?
+    {
+        notes.entry(note.invoice_id).or_default().push(note);
+    }
     Ok(rows
         .into_iter()
         .map(|r| {
-            let (mine, rest): (Vec<LineRow>, Vec<LineRow>) = std::mem::take(&mut lines)
-                .into_iter()
-                .partition(|l| l.invoice_id == r.id);
-            lines = rest;
-            let (my_notes, other_notes): (Vec<CreditNoteRow>, Vec<CreditNoteRow>) =
-                std::mem::take(&mut notes)
-                    .into_iter()
-                    .partition(|n| n.invoice_id == r.id);
-            notes = other_notes;
+            let mine = lines.remove(&r.id).unwrap_or_default();
+            let my_notes = notes.remove(&r.id).unwrap_or_default();
             let currency = r.currency.clone();
             api::Invoice {
                 id: Some(r.id),
@@ -383,6 +389,23 @@ fn with_lines(conn: &mut PgConnection, rows: Vec<InvoiceRow>) -> QueryResult<Vec
         .collect())
 }
 
+/// Stored invoices by id, in the order given, loaded a batch at a time.
+fn load_many(conn: &mut PgConnection, ids: &[Uuid]) -> QueryResult<Vec<api::Invoice>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for batch in ids.chunks(LOAD_BATCH) {
+        let mut rows: HashMap<Uuid, InvoiceRow> = invoices::table
+            .filter(invoices::id.eq_any(batch))
+            .select(InvoiceRow::as_select())
+            .load::<InvoiceRow>(conn)?
+            .into_iter()
+            .map(|r| (r.id, r))
+            .collect();
+        let ordered: Vec<InvoiceRow> = batch.iter().filter_map(|id| rows.remove(id)).collect();
+        out.extend(with_lines(conn, ordered)?);
+    }
+    Ok(out)
+}
+
 fn find(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> Result<api::Invoice, Error> {
     let row = invoices::table
         .filter(invoices::id.eq(id))
@@ -398,7 +421,8 @@ fn find(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> Result<api::Invoi
 
 /// Finalizes the tenant's invoice for the period ending at `period_end`, in
 /// the caller's transaction: the same invoice when it exists already, None
-/// when there is nothing to invoice.
+/// when there is nothing to invoice. The run's set-based finalization with
+/// one tenant, so that both make the same invoice.
 pub fn finalize_in(
     conn: &mut PgConnection,
     settings: &Settings,
@@ -406,140 +430,424 @@ pub fn finalize_in(
     tenant_id: Uuid,
     period_end: DateTime<Utc>,
 ) -> Result<Option<api::Invoice>, Error> {
-    let currency = settings.currency.as_str();
-    // Serialises the tenant's finalizations; the number is taken from here.
-    diesel::insert_into(invoice_counters::table)
-        .values(invoice_counters::tenant_id.eq(tenant_id))
-        .on_conflict_do_nothing()
-        .execute(conn)?;
-    let last_number: i64 = invoice_counters::table
-        .find(tenant_id)
-        .select(invoice_counters::last_number)
-        .for_update()
-        .first(conn)?;
-    let existing: Option<Uuid> = invoices::table
-        .filter(invoices::tenant_id.eq(tenant_id))
-        .filter(invoices::period_end.eq(period_end))
-        .select(invoices::id)
-        .first(conn)
-        .optional()?;
-    if let Some(id) = existing {
-        return find(conn, tenant_id, id).map(Some);
-    }
-    let last_end: Option<DateTime<Utc>> = invoices::table
-        .filter(invoices::tenant_id.eq(tenant_id))
-        .select(diesel::dsl::max(invoices::period_end))
-        .first(conn)?;
-    if let Some(last_end) = last_end.filter(|e| *e > period_end) {
+    let outcome = finalize_chunk(conn, settings, period, &[tenant_id], period_end)?;
+    if let Some((_, last_end)) = outcome.conflicts.first() {
         return Err(Error::Conflict(format!(
             "periodEnd: the tenant is invoiced up to {last_end}, after {period_end}"
         )));
     }
-    let (postings, earliest) = uninvoiced(conn, tenant_id, currency, Some(period_end))?;
-    let Some(earliest) = earliest else {
-        return Ok(None);
-    };
-    let period_start = last_end.unwrap_or_else(|| period.start_of(earliest));
-    let drafted = draft(&postings, period_start, currency);
-    let id = Uuid::now_v7();
-    let number = last_number + 1;
-    diesel::update(invoice_counters::table.find(tenant_id))
-        .set(invoice_counters::last_number.eq(number))
-        .execute(conn)?;
-    // A draft while its lines are written (the database accepts lines only
-    // then), finalized before the transaction ends.
-    diesel::insert_into(invoices::table)
-        .values((
-            invoices::id.eq(id),
-            invoices::tenant_id.eq(tenant_id),
-            invoices::number.eq(number),
-            invoices::period_start.eq(period_start),
-            invoices::period_end.eq(period_end),
-            invoices::status.eq("draft"),
-            invoices::currency.eq(currency),
-            invoices::subtotal.eq(drafted.total),
-            invoices::total.eq(drafted.total),
-            invoices::exact_total.eq(drafted.exact_total),
-            invoices::rounding.eq(drafted.rounding),
-        ))
-        .execute(conn)?;
-    for (position, (line, members)) in drafted.lines.iter().enumerate() {
-        let line_id: i64 = diesel::insert_into(invoice_lines::table)
-            .values((
-                invoice_lines::invoice_id.eq(id),
-                invoice_lines::position.eq(i32::try_from(position).unwrap_or(i32::MAX)),
-                invoice_lines::instance_id.eq(line.instance_id),
-                invoice_lines::meter.eq(&line.meter),
-                invoice_lines::quantity.eq(line.quantity),
-                invoice_lines::unit.eq(&line.unit),
-                invoice_lines::unit_price_per_hour.eq(line.unit_price_per_hour),
-                invoice_lines::earlier_period.eq(line.earlier_period),
-                invoice_lines::charge_period_start.eq(line.charge_period_start),
-                invoice_lines::charge_period_end.eq(line.charge_period_end),
-                invoice_lines::postings.eq(line.postings),
-                invoice_lines::exact_amount.eq(line.exact_amount),
-                invoice_lines::amount.eq(line.amount),
-            ))
-            .returning(invoice_lines::id)
-            .get_result(conn)?;
-        let items: Vec<_> = members
-            .iter()
-            .map(|txn| {
-                (
-                    invoice_items::transaction_id.eq(txn),
-                    invoice_items::invoice_id.eq(id),
-                    invoice_items::line_id.eq(line_id),
-                )
-            })
-            .collect();
-        // A month of 10 s settlements is ~260k postings per instance: in
-        // batches, below Postgres's 65535 bind parameters per statement.
-        for batch in items.chunks(ITEM_BATCH) {
-            diesel::insert_into(invoice_items::table)
-                .values(batch)
-                .execute(conn)?;
+    match outcome.invoices.first() {
+        Some(id) => find(conn, tenant_id, *id).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// What finalizing one chunk of tenants did.
+#[derive(Debug, Default)]
+pub(crate) struct ChunkOutcome {
+    /// The chunk's invoices ending at the period end, finalized now or
+    /// found finalized, in tenant order.
+    pub invoices: Vec<Uuid>,
+    /// How many of them this chunk finalized.
+    pub finalized: usize,
+    /// Tenants invoiced past the period end already (their last end): their
+    /// postings wait for their next invoice.
+    pub conflicts: Vec<(Uuid, DateTime<Utc>)>,
+}
+
+#[derive(QueryableByName)]
+struct TenantState {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    tenant_id: Uuid,
+    #[diesel(sql_type = BigInt)]
+    last_number: i64,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
+    existing: Option<Uuid>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    last_end: Option<DateTime<Utc>>,
+}
+
+#[derive(QueryableByName)]
+struct Earliest {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    tenant_id: Uuid,
+    #[diesel(sql_type = Timestamptz)]
+    earliest: DateTime<Utc>,
+}
+
+#[derive(QueryableByName)]
+struct MeterRow {
+    #[diesel(sql_type = Text)]
+    meter: String,
+}
+
+#[derive(QueryableByName)]
+struct Finalized {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    tenant_id: Uuid,
+    #[diesel(sql_type = BigInt)]
+    number: i64,
+    #[diesel(sql_type = Numeric)]
+    total: Decimal,
+}
+
+/// SQL for `x` rounded half-even to `digits` decimals, as
+/// `money::round_to_minor` does (Postgres's `round` goes half away from
+/// zero): a tie goes to the even neighbour.
+pub fn half_even_sql(x: &str, digits: u32) -> String {
+    let unit = Decimal::new(1, digits);
+    let half = Decimal::new(5, digits + 1);
+    let scale = Decimal::from(10i64.pow(digits));
+    format!(
+        "(CASE WHEN abs({x} - trunc({x}, {digits})) = {half} \
+              THEN trunc({x}, {digits}) + CASE WHEN mod(trunc({x} * {scale}), 2) = 0 THEN 0 \
+                                               ELSE sign({x}) * {unit} END \
+              ELSE round({x}, {digits}) END)"
+    )
+}
+
+/// The working tables of one chunk, private to the session and gone at
+/// commit; dropped first in case the caller's transaction ran a chunk
+/// already.
+const INVOICE_RUN_TABLES: &str = "\
+    DROP TABLE IF EXISTS pg_temp.invoice_run_postings, pg_temp.invoice_run_invoices, pg_temp.invoice_run_lines; \
+    CREATE TEMP TABLE invoice_run_postings ( \
+        tenant_id uuid NOT NULL, id text NOT NULL, amount numeric NOT NULL, instance_id uuid NOT NULL, \
+        meter text NOT NULL, quantity bigint NOT NULL, price numeric NOT NULL, \
+        started_at timestamptz NOT NULL, ended_at timestamptz NOT NULL, created_at timestamptz NOT NULL \
+    ) ON COMMIT DROP; \
+    CREATE TEMP TABLE invoice_run_invoices ( \
+        id uuid PRIMARY KEY, tenant_id uuid NOT NULL UNIQUE, number bigint NOT NULL, period_start timestamptz NOT NULL \
+    ) ON COMMIT DROP; \
+    CREATE TEMP TABLE invoice_run_lines ( \
+        id bigint NOT NULL, invoice_id uuid NOT NULL, position int NOT NULL, instance_id uuid NOT NULL, \
+        meter text NOT NULL, quantity bigint NOT NULL, price numeric NOT NULL, earlier boolean NOT NULL, \
+        charge_start timestamptz NOT NULL, charge_end timestamptz NOT NULL, postings int NOT NULL, \
+        exact numeric NOT NULL, amount numeric NOT NULL \
+    ) ON COMMIT DROP;";
+
+/// Finalizes the invoices of `tenants` for the period ending at
+/// `period_end` in the caller's transaction, with a fixed number of
+/// statements whatever the number of tenants: the same invoices
+/// `draft` describes (lines grouped by period side, instance, meter and
+/// price, each rounded half-even once), numbered from each tenant's counter
+/// row, with the rounding postings. A tenant's invoice for this end that
+/// exists already is returned as it is.
+pub(crate) fn finalize_chunk(
+    conn: &mut PgConnection,
+    settings: &Settings,
+    period: InvoicePeriod,
+    tenants: &[Uuid],
+    period_end: DateTime<Utc>,
+) -> Result<ChunkOutcome, Error> {
+    use diesel::sql_types::Array;
+    type UuidT = diesel::sql_types::Uuid;
+
+    let currency = settings.currency.as_str();
+    let mut tenants = tenants.to_vec();
+    tenants.sort_unstable();
+    tenants.dedup();
+    // The counter rows serialise each tenant's finalizations and give the
+    // numbers. Created and locked in tenant order, so that two runs over
+    // overlapping chunks cannot deadlock.
+    diesel::sql_query(
+        "INSERT INTO billing.invoice_counters (tenant_id) \
+         SELECT t FROM unnest($1::uuid[]) t ORDER BY t ON CONFLICT DO NOTHING",
+    )
+    .bind::<Array<UuidT>, _>(&tenants)
+    .execute(conn)?;
+    diesel::sql_query(
+        "SELECT 1 FROM billing.invoice_counters WHERE tenant_id = ANY($1) \
+         ORDER BY tenant_id FOR UPDATE",
+    )
+    .bind::<Array<UuidT>, _>(&tenants)
+    .execute(conn)?;
+    // Read after the locks (a new snapshot): a finalization that held one
+    // has committed its invoice by now.
+    let states: Vec<TenantState> = diesel::sql_query(
+        "SELECT c.tenant_id, c.last_number, \
+                (SELECT i.id FROM billing.invoices i \
+                 WHERE i.tenant_id = c.tenant_id AND i.period_end = $2) AS existing, \
+                (SELECT max(i.period_end) FROM billing.invoices i \
+                 WHERE i.tenant_id = c.tenant_id) AS last_end \
+         FROM billing.invoice_counters c WHERE c.tenant_id = ANY($1) ORDER BY c.tenant_id",
+    )
+    .bind::<Array<UuidT>, _>(&tenants)
+    .bind::<Timestamptz, _>(period_end)
+    .load(conn)?;
+
+    let mut outcome = ChunkOutcome::default();
+    let mut existing: HashMap<Uuid, Uuid> = HashMap::new();
+    let mut open: HashMap<Uuid, (i64, Option<DateTime<Utc>>)> = HashMap::new();
+    for s in states {
+        if let Some(id) = s.existing {
+            existing.insert(s.tenant_id, id);
+        } else if let Some(last_end) = s.last_end.filter(|e| *e > period_end) {
+            outcome.conflicts.push((s.tenant_id, last_end));
+        } else {
+            open.insert(s.tenant_id, (s.last_number, s.last_end));
         }
     }
+    let candidates: Vec<Uuid> = tenants
+        .iter()
+        .copied()
+        .filter(|t| open.contains_key(t))
+        .collect();
+
+    let mut created: HashMap<Uuid, Uuid> = HashMap::new();
+    if !candidates.is_empty() {
+        conn.batch_execute(INVOICE_RUN_TABLES)?;
+        // The candidates' usage postings on no invoice yet, as `uninvoiced`
+        // reads them for one tenant.
+        let postings = diesel::sql_query(
+            "INSERT INTO invoice_run_postings \
+             SELECT t.tenant_id, t.id, -e.amount, \
+                    coalesce(t.instance_id, '00000000-0000-0000-0000-000000000000'::uuid), \
+                    coalesce(d.meter, 'unknown'), coalesce(d.quantity, d.seconds, 0), \
+                    coalesce(d.unit_price, d.price_per_hour, 0), \
+                    coalesce(d.started_at, t.created_at), coalesce(d.ended_at, t.created_at), \
+                    t.created_at \
+             FROM billing.transactions t \
+             JOIN billing.entries e ON e.transaction_id = t.id \
+             JOIN billing.accounts a ON a.id = e.account_id \
+                  AND a.kind = 'renter_balance' AND a.tenant_id = t.tenant_id \
+             LEFT JOIN billing.usage_details d ON d.transaction_id = t.id \
+             WHERE t.kind = 'usage' AND t.tenant_id = ANY($1) AND a.currency = $2 \
+               AND t.created_at < $3 \
+               AND NOT EXISTS (SELECT 1 FROM billing.invoice_items i WHERE i.transaction_id = t.id)",
+        )
+        .bind::<Array<UuidT>, _>(&candidates)
+        .bind::<Text, _>(currency)
+        .bind::<Timestamptz, _>(period_end)
+        .execute(conn)?;
+        if postings > 0 {
+            // Statistics for the planner: without them it guesses a handful
+            // of rows and joins the chunk's postings by nested loops.
+            conn.batch_execute("ANALYZE invoice_run_postings")?;
+            created = write_invoices(conn, settings, period, &open, period_end)?;
+        }
+    }
+    for t in &tenants {
+        if let Some(id) = existing.get(t).or_else(|| created.get(t)) {
+            outcome.invoices.push(*id);
+        }
+    }
+    outcome.finalized = created.len();
+    Ok(outcome)
+}
+
+/// Writes the invoices of the postings in `invoice_run_postings` (tenants
+/// in `open`: their last number and last period end); returns the new
+/// invoice of each tenant.
+fn write_invoices(
+    conn: &mut PgConnection,
+    settings: &Settings,
+    period: InvoicePeriod,
+    open: &HashMap<Uuid, (i64, Option<DateTime<Utc>>)>,
+    period_end: DateTime<Utc>,
+) -> Result<HashMap<Uuid, Uuid>, Error> {
+    use diesel::sql_types::Array;
+    type UuidT = diesel::sql_types::Uuid;
+
+    let currency = settings.currency.as_str();
+    let digits = money::minor_unit_digits(currency);
+    // Each invoice starts where the tenant's last one ended, or at the
+    // start of the period of its earliest posting; numbered from the
+    // counter. Decided here so that one `InvoicePeriod` rule serves both.
+    let earliest: Vec<Earliest> = diesel::sql_query(
+        "SELECT tenant_id, min(created_at) AS earliest FROM invoice_run_postings \
+         GROUP BY tenant_id ORDER BY tenant_id",
+    )
+    .load(conn)?;
+    let mut created = HashMap::with_capacity(earliest.len());
+    let (mut ids, mut tenant_ids, mut numbers, mut starts) = (
+        Vec::with_capacity(earliest.len()),
+        Vec::with_capacity(earliest.len()),
+        Vec::with_capacity(earliest.len()),
+        Vec::with_capacity(earliest.len()),
+    );
+    for e in earliest {
+        let Some((last_number, last_end)) = open.get(&e.tenant_id) else {
+            continue;
+        };
+        let id = Uuid::now_v7();
+        ids.push(id);
+        tenant_ids.push(e.tenant_id);
+        numbers.push(last_number + 1);
+        starts.push(last_end.unwrap_or_else(|| period.start_of(e.earliest)));
+        created.insert(e.tenant_id, id);
+    }
+    diesel::sql_query(
+        "INSERT INTO invoice_run_invoices (id, tenant_id, number, period_start) \
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::timestamptz[])",
+    )
+    .bind::<Array<UuidT>, _>(&ids)
+    .bind::<Array<UuidT>, _>(&tenant_ids)
+    .bind::<Array<BigInt>, _>(&numbers)
+    .bind::<Array<Timestamptz>, _>(&starts)
+    .execute(conn)?;
+    conn.batch_execute("ANALYZE invoice_run_invoices")?;
+
+    // Lines: `draft`'s grouping and order (period side, instance, meter by
+    // bytes, price), each the exact sum rounded once. Their ids are taken
+    // here so that the postings can be assigned without reading them back.
+    diesel::sql_query(format!(
+        "INSERT INTO invoice_run_lines \
+         SELECT nextval(pg_get_serial_sequence('billing.invoice_lines', 'id')), g.invoice_id, \
+                (row_number() OVER (PARTITION BY g.invoice_id \
+                     ORDER BY g.earlier, g.instance_id, g.meter COLLATE \"C\", g.price) - 1)::int, \
+                g.instance_id, g.meter, g.quantity, g.price, g.earlier, g.charge_start, g.charge_end, \
+                g.postings, g.exact, {rounded} \
+         FROM (SELECT v.id AS invoice_id, p.ended_at <= v.period_start AS earlier, p.instance_id, \
+                      p.meter, p.price, sum(p.quantity)::bigint AS quantity, \
+                      min(p.started_at) AS charge_start, max(p.ended_at) AS charge_end, \
+                      count(*)::int AS postings, sum(p.amount) AS exact \
+               FROM invoice_run_postings p JOIN invoice_run_invoices v ON v.tenant_id = p.tenant_id \
+               GROUP BY 1, 2, 3, 4, 5) g",
+        rounded = half_even_sql("g.exact", digits),
+    ))
+    .execute(conn)?;
+    conn.batch_execute("ANALYZE invoice_run_lines")?;
+    // The unit of each meter, from the one rule `unit_of`.
+    let meters: Vec<MeterRow> =
+        diesel::sql_query("SELECT DISTINCT meter FROM invoice_run_lines").load(conn)?;
+    let units: Vec<&str> = meters.iter().map(|m| unit_of(&m.meter)).collect();
+    let meters: Vec<&str> = meters.iter().map(|m| m.meter.as_str()).collect();
+
+    // A draft while its lines are written (the database accepts lines only
+    // then), finalized before the transaction ends.
+    diesel::sql_query(
+        "INSERT INTO billing.invoices \
+             (id, tenant_id, number, period_start, period_end, status, currency, \
+              subtotal, total, exact_total, rounding) \
+         SELECT v.id, v.tenant_id, v.number, v.period_start, $1, 'draft', $2, \
+                l.total, l.total, l.exact, l.total - l.exact \
+         FROM invoice_run_invoices v \
+         JOIN (SELECT invoice_id, sum(amount) AS total, sum(exact) AS exact \
+               FROM invoice_run_lines GROUP BY invoice_id) l ON l.invoice_id = v.id",
+    )
+    .bind::<Timestamptz, _>(period_end)
+    .bind::<Text, _>(currency)
+    .execute(conn)?;
+    diesel::sql_query(
+        "INSERT INTO billing.invoice_lines \
+             (id, invoice_id, position, instance_id, meter, quantity, unit, unit_price_per_hour, \
+              earlier_period, charge_period_start, charge_period_end, postings, exact_amount, amount) \
+         SELECT l.id, l.invoice_id, l.position, l.instance_id, l.meter, l.quantity, \
+                coalesce(u.unit, 'second'), l.price, l.earlier, l.charge_start, l.charge_end, \
+                l.postings, l.exact, l.amount \
+         FROM invoice_run_lines l \
+         LEFT JOIN unnest($1::text[], $2::text[]) u(meter, unit) ON u.meter = l.meter \
+         ORDER BY l.invoice_id, l.position",
+    )
+    .bind::<Array<Text>, _>(&meters)
+    .bind::<Array<Text>, _>(&units)
+    .execute(conn)?;
+    diesel::sql_query(
+        "INSERT INTO billing.invoice_items (transaction_id, invoice_id, line_id) \
+         SELECT p.id, v.id, l.id \
+         FROM invoice_run_postings p \
+         JOIN invoice_run_invoices v ON v.tenant_id = p.tenant_id \
+         JOIN invoice_run_lines l ON l.invoice_id = v.id \
+              AND l.earlier = (p.ended_at <= v.period_start) AND l.instance_id = p.instance_id \
+              AND l.meter = p.meter AND l.price = p.price",
+    )
+    .execute(conn)?;
+
     // The renter is billed the rounded lines; the ledger charged the exact
     // amounts. The residue moves between the renter and the rounding account
-    // so that the renter's usage debits equal the invoice to the cent.
-    let rounding_txn = if drafted.rounding.is_zero() {
-        None
-    } else {
-        let renter = ledger::account(conn, AccountKind::RenterBalance, Some(tenant_id), currency)?;
-        let rounding = ledger::account(conn, AccountKind::Rounding, None, currency)?;
-        let txn = format!("invoice_rounding:{id}");
-        let description = format!("rounding of invoice {number} to the {currency} minor unit");
-        ledger::post(
-            conn,
-            &Posting {
-                id: &txn,
-                kind: "rounding",
-                tenant_id: Some(tenant_id),
-                instance_id: None,
-                fee_rate: None,
-                description: &description,
-                legs: &[(renter, -drafted.rounding), (rounding, drafted.rounding)],
-            },
-        )?;
-        Some(txn)
-    };
-    // Prepaid: the balance already paid for the usage unless it is overdrawn,
-    // in which case the invoice stays open until a top-up covers it.
-    let balance = ledger::balance(conn, AccountKind::RenterBalance, tenant_id, currency)?;
-    let paid = balance >= Decimal::ZERO;
-    let now = Utc::now();
-    diesel::update(invoices::table.find(id))
-        .set((
-            invoices::status.eq(if paid { "paid" } else { "finalized" }),
-            invoices::finalized_at.eq(Some(now)),
-            invoices::paid_at.eq(paid.then_some(now)),
-            invoices::rounding_transaction_id.eq(rounding_txn),
-        ))
-        .execute(conn)?;
-    tracing::info!(tenant.id = %tenant_id, invoice.id = %id, number, total = %drafted.total, "invoice finalized");
-    crate::metrics::invoice_finalized(drafted.total);
-    find(conn, tenant_id, id).map(Some)
+    // so that the renter's usage debits equal the invoice to the cent: one
+    // balanced posting per invoice, as `ledger::post` writes it.
+    #[derive(QueryableByName)]
+    struct Any {
+        #[diesel(sql_type = diesel::sql_types::Bool)]
+        any: bool,
+    }
+    let any_rounding = diesel::sql_query(
+        "SELECT EXISTS (SELECT 1 FROM invoice_run_lines WHERE amount <> exact) AS any",
+    )
+    .get_result::<Any>(conn)?
+    .any;
+    if !any_rounding {
+        return finish_invoices(conn, currency, created);
+    }
+    let rounding = ledger::account(conn, AccountKind::Rounding, None, currency)?;
+    diesel::sql_query(
+        "INSERT INTO billing.transactions (id, kind, tenant_id, description) \
+         SELECT 'invoice_rounding:' || i.id, 'rounding', i.tenant_id, \
+                'rounding of invoice ' || i.number || ' to the ' || $1 || ' minor unit' \
+         FROM billing.invoices i JOIN invoice_run_invoices v ON v.id = i.id \
+         WHERE i.rounding <> 0 ORDER BY i.tenant_id",
+    )
+    .bind::<Text, _>(currency)
+    .execute(conn)?;
+    diesel::sql_query(
+        "INSERT INTO billing.entries (transaction_id, account_id, amount) \
+         SELECT 'invoice_rounding:' || i.id, x.account_id, x.amount \
+         FROM billing.invoices i JOIN invoice_run_invoices v ON v.id = i.id \
+         JOIN billing.accounts a ON a.kind = 'renter_balance' AND a.tenant_id = i.tenant_id \
+              AND a.currency = $1 \
+         CROSS JOIN LATERAL (VALUES (a.id, -i.rounding, 0), ($2, i.rounding, 1)) x(account_id, amount, leg) \
+         WHERE i.rounding <> 0 ORDER BY i.tenant_id, x.leg",
+    )
+    .bind::<Text, _>(currency)
+    .bind::<UuidT, _>(rounding)
+    .execute(conn)?;
+    diesel::sql_query(
+        "UPDATE billing.accounts a SET balance = a.balance + d.delta \
+         FROM (SELECT r.id AS account_id, -i.rounding AS delta \
+               FROM billing.invoices i JOIN invoice_run_invoices v ON v.id = i.id \
+               JOIN billing.accounts r ON r.kind = 'renter_balance' AND r.tenant_id = i.tenant_id \
+                    AND r.currency = $1 \
+               WHERE i.rounding <> 0 \
+               UNION ALL \
+               SELECT $2, sum(i.rounding) \
+               FROM billing.invoices i JOIN invoice_run_invoices v ON v.id = i.id \
+               WHERE i.rounding <> 0 HAVING count(*) > 0) d \
+         WHERE a.id = d.account_id",
+    )
+    .bind::<Text, _>(currency)
+    .bind::<UuidT, _>(rounding)
+    .execute(conn)?;
+    finish_invoices(conn, currency, created)
+}
+
+/// Finalizes the chunk's drafts (paid unless the renter is overdrawn) and
+/// bumps the counters.
+fn finish_invoices(
+    conn: &mut PgConnection,
+    currency: &str,
+    created: HashMap<Uuid, Uuid>,
+) -> Result<HashMap<Uuid, Uuid>, Error> {
+    // Prepaid: the balance already paid for the usage unless it is
+    // overdrawn, in which case the invoice stays open until a top-up covers
+    // it.
+    let finalized: Vec<Finalized> = diesel::sql_query(
+        "UPDATE billing.invoices i SET \
+             status = CASE WHEN coalesce(a.balance, 0) >= 0 THEN 'paid' ELSE 'finalized' END, \
+             finalized_at = now(), \
+             paid_at = CASE WHEN coalesce(a.balance, 0) >= 0 THEN now() END, \
+             rounding_transaction_id = CASE WHEN i.rounding <> 0 THEN 'invoice_rounding:' || i.id END \
+         FROM invoice_run_invoices v \
+         LEFT JOIN billing.accounts a ON a.kind = 'renter_balance' AND a.tenant_id = v.tenant_id \
+              AND a.currency = $1 \
+         WHERE i.id = v.id \
+         RETURNING i.id, i.tenant_id, i.number, i.total",
+    )
+    .bind::<Text, _>(currency)
+    .load(conn)?;
+    diesel::sql_query(
+        "UPDATE billing.invoice_counters c SET last_number = v.number \
+         FROM invoice_run_invoices v WHERE c.tenant_id = v.tenant_id",
+    )
+    .execute(conn)?;
+    for f in &finalized {
+        tracing::info!(tenant.id = %f.tenant_id, invoice.id = %f.id, number = f.number, total = %f.total, "invoice finalized");
+        crate::metrics::invoice_finalized(f.total);
+    }
+    Ok(created)
 }
 
 /// Finalizes one tenant's invoice for the period ending at `period_end`.
@@ -572,8 +880,11 @@ pub fn ended(period_end: DateTime<Utc>) -> Result<DateTime<Utc>, Error> {
 
 /// The invoicing run for a period end (default: the start of the current
 /// period, i.e. the end of the last complete one): every tenant with usage
-/// not yet invoiced, each in its own transaction. Running it again returns
-/// the same invoices.
+/// not yet invoiced. Set-based: tenants go in chunks of `RUN_CHUNK`, each
+/// chunk one transaction with a fixed number of statements (docs/
+/// architecture.md), so a run killed half-way keeps the chunks it committed
+/// and a re-run finalizes only the rest. Running it again returns the same
+/// invoices.
 pub async fn run_invoices(
     db: &Db,
     settings: &Settings,
@@ -584,48 +895,70 @@ pub async fn run_invoices(
         .period_end
         .unwrap_or_else(|| period.start_of(Utc::now()))
         .trunc_subsecs(6);
-    let tenants: Vec<Uuid> = match req.tenant_id {
-        Some(t) => vec![t],
-        None => {
-            #[derive(QueryableByName)]
-            struct Tenant {
-                #[diesel(sql_type = diesel::sql_types::Uuid)]
-                tenant_id: Uuid,
-            }
-            let rows: Vec<Tenant> = db
-                .run(move |conn| {
-                    diesel::sql_query(
-                        "SELECT DISTINCT t.tenant_id FROM billing.transactions t \
-                         WHERE t.kind = 'usage' AND t.tenant_id IS NOT NULL AND t.created_at < $1 \
-                           AND NOT EXISTS (SELECT 1 FROM billing.invoice_items i WHERE i.transaction_id = t.id) \
-                         UNION SELECT tenant_id FROM billing.invoices WHERE period_end = $1",
-                    )
-                    .bind::<Timestamptz, _>(period_end)
-                    .load(conn)
-                    .map_err(Error::from)
-                })
-                .await?;
-            rows.into_iter().map(|r| r.tenant_id).collect()
-        }
-    };
-    let mut invoices = Vec::new();
-    let all_tenants = req.tenant_id.is_none();
-    for tenant_id in tenants {
-        match finalize_period(db, settings, period, tenant_id, period_end).await {
-            Ok(Some(invoice)) => invoices.push(invoice),
-            Ok(None) => {}
-            // A tenant already invoiced past this end (its late postings
-            // wait for its next invoice) must not stop everyone else's.
-            Err(Error::Conflict(reason)) if all_tenants => {
-                tracing::info!(tenant.id = %tenant_id, %reason, "tenant skipped by the invoicing run");
-            }
-            Err(e) => return Err(e),
-        }
+    if let Some(tenant_id) = req.tenant_id {
+        let invoice = finalize_period(db, settings, period, tenant_id, period_end).await?;
+        return Ok(api::RunInvoicesResult {
+            period_end,
+            invoices: invoice.into_iter().collect(),
+        });
     }
+    let ids = finalize_all(db, settings, period, period_end).await?;
+    let invoices = db
+        .run(move |conn| load_many(conn, &ids).map_err(Error::from))
+        .await?;
     Ok(api::RunInvoicesResult {
         period_end,
         invoices,
     })
+}
+
+/// Finalizes every tenant's invoice for the period ending at `period_end`
+/// (see `run_invoices`); the ids of the invoices ending there, new or found,
+/// in tenant order.
+pub async fn finalize_all(
+    db: &Db,
+    settings: &Settings,
+    period: InvoicePeriod,
+    period_end: DateTime<Utc>,
+) -> Result<Vec<Uuid>, Error> {
+    let period_end = ended(period_end)?;
+    #[derive(QueryableByName)]
+    struct Tenant {
+        #[diesel(sql_type = diesel::sql_types::Uuid)]
+        tenant_id: Uuid,
+    }
+    let rows: Vec<Tenant> = db
+        .run(move |conn| {
+            diesel::sql_query(
+                "SELECT DISTINCT t.tenant_id FROM billing.transactions t \
+                 WHERE t.kind = 'usage' AND t.tenant_id IS NOT NULL AND t.created_at < $1 \
+                   AND NOT EXISTS (SELECT 1 FROM billing.invoice_items i WHERE i.transaction_id = t.id) \
+                 UNION SELECT tenant_id FROM billing.invoices WHERE period_end = $1 \
+                 ORDER BY 1",
+            )
+            .bind::<Timestamptz, _>(period_end)
+            .load(conn)
+            .map_err(Error::from)
+        })
+        .await?;
+    let tenants: Vec<Uuid> = rows.into_iter().map(|r| r.tenant_id).collect();
+    let mut ids = Vec::with_capacity(tenants.len());
+    let mut finalized = 0usize;
+    for chunk in tenants.chunks(RUN_CHUNK) {
+        let (chunk, settings) = (chunk.to_vec(), settings.clone());
+        let outcome = db
+            .tx(move |conn| finalize_chunk(conn, &settings, period, &chunk, period_end))
+            .await?;
+        // A tenant already invoiced past this end (its late postings wait
+        // for its next invoice) must not stop everyone else's.
+        for (tenant_id, last_end) in &outcome.conflicts {
+            tracing::info!(tenant.id = %tenant_id, %last_end, "tenant skipped by the invoicing run: invoiced past this end");
+        }
+        finalized += outcome.finalized;
+        ids.extend(outcome.invoices);
+    }
+    tracing::info!(%period_end, tenants = tenants.len(), finalized, invoices = ids.len(), "invoicing run done");
+    Ok(ids)
 }
 
 /// What the tenant's next invoice would hold if it were finalized now: every

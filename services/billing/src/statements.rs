@@ -16,22 +16,26 @@
 //! numbered per host without gaps and never change (the database refuses).
 //! The period is the invoices' (`GPUMARKET_INVOICE_PERIOD`).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, SubsecRound, Utc};
 use contracts::api;
+use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Numeric, Text, Timestamptz};
 use platform::Db;
 use rust_decimal::Decimal;
-use schema::billing_payouts::{statement_counters, statement_items, statement_lines, statements};
+use schema::billing_payouts::{statement_lines, statements};
 use uuid::Uuid;
 
 use crate::invoices::InvoicePeriod;
 use crate::{Error, Settings};
 
-/// Posting assignments written per statement (three parameters each).
-const ITEM_BATCH: usize = 5000;
+/// Hosts finalized per transaction by the run (as for invoices).
+pub const RUN_CHUNK: usize = 1000;
+
+/// Statements read back per query when a run returns them.
+const LOAD_BATCH: usize = 1000;
 
 /// Statements a listing returns at most.
 const LIST_LIMIT: i64 = 100;
@@ -281,24 +285,26 @@ impl From<LineRow> for api::StatementLine {
     }
 }
 
-/// Stored statements with their lines, in the order given.
+/// Stored statements with their lines, in the order given (lines grouped by
+/// statement in one pass: a run's thousands load in linear time).
 fn with_lines(
     conn: &mut PgConnection,
     rows: Vec<StatementRow>,
 ) -> QueryResult<Vec<api::Statement>> {
     let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
-    let mut lines: Vec<LineRow> = statement_lines::table
+    let mut lines: HashMap<Uuid, Vec<LineRow>> = HashMap::new();
+    for line in statement_lines::table
         .filter(statement_lines::statement_id.eq_any(&ids))
         .order((statement_lines::statement_id, statement_lines::position))
         .select(LineRow::as_select())
-        .load(conn)?;
+        .load::<LineRow>(conn)?
+    {
+        lines.entry(line.statement_id).or_default().push(line);
+    }
     Ok(rows
         .into_iter()
         .map(|r| {
-            let (mine, rest): (Vec<LineRow>, Vec<LineRow>) = std::mem::take(&mut lines)
-                .into_iter()
-                .partition(|l| l.statement_id == r.id);
-            lines = rest;
+            let mine = lines.remove(&r.id).unwrap_or_default();
             api::Statement {
                 id: Some(r.id),
                 host_tenant_id: r.host_tenant_id,
@@ -322,6 +328,23 @@ fn with_lines(
             }
         })
         .collect())
+}
+
+/// Stored statements by id, in the order given, a batch at a time.
+fn load_many(conn: &mut PgConnection, ids: &[Uuid]) -> QueryResult<Vec<api::Statement>> {
+    let mut out = Vec::with_capacity(ids.len());
+    for batch in ids.chunks(LOAD_BATCH) {
+        let mut rows: HashMap<Uuid, StatementRow> = statements::table
+            .filter(statements::id.eq_any(batch))
+            .select(StatementRow::as_select())
+            .load::<StatementRow>(conn)?
+            .into_iter()
+            .map(|r| (r.id, r))
+            .collect();
+        let ordered: Vec<StatementRow> = batch.iter().filter_map(|id| rows.remove(id)).collect();
+        out.extend(with_lines(conn, ordered)?);
+    }
+    Ok(out)
 }
 
 fn find(conn: &mut PgConnection, host_tenant_id: Uuid, id: Uuid) -> Result<api::Statement, Error> {
@@ -351,7 +374,8 @@ fn last_closing(conn: &mut PgConnection, host_tenant_id: Uuid) -> QueryResult<De
 
 /// Finalizes the host's statement for the period ending at `period_end`, in
 /// the caller's transaction: the same statement when it exists already, None
-/// when there is nothing to state.
+/// when there is nothing to state. The run's set-based finalization with
+/// one host, so that both make the same statement.
 pub fn finalize_in(
     conn: &mut PgConnection,
     settings: &Settings,
@@ -359,121 +383,342 @@ pub fn finalize_in(
     host_tenant_id: Uuid,
     period_end: DateTime<Utc>,
 ) -> Result<Option<api::Statement>, Error> {
-    let currency = settings.currency.as_str();
-    // Serialises the host's finalizations; the number is taken from here.
-    diesel::insert_into(statement_counters::table)
-        .values(statement_counters::host_tenant_id.eq(host_tenant_id))
-        .on_conflict_do_nothing()
-        .execute(conn)?;
-    let last_number: i64 = statement_counters::table
-        .find(host_tenant_id)
-        .select(statement_counters::last_number)
-        .for_update()
-        .first(conn)?;
-    let existing: Option<Uuid> = statements::table
-        .filter(statements::host_tenant_id.eq(host_tenant_id))
-        .filter(statements::period_end.eq(period_end))
-        .select(statements::id)
-        .first(conn)
-        .optional()?;
-    if let Some(id) = existing {
-        return find(conn, host_tenant_id, id).map(Some);
-    }
-    let last_end: Option<DateTime<Utc>> = statements::table
-        .filter(statements::host_tenant_id.eq(host_tenant_id))
-        .select(diesel::dsl::max(statements::period_end))
-        .first(conn)?;
-    if let Some(last_end) = last_end.filter(|e| *e > period_end) {
+    let outcome = finalize_chunk(conn, settings, period, &[host_tenant_id], period_end)?;
+    if let Some((_, last_end)) = outcome.conflicts.first() {
         return Err(Error::Conflict(format!(
             "periodEnd: the host has statements up to {last_end}, after {period_end}"
         )));
     }
-    let (postings, earliest) = unstated(conn, host_tenant_id, currency, Some(period_end))?;
-    let Some(earliest) = earliest else {
-        return Ok(None);
-    };
-    let period_start = last_end.unwrap_or_else(|| period.start_of(earliest));
-    let drafted = draft(&postings, period_start);
-    let opening = last_closing(conn, host_tenant_id)?;
-    let id = Uuid::now_v7();
-    let number = last_number + 1;
-    diesel::update(statement_counters::table.find(host_tenant_id))
-        .set(statement_counters::last_number.eq(number))
-        .execute(conn)?;
-    // A draft while its lines are written (the database accepts lines only
-    // then), finalized before the transaction ends.
-    diesel::insert_into(statements::table)
-        .values((
-            statements::id.eq(id),
-            statements::host_tenant_id.eq(host_tenant_id),
-            statements::number.eq(number),
-            statements::period_start.eq(period_start),
-            statements::period_end.eq(period_end),
-            statements::status.eq("draft"),
-            statements::currency.eq(currency),
-            statements::seconds.eq(drafted.seconds),
-            statements::gross.eq(drafted.gross),
-            statements::fee.eq(drafted.fee),
-            statements::net.eq(drafted.net),
-            statements::downtime_credits.eq(drafted.downtime_credits),
-            statements::earnings.eq(drafted.earnings),
-            statements::adjustments.eq(drafted.adjustments),
-            statements::payouts.eq(drafted.payouts),
-            statements::opening_balance.eq(opening),
-            statements::closing_balance.eq(opening + drafted.change()),
-        ))
-        .execute(conn)?;
-    let mut items: Vec<(String, Option<i64>)> = drafted
-        .other
+    match outcome.statements.first() {
+        Some(id) => find(conn, host_tenant_id, *id).map(Some),
+        None => Ok(None),
+    }
+}
+
+/// What finalizing one chunk of hosts did.
+#[derive(Debug, Default)]
+struct ChunkOutcome {
+    /// The chunk's statements ending at the period end, new or found, in
+    /// host order.
+    statements: Vec<Uuid>,
+    finalized: usize,
+    /// Hosts with statements past the period end already.
+    conflicts: Vec<(Uuid, DateTime<Utc>)>,
+}
+
+#[derive(QueryableByName)]
+struct HostState {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    host_tenant_id: Uuid,
+    #[diesel(sql_type = BigInt)]
+    last_number: i64,
+    #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
+    existing: Option<Uuid>,
+    #[diesel(sql_type = Nullable<Timestamptz>)]
+    last_end: Option<DateTime<Utc>>,
+    #[diesel(sql_type = Numeric)]
+    opening: Decimal,
+}
+
+#[derive(QueryableByName)]
+struct Earliest {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    host_tenant_id: Uuid,
+    #[diesel(sql_type = Timestamptz)]
+    earliest: DateTime<Utc>,
+}
+
+#[derive(QueryableByName)]
+struct Finalized {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    host_tenant_id: Uuid,
+    #[diesel(sql_type = BigInt)]
+    number: i64,
+    #[diesel(sql_type = Numeric)]
+    earnings: Decimal,
+}
+
+/// The working tables of one chunk, private to the session and gone at
+/// commit; dropped first in case the caller's transaction ran a chunk
+/// already.
+const STATEMENT_RUN_TABLES: &str = "\
+    DROP TABLE IF EXISTS pg_temp.statement_run_postings, pg_temp.statement_run_statements, \
+        pg_temp.statement_run_lines; \
+    CREATE TEMP TABLE statement_run_postings ( \
+        host uuid NOT NULL, id text NOT NULL, kind text NOT NULL, created_at timestamptz NOT NULL, \
+        host_amount numeric NOT NULL, fee_amount numeric NOT NULL, machine_id uuid, gpu_model text, \
+        meter text NOT NULL, seconds bigint NOT NULL, ended_at timestamptz NOT NULL \
+    ) ON COMMIT DROP; \
+    CREATE TEMP TABLE statement_run_statements ( \
+        id uuid PRIMARY KEY, host uuid NOT NULL UNIQUE, number bigint NOT NULL, \
+        period_start timestamptz NOT NULL, opening numeric NOT NULL \
+    ) ON COMMIT DROP; \
+    CREATE TEMP TABLE statement_run_lines ( \
+        id bigint NOT NULL, statement_id uuid NOT NULL, position int NOT NULL, machine_id uuid, \
+        gpu_model text, meter text NOT NULL, earlier boolean NOT NULL, seconds bigint NOT NULL, \
+        fee numeric NOT NULL, net numeric NOT NULL, downtime_credits numeric NOT NULL, postings int NOT NULL \
+    ) ON COMMIT DROP;";
+
+/// Finalizes the statements of `hosts` for the period ending at
+/// `period_end` in the caller's transaction, with a fixed number of
+/// statements whatever the number of hosts: the statements `draft`
+/// describes (lines by period side, machine and meter; payouts and
+/// adjustments on no line), numbered from each host's counter row, opening
+/// at the host's last closing balance.
+fn finalize_chunk(
+    conn: &mut PgConnection,
+    settings: &Settings,
+    period: InvoicePeriod,
+    hosts: &[Uuid],
+    period_end: DateTime<Utc>,
+) -> Result<ChunkOutcome, Error> {
+    use diesel::sql_types::Array;
+    type UuidT = diesel::sql_types::Uuid;
+
+    let currency = settings.currency.as_str();
+    let mut hosts = hosts.to_vec();
+    hosts.sort_unstable();
+    hosts.dedup();
+    // The counter rows serialise each host's finalizations and give the
+    // numbers; created and locked in host order (no deadlock between runs).
+    diesel::sql_query(
+        "INSERT INTO billing.statement_counters (host_tenant_id) \
+         SELECT h FROM unnest($1::uuid[]) h ORDER BY h ON CONFLICT DO NOTHING",
+    )
+    .bind::<Array<UuidT>, _>(&hosts)
+    .execute(conn)?;
+    diesel::sql_query(
+        "SELECT 1 FROM billing.statement_counters WHERE host_tenant_id = ANY($1) \
+         ORDER BY host_tenant_id FOR UPDATE",
+    )
+    .bind::<Array<UuidT>, _>(&hosts)
+    .execute(conn)?;
+    // Read after the locks (a new snapshot).
+    let states: Vec<HostState> = diesel::sql_query(
+        "SELECT c.host_tenant_id, c.last_number, \
+                (SELECT s.id FROM billing.statements s \
+                 WHERE s.host_tenant_id = c.host_tenant_id AND s.period_end = $2) AS existing, \
+                (SELECT max(s.period_end) FROM billing.statements s \
+                 WHERE s.host_tenant_id = c.host_tenant_id) AS last_end, \
+                coalesce((SELECT s.closing_balance FROM billing.statements s \
+                          WHERE s.host_tenant_id = c.host_tenant_id AND s.status = 'finalized' \
+                          ORDER BY s.number DESC LIMIT 1), 0) AS opening \
+         FROM billing.statement_counters c WHERE c.host_tenant_id = ANY($1) \
+         ORDER BY c.host_tenant_id",
+    )
+    .bind::<Array<UuidT>, _>(&hosts)
+    .bind::<Timestamptz, _>(period_end)
+    .load(conn)?;
+
+    let mut outcome = ChunkOutcome::default();
+    let mut existing: HashMap<Uuid, Uuid> = HashMap::new();
+    let mut open: HashMap<Uuid, (i64, Option<DateTime<Utc>>, Decimal)> = HashMap::new();
+    for s in states {
+        if let Some(id) = s.existing {
+            existing.insert(s.host_tenant_id, id);
+        } else if let Some(last_end) = s.last_end.filter(|e| *e > period_end) {
+            outcome.conflicts.push((s.host_tenant_id, last_end));
+        } else {
+            open.insert(s.host_tenant_id, (s.last_number, s.last_end, s.opening));
+        }
+    }
+    let candidates: Vec<Uuid> = hosts
         .iter()
-        .map(|txn| (txn.clone(), None))
+        .copied()
+        .filter(|h| open.contains_key(h))
         .collect();
-    for (position, (line, members)) in drafted.lines.iter().enumerate() {
-        let line_id: i64 = diesel::insert_into(statement_lines::table)
-            .values((
-                statement_lines::statement_id.eq(id),
-                statement_lines::position.eq(i32::try_from(position).unwrap_or(i32::MAX)),
-                statement_lines::machine_id.eq(line.machine_id),
-                statement_lines::gpu_model.eq(&line.gpu_model),
-                statement_lines::meter.eq(&line.meter),
-                statement_lines::earlier_period.eq(line.earlier_period),
-                statement_lines::seconds.eq(line.seconds),
-                statement_lines::gross.eq(line.gross),
-                statement_lines::fee.eq(line.fee),
-                statement_lines::net.eq(line.net),
-                statement_lines::downtime_credits.eq(line.downtime_credits),
-                statement_lines::amount.eq(line.amount),
-                statement_lines::postings.eq(line.postings),
-            ))
-            .returning(statement_lines::id)
-            .get_result(conn)?;
-        items.extend(members.iter().map(|txn| (txn.clone(), Some(line_id))));
-    }
-    // Below Postgres's 65535 bind parameters per statement.
-    for batch in items.chunks(ITEM_BATCH) {
-        let rows: Vec<_> = batch
-            .iter()
-            .map(|(txn, line_id)| {
-                (
-                    statement_items::transaction_id.eq(txn),
-                    statement_items::statement_id.eq(id),
-                    statement_items::line_id.eq(*line_id),
-                )
-            })
-            .collect();
-        diesel::insert_into(statement_items::table)
-            .values(rows)
-            .execute(conn)?;
-    }
-    diesel::update(statements::table.find(id))
-        .set((
-            statements::status.eq("finalized"),
-            statements::finalized_at.eq(Some(Utc::now())),
-        ))
+
+    let mut created: HashMap<Uuid, Uuid> = HashMap::new();
+    if !candidates.is_empty() {
+        conn.batch_execute(STATEMENT_RUN_TABLES)?;
+        // The platform's fee accounts, looked up once: a posting's fee leg is
+        // then found among its own few entries (joining the accounts made
+        // the planner scan every fee entry for each posting).
+        let fee_accounts: Vec<Uuid> = schema::billing::accounts::table
+            .filter(schema::billing::accounts::kind.eq("platform_fee"))
+            .select(schema::billing::accounts::id)
+            .load(conn)?;
+        // The candidates' earnings postings on no statement yet, as
+        // `unstated` reads them for one host.
+        let postings = diesel::sql_query(
+            "INSERT INTO statement_run_postings \
+             SELECT a.tenant_id, t.id, t.kind, t.created_at, h.amount, \
+                    COALESCE((SELECT sum(f.amount) FILTER (WHERE f.account_id = ANY($5)) \
+                              FROM billing.entries f WHERE f.transaction_id = t.id), 0), \
+                    COALESCE(d.machine_id, m.machine_id), COALESCE(d.gpu_model, m.gpu_model), \
+                    COALESCE(d.meter, m.meter, $4), coalesce(d.seconds, 0), \
+                    coalesce(d.ended_at, t.created_at) \
+             FROM billing.entries h \
+             JOIN billing.accounts a ON a.id = h.account_id \
+                  AND a.kind = 'host_earnings' AND a.tenant_id = ANY($1) AND a.currency = $2 \
+             JOIN billing.transactions t ON t.id = h.transaction_id \
+             LEFT JOIN billing.usage_details d ON d.transaction_id = t.id \
+             LEFT JOIN LATERAL ( \
+                  SELECT d2.machine_id, d2.gpu_model, d2.meter \
+                  FROM billing.transactions u \
+                  JOIN billing.usage_details d2 ON d2.transaction_id = u.id \
+                  WHERE t.kind = 'downtime_credit' AND u.kind = 'usage' \
+                    AND u.instance_id = t.instance_id AND d2.host_tenant_id = a.tenant_id \
+                  ORDER BY u.created_at DESC LIMIT 1) m ON true \
+             WHERE t.created_at < $3 \
+               AND NOT EXISTS (SELECT 1 FROM billing.statement_items s WHERE s.transaction_id = t.id)",
+        )
+        .bind::<Array<UuidT>, _>(&candidates)
+        .bind::<Text, _>(currency)
+        .bind::<Timestamptz, _>(period_end)
+        .bind::<Text, _>(DEFAULT_METER)
+        .bind::<Array<UuidT>, _>(&fee_accounts)
         .execute(conn)?;
-    tracing::info!(host.id = %host_tenant_id, statement.id = %id, number, earnings = %drafted.earnings, "statement finalized");
-    crate::metrics::statement_finalized(drafted.earnings);
-    find(conn, host_tenant_id, id).map(Some)
+        if postings > 0 {
+            // Statistics for the planner: without them it guesses a handful
+            // of rows and joins the chunk's postings by nested loops.
+            conn.batch_execute("ANALYZE statement_run_postings")?;
+            created = write_statements(conn, settings, period, &open, period_end)?;
+        }
+    }
+    for h in &hosts {
+        if let Some(id) = existing.get(h).or_else(|| created.get(h)) {
+            outcome.statements.push(*id);
+        }
+    }
+    outcome.finalized = created.len();
+    Ok(outcome)
+}
+
+/// Writes the statements of the postings in `statement_run_postings`
+/// (hosts in `open`: last number, last period end, opening balance);
+/// returns the new statement of each host.
+fn write_statements(
+    conn: &mut PgConnection,
+    settings: &Settings,
+    period: InvoicePeriod,
+    open: &HashMap<Uuid, (i64, Option<DateTime<Utc>>, Decimal)>,
+    period_end: DateTime<Utc>,
+) -> Result<HashMap<Uuid, Uuid>, Error> {
+    use diesel::sql_types::Array;
+    type UuidT = diesel::sql_types::Uuid;
+
+    let earliest: Vec<Earliest> = diesel::sql_query(
+        "SELECT host AS host_tenant_id, min(created_at) AS earliest FROM statement_run_postings \
+         GROUP BY host ORDER BY host",
+    )
+    .load(conn)?;
+    let mut created = HashMap::with_capacity(earliest.len());
+    let (mut ids, mut host_ids, mut numbers, mut starts, mut openings) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    for e in earliest {
+        let Some((last_number, last_end, opening)) = open.get(&e.host_tenant_id) else {
+            continue;
+        };
+        let id = Uuid::now_v7();
+        ids.push(id);
+        host_ids.push(e.host_tenant_id);
+        numbers.push(last_number + 1);
+        starts.push(last_end.unwrap_or_else(|| period.start_of(e.earliest)));
+        openings.push(*opening);
+        created.insert(e.host_tenant_id, id);
+    }
+    diesel::sql_query(
+        "INSERT INTO statement_run_statements (id, host, number, period_start, opening) \
+         SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::timestamptz[], $5::numeric[])",
+    )
+    .bind::<Array<UuidT>, _>(&ids)
+    .bind::<Array<UuidT>, _>(&host_ids)
+    .bind::<Array<BigInt>, _>(&numbers)
+    .bind::<Array<Timestamptz>, _>(&starts)
+    .bind::<Array<Numeric>, _>(&openings)
+    .execute(conn)?;
+    conn.batch_execute("ANALYZE statement_run_statements")?;
+
+    // Lines: `draft`'s grouping and order (period side, machine with none
+    // first, meter by bytes); ids taken here so that postings are assigned
+    // without reading the lines back.
+    diesel::sql_query(
+        "INSERT INTO statement_run_lines \
+         SELECT nextval(pg_get_serial_sequence('billing.statement_lines', 'id')), g.statement_id, \
+                (row_number() OVER (PARTITION BY g.statement_id \
+                     ORDER BY g.earlier, g.machine_id NULLS FIRST, g.meter COLLATE \"C\") - 1)::int, \
+                g.machine_id, g.gpu_model, g.meter, g.earlier, g.seconds, g.fee, g.net, \
+                g.downtime_credits, g.postings \
+         FROM (SELECT v.id AS statement_id, p.ended_at <= v.period_start AS earlier, p.machine_id, p.meter, \
+                      max(p.gpu_model COLLATE \"C\") AS gpu_model, \
+                      coalesce(sum(p.seconds) FILTER (WHERE p.kind = 'usage'), 0)::bigint AS seconds, \
+                      coalesce(sum(p.fee_amount) FILTER (WHERE p.kind = 'usage'), 0) AS fee, \
+                      coalesce(sum(p.host_amount) FILTER (WHERE p.kind = 'usage'), 0) AS net, \
+                      coalesce(-sum(p.host_amount) FILTER (WHERE p.kind = 'downtime_credit'), 0) \
+                          AS downtime_credits, \
+                      count(*)::int AS postings \
+               FROM statement_run_postings p JOIN statement_run_statements v ON v.host = p.host \
+               WHERE p.kind IN ('usage', 'downtime_credit') \
+               GROUP BY 1, 2, 3, 4) g",
+    )
+    .execute(conn)?;
+    conn.batch_execute("ANALYZE statement_run_lines")?;
+    // A draft while its lines are written (the database accepts lines only
+    // then), finalized before the transaction ends. The totals are the
+    // postings' exact sums: no rounding on a statement.
+    diesel::sql_query(
+        "INSERT INTO billing.statements \
+             (id, host_tenant_id, number, period_start, period_end, status, currency, seconds, gross, \
+              fee, net, downtime_credits, earnings, adjustments, payouts, opening_balance, closing_balance) \
+         SELECT v.id, v.host, v.number, v.period_start, $1, 'draft', $2, s.seconds, s.net + s.fee, \
+                s.fee, s.net, s.dc, s.net - s.dc, s.adjustments, s.payouts, v.opening, \
+                v.opening + (s.net - s.dc) + s.adjustments - s.payouts \
+         FROM statement_run_statements v \
+         JOIN (SELECT p.host, \
+                      coalesce(sum(p.seconds) FILTER (WHERE p.kind = 'usage'), 0)::bigint AS seconds, \
+                      coalesce(sum(p.fee_amount) FILTER (WHERE p.kind = 'usage'), 0) AS fee, \
+                      coalesce(sum(p.host_amount) FILTER (WHERE p.kind = 'usage'), 0) AS net, \
+                      coalesce(-sum(p.host_amount) FILTER (WHERE p.kind = 'downtime_credit'), 0) AS dc, \
+                      coalesce(-sum(p.host_amount) FILTER (WHERE p.kind = 'payout'), 0) AS payouts, \
+                      coalesce(sum(p.host_amount) FILTER \
+                          (WHERE p.kind NOT IN ('usage', 'downtime_credit', 'payout')), 0) AS adjustments \
+               FROM statement_run_postings p GROUP BY p.host) s ON s.host = v.host",
+    )
+    .bind::<Timestamptz, _>(period_end)
+    .bind::<Text, _>(settings.currency.as_str())
+    .execute(conn)?;
+    diesel::sql_query(
+        "INSERT INTO billing.statement_lines \
+             (id, statement_id, position, machine_id, gpu_model, meter, earlier_period, seconds, gross, \
+              fee, net, downtime_credits, amount, postings) \
+         SELECT id, statement_id, position, machine_id, gpu_model, meter, earlier, seconds, net + fee, \
+                fee, net, downtime_credits, net - downtime_credits, postings \
+         FROM statement_run_lines ORDER BY statement_id, position",
+    )
+    .execute(conn)?;
+    // Usage and downtime credits on their line; payouts and adjustments on
+    // the statement only.
+    diesel::sql_query(
+        "INSERT INTO billing.statement_items (transaction_id, statement_id, line_id) \
+         SELECT p.id, v.id, l.id \
+         FROM statement_run_postings p \
+         JOIN statement_run_statements v ON v.host = p.host \
+         LEFT JOIN statement_run_lines l ON p.kind IN ('usage', 'downtime_credit') \
+              AND l.statement_id = v.id AND l.earlier = (p.ended_at <= v.period_start) \
+              AND coalesce(l.machine_id, '00000000-0000-0000-0000-000000000000'::uuid) \
+                  = coalesce(p.machine_id, '00000000-0000-0000-0000-000000000000'::uuid) \
+              AND l.meter = p.meter",
+    )
+    .execute(conn)?;
+    let finalized: Vec<Finalized> = diesel::sql_query(
+        "UPDATE billing.statements s SET status = 'finalized', finalized_at = now() \
+         FROM statement_run_statements v WHERE s.id = v.id \
+         RETURNING s.id, s.host_tenant_id, s.number, s.earnings",
+    )
+    .load(conn)?;
+    diesel::sql_query(
+        "UPDATE billing.statement_counters c SET last_number = v.number \
+         FROM statement_run_statements v WHERE c.host_tenant_id = v.host",
+    )
+    .execute(conn)?;
+    for f in &finalized {
+        tracing::info!(host.id = %f.host_tenant_id, statement.id = %f.id, number = f.number, earnings = %f.earnings, "statement finalized");
+        crate::metrics::statement_finalized(f.earnings);
+    }
+    Ok(created)
 }
 
 /// Finalizes one host's statement for the period ending at `period_end`.
@@ -492,8 +737,9 @@ pub async fn finalize_period(
 
 /// The statement run for a period end (default: the start of the current
 /// period, i.e. the end of the last complete one): every host with earnings
-/// postings on no statement, each in its own transaction. Running it again
-/// returns the same statements.
+/// postings on no statement. Set-based like the invoicing run: hosts in
+/// chunks of `RUN_CHUNK`, each chunk one transaction with a fixed number of
+/// statements. Running it again returns the same statements.
 pub async fn run_statements(
     db: &Db,
     settings: &Settings,
@@ -504,49 +750,58 @@ pub async fn run_statements(
         .period_end
         .unwrap_or_else(|| period.start_of(Utc::now()))
         .trunc_subsecs(6);
-    let hosts: Vec<Uuid> = match req.host_tenant_id {
-        Some(h) => vec![h],
-        None => {
-            #[derive(QueryableByName)]
-            struct Host {
-                #[diesel(sql_type = diesel::sql_types::Uuid)]
-                tenant_id: Uuid,
-            }
-            let currency = settings.currency.clone();
-            let rows: Vec<Host> = db
-                .run(move |conn| {
-                    diesel::sql_query(
-                        "SELECT DISTINCT a.tenant_id FROM billing.accounts a \
-                         JOIN billing.entries e ON e.account_id = a.id \
-                         JOIN billing.transactions t ON t.id = e.transaction_id \
-                         WHERE a.kind = 'host_earnings' AND a.currency = $2 \
-                           AND a.tenant_id IS NOT NULL AND t.created_at < $1 \
-                           AND NOT EXISTS (SELECT 1 FROM billing.statement_items s WHERE s.transaction_id = t.id) \
-                         UNION SELECT host_tenant_id FROM billing.statements WHERE period_end = $1",
-                    )
-                    .bind::<Timestamptz, _>(period_end)
-                    .bind::<Text, _>(&currency)
-                    .load(conn)
-                    .map_err(Error::from)
-                })
-                .await?;
-            rows.into_iter().map(|r| r.tenant_id).collect()
-        }
-    };
-    let mut statements = Vec::new();
-    let all_hosts = req.host_tenant_id.is_none();
-    for host in hosts {
-        match finalize_period(db, settings, period, host, period_end).await {
-            Ok(Some(statement)) => statements.push(statement),
-            Ok(None) => {}
-            // A host already stated past this end (its late postings wait
-            // for its next statement) must not stop everyone else's.
-            Err(Error::Conflict(reason)) if all_hosts => {
-                tracing::info!(host.id = %host, %reason, "host skipped by the statement run");
-            }
-            Err(e) => return Err(e),
-        }
+    if let Some(host) = req.host_tenant_id {
+        let statement = finalize_period(db, settings, period, host, period_end).await?;
+        return Ok(api::RunStatementsResult {
+            period_end,
+            statements: statement.into_iter().collect(),
+        });
     }
+    let period_end = crate::invoices::ended(period_end)?;
+    #[derive(QueryableByName)]
+    struct Host {
+        #[diesel(sql_type = diesel::sql_types::Uuid)]
+        tenant_id: Uuid,
+    }
+    let currency = settings.currency.clone();
+    let rows: Vec<Host> = db
+        .run(move |conn| {
+            diesel::sql_query(
+                "SELECT DISTINCT a.tenant_id FROM billing.accounts a \
+                 JOIN billing.entries e ON e.account_id = a.id \
+                 JOIN billing.transactions t ON t.id = e.transaction_id \
+                 WHERE a.kind = 'host_earnings' AND a.currency = $2 \
+                   AND a.tenant_id IS NOT NULL AND t.created_at < $1 \
+                   AND NOT EXISTS (SELECT 1 FROM billing.statement_items s WHERE s.transaction_id = t.id) \
+                 UNION SELECT host_tenant_id FROM billing.statements WHERE period_end = $1 \
+                 ORDER BY 1",
+            )
+            .bind::<Timestamptz, _>(period_end)
+            .bind::<Text, _>(&currency)
+            .load(conn)
+            .map_err(Error::from)
+        })
+        .await?;
+    let hosts: Vec<Uuid> = rows.into_iter().map(|r| r.tenant_id).collect();
+    let mut ids = Vec::with_capacity(hosts.len());
+    let mut finalized = 0usize;
+    for chunk in hosts.chunks(RUN_CHUNK) {
+        let (chunk, settings) = (chunk.to_vec(), settings.clone());
+        let outcome = db
+            .tx(move |conn| finalize_chunk(conn, &settings, period, &chunk, period_end))
+            .await?;
+        // A host already stated past this end (its late postings wait for
+        // its next statement) must not stop everyone else's.
+        for (host, last_end) in &outcome.conflicts {
+            tracing::info!(host.id = %host, %last_end, "host skipped by the statement run: stated past this end");
+        }
+        finalized += outcome.finalized;
+        ids.extend(outcome.statements);
+    }
+    tracing::info!(%period_end, hosts = hosts.len(), finalized, statements = ids.len(), "statement run done");
+    let statements = db
+        .run(move |conn| load_many(conn, &ids).map_err(Error::from))
+        .await?;
     Ok(api::RunStatementsResult {
         period_end,
         statements,
