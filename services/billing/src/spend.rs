@@ -47,6 +47,10 @@ pub struct Charge {
     pub correlation_id: Option<String>,
 }
 
+/// A batch's charges to one tenant and month: their sum, and the
+/// correlation id of the last positive charge (None: corrections only).
+type MonthCharge = (Decimal, Option<Option<String>>);
+
 #[derive(QueryableByName)]
 struct SpentRow {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
@@ -71,7 +75,7 @@ pub fn charges_posted(
     use diesel::sql_types::{Array, Date, Numeric, Text, Timestamptz, Uuid as SqlUuid};
     // Per tenant and month: the sum, whether anything was charged (not only
     // corrected), and the correlation id of the last charge.
-    let mut rows: std::collections::BTreeMap<(Uuid, NaiveDate), (Decimal, Option<Option<String>>)> =
+    let mut rows: std::collections::BTreeMap<(Uuid, NaiveDate), MonthCharge> =
         std::collections::BTreeMap::new();
     for c in charges {
         let row = rows

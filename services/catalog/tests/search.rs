@@ -1,3 +1,5 @@
+#![allow(clippy::expect_used, clippy::unwrap_used)] // Tests: a failed expectation is the failure.
+
 //! Offer search against a real database: the machine's stored copy of its
 //! model's TFLOPS follows the catalog (so the price-per-TFLOP order does), and
 //! the "why no offers" explanation answers as the system tests expect.
