@@ -227,7 +227,10 @@ async fn run(url: &str, tenants: usize, instances: usize) -> anyhow::Result<Meas
     let rerun_s = started.elapsed().as_secs_f64();
     anyhow::ensure!(run.invoices.len() == ids.len() && ids.len() == tenants);
     let invoices_s = finalize_s + rerun_s;
-    eprintln!("invoices: {} finalized in {finalize_s:.3} s, read back in {rerun_s:.3} s", ids.len());
+    eprintln!(
+        "invoices: {} finalized in {finalize_s:.3} s, read back in {rerun_s:.3} s",
+        ids.len()
+    );
 
     let started = Instant::now();
     let stated = billing::statements::run_statements(
@@ -241,7 +244,10 @@ async fn run(url: &str, tenants: usize, instances: usize) -> anyhow::Result<Meas
     )
     .await?;
     let statements_s = started.elapsed().as_secs_f64();
-    eprintln!("statements: {} in {statements_s:.3} s", stated.statements.len());
+    eprintln!(
+        "statements: {} in {statements_s:.3} s",
+        stated.statements.len()
+    );
     Ok(Measured {
         aggregate_s,
         groups,
