@@ -66,6 +66,31 @@ where
     }
 }
 
+/// Connects, declares the topology and starts consuming `queue` with at
+/// most `prefetch` unacked deliveries; the connection is returned so the
+/// caller keeps it open while it reads the deliveries.
+async fn subscribe(
+    config: &Config,
+    queue: &str,
+    prefetch: u16,
+) -> Result<(lapin::Connection, lapin::Consumer), PlatformError> {
+    let conn = broker::connect(&config.amqp_url).await;
+    let channel = conn.create_channel().await?;
+    broker::declare_topology(&channel, config).await?;
+    channel
+        .basic_qos(prefetch, BasicQosOptions::default())
+        .await?;
+    let deliveries = channel
+        .basic_consume(
+            queue.into(),
+            "".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await?;
+    Ok((conn, deliveries))
+}
+
 /// One connection's worth of consuming: each delivery goes to `on_delivery`
 /// on its own task; prefetch bounds how many run at once.
 async fn consume_once<D, Fut>(
@@ -77,20 +102,7 @@ where
     D: Fn(Delivery) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let conn = broker::connect(&config.amqp_url).await;
-    let channel = conn.create_channel().await?;
-    broker::declare_topology(&channel, config).await?;
-    channel
-        .basic_qos(config.prefetch, BasicQosOptions::default())
-        .await?;
-    let mut deliveries = channel
-        .basic_consume(
-            queue.into(),
-            "".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
+    let (_conn, mut deliveries) = subscribe(config, queue, config.prefetch).await?;
     tracing::info!(queue, "consuming");
     while let Some(delivery) = deliveries.next().await {
         tokio::spawn(on_delivery(delivery?));
@@ -403,20 +415,7 @@ where
     B: Fn(Vec<Delivery>) -> Fut,
     Fut: Future<Output = ()>,
 {
-    let conn = broker::connect(&config.amqp_url).await;
-    let channel = conn.create_channel().await?;
-    broker::declare_topology(&channel, config).await?;
-    channel
-        .basic_qos(prefetch, BasicQosOptions::default())
-        .await?;
-    let mut deliveries = channel
-        .basic_consume(
-            queue.into(),
-            "".into(),
-            BasicConsumeOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
+    let (_conn, mut deliveries) = subscribe(config, queue, prefetch).await?;
     tracing::info!(
         queue,
         max,
