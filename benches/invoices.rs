@@ -131,7 +131,12 @@ async fn main() -> anyhow::Result<()> {
     let config = base.with_database(&name);
     platform::db::create_database(&admin, &name)?;
     let result = run(&config.database_url, tenants, instances).await;
-    platform::db::drop_database(&admin, &name)?;
+    // GPUMARKET_BENCH_KEEP_DB=1 keeps the database for EXPLAIN after a run.
+    if std::env::var_os("GPUMARKET_BENCH_KEEP_DB").is_none() {
+        platform::db::drop_database(&admin, &name)?;
+    } else {
+        println!("kept database {name}");
+    }
     let m = result?;
 
     let invoice_ratio = m.invoices_s / m.aggregate_s;
