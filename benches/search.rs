@@ -193,7 +193,12 @@ async fn main() -> anyhow::Result<()> {
     }
     handle.stop(true).await;
     drop(conn);
-    platform::db::drop_database(&admin, &db_name)?;
+    // GPUMARKET_BENCH_KEEP_DB=1 keeps the filled market for EXPLAIN.
+    if std::env::var_os("GPUMARKET_BENCH_KEEP_DB").is_none() {
+        platform::db::drop_database(&admin, &db_name)?;
+    } else {
+        eprintln!("kept database {db_name}");
+    }
 
     let pg_version = common::pg_version(&admin);
     let section = format!(

@@ -600,7 +600,12 @@ pub(crate) fn finalize_chunk(
     if !candidates.is_empty() {
         conn.batch_execute(INVOICE_RUN_TABLES)?;
         // The candidates' usage postings on no invoice yet, as `uninvoiced`
-        // reads them for one tenant.
+        // reads them for one tenant. Each posting's legs are found by its
+        // own id (three rows; the fence `OFFSET 0` keeps the planner from
+        // reaching them through the renter's account instead, whose entries
+        // grow with its whole history), and the accounts by the chunk's
+        // tenants, so that a chunk costs what it holds and a run over many
+        // chunks stays linear in the postings.
         let postings = diesel::sql_query(
             "INSERT INTO invoice_run_postings \
              SELECT t.tenant_id, t.id, -e.amount, \
@@ -610,9 +615,11 @@ pub(crate) fn finalize_chunk(
                     coalesce(d.started_at, t.created_at), coalesce(d.ended_at, t.created_at), \
                     t.created_at \
              FROM billing.transactions t \
-             JOIN billing.entries e ON e.transaction_id = t.id \
+             CROSS JOIN LATERAL (SELECT e.amount, e.account_id FROM billing.entries e \
+                                 WHERE e.transaction_id = t.id OFFSET 0) e \
              JOIN billing.accounts a ON a.id = e.account_id \
                   AND a.kind = 'renter_balance' AND a.tenant_id = t.tenant_id \
+                  AND a.tenant_id = ANY($1) \
              LEFT JOIN billing.usage_details d ON d.transaction_id = t.id \
              WHERE t.kind = 'usage' AND t.tenant_id = ANY($1) AND a.currency = $2 \
                AND t.created_at < $3 \
