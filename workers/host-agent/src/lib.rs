@@ -225,6 +225,10 @@ impl Progress {
     }
 }
 
+/// How long a finished step waits for its last progress report to go out
+/// before its result does.
+const PROGRESS_FLUSH: Duration = Duration::from_secs(5);
+
 /// Commands carried out at once; more wait in the queue.
 const COMMAND_PREFETCH: u16 = 8;
 
@@ -444,7 +448,7 @@ async fn carry_out(
     }
     let started = std::time::Instant::now();
     let (sender, mut messages) = tokio::sync::mpsc::channel::<String>(4);
-    let forward = {
+    let mut forward = {
         let channel = channel.clone();
         let user = user.clone();
         let (command_id, step) = (command.command_id, command.step.clone());
@@ -478,7 +482,16 @@ async fn carry_out(
             },
         )
         .await;
-    forward.abort();
+    // The executor's future (and with it the sender) is gone now, so the
+    // forwarder ends once what was reported is published: waiting for it
+    // keeps a step's progress ahead of its result. An executor that kept a
+    // clone of the sender holds the answer up for at most PROGRESS_FLUSH.
+    if tokio::time::timeout(PROGRESS_FLUSH, &mut forward)
+        .await
+        .is_err()
+    {
+        forward.abort();
+    }
     if let Some((step, dir)) = hold_after_step
         && step == command.step
     {
