@@ -4,13 +4,15 @@
 //! check refuses a posting whose legs do not sum to zero, duplicates and a
 //! replayed batch post each event once, concurrent batches touching the same
 //! accounts in different orders (downtime credits among them) neither
-//! deadlock nor lose a cent, and the ledger refuses TRUNCATE.
+//! deadlock nor lose a cent, nor does an invoice run beside them, and the
+//! ledger refuses TRUNCATE.
 
 use std::sync::{Arc, Barrier};
 
+use billing::invoices::{self, InvoicePeriod};
 use chrono::Utc;
-use contracts::Envelope;
 use contracts::events::{INSTANCE_DOWNTIME, InstanceDowntime, USAGE_RECORDED, UsageRecorded};
+use contracts::{Envelope, api};
 use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
 use gpumarket_billing as billing;
 use rust_decimal::Decimal;
@@ -443,6 +445,88 @@ fn concurrent_batches_over_the_same_accounts_in_different_orders_neither_deadloc
         ),
         0
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_invoice_run_beside_ingest_batches_over_the_same_renters_does_not_deadlock() {
+    let test = TestDb::new("ing_inv");
+    let mut conn = test.conn();
+    let host = Uuid::now_v7();
+    let renters: Vec<Uuid> = (0..40).map(|_| Uuid::now_v7()).collect();
+    // Sub-cent charges, so that every invoice posts a rounding and its run
+    // moves every renter's balance.
+    let invoiced: Vec<Envelope> = renters
+        .iter()
+        .enumerate()
+        .map(|(i, r)| usage(*r, host, Uuid::now_v7(), 7 + i as i64))
+        .collect();
+    apply(&mut conn, &invoiced).expect("usage to invoice");
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let end = Utc::now();
+    // Later usage of the same renters, in other orders, while the run goes.
+    let batches: Vec<Vec<Vec<Envelope>>> = (0..4)
+        .map(|b| {
+            (0..3)
+                .map(|_| {
+                    let mut order = renters.clone();
+                    order.rotate_left(b * 7);
+                    if b % 2 == 0 {
+                        order.reverse();
+                    }
+                    order
+                        .iter()
+                        .map(|r| usage(*r, host, Uuid::now_v7(), 60))
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
+    let db = platform::Db::connect(&test.url, 2).expect("db");
+    let url = test.url.clone();
+    let ingest = tokio::task::spawn_blocking(move || -> Result<(), String> {
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = batches
+                .iter()
+                .map(|rounds| {
+                    let url = url.clone();
+                    scope.spawn(move || -> Result<(), String> {
+                        let mut conn = PgConnection::establish(&url).map_err(|e| e.to_string())?;
+                        for batch in rounds {
+                            apply(&mut conn, batch)?;
+                        }
+                        Ok(())
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .try_for_each(|h| h.join().expect("batch thread"))
+        })
+    });
+    let run = invoices::run_invoices(
+        &db,
+        &settings(),
+        InvoicePeriod::Monthly,
+        api::RunInvoicesRequest {
+            period_end: Some(end),
+            tenant_id: None,
+        },
+    )
+    .await
+    .expect("the invoice run commits (no deadlock)");
+    ingest
+        .await
+        .expect("join")
+        .expect("every batch commits (no deadlock)");
+    assert_eq!(run.invoices.len(), renters.len());
+    assert_eq!(
+        count(
+            &mut conn,
+            "SELECT count(*) AS n FROM billing.transactions WHERE kind = 'rounding'"
+        ),
+        i64::try_from(renters.len()).expect("renters")
+    );
+    assert_ledger_consistent(&mut conn);
 }
 
 #[test]
