@@ -1,8 +1,8 @@
 //! `make bench`: usage ingest. On a fresh database it measures
 //! `metering.usage.recorded` envelopes through billing's consumer path (the
 //! set-based inbox claim, rating, the balanced three-leg postings with their
-//! deferred balance check, balances moved once per account, the floor and
-//! cap checks, usage details for invoices), in batches of `--batch` per
+//! balance check once per statement, balances moved once per account, the
+//! floor and cap checks, usage details for invoices), in batches of `--batch` per
 //! transaction as the consumer applies them, at 1 and 4 connections; and,
 //! in the same run on the same Postgres, the baseline: `COPY` of one
 //! uniquely keyed row per event. It prints `ratio ingest_vs_copy`.
@@ -168,10 +168,10 @@ async fn main() -> anyhow::Result<()> {
     let section = format!(
         "## Usage ingest\n\n\
          `make bench` (`cargo bench --bench billing -- --events {events} --batch {batch} --renters {renters}`), \
-         run {date} on {facts}, PostgreSQL {pg}, release build.\n\n\
+         run {date} on {facts}, PostgreSQL {pg}, {build} build.\n\n\
          {events} `metering.usage.recorded` envelopes per level, spread over {renters} renters and one host, \
          through billing's consumer path in batches of {batch} per transaction (set-based inbox claim, rating, \
-         the balanced three-leg postings with their deferred balance check, each account's balance moved once \
+         the balanced three-leg postings with their balance check once per statement, each account's balance moved once \
          per batch, the floor and cap checks, usage details for invoices), beside the baseline measured in the \
          same run on the same Postgres: `COPY` of one row per event keyed by a fresh UUID, one connection. \
          Events (rows) per second.\n\n\
@@ -181,6 +181,11 @@ async fn main() -> anyhow::Result<()> {
         date = Utc::now().format("%Y-%m-%d"),
         facts = machine_facts(),
         pg = common::pg_version(&admin),
+        build = if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        },
     );
     common::write_section("## Usage ingest", &section)?;
     println!("{section}");

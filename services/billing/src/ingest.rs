@@ -1,26 +1,31 @@
 //! Usage ingest: a batch of metering's messages applied with a fixed number
 //! of set-based statements, whatever the batch's size (issue 17). One usage
 //! segment is one posting (renter debit = host credit + platform fee) with
-//! its usage details; for the batch as a whole:
+//! its usage details; a downtime credit (host to renter) is one posting too,
+//! posted with the batch. For the batch as a whole, in this order:
 //!
 //! 1. the postings are inserted in one statement, and only those not posted
 //!    before go on (a posting id names one segment of one interval, so a
 //!    segment re-announced under a new message id posts nothing);
 //! 2. the renters', hosts' and fee accounts are looked up (and created on
 //!    first use) in one statement;
-//! 3. every leg is inserted in one statement, and each account's balance is
-//!    moved once by the sum of its legs, the accounts locked in id order so
-//!    concurrent batches never deadlock;
-//! 4. the floor: a renter charged in the batch whose balance ends below zero
-//!    is announced once (`billing.balance.exhausted`), from the same
-//!    transaction;
+//! 3. every leg is inserted in one statement (the database checks once, for
+//!    the statement, that each posting's legs sum to zero);
+//! 4. the usage details, in one statement;
 //! 5. the caps: month-to-date spend moves once per tenant and month, and a
-//!    tenant whose charge reached its cap is announced, as before.
+//!    tenant whose charge reached its cap is announced, as before;
+//! 6. each account's balance moves once by the sum of its legs, the accounts
+//!    locked in id order (`ledger::move_balances`, as every writer does) so
+//!    concurrent batches never deadlock; last, so the hot rows (the fee
+//!    account, always) stay locked only until the commit that follows;
+//! 7. the floor: a renter charged in the batch whose balance ends below zero
+//!    is announced once (`billing.balance.exhausted`), from the same
+//!    transaction.
 //!
 //! A batch of one is exactly the old per-event path; every caller (the
 //! consumer, the tests, the simulation) goes through here.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
 use contracts::events::{
@@ -36,7 +41,7 @@ use uuid::Uuid;
 
 use crate::Settings;
 use crate::ledger::AccountKind;
-use crate::usage::Rating;
+use crate::usage::{DowntimeCredit, Rating};
 
 /// One usage segment, rated and described, ready to post.
 struct Segment {
@@ -128,6 +133,7 @@ pub fn apply_batch(
     settings: &Settings,
 ) -> Result<(), HandlerError> {
     let mut segments = Vec::with_capacity(envelopes.len());
+    let mut credits = Vec::new();
     let mut ids = HashSet::with_capacity(envelopes.len());
     for envelope in envelopes {
         match envelope.kind.as_str() {
@@ -137,26 +143,33 @@ pub fn apply_batch(
                     segments.push(segment);
                 }
             }
-            // Rare (a lost host): one posting each, as before.
-            INSTANCE_DOWNTIME => crate::usage::credit_downtime(conn, envelope, settings)?,
+            // Rare (a lost host), but posted with the batch: a credit posted
+            // on its own would lock its two accounts ahead of the batch's
+            // id-ordered sweep, and two batches could deadlock.
+            INSTANCE_DOWNTIME => {
+                if let Some(credit) = crate::usage::downtime_credit(envelope, settings)?
+                    && ids.insert(credit.posting_id.clone())
+                {
+                    credits.push(credit);
+                }
+            }
             _ => {}
         }
     }
-    if segments.is_empty() {
+    if segments.is_empty() && credits.is_empty() {
         return Ok(());
     }
-    let segments = insert_postings(conn, segments, settings)?;
-    if segments.is_empty() {
+    let posted = insert_postings(conn, &segments, &credits, settings)?;
+    segments.retain(|s| posted.contains(&s.posting_id));
+    credits.retain(|c| posted.contains(&c.posting_id));
+    if segments.is_empty() && credits.is_empty() {
         return Ok(());
     }
-    let accounts = Accounts::load(conn, &segments, &settings.currency)?;
-    let balances = insert_legs(conn, &segments, &accounts)?;
-    insert_details(conn, &segments)?;
-    for s in &segments {
-        tracing::debug!(instance.id = %s.usage.instance_id, amount = %s.amount, "usage posted");
-        crate::metrics::usage_posted(&s.usage.meter, s.amount);
+    let accounts = Accounts::load(conn, &segments, &credits, &settings.currency)?;
+    let deltas = insert_legs(conn, &segments, &credits, &accounts)?;
+    if !segments.is_empty() {
+        insert_details(conn, &segments)?;
     }
-    announce_exhausted(conn, &segments, &accounts, &balances, settings)?;
     let charges: Vec<crate::spend::Charge> = segments
         .iter()
         .map(|s| crate::spend::Charge {
@@ -167,7 +180,21 @@ pub fn apply_batch(
         })
         .collect();
     crate::spend::charges_posted(conn, settings, &charges)?;
-    tracing::info!(postings = segments.len(), "usage batch posted");
+    let balances = crate::ledger::move_balances(conn, &deltas)?;
+    for s in &segments {
+        tracing::debug!(instance.id = %s.usage.instance_id, amount = %s.amount, "usage posted");
+        crate::metrics::usage_posted(&s.usage.meter, s.amount);
+    }
+    for c in &credits {
+        tracing::info!(instance.id = %c.instance_id, amount = %c.amount, seconds = c.seconds, "downtime credited");
+        crate::metrics::downtime_credited(c.amount);
+    }
+    announce_exhausted(conn, &segments, &accounts, &balances, settings)?;
+    tracing::info!(
+        postings = segments.len(),
+        credits = credits.len(),
+        "usage batch posted"
+    );
     Ok(())
 }
 
@@ -177,37 +204,64 @@ struct PostedId {
     id: String,
 }
 
-/// Inserts the batch's postings (in id order, so concurrent batches queue on
-/// a shared id in one order); returns the segments posted now.
+/// Inserts the batch's postings in one statement (in id order, so
+/// concurrent batches queue on a shared id in one order); returns the ids
+/// posted now.
 fn insert_postings(
     conn: &mut PgConnection,
-    mut segments: Vec<Segment>,
+    segments: &[Segment],
+    credits: &[DowntimeCredit],
     settings: &Settings,
-) -> Result<Vec<Segment>, HandlerError> {
-    segments.sort_by(|a, b| a.posting_id.cmp(&b.posting_id));
-    let ids: Vec<&str> = segments.iter().map(|s| s.posting_id.as_str()).collect();
-    let tenants: Vec<Uuid> = segments.iter().map(|s| s.usage.tenant_id).collect();
-    let instances: Vec<Uuid> = segments.iter().map(|s| s.usage.instance_id).collect();
-    let descriptions: Vec<&str> = segments.iter().map(|s| s.description.as_str()).collect();
-    let posted: HashSet<String> = diesel::sql_query(
+) -> Result<HashSet<String>, HandlerError> {
+    struct Row<'a> {
+        id: &'a str,
+        kind: &'static str,
+        tenant: Uuid,
+        instance: Uuid,
+        fee_rate: Option<Decimal>,
+        description: &'a str,
+    }
+    let mut rows: Vec<Row<'_>> = segments
+        .iter()
+        .map(|s| Row {
+            id: &s.posting_id,
+            kind: "usage",
+            tenant: s.usage.tenant_id,
+            instance: s.usage.instance_id,
+            fee_rate: Some(settings.fee_rate),
+            description: &s.description,
+        })
+        .chain(credits.iter().map(|c| Row {
+            id: &c.posting_id,
+            kind: "downtime_credit",
+            tenant: c.tenant_id,
+            instance: c.instance_id,
+            fee_rate: None,
+            description: &c.description,
+        }))
+        .collect();
+    rows.sort_by(|a, b| a.id.cmp(b.id));
+    let ids: Vec<&str> = rows.iter().map(|r| r.id).collect();
+    let kinds: Vec<&str> = rows.iter().map(|r| r.kind).collect();
+    let tenants: Vec<Uuid> = rows.iter().map(|r| r.tenant).collect();
+    let instances: Vec<Uuid> = rows.iter().map(|r| r.instance).collect();
+    let fee_rates: Vec<Option<Decimal>> = rows.iter().map(|r| r.fee_rate).collect();
+    let descriptions: Vec<&str> = rows.iter().map(|r| r.description).collect();
+    Ok(diesel::sql_query(
         "INSERT INTO billing.transactions (id, kind, tenant_id, instance_id, fee_rate, description) \
-         SELECT t.id, 'usage', t.tenant_id, t.instance_id, $5, t.description \
-         FROM unnest($1::text[], $2::uuid[], $3::uuid[], $4::text[]) AS t(id, tenant_id, instance_id, description) \
+         SELECT * FROM unnest($1::text[], $2::text[], $3::uuid[], $4::uuid[], $5::numeric[], $6::text[]) \
          ON CONFLICT DO NOTHING RETURNING id",
     )
     .bind::<Array<Text>, _>(&ids)
+    .bind::<Array<Text>, _>(&kinds)
     .bind::<Array<SqlUuid>, _>(&tenants)
     .bind::<Array<SqlUuid>, _>(&instances)
+    .bind::<Array<Nullable<Numeric>>, _>(&fee_rates)
     .bind::<Array<Text>, _>(&descriptions)
-    .bind::<Numeric, _>(settings.fee_rate)
     .load::<PostedId>(conn)?
     .into_iter()
     .map(|p| p.id)
-    .collect();
-    Ok(segments
-        .into_iter()
-        .filter(|s| posted.contains(&s.posting_id))
-        .collect())
+    .collect())
 }
 
 /// The accounts a batch posts to, by kind and tenant.
@@ -229,12 +283,20 @@ impl Accounts {
     fn load(
         conn: &mut PgConnection,
         segments: &[Segment],
+        credits: &[DowntimeCredit],
         currency: &str,
     ) -> Result<Self, HandlerError> {
-        let mut wanted: Vec<(AccountKind, Option<Uuid>)> = vec![(AccountKind::PlatformFee, None)];
-        for s in segments {
-            wanted.push((AccountKind::RenterBalance, Some(s.usage.tenant_id)));
-            wanted.push((AccountKind::HostEarnings, Some(s.usage.host_tenant_id)));
+        let mut wanted: Vec<(AccountKind, Option<Uuid>)> = Vec::new();
+        if !segments.is_empty() {
+            wanted.push((AccountKind::PlatformFee, None));
+        }
+        let owners = segments
+            .iter()
+            .map(|s| (s.usage.tenant_id, s.usage.host_tenant_id))
+            .chain(credits.iter().map(|c| (c.tenant_id, c.host_tenant_id)));
+        for (renter, host) in owners {
+            wanted.push((AccountKind::RenterBalance, Some(renter)));
+            wanted.push((AccountKind::HostEarnings, Some(host)));
         }
         wanted.sort_by_key(|(kind, tenant)| (kind.as_str(), *tenant));
         wanted.dedup();
@@ -315,36 +377,39 @@ impl Accounts {
     }
 }
 
-#[derive(QueryableByName)]
-struct Balance {
-    #[diesel(sql_type = SqlUuid)]
-    id: Uuid,
-    #[diesel(sql_type = Numeric)]
-    balance: Decimal,
-}
-
-/// Inserts every leg of the batch's postings in one statement and moves each
-/// account's balance once by the sum of its legs; returns the balances after.
+/// Inserts every leg of the batch's postings in one statement; returns the
+/// sum of the legs per account, for the balances.
 fn insert_legs(
     conn: &mut PgConnection,
     segments: &[Segment],
+    credits: &[DowntimeCredit],
     accounts: &Accounts,
-) -> Result<HashMap<Uuid, Decimal>, HandlerError> {
-    let fee = accounts.id(AccountKind::PlatformFee, None)?;
-    let mut txns: Vec<&str> = Vec::with_capacity(segments.len() * 3);
-    let mut ids: Vec<Uuid> = Vec::with_capacity(segments.len() * 3);
-    let mut amounts: Vec<Decimal> = Vec::with_capacity(segments.len() * 3);
-    let mut deltas: HashMap<Uuid, Decimal> = HashMap::new();
-    for s in segments {
-        let renter = accounts.id(AccountKind::RenterBalance, Some(s.usage.tenant_id))?;
-        let host = accounts.id(AccountKind::HostEarnings, Some(s.usage.host_tenant_id))?;
-        for (account, amount) in [(renter, -s.amount), (host, s.host_share), (fee, s.fee)] {
-            txns.push(&s.posting_id);
-            ids.push(account);
-            amounts.push(amount);
-            *deltas.entry(account).or_default() += amount;
+) -> Result<BTreeMap<Uuid, Decimal>, HandlerError> {
+    let mut legs: Vec<(&str, Uuid, Decimal)> =
+        Vec::with_capacity(segments.len() * 3 + credits.len() * 2);
+    if !segments.is_empty() {
+        let fee = accounts.id(AccountKind::PlatformFee, None)?;
+        for s in segments {
+            let renter = accounts.id(AccountKind::RenterBalance, Some(s.usage.tenant_id))?;
+            let host = accounts.id(AccountKind::HostEarnings, Some(s.usage.host_tenant_id))?;
+            legs.push((&s.posting_id, renter, -s.amount));
+            legs.push((&s.posting_id, host, s.host_share));
+            legs.push((&s.posting_id, fee, s.fee));
         }
     }
+    for c in credits {
+        let renter = accounts.id(AccountKind::RenterBalance, Some(c.tenant_id))?;
+        let host = accounts.id(AccountKind::HostEarnings, Some(c.host_tenant_id))?;
+        legs.push((&c.posting_id, host, -c.amount));
+        legs.push((&c.posting_id, renter, c.amount));
+    }
+    let mut deltas: BTreeMap<Uuid, Decimal> = BTreeMap::new();
+    for (_, account, amount) in &legs {
+        *deltas.entry(*account).or_default() += *amount;
+    }
+    let txns: Vec<&str> = legs.iter().map(|l| l.0).collect();
+    let ids: Vec<Uuid> = legs.iter().map(|l| l.1).collect();
+    let amounts: Vec<Decimal> = legs.iter().map(|l| l.2).collect();
     diesel::sql_query(
         "INSERT INTO billing.entries (transaction_id, account_id, amount) \
          SELECT * FROM unnest($1::text[], $2::uuid[], $3::numeric[])",
@@ -353,28 +418,7 @@ fn insert_legs(
     .bind::<Array<SqlUuid>, _>(&ids)
     .bind::<Array<Numeric>, _>(&amounts)
     .execute(conn)?;
-    let mut deltas: Vec<(Uuid, Decimal)> = deltas.into_iter().collect();
-    deltas.sort_by_key(|(id, _)| *id);
-    let (ids, amounts): (Vec<Uuid>, Vec<Decimal>) = deltas.into_iter().unzip();
-    // Locked in id order first: an UPDATE ... FROM locks in its plan's order,
-    // and two batches sharing accounts (the fee account, always) must queue,
-    // not deadlock. NO KEY UPDATE, the UPDATE's own lock: the legs just
-    // inserted hold KEY SHARE on their accounts (the foreign key), which a
-    // plain FOR UPDATE would wait on across batches.
-    diesel::sql_query(
-        "SELECT id, balance FROM billing.accounts WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
-    )
-    .bind::<Array<SqlUuid>, _>(&ids)
-    .load::<Balance>(conn)?;
-    let balances = diesel::sql_query(
-        "UPDATE billing.accounts a SET balance = a.balance + d.delta \
-         FROM unnest($1::uuid[], $2::numeric[]) AS d(id, delta) \
-         WHERE a.id = d.id RETURNING a.id, a.balance",
-    )
-    .bind::<Array<SqlUuid>, _>(&ids)
-    .bind::<Array<Numeric>, _>(&amounts)
-    .load::<Balance>(conn)?;
-    Ok(balances.into_iter().map(|b| (b.id, b.balance)).collect())
+    Ok(deltas)
 }
 
 /// The facts invoices group and show (meter, seconds, price, charge period),

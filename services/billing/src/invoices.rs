@@ -802,6 +802,22 @@ fn write_invoices(
     .bind::<Text, _>(currency)
     .bind::<UuidT, _>(rounding)
     .execute(conn)?;
+    // The accounts are locked in id order first, as usage ingest and
+    // `ledger::move_balances` lock them (an `UPDATE ... FROM` locks in its
+    // plan's order), so a run and a concurrent ingest batch queue instead of
+    // deadlocking on a renter's account and the rounding account.
+    diesel::sql_query(
+        "SELECT a.id FROM billing.accounts a \
+         WHERE a.id = $2 OR a.id IN ( \
+               SELECT r.id FROM billing.invoices i JOIN invoice_run_invoices v ON v.id = i.id \
+               JOIN billing.accounts r ON r.kind = 'renter_balance' AND r.tenant_id = i.tenant_id \
+                    AND r.currency = $1 \
+               WHERE i.rounding <> 0) \
+         ORDER BY a.id FOR NO KEY UPDATE",
+    )
+    .bind::<Text, _>(currency)
+    .bind::<UuidT, _>(rounding)
+    .execute(conn)?;
     diesel::sql_query(
         "UPDATE billing.accounts a SET balance = a.balance + d.delta \
          FROM (SELECT r.id AS account_id, -i.rounding AS delta \

@@ -1,7 +1,10 @@
 //! The double-entry ledger. A posting is a transaction row with a
-//! client-chosen id plus entries that sum to zero (a deferred constraint
-//! trigger rejects the commit otherwise); posting the same id twice is a
-//! no-op. Account balances are kept in the posting's transaction.
+//! client-chosen id plus entries that sum to zero, written by one statement
+//! (a per-statement trigger rejects the insert otherwise, migration 000200);
+//! posting the same id twice is a no-op. Account balances are kept in the
+//! posting's transaction, moved in account id order.
+
+use std::collections::{BTreeMap, HashMap};
 
 use diesel::prelude::*;
 use rust_decimal::Decimal;
@@ -88,7 +91,9 @@ pub struct Posting<'a> {
 }
 
 /// Records a posting; false when a posting with this id already exists.
-/// Must run inside a transaction: the balance check runs at its commit.
+/// Its legs go in with one statement (the database checks per statement
+/// that each posting's legs sum to zero), and the balances move in account
+/// id order, the order every writer locks accounts in.
 pub fn post(conn: &mut PgConnection, posting: &Posting<'_>) -> QueryResult<bool> {
     let inserted = diesel::insert_into(transactions::table)
         .values((
@@ -104,17 +109,66 @@ pub fn post(conn: &mut PgConnection, posting: &Posting<'_>) -> QueryResult<bool>
     if inserted == 0 {
         return Ok(false);
     }
-    for (account_id, amount) in posting.legs {
-        diesel::insert_into(entries::table)
-            .values((
+    let legs: Vec<_> = posting
+        .legs
+        .iter()
+        .map(|(account_id, amount)| {
+            (
                 entries::transaction_id.eq(posting.id),
-                entries::account_id.eq(account_id),
-                entries::amount.eq(amount),
-            ))
-            .execute(conn)?;
-        diesel::update(accounts::table.find(account_id))
-            .set(accounts::balance.eq(accounts::balance + amount))
-            .execute(conn)?;
+                entries::account_id.eq(*account_id),
+                entries::amount.eq(*amount),
+            )
+        })
+        .collect();
+    diesel::insert_into(entries::table)
+        .values(&legs)
+        .execute(conn)?;
+    let mut deltas: BTreeMap<Uuid, Decimal> = BTreeMap::new();
+    for (account_id, amount) in posting.legs {
+        *deltas.entry(*account_id).or_default() += *amount;
     }
+    move_balances(conn, &deltas)?;
     Ok(true)
+}
+
+#[derive(QueryableByName)]
+struct Moved {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Numeric)]
+    balance: Decimal,
+}
+
+/// Moves each account's balance by its delta; returns the balances after.
+/// The accounts are locked in id order first (an `UPDATE ... FROM` locks in
+/// its plan's order): every writer that moves balances goes through here or
+/// locks the same way, so two transactions sharing accounts (the fee
+/// account, always) queue instead of deadlocking. `FOR NO KEY UPDATE`, the
+/// update's own lock: legs inserted just before hold `KEY SHARE` on their
+/// accounts (the foreign key), which a plain `FOR UPDATE` would wait on
+/// across transactions.
+pub fn move_balances(
+    conn: &mut PgConnection,
+    deltas: &BTreeMap<Uuid, Decimal>,
+) -> QueryResult<HashMap<Uuid, Decimal>> {
+    use diesel::sql_types::{Array, Numeric, Uuid as SqlUuid};
+    if deltas.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let ids: Vec<Uuid> = deltas.keys().copied().collect();
+    let amounts: Vec<Decimal> = deltas.values().copied().collect();
+    diesel::sql_query(
+        "SELECT id, balance FROM billing.accounts WHERE id = ANY($1) ORDER BY id FOR NO KEY UPDATE",
+    )
+    .bind::<Array<SqlUuid>, _>(&ids)
+    .load::<Moved>(conn)?;
+    let moved = diesel::sql_query(
+        "UPDATE billing.accounts a SET balance = a.balance + d.delta \
+         FROM unnest($1::uuid[], $2::numeric[]) AS d(id, delta) \
+         WHERE a.id = d.id RETURNING a.id, a.balance",
+    )
+    .bind::<Array<SqlUuid>, _>(&ids)
+    .bind::<Array<Numeric>, _>(&amounts)
+    .load::<Moved>(conn)?;
+    Ok(moved.into_iter().map(|m| (m.id, m.balance)).collect())
 }

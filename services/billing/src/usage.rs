@@ -110,17 +110,29 @@ pub fn apply_event(
     crate::ingest::apply_batch(conn, &[envelope], settings)
 }
 
+/// A lost host's downtime credit, rated and described, ready to post with
+/// its batch ([`crate::ingest::apply_batch`]).
+pub(crate) struct DowntimeCredit {
+    pub posting_id: String,
+    pub tenant_id: Uuid,
+    pub host_tenant_id: Uuid,
+    pub instance_id: Uuid,
+    pub amount: Decimal,
+    pub seconds: i64,
+    pub description: String,
+}
+
 /// A lost host's downtime credit: `seconds × price_per_hour × multiple /
 /// 3600` (the published multiple, `GPUMARKET_DOWNTIME_CREDIT_MULTIPLE`),
 /// from the host's earnings to the renter's balance, once per interrupted
 /// run (posting id `downtime:{instance}:{run}`). The renter was not billed
 /// for the outage either (billing stopped at the last heartbeat): the credit
-/// is compensation, which the host's SLA pays for.
-pub(crate) fn credit_downtime(
-    conn: &mut PgConnection,
+/// is compensation, which the host's SLA pays for. None when there is
+/// nothing to credit.
+pub(crate) fn downtime_credit(
     envelope: &Envelope,
     settings: &Settings,
-) -> Result<(), HandlerError> {
+) -> Result<Option<DowntimeCredit>, HandlerError> {
     let down: InstanceDowntime = envelope
         .payload()
         .map_err(|e| HandlerError::Permanent(format!("bad downtime payload: {e}")))?;
@@ -135,22 +147,8 @@ pub(crate) fn credit_downtime(
         down.price_per_hour * settings.downtime_credit_multiple,
     );
     if amount <= Decimal::ZERO {
-        return Ok(());
+        return Ok(None);
     }
-    let currency = &settings.currency;
-    let renter = ledger::account(
-        conn,
-        AccountKind::RenterBalance,
-        Some(down.tenant_id),
-        currency,
-    )?;
-    let host = ledger::account(
-        conn,
-        AccountKind::HostEarnings,
-        Some(down.host_tenant_id),
-        currency,
-    )?;
-    let id = format!("downtime:{}:{}", down.instance_id, down.run_seq);
     let description = format!(
         "downtime credit: host silent from {} to {} ({} s, {}) at {}× {} {}/h",
         contracts::time::format(down.down_from),
@@ -159,25 +157,17 @@ pub(crate) fn credit_downtime(
         down.ended_by,
         settings.downtime_credit_multiple,
         down.price_per_hour,
-        currency
+        settings.currency
     );
-    let posted = ledger::post(
-        conn,
-        &Posting {
-            id: &id,
-            kind: "downtime_credit",
-            tenant_id: Some(down.tenant_id),
-            instance_id: Some(down.instance_id),
-            fee_rate: None,
-            description: &description,
-            legs: &[(host, -amount), (renter, amount)],
-        },
-    )?;
-    if posted {
-        tracing::info!(instance.id = %down.instance_id, %amount, seconds = down.seconds, "downtime credited");
-        crate::metrics::downtime_credited(amount);
-    }
-    Ok(())
+    Ok(Some(DowntimeCredit {
+        posting_id: format!("downtime:{}:{}", down.instance_id, down.run_seq),
+        tenant_id: down.tenant_id,
+        host_tenant_id: down.host_tenant_id,
+        instance_id: down.instance_id,
+        amount,
+        seconds: down.seconds,
+        description,
+    }))
 }
 
 pub async fn grant_credit(
