@@ -1,7 +1,8 @@
 //! `make bench`: `createOrder` through the gateway. Starts the whole stack
-//! (every service, the outbox relays and consumers, one provisioner with the
-//! simulated driver at zero step latency) on a fresh database and RabbitMQ
-//! vhost, lists machines, and measures:
+//! as `gpumarket dev` in a child process (every service, the outbox relays
+//! and consumers, one provisioner with the simulated driver at zero step
+//! latency, the demo market and its simulated agents) on a fresh database
+//! and RabbitMQ vhost, lists machines, and measures:
 //!
 //! - createOrder throughput and p50/p99 latency at 1, 16 and 64 concurrent
 //!   clients (each client its own renter tenant, one GPU per order, the
@@ -11,14 +12,24 @@
 //!   platform (outbox, broker, worker, reports), not a driver;
 //! - its baseline: a bare lapin publish → consume round trip on the same
 //!   broker (a temporary exclusive queue, deleted after), and the ratio of
-//!   the two p99s, issue 17's goal 3.
+//!   the two p99s, issue 17's goal 3;
+//! - the stack's peak resident memory (the child's RSS from /proc, with its
+//!   own children's, sampled every 50 ms from start to stop), issue 17's
+//!   goal 6 (`stack_peak_rss_mb`);
+//! - a pgbench baseline on the same Postgres once the stack has stopped
+//!   (TPC-B-like, scale 10, 8 clients, 30 s; `--tiny`: scale 1, 2 s) and the
+//!   ratio of createOrder's throughput at 64 clients to its TPS, issue 17's
+//!   goal 4 (`create_order_vs_pgbench`). pgbench comes with PostgreSQL
+//!   (`deploy/local/ensure-services.sh` installs it); without it the bench
+//!   fails and says so.
 //!
 //! Flags: `--orders N` per concurrency level (default 256), `--machines N`
 //! (8 GPUs each, default enough for every order), `--sequential N` orders
 //! for the overhead (default 50), `--round-trips N` for the baseline
 //! (default 200), `--outbox-poll-ms N` (default: config),
-//! `--rate-limit-per-minute N` (default 0: off), `--tiny` (4 orders, 2
-//! sequential: `make bench-smoke`).
+//! `--rate-limit-per-minute N` (default 0: off), `--pgbench-seconds N`,
+//! `--pgbench-scale N`, `--perf FILE` (the figures as JSON), `--tiny` (4
+//! orders, 2 sequential: `make bench-smoke`).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -27,9 +38,9 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use gpumarket::client::Client;
-use gpumarket::dev::Parts;
 use platform::Config;
 use serde_json::json;
+use tokio::io::AsyncBufReadExt;
 
 mod common;
 use common::{Goal, arg, machine_facts, percentile, sized};
@@ -271,11 +282,23 @@ async fn wait_all_running(conn: &mut PgConnection, expected: i64) -> anyhow::Res
     }
 }
 
+/// `--name VALUE` from the command line.
+fn text_arg(name: &str) -> Option<String> {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == name)
+        .and_then(|i| args.get(i + 1))
+        .cloned()
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let orders = sized("--orders", 256, 4);
     let sequential = sized("--sequential", 50, 2);
     let round_trips = sized("--round-trips", 200, 5);
+    let pgbench_scale = sized("--pgbench-scale", 10, 1);
+    let pgbench_seconds = sized("--pgbench-seconds", 30, 2);
+    let perf_file = text_arg("--perf");
     // Each client places at least one order, so a level places
     // `orders.div_ceil(clients) * clients` of them (more than `orders` when
     // there are fewer orders than clients, as with --tiny).
@@ -288,26 +311,11 @@ async fn main() -> anyhow::Result<()> {
     let base = Config::from_env()?;
     let name = format!("gpumarket_bench_orders_{}", std::process::id());
     let admin = platform::config::replace_db_name(&base.database_url, "postgres");
+    // Before anything is created: without pgbench there is no baseline.
+    let pgbench = Pgbench::find(&admin)?;
     let mut config = base.with_database(&name);
-    config.ports = platform::config::Ports {
-        gateway: 0,
-        catalog: 0,
-        ordering: 0,
-        quota: 0,
-        metering: 0,
-        billing: 0,
-    };
-    config.sim_step_latency_ms = String::new();
-    config.sim_step_failures = String::new();
-    config.default_max_gpus = 1_000_000;
-    config.heartbeat_grace_seconds = 86_400;
-    // The benchmark's own limit: none. It is one trusted load generator
-    // measuring the order path, which the per-caller rate limit (1200/min
-    // by default) would cut off at once (RATE_LIMITED); the limiter itself
-    // is measured by the security tests. `--rate-limit-per-minute N` puts
-    // one back.
-    config.rate_limit_per_minute = arg("--rate-limit-per-minute", 0) as u32;
-    config.outbox_poll_ms = arg("--outbox-poll-ms", config.outbox_poll_ms as usize) as u64;
+    let outbox_poll_ms = arg("--outbox-poll-ms", config.outbox_poll_ms as usize) as u64;
+    let rate_limit = arg("--rate-limit-per-minute", 0);
     let amqp = reqwest::Url::parse(&config.amqp_url)?;
     config.amqp_url = format!(
         "amqp://{}:{}@{}:{}/{name}",
@@ -321,20 +329,33 @@ async fn main() -> anyhow::Result<()> {
     platform::db::create_database(&admin, &name)?;
     platform::db::migrate(&config.database_url)?;
     let url = config.database_url.clone();
-    let poll_ms = config.outbox_poll_ms;
 
     let amqp_url = config.amqp_url.clone();
+    let settings = StackSettings {
+        database_url: url.clone(),
+        amqp_url: amqp_url.clone(),
+        outbox_poll_ms,
+        rate_limit,
+    };
     let result = async {
-        let measured = run(config, &url, orders, sequential, machines_n).await?;
-        // After the stack has stopped: the same broker, nothing else on it.
+        let measured = run(&settings, &url, orders, sequential, machines_n).await?;
+        // After the stack has stopped: the same broker and the same
+        // Postgres, nothing else on them.
         let trips = round_trip_ms(&amqp_url, round_trips).await?;
-        anyhow::Ok((measured, trips))
+        let tps = pgbench.run(pgbench_scale, pgbench_seconds)?;
+        anyhow::Ok((measured, trips, tps))
     }
     .await;
 
     let _ = broker.delete_vhost(&name).await;
     platform::db::drop_database(&admin, &name)?;
-    let ((levels, overhead), trips) = result?;
+    let (measured, trips, tps) = result?;
+    let Measured {
+        levels,
+        overhead,
+        idle_rss_mb,
+        peak_rss_mb,
+    } = measured;
     let overhead_p99 = {
         let mut total: Vec<Duration> = overhead
             .iter()
@@ -350,6 +371,12 @@ async fn main() -> anyhow::Result<()> {
         overhead_p99 / trip_p99.max(f64::EPSILON),
         Goal::AtMost(5.0),
     );
+    let busiest = levels
+        .last()
+        .map_or(0.0, |l| l.orders as f64 / l.seconds.max(f64::EPSILON));
+    let vs_pgbench = busiest / tps.max(f64::EPSILON);
+    let pgbench_goal = common::ratio("create_order_vs_pgbench", vs_pgbench, Goal::Recorded);
+    let rss_goal = common::ratio("stack_peak_rss_mb", peak_rss_mb, Goal::AtMost(300.0));
 
     let rows: Vec<String> = levels
         .iter()
@@ -365,35 +392,177 @@ async fn main() -> anyhow::Result<()> {
             )
         })
         .collect();
+    let build = if cfg!(debug_assertions) {
+        "debug"
+    } else {
+        "release"
+    };
     let section = format!(
         "## createOrder\n\n\
          `make bench` (`cargo bench --bench orders -- --orders {orders} --sequential {sequential}`), run {date} on {facts}, \
-         PostgreSQL {pg}, release build, every service, relay and consumer in one process with one provisioner \
-         (simulated driver, zero step latency), relays woken on commit (fallback poll {poll_ms} ms). {machines_n} listed machines with 8 GPUs each. \
+         PostgreSQL {pg}, {build} build. The stack is `gpumarket dev` in a child process: every service, relay and consumer \
+         in one process with one provisioner (simulated driver, zero step latency) and the demo market's simulated agents, \
+         relays woken on commit (fallback poll {outbox_poll_ms} ms). {machines_n} listed machines with 8 GPUs each. \
          Each client is its own renter tenant placing one-GPU orders one after another through the gateway \
-         (GraphQL over HTTP: JWT, quota reserve, funds check, allocation, instance and outbox command); \
+         (GraphQL over HTTP: JWT, quota reserve and funds check side by side, allocation, instance and outbox command); \
          latencies in milliseconds, from request to response.\n\n\
          | concurrent clients | orders | seconds | orders/s | p50 ms | p99 ms |\n|---|---|---|---|---|---|\n{rows}\n\n\
+         **Baseline for throughput**: pgbench on the same Postgres after the stack stopped (TPC-B-like, scale {pgbench_scale}, \
+         8 clients, {pgbench_seconds} s): {tps:.0} TPS. createOrder at {busiest_clients} clients: {busiest:.0} orders/s.\n\n\
+         **Memory**: the stack's resident set (the child and any children, from /proc, every 50 ms): \
+         {idle_rss_mb:.0} MB once seeded, {peak_rss_mb:.0} MB at peak (sign-ups and the order bursts).\n\n\
          **Order-to-running overhead** with nothing else in flight ({sequential} orders one at a time; from the \
          instance row to `running_at`), and where it goes: *delivery* is the command's way to the worker (outbox \
          relay, RabbitMQ, the job row), *claim* the wait for a worker to take the job, *steps* the eight steps \
          with their step log and events, *report* the worker's report to ordering and the `running` transition. \
          The relays and the job claim are woken by the commits that give them work (Postgres LISTEN/NOTIFY); \
-         they also poll, every {poll_ms} ms for the relay, in case a notification is lost.\n\n\
+         they also poll, every {outbox_poll_ms} ms for the relay, in case a notification is lost.\n\n\
          | part | p50 ms | p99 ms | max ms |\n|---|---|---|---|\n{breakdown}\n\n\
-         **Baseline**: a bare lapin publish → consume round trip on the same broker ({n_trips} round trips, \
+         **Baseline for latency**: a bare lapin publish → consume round trip on the same broker ({n_trips} round trips, \
          one at a time, a temporary exclusive queue, no confirms or persistence): p50 {trip_p50:.2} ms, \
-         p99 {trip_p99:.2} ms.\n\n`{goal}` (order-to-running p99 over the round trip's p99)\n\n",
+         p99 {trip_p99:.2} ms.\n\n```\n{goal}\n{pgbench_goal}\n{rss_goal}\n```\n\n",
         rows = rows.join("\n"),
         date = chrono::Utc::now().format("%Y-%m-%d"),
         facts = machine_facts(),
         pg = common::pg_version(&admin),
         breakdown = breakdown(&overhead),
         n_trips = trips.len(),
+        busiest_clients = LEVELS[LEVELS.len() - 1],
     );
+    if let Some(path) = perf_file {
+        let figures = json!({
+            "create_order_vs_pgbench": vs_pgbench,
+            "stack_peak_rss_mb": peak_rss_mb,
+            "stack_idle_rss_mb": idle_rss_mb,
+            "pgbench_tps": tps,
+            "pgbench_scale": pgbench_scale,
+            "pgbench_seconds": pgbench_seconds,
+            "order_to_running_vs_roundtrip": overhead_p99 / trip_p99.max(f64::EPSILON),
+            "build": build,
+            "tiny": common::tiny(),
+            "levels": levels.iter().map(|l| json!({
+                "clients": l.clients,
+                "orders": l.orders,
+                "seconds": l.seconds,
+                "orders_per_second": l.orders as f64 / l.seconds.max(f64::EPSILON),
+                "p50_ms": l.p50,
+                "p99_ms": l.p99,
+            })).collect::<Vec<_>>(),
+        });
+        std::fs::write(&path, serde_json::to_string_pretty(&figures)? + "\n")
+            .with_context(|| format!("writing --perf {path}"))?;
+        eprintln!("figures written to {path}");
+    }
     common::write_section("## createOrder", &section)?;
     println!("{section}");
     Ok(())
+}
+
+/// pgbench, the one that matches the server's major version when Debian's
+/// layout has it (`/usr/lib/postgresql/<major>/bin`), else the first on
+/// PATH; and where it connects (the admin URL's host, port and user).
+struct Pgbench {
+    program: std::path::PathBuf,
+    admin_url: String,
+}
+
+impl Pgbench {
+    fn find(admin_url: &str) -> anyhow::Result<Pgbench> {
+        let version = common::pg_version(admin_url);
+        let major = version
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap_or_default()
+            .to_owned();
+        let debian = std::path::PathBuf::from(format!("/usr/lib/postgresql/{major}/bin/pgbench"));
+        let candidates = [debian, std::path::PathBuf::from("pgbench")];
+        for program in candidates {
+            let works = std::process::Command::new(&program)
+                .arg("--version")
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success());
+            if works {
+                return Ok(Pgbench {
+                    program,
+                    admin_url: admin_url.to_owned(),
+                });
+            }
+        }
+        anyhow::bail!(
+            "pgbench not found (neither /usr/lib/postgresql/{major}/bin/pgbench nor on PATH): the \
+             createOrder bench measures its throughput baseline with it. Run `make services` \
+             (deploy/local/ensure-services.sh installs it on Debian/Ubuntu), or install the \
+             PostgreSQL {major} package that ships pgbench, then run again"
+        )
+    }
+
+    /// `pgbench` with the connection of the admin URL.
+    fn command(&self) -> anyhow::Result<std::process::Command> {
+        let url = reqwest::Url::parse(&self.admin_url)?;
+        let mut cmd = std::process::Command::new(&self.program);
+        cmd.env("PGHOST", url.host_str().unwrap_or("127.0.0.1"))
+            .env("PGPORT", url.port().unwrap_or(5432).to_string());
+        if !url.username().is_empty() {
+            cmd.env("PGUSER", url.username());
+        }
+        if let Some(password) = url.password() {
+            cmd.env("PGPASSWORD", password);
+        }
+        // As `gpumarket dev` connects: the URL's sslmode, else no TLS to a
+        // local server (src/main.rs, `without_tls_when_local`).
+        match url.query_pairs().find(|(k, _)| k == "sslmode") {
+            Some((_, mode)) => {
+                cmd.env("PGSSLMODE", mode.as_ref());
+            }
+            None if matches!(url.host_str(), Some("127.0.0.1" | "localhost" | "[::1]")) => {
+                cmd.env("PGSSLMODE", "disable");
+            }
+            None => {}
+        }
+        Ok(cmd)
+    }
+
+    /// TPS of the TPC-B-like script on a database of its own at `scale`, 8
+    /// clients on 2 threads for `seconds` (the database is dropped after).
+    fn run(&self, scale: usize, seconds: usize) -> anyhow::Result<f64> {
+        let db = format!("gpumarket_bench_pgbench_{}", std::process::id());
+        platform::db::create_database(&self.admin_url, &db)?;
+        let result = (|| {
+            let init = self
+                .command()?
+                .args(["-i", "-q", "-s", &scale.to_string(), &db])
+                .output()
+                .context("running pgbench -i")?;
+            anyhow::ensure!(
+                init.status.success(),
+                "pgbench -i failed: {}",
+                String::from_utf8_lossy(&init.stderr)
+            );
+            let out = self
+                .command()?
+                .args(["-n", "-c", "8", "-j", "2", "-T", &seconds.to_string(), &db])
+                .output()
+                .context("running pgbench")?;
+            let text = String::from_utf8_lossy(&out.stdout);
+            anyhow::ensure!(
+                out.status.success(),
+                "pgbench failed: {}{}",
+                text,
+                String::from_utf8_lossy(&out.stderr)
+            );
+            // `tps = 1071.523 (without initial connection time)`
+            text.lines()
+                .filter_map(|l| l.trim().strip_prefix("tps = "))
+                .find_map(|rest| rest.split_whitespace().next()?.parse::<f64>().ok())
+                .with_context(|| format!("no tps in pgbench's output:\n{text}"))
+        })();
+        platform::db::drop_database(&self.admin_url, &db)?;
+        let tps = result?;
+        eprintln!("pgbench: scale {scale}, 8 clients, {seconds} s: {tps:.0} TPS");
+        Ok(tps)
+    }
 }
 
 /// `trips` bare publish → consume round trips through a temporary exclusive,
@@ -485,30 +654,215 @@ fn breakdown(samples: &[Overhead]) -> String {
         .join("\n")
 }
 
+/// What the child stack is told besides the defaults.
+struct StackSettings {
+    database_url: String,
+    amqp_url: String,
+    outbox_poll_ms: u64,
+    rate_limit: usize,
+}
+
+/// `gpumarket dev` as a child process, with its resident memory sampled.
+struct Stack {
+    child: tokio::process::Child,
+    gateway_url: String,
+    peak_kib: Arc<std::sync::atomic::AtomicU64>,
+    sampler: tokio::task::JoinHandle<()>,
+}
+
+impl Stack {
+    /// Starts `gpumarket dev` (the binary of this build) on the bench's
+    /// database and vhost, every port chosen by the system, and waits until
+    /// it has seeded the demo market and says it is running.
+    async fn start(settings: &StackSettings) -> anyhow::Result<Stack> {
+        let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_gpumarket"));
+        cmd.arg("dev")
+            .env("GPUMARKET_DATABASE_URL", &settings.database_url)
+            .env("GPUMARKET_AMQP_URL", &settings.amqp_url)
+            .env("GPUMARKET_SIM_STEP_LATENCY_MS", "")
+            .env("GPUMARKET_SIM_STEP_FAILURES", "")
+            .env("GPUMARKET_DEFAULT_MAX_GPUS", "1000000")
+            .env("GPUMARKET_HEARTBEAT_GRACE_SECONDS", "86400")
+            // The benchmark's own limit: none by default. It is one trusted
+            // load generator measuring the order path, which the per-caller
+            // rate limit (1200/min by default) would cut off at once
+            // (RATE_LIMITED); the limiter itself is measured by the security
+            // tests. `--rate-limit-per-minute N` puts one back.
+            .env(
+                "GPUMARKET_RATE_LIMIT_PER_MINUTE",
+                settings.rate_limit.to_string(),
+            )
+            .env(
+                "GPUMARKET_OUTBOX_POLL_MS",
+                settings.outbox_poll_ms.to_string(),
+            )
+            .env(
+                "RUST_LOG",
+                std::env::var("RUST_LOG").unwrap_or("warn".into()),
+            )
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .kill_on_drop(true);
+        for port in [
+            "GPUMARKET_GATEWAY_PORT",
+            "GPUMARKET_CATALOG_PORT",
+            "GPUMARKET_ORDERING_PORT",
+            "GPUMARKET_QUOTA_PORT",
+            "GPUMARKET_METERING_PORT",
+            "GPUMARKET_BILLING_PORT",
+            "GPUMARKET_PROVISIONER_PORT",
+        ] {
+            cmd.env(port, "0");
+        }
+        let mut child = cmd.spawn().context("starting `gpumarket dev`")?;
+        let pid = child.id().context("the child's pid")?;
+        let peak_kib = Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let sampler = tokio::spawn({
+            let peak_kib = peak_kib.clone();
+            async move {
+                loop {
+                    peak_kib.fetch_max(tree_rss_kib(pid), Ordering::Relaxed);
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        });
+        let stdout = child.stdout.take().context("the child's stdout")?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let mut gateway_url = None;
+        let ready = tokio::time::timeout(Duration::from_secs(600), async {
+            while let Some(line) = lines.next_line().await? {
+                if let Some(url) = line.trim().strip_prefix("GraphiQL:") {
+                    gateway_url = Some(url.trim().trim_end_matches("/graphql").to_owned());
+                }
+                if line.starts_with("Use a key as the header") {
+                    return anyhow::Ok(());
+                }
+            }
+            anyhow::bail!("`gpumarket dev` ended before it was running")
+        })
+        .await;
+        match ready {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(_) => anyhow::bail!("`gpumarket dev` was not running after 10 minutes"),
+        }
+        // Whatever it prints later must not fill the pipe.
+        tokio::spawn(async move { while let Ok(Some(_)) = lines.next_line().await {} });
+        Ok(Stack {
+            child,
+            gateway_url: gateway_url.context("`gpumarket dev` printed no GraphiQL URL")?,
+            peak_kib,
+            sampler,
+        })
+    }
+
+    /// Resident memory of the stack now, in MB.
+    fn rss_mb(&self) -> f64 {
+        self.child
+            .id()
+            .map_or(0.0, |pid| tree_rss_kib(pid) as f64 / 1024.0)
+    }
+
+    /// Stops the stack as Ctrl-C would (SIGTERM, then SIGKILL after 30 s);
+    /// the peak resident memory seen while it ran, in MB.
+    async fn stop(mut self) -> anyhow::Result<f64> {
+        if let Some(pid) = self.child.id() {
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &pid.to_string()])
+                .status();
+        }
+        match tokio::time::timeout(Duration::from_secs(30), self.child.wait()).await {
+            Ok(status) => {
+                status?;
+            }
+            Err(_) => {
+                eprintln!("`gpumarket dev` still running 30 s after SIGTERM; killing it");
+                self.child.kill().await?;
+            }
+        }
+        self.sampler.abort();
+        Ok(self.peak_kib.load(Ordering::Relaxed) as f64 / 1024.0)
+    }
+}
+
+/// Resident memory of `pid` and all its descendants, in KiB (VmRSS from
+/// /proc; 0 for a process that is gone).
+fn tree_rss_kib(pid: u32) -> u64 {
+    let rss = |pid: u32| -> u64 {
+        std::fs::read_to_string(format!("/proc/{pid}/status"))
+            .ok()
+            .and_then(|s| {
+                s.lines()
+                    .find_map(|l| l.strip_prefix("VmRSS:"))
+                    .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            })
+            .unwrap_or(0)
+    };
+    // Parent of every process: /proc/<pid>/stat's fourth field, after the
+    // parenthesised name (which may hold spaces).
+    let mut parents: Vec<(u32, u32)> = Vec::new();
+    if let Ok(entries) = std::fs::read_dir("/proc") {
+        for entry in entries.flatten() {
+            let Some(id) = entry
+                .file_name()
+                .to_str()
+                .and_then(|n| n.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{id}/stat")) else {
+                continue;
+            };
+            let ppid = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().nth(1)?.parse::<u32>().ok());
+            if let Some(ppid) = ppid {
+                parents.push((id, ppid));
+            }
+        }
+    }
+    let mut tree = vec![pid];
+    let mut i = 0;
+    while i < tree.len() {
+        let parent = tree[i];
+        tree.extend(
+            parents
+                .iter()
+                .filter(|(_, p)| *p == parent)
+                .map(|(c, _)| *c),
+        );
+        i += 1;
+    }
+    tree.into_iter().map(rss).sum()
+}
+
+struct Measured {
+    levels: Vec<Level>,
+    overhead: Vec<Overhead>,
+    idle_rss_mb: f64,
+    peak_rss_mb: f64,
+}
+
 async fn run(
-    config: Config,
+    settings: &StackSettings,
     url: &str,
     orders: usize,
     sequential: usize,
     machines_n: usize,
-) -> anyhow::Result<(Vec<Level>, Vec<Overhead>)> {
-    let stack = gpumarket::dev::start(
-        config,
-        Parts {
-            services: true,
-            messaging: true,
-            provisioner: true,
-        },
-    )
-    .await?;
+) -> anyhow::Result<Measured> {
+    let stack = Stack::start(settings).await?;
+    let idle_rss_mb = stack.rss_mb();
+    eprintln!(
+        "`gpumarket dev` running at {}, {idle_rss_mb:.0} MB resident",
+        stack.gateway_url
+    );
     let api = Client::new(&stack.gateway_url);
-    let db = platform::Db::connect(url, 1)?;
-    let operator_email = format!("op-{}@bench.dev", uuid::Uuid::now_v7().simple());
-    quota::create_operator(&db, &operator_email, PASSWORD).await?;
+    // The demo operator `gpumarket dev` creates.
     let login = api
         .run(
             "mutation($e: String!, $p: String!) { login(email: $e, password: $p) { token } }",
-            json!({ "e": operator_email, "p": PASSWORD }),
+            json!({ "e": gpumarket::seed::OPERATOR_EMAIL, "p": gpumarket::seed::DEMO_PASSWORD }),
         )
         .await?;
     let operator = api.with_token(login["login"]["token"].as_str().context("token")?);
@@ -538,19 +892,21 @@ async fn run(
         renters.push(renter);
     }
     eprintln!(
-        "{} machines, {} renters ready",
+        "{} machines, {} renters ready, {:.0} MB resident",
         placement.machines.len(),
-        renters.len()
+        renters.len(),
+        stack.rss_mb()
     );
 
     let mut levels = Vec::new();
     for clients in LEVELS {
         let result = level(&renters, &placement, clients, orders).await?;
         eprintln!(
-            "{clients} clients: {:.0} orders/s, p50 {:.1} ms, p99 {:.1} ms",
+            "{clients} clients: {:.0} orders/s, p50 {:.1} ms, p99 {:.1} ms, {:.0} MB resident",
             result.orders as f64 / result.seconds,
             result.p50,
-            result.p99
+            result.p99,
+            stack.rss_mb()
         );
         levels.push(result);
     }
@@ -572,6 +928,12 @@ async fn run(
         }
     }
     drop(conn);
-    stack.stop().await;
-    Ok((levels, overhead))
+    let peak_rss_mb = stack.stop().await?;
+    eprintln!("`gpumarket dev` peak resident memory: {peak_rss_mb:.0} MB");
+    Ok(Measured {
+        levels,
+        overhead,
+        idle_rss_mb,
+        peak_rss_mb,
+    })
 }

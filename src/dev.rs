@@ -91,7 +91,9 @@ pub fn spawn_agent(
     agent: &crate::seed::DemoAgent,
 ) -> anyhow::Result<JoinHandle<()>> {
     let agent_config = host_agent::AgentConfig {
-        amqp_url: config.amqp_url_for_agents()?,
+        // Small frames, as every connection of this process (see
+        // `platform::broker::FRAME_MAX`).
+        amqp_url: platform::broker::with_frame_max(&config.amqp_url_for_agents()?),
         machine_id: agent.machine_id,
         token: agent.token.clone(),
         heartbeat_interval: std::time::Duration::from_secs(config.agent_heartbeat_seconds.max(1)),

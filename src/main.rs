@@ -297,7 +297,28 @@ async fn run_provisioner(config: Config) -> anyhow::Result<()> {
     result
 }
 
+/// A Postgres on this machine is reached without TLS unless the URL asks
+/// for it: libpq's default (`sslmode=prefer`) negotiates TLS with a server
+/// that has it on (Debian's default), which costs a handshake per
+/// connection and encryption of every query on the loopback, for no
+/// protection there (docs/benchmarks.md, "Reading the createOrder numbers").
+fn without_tls_when_local(url: &str) -> String {
+    let Ok(parsed) = reqwest::Url::parse(url) else {
+        return url.to_owned();
+    };
+    let local = matches!(
+        parsed.host_str(),
+        Some("127.0.0.1" | "localhost" | "[::1]" | "::1")
+    );
+    if !local || parsed.query_pairs().any(|(k, _)| k == "sslmode") {
+        return url.to_owned();
+    }
+    let joiner = if url.contains('?') { '&' } else { '?' };
+    format!("{url}{joiner}sslmode=disable")
+}
+
 async fn run_dev(mut config: Config, real: gpumarket::dev::RealEngine) -> anyhow::Result<()> {
+    config.database_url = without_tls_when_local(&config.database_url);
     if real.engine_socket.is_some() {
         // Every step goes to the machines' agents: the demo's simulated
         // agents carry theirs out on the simulated state, the real one on
@@ -454,6 +475,29 @@ async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
             handle.stop(true).await;
             // Dropping the set aborts the background tasks.
             Ok(())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_tls_when_local;
+
+    #[test]
+    fn only_a_local_database_without_an_sslmode_goes_without_tls() {
+        assert_eq!(
+            without_tls_when_local("postgres://postgres@127.0.0.1:5432/gpumarket"),
+            "postgres://postgres@127.0.0.1:5432/gpumarket?sslmode=disable"
+        );
+        assert_eq!(
+            without_tls_when_local("postgres://u@localhost/db?application_name=x"),
+            "postgres://u@localhost/db?application_name=x&sslmode=disable"
+        );
+        for kept in [
+            "postgres://u@127.0.0.1/db?sslmode=require",
+            "postgres://u@db.internal:5432/gpumarket",
+        ] {
+            assert_eq!(without_tls_when_local(kept), kept);
         }
     }
 }

@@ -121,6 +121,9 @@ pub fn ratios_file() -> std::path::PathBuf {
 pub enum Goal {
     AtLeast(f64),
     AtMost(f64),
+    /// A figure the issue asks to see beside its baseline, with no target
+    /// set yet: printed as `(goal none)`.
+    Recorded,
 }
 
 /// One goal of the scaling issue as the line a script reads:
@@ -129,9 +132,10 @@ pub enum Goal {
 /// (tiny runs print it but do not record it). Returns the line so that the
 /// bench can put it in its docs/benchmarks.md section too.
 pub fn ratio(name: &str, value: f64, goal: Goal) -> String {
-    let (op, target) = match goal {
-        Goal::AtLeast(t) => (">=", t),
-        Goal::AtMost(t) => ("<=", t),
+    let target = match goal {
+        Goal::AtLeast(t) => format!("goal >= {t}"),
+        Goal::AtMost(t) => format!("goal <= {t}"),
+        Goal::Recorded => "goal none".to_owned(),
     };
     let shown = if value.abs() >= 100.0 {
         format!("{value:.0}")
@@ -140,7 +144,7 @@ pub fn ratio(name: &str, value: f64, goal: Goal) -> String {
     } else {
         format!("{value:.3}")
     };
-    let line = format!("ratio {name} = {shown} (goal {op} {target})");
+    let line = format!("ratio {name} = {shown} ({target})");
     println!("{line}");
     if !tiny() {
         use std::io::Write;

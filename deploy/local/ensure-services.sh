@@ -77,6 +77,32 @@ fi
 have curl && wait_for "rabbitmq management API" 30 curl -sf -u guest:guest http://127.0.0.1:15672/api/overview
 say "postgresql and rabbitmq are up"
 
+# --- pgbench: the createOrder benchmark's baseline (benches/orders.rs) ---
+# The bench runs the pgbench of the server's major version. Which Debian
+# package ships it has moved between releases (the server package
+# postgresql-<major>, the client package postgresql-client-<major>, once
+# postgresql-contrib), so the candidates are tried in turn, smallest first,
+# until /usr/lib/postgresql/<major>/bin/pgbench exists.
+pg_major=""
+if have psql; then
+  pg_major=$(psql -h "$PGHOST" -p "$PGPORT" -U postgres -d postgres -Atc 'SHOW server_version_num' 2>/dev/null | awk '{ print int($1 / 10000) }' || true)
+fi
+if [ -n "$pg_major" ] && [ "$pg_major" -gt 0 ]; then
+  pgbench_bin=/usr/lib/postgresql/$pg_major/bin/pgbench
+  if [ ! -x "$pgbench_bin" ] && have apt-get; then
+    for pkg in "postgresql-client-$pg_major" "postgresql-$pg_major" "postgresql-contrib-$pg_major" postgresql-contrib; do
+      say "installing $pkg (for pgbench $pg_major, the createOrder bench's baseline)"
+      apt_install "$pkg" 2>/dev/null || true
+      [ -x "$pgbench_bin" ] && break
+    done
+  fi
+  if [ ! -x "$pgbench_bin" ] && ! have pgbench; then
+    say "missing pgbench for PostgreSQL $pg_major: make bench and make bench-smoke need it (install the PostgreSQL $pg_major package that ships pgbench)"
+  fi
+elif ! have pgbench; then
+  say "missing pgbench: make bench and make bench-smoke need it (it comes with PostgreSQL)"
+fi
+
 # --- The browser tests' tools: Chromium, Node.js and npm (make web, make web-test,
 # and the GraphQL-over-HTTP audit in tests/graphql-http) ---
 # `make test` ends with the web front end's build and its browser tests in

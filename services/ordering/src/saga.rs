@@ -49,9 +49,21 @@ struct OrderRow {
     failure_code: Option<String>,
     failure_reason: Option<String>,
     expired_at: Option<chrono::DateTime<chrono::Utc>>,
+    price_per_gpu_hour: Option<Decimal>,
+    currency: Option<String>,
+    gpu_model: Option<String>,
 }
 
 impl OrderRow {
+    /// The quote the order was recorded at (its price snapshot and model).
+    fn quote(&self) -> Quote {
+        Quote {
+            price: self.price_per_gpu_hour.unwrap_or_default(),
+            currency: self.currency.clone().unwrap_or_default(),
+            gpu_model: self.gpu_model.clone().unwrap_or_default(),
+        }
+    }
+
     /// Failed only because a service it needed did not answer
     /// (`UNAVAILABLE`), and not expired: nothing about the order itself was
     /// refused, so repeating it with its key is a fresh attempt rather than
@@ -318,7 +330,7 @@ pub async fn create_order(
 
     // A repeated request: answer what the first one got.
     let previous = find_order(db, req.tenant_id, req.idempotency_key.clone()).await?;
-    let order_id = match previous {
+    let placed = match previous {
         Some(order) => {
             if order.request_fingerprint != print {
                 return Err(Error::Conflict(
@@ -340,14 +352,21 @@ pub async fn create_order(
             } else if order.state == InstanceState::Failed.as_str() {
                 return Err(failure(order.failure_code.as_deref(), order.failure_reason));
             } else {
-                order.id
+                // Resumed: the quote it was recorded at; the candidates are
+                // searched again when placement comes (they may have moved).
+                Placed {
+                    order_id: order.id,
+                    quote: order.quote(),
+                    candidates: None,
+                }
             }
         }
         None => place_fresh(db, deps, &req, &print).await?,
     };
+    let order_id = placed.order_id;
 
     // Resume-safe from here on: every call is idempotent by order id.
-    match run_steps(db, deps, order_id, &req).await {
+    match run_steps(db, deps, placed, &req).await {
         Ok(instance) => Ok(instance),
         Err(error) => {
             // A concurrent request with the same key may have finished the
@@ -365,6 +384,16 @@ pub async fn create_order(
     }
 }
 
+/// An order recorded (or found) and what the saga carries from there: the
+/// quote, computed once, and for an order by constraints the candidates its
+/// quote came from, so placement does not ask the catalog again before it
+/// has lost a race.
+struct Placed {
+    order_id: Uuid,
+    quote: Quote,
+    candidates: Option<Vec<Offer>>,
+}
+
 /// Records a new order for `req` at the current quote (the cheapest matching
 /// offer, for an order by constraints).
 async fn place_fresh(
@@ -372,27 +401,32 @@ async fn place_fresh(
     deps: &Deps,
     req: &CreateOrderRequest,
     print: &str,
-) -> Result<Uuid, Error> {
+) -> Result<Placed, Error> {
     // The quote the funds check (and, without a maximum, the price
     // check at commit) is made against.
-    let quote = match req.offer_id {
+    let (quote, candidates) = match req.offer_id {
         Some(offer_id) => {
             let offer: Offer = deps
                 .catalog
                 .get(&format!("/internal/offers/{offer_id}"))
                 .await?;
             check_offer(req, &offer)?;
-            quote_of(req, &offer)
+            (quote_of(req, &offer), None)
         }
         None => {
             let candidates = candidates(deps, req).await?;
             let Some(cheapest) = candidates.first() else {
                 return Err(no_match(req));
             };
-            quote_of(req, cheapest)
+            (quote_of(req, cheapest), Some(candidates))
         }
     };
-    insert_order(db, req, quote, print).await
+    let (order_id, quote) = insert_order(db, req, quote, print).await?;
+    Ok(Placed {
+        order_id,
+        quote,
+        candidates,
+    })
 }
 
 /// Takes a failed order's idempotency key off it (kept in the renamed key,
@@ -430,6 +464,7 @@ fn quote_of(req: &CreateOrderRequest, offer: &Offer) -> Quote {
 
 /// What an order expects when it is recorded: the GPU rate, and the model
 /// its quota is held for.
+#[derive(Debug, Clone, PartialEq)]
 struct Quote {
     price: Decimal,
     currency: String,
@@ -531,59 +566,53 @@ fn check_offer(req: &CreateOrderRequest, offer: &Offer) -> Result<(), Error> {
 async fn run_steps(
     db: &Db,
     deps: &Deps,
-    order_id: Uuid,
+    placed: Placed,
     req: &CreateOrderRequest,
 ) -> Result<Instance, Error> {
-    let (snapshot, gpu_model) = db
-        .run(move |conn| {
-            orders::table
-                .find(order_id)
-                .select((orders::price_per_gpu_hour, orders::gpu_model))
-                .first::<(Option<Decimal>, Option<String>)>(conn)
-                .map_err(Error::from)
-        })
-        .await?;
-    let snapshot = snapshot.unwrap_or_default();
-    let gpu_model = gpu_model.unwrap_or_default();
+    let Placed {
+        order_id,
+        quote,
+        candidates,
+    } = placed;
+    let hourly = quote.price * Decimal::from(req.gpu_count);
 
-    let reservation: QuotaReservation = deps
-        .quota
-        .post(
-            "/internal/reservations",
-            &ReserveQuotaRequest {
-                order_id,
-                tenant_id: req.tenant_id,
-                gpu_count: req.gpu_count,
-                gpu_model: gpu_model.clone(),
-                hourly_rate: snapshot * Decimal::from(req.gpu_count),
-                team_id: req.team_id,
-                renews: None,
-                moves: None,
-            },
-        )
-        .await?;
-    // Released already: the order expired while its request was away (see
-    // `expiry`); resuming it would run on quota nobody holds.
-    if reservation.released {
-        return Err(expired());
-    }
-
+    // Quota reserve and billing's funds check are independent (quota holds
+    // against its own tables, billing only reads the balance), so both go
+    // out at once. Their answers are read in the saga's order, so an order
+    // both would refuse gets the quota's answer, as when they ran one after
+    // the other; a quota taken for an order the funds check refuses is given
+    // back by the compensation, as before.
+    //
     // The balance must cover a minimum runway at the snapshot price: first
     // for this order alone (billing's check), then, under the tenant's
     // runway lock, for everything the tenant already runs plus this order
     // (see `funds::admit`), which also admits the order (`allocating`).
-    let hourly = snapshot * Decimal::from(req.gpu_count);
-    let required = contracts::money::rate(deps.config.min_runway_seconds, hourly);
-    let balance: Balance = deps
-        .billing
-        .post(
-            "/internal/funds-checks",
-            &FundsCheckRequest {
-                tenant_id: req.tenant_id,
-                required,
-            },
-        )
-        .await?;
+    let reserve = ReserveQuotaRequest {
+        order_id,
+        tenant_id: req.tenant_id,
+        gpu_count: req.gpu_count,
+        gpu_model: quote.gpu_model.clone(),
+        hourly_rate: hourly,
+        team_id: req.team_id,
+        renews: None,
+        moves: None,
+    };
+    let funds = FundsCheckRequest {
+        tenant_id: req.tenant_id,
+        required: contracts::money::rate(deps.config.min_runway_seconds, hourly),
+    };
+    let (reservation, balance) = tokio::join!(
+        deps.quota
+            .post::<_, QuotaReservation>("/internal/reservations", &reserve),
+        deps.billing
+            .post::<_, Balance>("/internal/funds-checks", &funds),
+    );
+    // Released already: the order expired while its request was away (see
+    // `expiry`); resuming it would run on quota nobody holds.
+    if reservation?.released {
+        return Err(expired());
+    }
+    let balance = balance?;
     let runway = crate::funds::Runway {
         balance: balance.amount,
         currency: balance.currency,
@@ -592,7 +621,7 @@ async fn run_steps(
     if !crate::funds::admit(db, req.tenant_id, order_id, hourly, runway).await? {
         return Err(expired());
     }
-    let allocation = place(deps, order_id, req, snapshot, &gpu_model).await?;
+    let allocation = place(deps, order_id, req, &quote, candidates).await?;
     create_instance(db, deps, order_id, req, &allocation).await
 }
 
@@ -637,19 +666,24 @@ pub(crate) fn lost_race(e: &RemoteError) -> bool {
 /// moving on to the next after a lost race, at most [`PLACEMENT_ATTEMPTS`]
 /// times. Allocation is idempotent by order id: a resumed order gets back the
 /// allocation it already has, whichever machine that is on.
+///
+/// `searched` are the offers the quote came from, when the order was
+/// recorded in this request: the first try uses them; every try after a lost
+/// race searches again, so it moves to the cheapest offer that still has the
+/// GPUs.
 async fn place(
     deps: &Deps,
     order_id: Uuid,
     req: &CreateOrderRequest,
-    snapshot: Decimal,
-    gpu_model: &str,
+    quote: &Quote,
+    mut searched: Option<Vec<Offer>>,
 ) -> Result<Allocation, Error> {
     if let Some(offer_id) = req.offer_id {
         let allocation: Allocation = deps
             .catalog
             .post(
                 "/internal/allocations",
-                &allocate_request(order_id, req, offer_id, snapshot),
+                &allocate_request(order_id, req, offer_id, quote.price),
             )
             .await?;
         return Ok(allocation);
@@ -657,11 +691,14 @@ async fn place(
     let mut tried: Vec<Uuid> = Vec::new();
     let mut last: Option<Error> = None;
     for _ in 0..PLACEMENT_ATTEMPTS {
-        let offers = candidates(deps, req).await?;
+        let offers = match searched.take() {
+            Some(offers) => offers,
+            None => candidates(deps, req).await?,
+        };
         // The quota is held for the quoted model.
         let Some(offer) = offers
             .iter()
-            .find(|o| o.gpu_model == gpu_model && !tried.contains(&o.machine_id))
+            .find(|o| o.gpu_model == quote.gpu_model && !tried.contains(&o.machine_id))
         else {
             break;
         };
@@ -893,7 +930,7 @@ async fn insert_order(
     req: &CreateOrderRequest,
     quote: Quote,
     print: &str,
-) -> Result<Uuid, Error> {
+) -> Result<(Uuid, Quote), Error> {
     let req = req.clone();
     let print = print.to_owned();
     let constraints = req
@@ -927,9 +964,10 @@ async fn insert_order(
             .do_nothing()
             .execute(conn)?;
         if inserted == 1 {
-            return Ok(id);
+            return Ok((id, quote));
         }
-        // A concurrent request with the same key won the insert.
+        // A concurrent request with the same key won the insert: the saga
+        // goes on with that order's quote.
         let other: OrderRow = orders::table
             .filter(orders::tenant_id.eq(req.tenant_id))
             .filter(orders::idempotency_key.eq(&req.idempotency_key))
@@ -940,7 +978,7 @@ async fn insert_order(
                 "idempotencyKey: already used for a different order".into(),
             ));
         }
-        Ok(other.id)
+        Ok((other.id, other.quote()))
     })
     .await
 }

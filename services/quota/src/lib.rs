@@ -6,6 +6,7 @@ mod api_keys;
 pub mod error;
 pub mod limits;
 pub mod month;
+mod passwords;
 mod pressure;
 mod reservations;
 mod routes;

@@ -1,8 +1,5 @@
 //! Tenants and their users: sign-up, login, operators.
 
-use argon2::password_hash::rand_core::OsRng;
-use argon2::password_hash::{PasswordHash, SaltString};
-use argon2::{Argon2, PasswordHasher, PasswordVerifier};
 use contracts::FieldErrors;
 use contracts::api::{Principal, Scope, SignUpRequest, TenantRole};
 use diesel::prelude::*;
@@ -132,24 +129,6 @@ fn validate(req: &SignUpRequest) -> Result<(), Error> {
     Ok(errors.into_result()?)
 }
 
-fn hash_password(password: &str) -> Result<String, Error> {
-    let salt = SaltString::generate(&mut OsRng);
-    Argon2::default()
-        .hash_password(password.as_bytes(), &salt)
-        .map(|h| h.to_string())
-        .map_err(|e| Error::Hashing(e.to_string()))
-}
-
-fn verify_password(password: &str, hash: &str) -> bool {
-    PasswordHash::new(hash)
-        .map(|parsed| {
-            Argon2::default()
-                .verify_password(password.as_bytes(), &parsed)
-                .is_ok()
-        })
-        .unwrap_or(false)
-}
-
 /// A tenant and its first user, made together.
 struct NewOwner<'a> {
     tenant_name: &'a str,
@@ -225,12 +204,7 @@ pub async fn sign_up(
     default_max_gpus: i32,
 ) -> Result<Principal, Error> {
     validate(&req)?;
-    let hash = tokio::task::spawn_blocking({
-        let password = req.password.clone();
-        move || hash_password(&password)
-    })
-    .await
-    .map_err(platform::PlatformError::from)??;
+    let hash = crate::passwords::hash(req.password.clone()).await?;
     db.tx(move |conn| {
         insert_tenant_with_owner(
             conn,
@@ -257,7 +231,7 @@ pub async fn create_operator(db: &Db, email: &str, password: &str) -> Result<Pri
         tenant_name: "gpumarket platform".into(),
         roles: vec![TenantRole::Renter],
     })?;
-    let hash = hash_password(password)?;
+    let hash = crate::passwords::hash(password.to_owned()).await?;
     let email = normalize_email(email);
     db.tx(move |conn| {
         let platform: Option<Tenant> = tenants::table
@@ -329,9 +303,7 @@ pub async fn login(db: &Db, email: String, password: String) -> Result<Principal
         return Err(Error::BadCredentials);
     };
     let hash = user.password_hash.clone();
-    let ok = tokio::task::spawn_blocking(move || verify_password(&password, &hash))
-        .await
-        .map_err(platform::PlatformError::from)?;
+    let ok = crate::passwords::verify(password, hash).await?;
     if !ok {
         return Err(Error::BadCredentials);
     }
@@ -342,12 +314,17 @@ pub async fn login(db: &Db, email: String, password: String) -> Result<Principal
 mod tests {
     use super::*;
 
-    #[test]
-    fn a_hash_verifies_only_its_password() {
-        let hash = hash_password("correct horse").unwrap();
-        assert!(verify_password("correct horse", &hash));
-        assert!(!verify_password("wrong horse", &hash));
-        assert!(!verify_password("correct horse", "not a hash"));
+    #[tokio::test]
+    async fn a_hash_verifies_only_its_password() {
+        use crate::passwords::{hash, verify};
+        let hash = hash("correct horse".into()).await.unwrap();
+        assert!(verify("correct horse".into(), hash.clone()).await.unwrap());
+        assert!(!verify("wrong horse".into(), hash).await.unwrap());
+        assert!(
+            !verify("correct horse".into(), "not a hash".into())
+                .await
+                .unwrap()
+        );
     }
 
     #[test]
