@@ -130,13 +130,7 @@ async fn bench() -> anyhow::Result<()> {
     }
     .await;
     // The vhost goes whatever happened, its queues with it.
-    let deleted = admin
-        .send(
-            reqwest::Method::DELETE,
-            admin.url(&["vhosts", &vhost])?,
-            None,
-        )
-        .await;
+    let deleted = delete_vhost(&admin, &vhost).await;
     let (declared, seconds, before, after, limit) = outcome?;
     deleted?;
 
@@ -187,6 +181,48 @@ async fn bench() -> anyhow::Result<()> {
 
 type Node = (f64, f64, f64);
 
+/// Deletes the vhost and waits until the broker lists it no more. Deleting
+/// a vhost of tens of thousands of queues outlasts an HTTP request (the
+/// management listener gives up after a minute while the broker goes on), so
+/// the DELETE is repeated until a GET answers 404.
+async fn delete_vhost(admin: &Management, vhost: &str) -> anyhow::Result<()> {
+    for _ in 0..30 {
+        let url = admin.url(&["vhosts", vhost])?;
+        if let Err(error) = admin.send(reqwest::Method::DELETE, url.clone(), None).await {
+            println!("deleting {vhost}: {error}; looking again");
+        }
+        let gone = admin
+            .http
+            .get(url)
+            .basic_auth(&admin.user, Some(&admin.password))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == reqwest::StatusCode::NOT_FOUND);
+        if gone {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    anyhow::bail!("vhost {vhost} still there: delete it by hand")
+}
+
+/// Deletes the queues over AMQP, a window at a time (far faster than the
+/// broker deleting them one by one with their vhost).
+async fn delete_queues(
+    channel: &host_agent::lapin::Channel,
+    names: &[String],
+) -> anyhow::Result<()> {
+    for window in names.chunks(WINDOW) {
+        let pending = window
+            .iter()
+            .map(|name| channel.queue_delete(name.as_str().into(), Default::default()));
+        for result in futures_util::future::join_all(pending).await {
+            result?;
+        }
+    }
+    Ok(())
+}
+
 /// Declares up to `queues` command queues on `vhost`; how many, in how many
 /// seconds, the node before and after (settled), and its watermark.
 async fn measure(
@@ -204,14 +240,15 @@ async fn measure(
     let limit = before.1;
     let started = Instant::now();
     let mut declared = 0;
+    let mut names = Vec::with_capacity(queues);
     while declared < queues {
         let batch = WINDOW.min(queues - declared);
         let mut pending = Vec::with_capacity(batch);
         for _ in 0..batch {
             let channel = channel.clone();
-            pending.push(async move {
-                host_agent::declare_command_queue(&channel, Uuid::now_v7()).await
-            });
+            let machine = Uuid::now_v7();
+            names.push(host_agent::protocol::command_queue(machine));
+            pending.push(async move { host_agent::declare_command_queue(&channel, machine).await });
         }
         for result in futures_util::future::join_all(pending).await {
             result.map_err(|e| anyhow::anyhow!("declare: {e}"))?;
@@ -233,6 +270,7 @@ async fn measure(
     // The management API's node figures refresh every few seconds.
     tokio::time::sleep(Duration::from_secs(8)).await;
     let after = admin.node().await?;
+    delete_queues(&channel, &names).await?;
     let _ = conn.close(200, "done".into()).await;
     Ok((declared, seconds, before, after, limit))
 }
