@@ -84,7 +84,8 @@ deploy-validate:
 	bash deploy/validate.sh
 
 ## make bench: offer search on 100k machines, createOrder at 1/16/64 clients and order-to-running,
-## then billing's usage ingest (with a raw-insert baseline) and the invoicing run for 10k tenants
+## then billing's usage ingest (with a raw-insert baseline), the invoicing run for 10k tenants
+## and broker memory per idle agent command queue (AGENTS_BENCH_ARGS="--queues N")
 ## (flags: make bench BENCH_ARGS="--machines 1000000" ORDER_BENCH_ARGS="--orders 1024").
 ## It ends with one line per goal of the scaling work, `ratio <name> = <value> (goal >= <target>)`,
 ## each measured beside its baseline in the same run (docs/benchmarks.md keeps them).
@@ -95,6 +96,7 @@ bench: services
 	cargo bench --bench orders -- $(ORDER_BENCH_ARGS)
 	cargo bench --bench billing -- $(BILLING_BENCH_ARGS)
 	cargo bench --bench invoices -- $(INVOICE_BENCH_ARGS)
+	cargo bench --bench agents -- $(AGENTS_BENCH_ARGS)
 	@echo; echo "== summary: each goal beside its baseline, measured in this run =="
 	@cat $(BENCH_RATIOS)
 
@@ -106,3 +108,4 @@ bench-smoke: services
 	cargo test --bench orders -- --tiny
 	cargo test --bench billing -- --tiny
 	cargo test --bench invoices -- --tiny
+	cargo test --bench agents -- --tiny

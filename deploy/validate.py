@@ -303,7 +303,7 @@ def check_asyncapi() -> None:
 
     # The host-agent protocol: bodies as protocol.rs serializes them; one
     # channel `agent.{machineId}.<kind>` per report kind, and the commands'
-    # queue `host.{machineId}`.
+    # queue `cmd.{machineId}` (protocol::command_queue).
     p = Problems()
     protocol_src = read(ROOT / "workers/host-agent/src/protocol.rs")
     protocol = rust_structs(protocol_src)
@@ -322,11 +322,37 @@ def check_asyncapi() -> None:
             message = resolve(doc, m["$ref"])
             p.check(message["bindings"]["amqp"]["messageType"] == kind, f"agent.{{machineId}}.{kind}: message type != {kind}")
             p.check(message["payload"]["$ref"].rsplit("/", 1)[-1] in protocol, f"agent.{{machineId}}.{kind}: payload is no struct of protocol.rs")
-    host = channels_by_address.get("host.{machineId}")
-    p.check(host is not None, "no channel host.{machineId} (protocol::command_queue)")
+    command_queue = re.search(r'pub fn command_queue\(machine_id: Uuid\) -> String \{\s*format!\("(\w+)\.\{machine_id\}"\)', protocol_src)
+    p.check(command_queue is not None, "protocol.rs: command_queue is not format!(\"<prefix>.{machine_id}\")")
+    command_address = f"{command_queue.group(1) if command_queue else 'cmd'}.{{machineId}}"
+    host = channels_by_address.get(command_address)
+    p.check(host is not None, f"no channel {command_address} (protocol::command_queue)")
     if host:
         payloads = [resolve(doc, m["$ref"])["payload"]["$ref"] for m in host["messages"].values()]
-        p.check(payloads == ["#/components/schemas/AgentCommand"], f"host.{{machineId}} carries {payloads}, not AgentCommand")
+        p.check(payloads == ["#/components/schemas/AgentCommand"], f"{command_address} carries {payloads}, not AgentCommand")
+        # The arguments the agent declares it with (protocol::command_queue_arguments).
+        def constant(name):
+            # `pub const NAME: i64 = 10 * 60 * 1000;`: a product of integers.
+            m = re.search(rf"pub const {name}: i64 = ([\d_ *]+);", protocol_src)
+            p.check(m is not None, f"protocol.rs: no constant {name}")
+            value = 1
+            for factor in (m.group(1).replace("_", "").split("*") if m else []):
+                value *= int(factor)
+            return value
+        expected_args = {
+            "x-queue-type": "classic",
+            "x-queue-version": 2,
+            "x-expires": constant("COMMAND_QUEUE_EXPIRES_MS"),
+            "x-message-ttl": constant("COMMAND_TTL_MS"),
+            "x-max-length": constant("COMMAND_QUEUE_MAX_LENGTH"),
+            "x-overflow": "reject-publish",
+        }
+        for key, value in expected_args.items():
+            p.check(f'"{key}"' in protocol_src, f"protocol.rs: command_queue_arguments sets no {key}")
+        p.check(
+            host.get("x-rabbitmq") == {"arguments": expected_args, "bindings": []},
+            f"{command_address}: arguments should be {expected_args}, no bindings (the default exchange routes by name)",
+        )
     p.check(len(agent_messages) == len(agent_kinds) + 1, f"{len(agent_messages)} agent messages for {len(agent_kinds)} report kinds and the command")
     p.report(f"asyncapi: host-agent protocol matches workers/host-agent ({len(protocol)} structs, {len(agent_kinds)} report kinds)")
 
@@ -376,12 +402,8 @@ def check_asyncapi() -> None:
             dead.get("x-rabbitmq") == {"arguments": {"x-queue-type": "quorum"}, "bindings": [{"exchange": dlx, "routingKey": "#"}]},
             f"{dlx}.dead: quorum, bound to {dlx} with #",
         )
-    host = queues.get("host.{machineId}")
-    p.check(
-        host is not None and host.get("x-rabbitmq") == {"arguments": {"x-queue-type": "quorum"}, "bindings": []},
-        "host.{machineId}: quorum, no bindings (the default exchange routes by name)",
-    )
-    expected_queues = len(bindings) + 2  # + the dead-letter queue and host.{machineId}
+    p.check("cmd.{machineId}" in queues, "cmd.{machineId}: no queue channel")
+    expected_queues = len(bindings) + 2  # + the dead-letter queue and cmd.{machineId}
     p.check(len(queues) == expected_queues, f"channels declare {len(queues)} queues, the code {expected_queues}")
     exchanges = {
         b["amqp"]["exchange"]["name"]

@@ -780,9 +780,10 @@ async fn rotating_a_token_closes_every_connection_of_the_old_one_however_young()
 }
 
 /// Issue 15, item 21: `deleteMachine` refuses while GPUs of the machine are
-/// rented and touches nothing then; otherwise the machine's queue
-/// `host.<id>` and its agent's broker user are deleted, the agent's
-/// connection is cut, and the machine is gone from its host's list.
+/// rented and touches nothing then; otherwise the machine's command queue
+/// `cmd.<id>` (declared by its agent), a legacy `host.<id>` and its agent's
+/// broker user are deleted, the agent's connection is cut, and the machine
+/// is gone from its host's list.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn deleting_a_machine_removes_its_queue_and_broker_user() {
     let (env, stack, _db) = setup().await;
@@ -791,7 +792,7 @@ async fn deleting_a_machine_removes_its_queue_and_broker_user() {
     let (other_host, _) = sign_up(&api, &["HOST"]).await;
     let (id, token) = machine(&host).await;
     let broker = MachineOnBroker::new(&env, id);
-    assert!(broker.has_queue().await, "registration declares the queue");
+    assert!(!broker.has_queue().await, "registration declares no queue");
     assert_eq!(broker.users().await.len(), 1);
     let agent = Connection::connect(
         &agent_url(&stack, id, &token),
@@ -799,6 +800,13 @@ async fn deleting_a_machine_removes_its_queue_and_broker_user() {
     )
     .await
     .expect("the agent connects");
+    let channel = agent.create_channel().await.expect("channel");
+    host_agent::declare_command_queue(&channel, id)
+        .await
+        .expect("the agent declares its command queue");
+    assert!(broker.has_queue().await);
+    // A queue from before agents declared their own goes with the machine.
+    broker.declare_legacy_queue(&env).await;
     let delete = "mutation($id: ID!) { deleteMachine(machineId: $id) }";
 
     // A live rental on it: refused, nothing removed.
@@ -829,6 +837,10 @@ async fn deleting_a_machine_removes_its_queue_and_broker_user() {
         .expect("deleteMachine");
     assert_eq!(deleted["deleteMachine"], true);
     assert!(!broker.has_queue().await, "the queue is deleted");
+    assert!(
+        !broker.has_legacy_queue().await,
+        "the legacy queue is deleted"
+    );
     assert!(
         broker.users().await.is_empty(),
         "the broker user is deleted"
@@ -961,8 +973,9 @@ async fn a_machine_holding_a_renters_stopped_instance_cannot_be_deleted() {
     let api = Client::new(&stack.gateway_url);
     let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
     let (other_host, _) = sign_up(&api, &["HOST"]).await;
-    let (id, _token) = machine(&host).await;
+    let (id, token) = machine(&host).await;
     let broker = MachineOnBroker::new(&env, id);
+    broker.declare_as_agent(&stack, &token).await;
     // A renter's instance, stopped: its GPUs are released (no allocation),
     // its disk stays on the machine.
     let order = uuid::Uuid::now_v7();
@@ -1079,8 +1092,67 @@ async fn a_dropped_test_env_leaves_nothing_on_the_broker() {
     assert_eq!(left.first().map(|r| r.n), Some(0), "the database is gone");
 }
 
-/// What the broker holds for one machine: its `host.<id>` queue and the
-/// agent users of its token generations.
+/// An agent user granted before agents declared their own command queues
+/// (configure nothing, read `host.<id>`) is brought up to date by
+/// `AgentAccess::migrate` (which the catalog runs at start): its agent may
+/// then declare and consume `cmd.<id>`, and no other machine's, and the
+/// legacy queue is gone. Running it again changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn agent_users_from_before_command_queues_are_migrated() {
+    let (env, stack, _db) = setup().await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let (id, token) = machine(&host).await;
+    let (other, _) = machine(&host).await;
+    let broker = MachineOnBroker::new(&env, id);
+    let user = host_agent::protocol::username(id, &token);
+    let exchange = format!("^{}$", stack.config.agents_exchange.replace('.', "\\."));
+    broker
+        .admin
+        .set_permissions(
+            &broker.vhost,
+            &user,
+            "^$",
+            &exchange,
+            &format!("^host\\.{id}$"),
+        )
+        .await
+        .expect("the permissions of before");
+    broker.declare_legacy_queue(&env).await;
+    let declare = async |machine: uuid::Uuid| {
+        let agent = Connection::connect(
+            &agent_url(&stack, id, &token),
+            ConnectionProperties::default(),
+        )
+        .await
+        .expect("the agent connects");
+        let channel = agent.create_channel().await.expect("channel");
+        let declared = host_agent::declare_command_queue(&channel, machine).await;
+        let _ = agent.close(200, "done".into()).await;
+        declared
+    };
+    assert!(
+        matches!(declare(id).await, Err(host_agent::Error::Refused(_))),
+        "before: the agent may not declare its queue"
+    );
+
+    let access = AgentAccess::from_config(&stack.config);
+    assert_eq!(access.migrate().await.expect("migrate"), (1, 1));
+    assert!(!broker.has_legacy_queue().await, "the legacy queue is gone");
+    declare(id).await.expect("the agent declares its queue");
+    assert!(broker.has_queue().await);
+    assert!(
+        matches!(declare(other).await, Err(host_agent::Error::Refused(_))),
+        "another machine's queue is not the agent's"
+    );
+    assert_eq!(access.migrate().await.expect("again"), (0, 0));
+
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+/// What the broker holds for one machine: its `cmd.<id>` queue (or a legacy
+/// `host.<id>`) and the agent users of its token generations.
 struct MachineOnBroker {
     admin: RabbitAdmin,
     vhost: String,
@@ -1097,7 +1169,57 @@ impl MachineOnBroker {
     }
 
     async fn has_queue(&self) -> bool {
-        let queue = format!("host.{}", self.id);
+        self.has(&format!("cmd.{}", self.id)).await
+    }
+
+    async fn has_legacy_queue(&self) -> bool {
+        self.has(&format!("host.{}", self.id)).await
+    }
+
+    /// The machine's command queue, as its agent declares it on connect.
+    async fn declare_as_agent(&self, stack: &Stack, token: &str) {
+        let id: uuid::Uuid = self.id.parse().expect("uuid");
+        let agent = Connection::connect(
+            &agent_url(stack, id, token),
+            ConnectionProperties::default(),
+        )
+        .await
+        .expect("the agent connects");
+        let channel = agent.create_channel().await.expect("channel");
+        host_agent::declare_command_queue(&channel, id)
+            .await
+            .expect("the agent declares its command queue");
+        let _ = agent.close(200, "declared".into()).await;
+        assert!(self.has_queue().await);
+    }
+
+    /// The durable quorum queue `host.<id>` the catalog used to declare.
+    async fn declare_legacy_queue(&self, env: &TestEnv) {
+        let conn = Connection::connect(&env.config.amqp_url, ConnectionProperties::default())
+            .await
+            .expect("amqp");
+        let channel = conn.create_channel().await.expect("channel");
+        let mut args = host_agent::lapin::types::FieldTable::default();
+        args.insert(
+            "x-queue-type".into(),
+            host_agent::lapin::types::AMQPValue::LongString("quorum".into()),
+        );
+        channel
+            .queue_declare(
+                format!("host.{}", self.id).as_str().into(),
+                host_agent::lapin::options::QueueDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                args,
+            )
+            .await
+            .expect("legacy queue");
+        let _ = conn.close(200, "declared".into()).await;
+        assert!(self.has_legacy_queue().await);
+    }
+
+    async fn has(&self, queue: &str) -> bool {
         self.admin
             .queues(&self.vhost)
             .await

@@ -4,7 +4,10 @@
 //! dead-letter queue; a job past its deadline is failed by the reconciler
 //! while its step still runs; two workers share the jobs and run every
 //! instance exactly once; the `agent` driver provisions and destroys through
-//! a real host agent, and times out one that does not answer.
+//! a real host agent, times out one that does not answer, fails at once a
+//! command to a machine whose agent is not connected or whose command queue
+//! is full, and a command sent while the agent was away is carried out when
+//! it is back.
 
 use std::time::Duration;
 
@@ -454,7 +457,16 @@ async fn the_agent_driver_times_out_a_silent_agent_and_fails_the_instance() {
         offer,
         ..
     } = rental(env, NO_WORKER, "RTX 4090", 2, "0.42", "100").await;
-    // The machine is registered (its queue exists) but no agent runs on it.
+    // The machine's agent connected once (its queue exists) but does not
+    // answer.
+    let machine: uuid::Uuid = offer.parse().expect("uuid");
+    let conn = Connection::connect(&stack.config.amqp_url, ConnectionProperties::default())
+        .await
+        .expect("amqp");
+    let channel = conn.create_channel().await.expect("channel");
+    host_agent::declare_command_queue(&channel, machine)
+        .await
+        .expect("command queue");
     let mut worker = worker_process(
         &stack.config,
         &[
@@ -485,6 +497,238 @@ async fn the_agent_driver_times_out_a_silent_agent_and_fails_the_instance() {
         )),
         2
     );
+
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+/// A machine whose agent is not connected has no command queue (its agent
+/// declares it on connect): the command comes back unroutable and the step
+/// fails at once with "is not connected", retried like a silent agent's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_to_a_machine_whose_agent_is_not_connected_fails_at_once() {
+    let env = TestEnv::new().await;
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(env, NO_WORKER, "RTX 4090", 2, "0.42", "100").await;
+    let mut worker = worker_process(
+        &stack.config,
+        &[
+            ("GPUMARKET_PROVISIONER_DRIVER", "agent"),
+            // Far longer than the test waits: no step waits it out.
+            ("GPUMARKET_AGENT_STEP_TIMEOUT_MS", "600000"),
+            ("GPUMARKET_STEP_ATTEMPTS", "2"),
+        ],
+    );
+    let placed = order(&renter, &offer, 1, "disconnected")
+        .await
+        .expect("order");
+    let id = placed["id"].as_str().expect("id").to_owned();
+    let failed = wait_failed(&renter, &id).await;
+    let reason = failed["statusReason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("machine {offer} is not connected")),
+        "{failed}"
+    );
+    assert_released_and_uncharged(&env, &renter, 100).await;
+    dead_letters(&stack.config, &command_id(&env, &id)).await;
+    worker.kill().expect("kill");
+    worker.wait().expect("reap");
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.agent_commands WHERE instance_id = '{id}' \
+             AND step = 'validate_host' AND answered_at IS NULL"
+        )),
+        2,
+        "two attempts, as for a silent agent"
+    );
+
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+/// A command queue holds a bounded number of commands (`x-max-length`,
+/// `reject-publish`): one more is nacked and the step fails with "is full".
+/// The limit is 1000; this queue is declared with 1 and filled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_to_a_full_command_queue_fails_at_once() {
+    use host_agent::lapin::BasicProperties;
+    use host_agent::lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+    let env = TestEnv::new().await;
+    let Rental {
+        env,
+        stack,
+        renter,
+        offer,
+        ..
+    } = rental(env, NO_WORKER, "RTX 4090", 2, "0.42", "100").await;
+    let machine: uuid::Uuid = offer.parse().expect("uuid");
+    let queue = host_agent::protocol::command_queue(machine);
+    let conn = Connection::connect(&stack.config.amqp_url, ConnectionProperties::default())
+        .await
+        .expect("amqp");
+    let channel = conn.create_channel().await.expect("channel");
+    host_agent::declare_command_queue_holding(&channel, machine, 1)
+        .await
+        .expect("command queue");
+    channel
+        .confirm_select(ConfirmSelectOptions::default())
+        .await
+        .expect("confirms");
+    let filler = channel
+        .basic_publish(
+            "".into(),
+            queue.as_str().into(),
+            BasicPublishOptions::default(),
+            b"{}",
+            BasicProperties::default(),
+        )
+        .await
+        .expect("publish")
+        .await
+        .expect("confirm");
+    assert!(filler.is_ack(), "the one command the queue holds");
+    let mut worker = worker_process(
+        &stack.config,
+        &[
+            ("GPUMARKET_PROVISIONER_DRIVER", "agent"),
+            ("GPUMARKET_AGENT_STEP_TIMEOUT_MS", "600000"),
+            ("GPUMARKET_STEP_ATTEMPTS", "2"),
+        ],
+    );
+    let placed = order(&renter, &offer, 1, "full").await.expect("order");
+    let id = placed["id"].as_str().expect("id").to_owned();
+    let failed = wait_failed(&renter, &id).await;
+    let reason = failed["statusReason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains(&format!("command queue of machine {offer} is full")),
+        "{failed}"
+    );
+    assert_released_and_uncharged(&env, &renter, 100).await;
+    worker.kill().expect("kill");
+    worker.wait().expect("reap");
+    let depth = channel
+        .queue_declare(
+            queue.as_str().into(),
+            host_agent::lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            Default::default(),
+        )
+        .await
+        .expect("the queue")
+        .message_count();
+    assert_eq!(depth, 1, "nothing more went in");
+
+    stack.stop().await;
+    env.cleanup().await;
+}
+
+/// The command queue outlives the agent's connection (`x-expires`, ten
+/// minutes): a command sent while the agent is away waits there and is
+/// carried out when it is back, without a retry.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_command_sent_while_the_agent_is_away_is_carried_out_when_it_is_back() {
+    let env = TestEnv::new().await;
+    let stack = env.start(NO_WORKER).await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let (machine, token) =
+        machine_for_agent(&host, "away-rig", "RTX 4090", 2, Some(24), "0.42").await;
+    let agent = gpumarket::seed::DemoAgent {
+        machine_id: machine.parse().expect("uuid"),
+        token: token.clone(),
+        gpu_model: "RTX 4090".into(),
+        gpu_count: 2,
+        vram_gib: 24,
+        cuda_version: "12.4".into(),
+        real: false,
+    };
+    let running = gpumarket::dev::spawn_agent(&stack.config, &agent).expect("agent");
+    wait_online(&host, &machine, Duration::from_secs(20)).await;
+    let renter = renter_with_credit(&env, &stack).await;
+
+    // The agent goes away; its queue stays.
+    running.abort();
+    let _ = running.await;
+    let admin = platform::rabbitmq_admin::RabbitAdmin::new(&stack.config.rabbitmq_management_url)
+        .expect("management");
+    admin
+        .close_all_connections_of(
+            &host_agent::protocol::username(agent.machine_id, &token),
+            "the agent goes away",
+        )
+        .await
+        .expect("disconnect");
+    let queue = host_agent::protocol::command_queue(agent.machine_id);
+    let conn = Connection::connect(&stack.config.amqp_url, ConnectionProperties::default())
+        .await
+        .expect("amqp");
+    let channel = conn.create_channel().await.expect("channel");
+    let depth = async || {
+        let q = channel
+            .queue_declare(
+                queue.as_str().into(),
+                host_agent::lapin::options::QueueDeclareOptions {
+                    passive: true,
+                    ..Default::default()
+                },
+                Default::default(),
+            )
+            .await
+            .expect("the agent's queue outlives its connection");
+        (q.message_count(), q.consumer_count())
+    };
+    eventually("the agent gone", Duration::from_secs(20), || async {
+        (depth().await.1 == 0).then_some(())
+    })
+    .await;
+
+    let mut worker = worker_process(
+        &stack.config,
+        &[
+            ("GPUMARKET_PROVISIONER_DRIVER", "agent"),
+            ("GPUMARKET_AGENT_STEP_TIMEOUT_MS", "120000"),
+        ],
+    );
+    let placed = order(&renter, &machine, 1, "while-away")
+        .await
+        .expect("order");
+    let id = placed["id"].as_str().expect("id").to_owned();
+    eventually("the command waiting", Duration::from_secs(30), || async {
+        (depth().await.0 == 1).then_some(())
+    })
+    .await;
+    assert_eq!(
+        instance_status(&renter, &id).await["status"],
+        "provisioning"
+    );
+
+    // Back: the waiting command is carried out, and the rest follow.
+    let _back = gpumarket::dev::spawn_agent(&stack.config, &agent).expect("agent");
+    wait_running(&renter, &id, Duration::from_secs(60)).await;
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.agent_commands WHERE instance_id = '{id}' \
+             AND step = 'validate_host'"
+        )),
+        1,
+        "the command sent while away was the one carried out"
+    );
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM provisioner.agent_commands WHERE instance_id = '{id}' \
+             AND ok AND answered_at IS NOT NULL"
+        )),
+        8
+    );
+    worker.kill().expect("kill");
+    worker.wait().expect("reap");
 
     stack.stop().await;
     env.cleanup().await;

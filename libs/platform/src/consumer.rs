@@ -125,12 +125,14 @@ fn delivery_count(delivery: &Delivery) -> i64 {
         })
 }
 
-/// The queue as a metric label: per-host queues (`host.<machine_id>`) and
-/// the broker-named queues of gateway subscriptions (`amq.gen-...`) fold into
-/// one series each, so a growing fleet does not grow the label set.
+/// The queue as a metric label: the per-machine command queues
+/// (`cmd.<machine_id>`, and the legacy `host.<machine_id>` until they are
+/// gone) fold into one series `cmd.*`, the broker-named queues of gateway
+/// subscriptions (`amq.gen-...`) into `amq.*`, so 100,000 machines do not
+/// make 100,000 series.
 pub fn queue_label(queue: &str) -> String {
     match queue.split_once('.') {
-        Some(("host", _)) => "host.*".to_owned(),
+        Some(("cmd" | "host", _)) => "cmd.*".to_owned(),
         Some(("amq", _)) => "amq.*".to_owned(),
         _ => queue.to_owned(),
     }

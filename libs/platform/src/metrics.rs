@@ -339,5 +339,13 @@ mod tests {
         assert_eq!(status_class(204), "2xx");
         assert_eq!(status_class(503), "5xx");
         assert_eq!(method_label("PROPFIND"), "other");
+        let id = "0193a5b4-7c1d-7000-8000-000000000001";
+        assert_eq!(crate::consumer::queue_label(&format!("cmd.{id}")), "cmd.*");
+        assert_eq!(crate::consumer::queue_label(&format!("host.{id}")), "cmd.*");
+        assert_eq!(crate::consumer::queue_label("amq.gen-x1"), "amq.*");
+        assert_eq!(
+            crate::consumer::queue_label("provisioner.jobs"),
+            "provisioner.jobs"
+        );
     }
 }

@@ -1,5 +1,5 @@
 //! A small client of the RabbitMQ management HTTP API: the calls the catalog
-//! needs to give each host agent its own user, queue and permissions, and to
+//! needs to give each host agent its own user and permissions, and to
 //! take them away again (users, queues, permissions, topic permissions,
 //! connections). Plain `reqwest`; every call is idempotent on the broker side
 //! (PUT creates or replaces; DELETE of something missing is not an error).
@@ -28,6 +28,18 @@ pub struct ConnectionInfo {
     pub user: String,
     #[serde(default)]
     pub vhost: String,
+}
+
+/// One user's permissions in a vhost as the management API lists them.
+#[derive(Debug, Clone, Deserialize)]
+pub struct PermissionInfo {
+    pub user: String,
+    #[serde(default)]
+    pub configure: String,
+    #[serde(default)]
+    pub write: String,
+    #[serde(default)]
+    pub read: String,
 }
 
 /// A queue's depth as the management API lists it.
@@ -132,22 +144,6 @@ impl RabbitAdmin {
         Ok(())
     }
 
-    /// Declares a durable quorum queue.
-    pub async fn declare_quorum_queue(&self, vhost: &str, name: &str) -> Result<(), PlatformError> {
-        let url = self.url(&["queues", vhost, name])?;
-        self.call(
-            Method::PUT,
-            url,
-            Some(json!({
-                "durable": true,
-                "auto_delete": false,
-                "arguments": { "x-queue-type": "quorum" },
-            })),
-        )
-        .await?;
-        Ok(())
-    }
-
     pub async fn delete_queue(&self, vhost: &str, name: &str) -> Result<(), PlatformError> {
         let url = self.url(&["queues", vhost, name])?;
         self.call(Method::DELETE, url, None).await?;
@@ -210,6 +206,50 @@ impl RabbitAdmin {
             "columns",
             "name,messages_ready,messages_unacknowledged,consumers",
         );
+        let response = self.call(Method::GET, url, None).await?;
+        Ok(response.json().await?)
+    }
+
+    /// The names of the queues of `vhost` matching the regex `pattern`, read
+    /// a page at a time (the broker filters; with 100,000 agents' queues a
+    /// plain listing would be one very large answer).
+    pub async fn queue_names_matching(
+        &self,
+        vhost: &str,
+        pattern: &str,
+    ) -> Result<Vec<String>, PlatformError> {
+        #[derive(Deserialize)]
+        struct Name {
+            name: String,
+        }
+        #[derive(Deserialize)]
+        struct Page {
+            items: Vec<Name>,
+            #[serde(default)]
+            page_count: u64,
+        }
+        let mut names = Vec::new();
+        let mut page = 1u64;
+        loop {
+            let mut url = self.url(&["queues", vhost])?;
+            url.query_pairs_mut()
+                .append_pair("page", &page.to_string())
+                .append_pair("page_size", "500")
+                .append_pair("name", pattern)
+                .append_pair("use_regex", "true")
+                .append_pair("columns", "name");
+            let answer: Page = self.call(Method::GET, url, None).await?.json().await?;
+            names.extend(answer.items.into_iter().map(|q| q.name));
+            if page >= answer.page_count {
+                return Ok(names);
+            }
+            page += 1;
+        }
+    }
+
+    /// Every user's permissions in `vhost`.
+    pub async fn permissions_in(&self, vhost: &str) -> Result<Vec<PermissionInfo>, PlatformError> {
+        let url = self.url(&["vhosts", vhost, "permissions"])?;
         let response = self.call(Method::GET, url, None).await?;
         Ok(response.json().await?)
     }

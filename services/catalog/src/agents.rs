@@ -1,9 +1,11 @@
 //! Each machine's agent gets its own RabbitMQ user, made through the
 //! management HTTP API: `agent-<machine_id>.<generation>` (one per token,
 //! [`agent_username`]) with the agent token as its password, allowed to
-//! publish only `agent.<machine_id>.*` to the agents exchange and to read
-//! only its queue `host.<machine_id>` (DESIGN section 3,
-//! docs/host-agent.md). Rotating or revoking deletes the old token's user and
+//! publish only `agent.<machine_id>.*` to the agents exchange and to declare
+//! and read only its command queue `cmd.<machine_id>`, which the agent
+//! declares itself on connect (DESIGN section 3, docs/host-agent.md). The
+//! catalog declares no queue per machine: 100,000 machines on one broker
+//! (docs/scaling.md). Rotating or revoking deletes the old token's user and
 //! closes its connections, so an old token stops working at once.
 
 use actix_web::{HttpResponse, web};
@@ -43,8 +45,15 @@ fn legacy_username(machine_id: Uuid) -> String {
     format!("agent-{machine_id}")
 }
 
-/// The queue the platform sends a machine's commands to.
-pub fn host_queue(machine_id: Uuid) -> String {
+/// The queue the platform sends a machine's commands to, which its agent
+/// declares (`host_agent::protocol::command_queue`).
+pub fn command_queue(machine_id: Uuid) -> String {
+    format!("cmd.{machine_id}")
+}
+
+/// The per-machine quorum queue the catalog declared before agents declared
+/// their own (`host_agent::protocol::legacy_command_queue`): only deleted.
+pub fn legacy_command_queue(machine_id: Uuid) -> String {
     format!("host.{machine_id}")
 }
 
@@ -102,31 +111,89 @@ impl AgentAccess {
     }
 
     /// Creates (or updates) the broker user of `token`'s generation with
-    /// `token` as its password, the machine's durable quorum queue
-    /// `host.<machine_id>` and the user's permissions. Idempotent. A
+    /// `token` as its password and the user's permissions, and deletes the
+    /// machine's legacy queue `host.<machine_id>`. No queue is declared: the
+    /// agent declares `cmd.<machine_id>` when it connects. Idempotent. A
     /// rotation then retires the previous generation ([`Self::retire`]).
     pub async fn grant(&self, machine_id: Uuid, token: &str) -> Result<(), Error> {
         let (admin, vhost) = self.parts()?;
         let user = agent_username(machine_id, &token_sha256(token));
-        let queue = host_queue(machine_id);
         admin.put_user(&user, token, &[]).await?;
-        admin.declare_quorum_queue(vhost, &queue).await?;
-        // configure nothing; write only the agents exchange; read only its queue.
+        self.permit(admin, vhost, machine_id, &user).await?;
         admin
-            .set_permissions(vhost, &user, "^$", &exact(&self.exchange), &exact(&queue))
+            .delete_queue(vhost, &legacy_command_queue(machine_id))
             .await?;
-        // On that exchange, publish only under its own machine's routing keys.
+        tracing::info!(machine.id = %machine_id, user, "agent broker access granted");
+        Ok(())
+    }
+
+    /// The permissions of an agent's user: configure (declare) and read
+    /// (consume) only its command queue; write only the agents exchange, and
+    /// on it only its own machine's routing keys.
+    async fn permit(
+        &self,
+        admin: &RabbitAdmin,
+        vhost: &str,
+        machine_id: Uuid,
+        user: &str,
+    ) -> Result<(), Error> {
+        let queue = exact(&command_queue(machine_id));
+        admin
+            .set_permissions(vhost, user, &queue, &exact(&self.exchange), &queue)
+            .await?;
         admin
             .set_topic_permissions(
                 vhost,
-                &user,
+                user,
                 &self.exchange,
                 &format!("^agent\\.{machine_id}\\..*"),
                 "^$",
             )
             .await?;
-        tracing::info!(machine.id = %machine_id, user, "agent broker access granted");
         Ok(())
+    }
+
+    /// Brings agent users granted before agents declared their own queues up
+    /// to date, at catalog start: every `agent-<machine_id>[.<gen>]` user of
+    /// the vhost whose permissions are not [`Self::permit`]'s gets them (an
+    /// agent of this version declares `cmd.<machine_id>` on connect and would
+    /// be refused without), and every legacy `host.<machine_id>` queue is
+    /// deleted. Idempotent and cheap once done: one listing of the vhost's
+    /// permissions, one filtered listing of its queues. Returns how many users
+    /// and queues it changed.
+    pub async fn migrate(&self) -> Result<(usize, usize), Error> {
+        let (admin, vhost) = self.parts()?;
+        let mut users = 0;
+        for permission in admin.permissions_in(vhost).await? {
+            let Some(machine_id) = agent_machine(&permission.user) else {
+                continue;
+            };
+            let queue = exact(&command_queue(machine_id));
+            if permission.configure == queue && permission.read == queue {
+                continue;
+            }
+            self.permit(admin, vhost, machine_id, &permission.user)
+                .await?;
+            users += 1;
+        }
+        let mut queues = 0;
+        for name in admin.queue_names_matching(vhost, "^host\\.").await? {
+            let is_machine = name
+                .strip_prefix("host.")
+                .is_some_and(|id| id.parse::<Uuid>().is_ok());
+            if is_machine {
+                admin.delete_queue(vhost, &name).await?;
+                queues += 1;
+            }
+        }
+        if users > 0 || queues > 0 {
+            tracing::info!(
+                users,
+                queues,
+                "agent broker access migrated to agent-declared command queues"
+            );
+        }
+        Ok((users, queues))
     }
 
     /// Retires the token generation whose hash is `token_sha256` (and the
@@ -134,7 +201,8 @@ impl AgentAccess {
     /// more can log in with it, then closes every connection the broker
     /// tracks for it until none is left, and looks once more a moment later.
     /// When this returns, no connection made with that token is open,
-    /// however young. The queue stays (the next generation reads it).
+    /// however young. The command queue stays (the next generation reads
+    /// it; unused, it expires by itself).
     /// Idempotent.
     pub async fn retire(
         &self,
@@ -160,16 +228,30 @@ impl AgentAccess {
             .await
     }
 
-    /// Deletes the machine's command queue and the broker user of its token
-    /// (closing its connections): the machine is gone. Idempotent.
+    /// Deletes the broker user of the machine's token (closing its
+    /// connections) and its command queues, `cmd.<machine_id>` and the legacy
+    /// `host.<machine_id>`: the machine is gone. Idempotent.
     pub async fn remove(&self, machine_id: Uuid, token_sha256: &str) -> Result<(), Error> {
         self.retire(machine_id, token_sha256, "machine deleted")
             .await?;
         let (admin, vhost) = self.parts()?;
-        admin.delete_queue(vhost, &host_queue(machine_id)).await?;
-        tracing::info!(machine.id = %machine_id, "agent queue deleted");
+        admin
+            .delete_queue(vhost, &command_queue(machine_id))
+            .await?;
+        admin
+            .delete_queue(vhost, &legacy_command_queue(machine_id))
+            .await?;
+        tracing::info!(machine.id = %machine_id, "agent queues deleted");
         Ok(())
     }
+}
+
+/// The machine of an agent's broker user: `agent-<machine_id>.<gen>`, or
+/// the pre-generation `agent-<machine_id>`.
+fn agent_machine(user: &str) -> Option<Uuid> {
+    let rest = user.strip_prefix("agent-")?;
+    let id = rest.split_once('.').map_or(rest, |(id, _)| id);
+    id.parse().ok()
 }
 
 /// The stored token hash of the machine, when `host_tenant_id` owns it and
@@ -265,8 +347,20 @@ mod tests {
         assert_eq!(exact("gpumarket.agents"), "^gpumarket\\.agents$");
         let id = Uuid::nil();
         assert_eq!(
-            exact(&host_queue(id)),
-            "^host\\.00000000-0000-0000-0000-000000000000$"
+            exact(&command_queue(id)),
+            "^cmd\\.00000000-0000-0000-0000-000000000000$"
         );
+    }
+
+    #[test]
+    fn agent_users_name_their_machine() {
+        let id = Uuid::now_v7();
+        assert_eq!(
+            agent_machine(&agent_username(id, &token_sha256("t"))),
+            Some(id)
+        );
+        assert_eq!(agent_machine(&legacy_username(id)), Some(id));
+        assert_eq!(agent_machine("guest"), None);
+        assert_eq!(agent_machine("agent-nope.0123"), None);
     }
 }

@@ -34,6 +34,7 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
         heartbeat_grace_seconds: config.heartbeat_grace_seconds,
     });
     let agents = actix_web::web::Data::new(agents::AgentAccess::from_config(&config));
+    migrate_agent_access(agents.get_ref().clone());
     let events = actix_web::web::Data::new(allocations::Events(config.events_exchange.clone()));
     Ok(platform::http::serve_named(
         "catalog",
@@ -48,4 +49,28 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
             routes::configure(cfg);
         },
     )?)
+}
+
+/// Gives agent users granted before agents declared their own command
+/// queues the permissions they now need, and deletes the legacy per-machine
+/// queues ([`agents::AgentAccess::migrate`]). In the background, so a slow or
+/// absent management API never holds up the start; retried a few times,
+/// then left to the next start.
+fn migrate_agent_access(access: agents::AgentAccess) {
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        return;
+    };
+    runtime.spawn(async move {
+        let mut delay = std::time::Duration::from_secs(1);
+        for attempt in 1..=8 {
+            match access.migrate().await {
+                Ok(_) => return,
+                Err(error) => {
+                    tracing::warn!(%error, attempt, "migrating agent broker access failed");
+                }
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(std::time::Duration::from_secs(60));
+        }
+    });
 }

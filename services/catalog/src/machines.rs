@@ -548,8 +548,8 @@ pub async fn rotate_agent_token(
 /// unlisted and marked deleted: its history stays (allocations, gaps and
 /// usage refer to it), but its host no longer sees it and it can be neither
 /// priced nor listed again. Then `remove` is given the stored token hash and
-/// takes away the broker's queue `host.<id>` and the agent's user, closing
-/// its connections. Repeating it finishes a removal that failed half-way.
+/// takes away the broker's queues `cmd.<id>` (and legacy `host.<id>`) and
+/// the agent's user, closing its connections. Repeating it finishes a removal that failed half-way.
 pub async fn delete_machine(
     db: &Db,
     machine_id: Uuid,

@@ -16,8 +16,9 @@
 //! (the token was revoked or rotated). GPUs are simulated by default; the
 //! `nvml` feature reads them from NVML on a real host.
 //!
-//! Given an [`Executor`] ([`run_with_executor`]), it also consumes its queue
-//! `host.<machine_id>`: each [`protocol::AgentCommand`] is one step of a
+//! Given an [`Executor`] ([`run_with_executor`]), it also declares its
+//! command queue `cmd.<machine_id>` on every connect
+//! ([`declare_command_queue`]) and consumes it: each [`protocol::AgentCommand`] is one step of a
 //! provisioning job; the agent carries it out and answers with
 //! `agent.<machine_id>.step_result` ([`protocol::StepResult`]), then acks the
 //! command. A command past its deadline is dropped unanswered: the worker has
@@ -40,7 +41,7 @@ use chrono::{DateTime, SubsecRound, Utc};
 use futures_util::StreamExt;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions,
+    ConfirmSelectOptions, QueueDeclareOptions,
 };
 use lapin::types::FieldTable;
 use lapin::types::{LongString, ShortString};
@@ -239,8 +240,10 @@ pub async fn run(config: AgentConfig) -> Result<(), Error> {
     run_with_executor(config, None).await
 }
 
-/// [`run`], and carries out the commands of `host.<machine_id>` with
-/// `executor` when one is given.
+/// [`run`], and carries out the commands of `cmd.<machine_id>` with
+/// `executor` when one is given (only then is the queue declared: an agent
+/// that takes no commands has none, and a command to it is refused as
+/// "not connected" instead of waiting unread).
 pub async fn run_with_executor(
     config: AgentConfig,
     executor: Option<Arc<dyn Executor>>,
@@ -297,6 +300,32 @@ async fn session(
     tracing::info!(machine.id = %config.machine_id, "agent connected");
     let user = protocol::username(config.machine_id, &config.token);
 
+    // Commands arrive on a channel of their own so that a long step never
+    // delays a heartbeat. The queue is declared and consumed before the
+    // first report: once the catalog sees the machine online, a command to
+    // it finds its queue.
+    let mut commands = match executor {
+        Some(_) => {
+            let commands = conn.create_channel().await.map_err(Error::classify)?;
+            declare_command_queue(&commands, config.machine_id).await?;
+            commands
+                .basic_qos(COMMAND_PREFETCH, BasicQosOptions::default())
+                .await
+                .map_err(Error::classify)?;
+            let consumer = commands
+                .basic_consume(
+                    protocol::command_queue(config.machine_id).as_str().into(),
+                    user.as_str().into(),
+                    BasicConsumeOptions::default(),
+                    FieldTable::default(),
+                )
+                .await
+                .map_err(Error::classify)?;
+            Some(consumer)
+        }
+        None => None,
+    };
+
     let inventory = &config.inventory;
     publish(
         &channel,
@@ -329,29 +358,6 @@ async fn session(
         },
     )
     .await?;
-
-    // Commands arrive on a channel of their own so that a long step never
-    // delays a heartbeat.
-    let mut commands = match executor {
-        Some(_) => {
-            let commands = conn.create_channel().await.map_err(Error::classify)?;
-            commands
-                .basic_qos(COMMAND_PREFETCH, BasicQosOptions::default())
-                .await
-                .map_err(Error::classify)?;
-            let consumer = commands
-                .basic_consume(
-                    protocol::command_queue(config.machine_id).as_str().into(),
-                    user.as_str().into(),
-                    BasicConsumeOptions::default(),
-                    FieldTable::default(),
-                )
-                .await
-                .map_err(Error::classify)?;
-            Some(consumer)
-        }
-        None => None,
-    };
 
     let mut ticker = tokio::time::interval(config.heartbeat_interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -412,6 +418,42 @@ async fn session(
         .await?;
         tracing::debug!(machine.id = %config.machine_id, seq = *seq, "heartbeat");
     }
+}
+
+/// Declares the machine's command queue `cmd.<machine_id>` (durable, classic,
+/// bounded, expiring: [`protocol::command_queue_arguments`]). Idempotent, and
+/// every declaration pushes its expiry back. The agent's broker user may
+/// configure and read this one queue only.
+pub async fn declare_command_queue(channel: &Channel, machine_id: Uuid) -> Result<(), Error> {
+    declare_command_queue_holding(channel, machine_id, protocol::COMMAND_QUEUE_MAX_LENGTH).await
+}
+
+/// [`declare_command_queue`] holding at most `max_length` commands: for
+/// tests that fill a queue. The agent always declares
+/// [`protocol::COMMAND_QUEUE_MAX_LENGTH`]; a queue declared with another
+/// limit makes the agent's declaration fail until it expires or is deleted.
+pub async fn declare_command_queue_holding(
+    channel: &Channel,
+    machine_id: Uuid,
+    max_length: i64,
+) -> Result<(), Error> {
+    channel
+        .queue_declare(
+            protocol::command_queue(machine_id).as_str().into(),
+            QueueDeclareOptions {
+                // Survives a broker restart (with its persistent commands).
+                durable: true,
+                // Outlives the connection: a command sent during a
+                // reconnect waits for the agent (until `x-expires`).
+                exclusive: false,
+                auto_delete: false,
+                ..QueueDeclareOptions::default()
+            },
+            protocol::command_queue_arguments(max_length),
+        )
+        .await
+        .map_err(Error::classify)?;
+    Ok(())
 }
 
 /// One command: carry it out, answer, then ack. A command that cannot be

@@ -33,9 +33,69 @@ pub fn is_agent_of(user: &str, machine_id: Uuid) -> bool {
         .is_some_and(|g| g.len() == 16 && g.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
-/// The queue the platform sends a machine's commands to.
+/// The queue the platform sends a machine's commands to: `cmd.<machine_id>`,
+/// a classic queue the agent declares on connect ([`command_queue_arguments`];
+/// `crate::declare_command_queue`). It exists while the agent is connected
+/// and for [`COMMAND_QUEUE_EXPIRES_MS`] after it left, so a command survives
+/// a reconnect; a machine whose agent is gone has no queue, and a command to
+/// it is returned unroutable ("machine <id> is not connected").
 pub fn command_queue(machine_id: Uuid) -> String {
+    format!("cmd.{machine_id}")
+}
+
+/// The machine's command queue before `cmd.<machine_id>`: a durable quorum
+/// queue `host.<machine_id>` the catalog declared at registration. Named only
+/// to delete it (granting access deletes it; so does removing the machine).
+pub fn legacy_command_queue(machine_id: Uuid) -> String {
     format!("host.{machine_id}")
+}
+
+/// A command queue unused this long (no consumer, no redeclaration) is
+/// deleted by the broker: an agent gone for longer leaves nothing behind.
+pub const COMMAND_QUEUE_EXPIRES_MS: i64 = 10 * 60 * 1000;
+
+/// A command waits in its queue at most this long (the provisioner also sets
+/// its step timeout as each command's expiration; the shorter one wins).
+pub const COMMAND_TTL_MS: i64 = 10 * 60 * 1000;
+
+/// Commands one queue holds at most; one more is refused (`reject-publish`:
+/// the publisher gets a nack, "command queue of machine <id> is full").
+pub const COMMAND_QUEUE_MAX_LENGTH: i64 = 1000;
+
+/// The arguments of `cmd.<machine_id>` holding at most `max_length` commands
+/// ([`COMMAND_QUEUE_MAX_LENGTH`] but in tests). Every declaration must use the
+/// same ones: the broker refuses a redeclaration with other arguments.
+pub fn command_queue_arguments(max_length: i64) -> lapin::types::FieldTable {
+    use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
+    let mut args = FieldTable::default();
+    let mut put = |key: &str, value: AMQPValue| {
+        args.insert(ShortString::from(key), value);
+    };
+    // A classic queue, not a quorum queue: one Erlang process, no Raft log
+    // and a few file handles less each, so 100,000 of them fit one broker
+    // (docs/scaling.md). Version 2: the classic queue's index that keeps
+    // its memory flat with many mostly-empty queues (RabbitMQ 3.10+).
+    put(
+        "x-queue-type",
+        AMQPValue::LongString(LongString::from("classic")),
+    );
+    put("x-queue-version", AMQPValue::LongLongInt(2));
+    // Deleted after ten minutes without a consumer: a machine whose agent is
+    // gone costs the broker nothing.
+    put(
+        "x-expires",
+        AMQPValue::LongLongInt(COMMAND_QUEUE_EXPIRES_MS),
+    );
+    // A command older than that is dropped unread.
+    put("x-message-ttl", AMQPValue::LongLongInt(COMMAND_TTL_MS));
+    // Bounded: past the limit a publish is nacked rather than dropping the
+    // oldest command.
+    put("x-max-length", AMQPValue::LongLongInt(max_length));
+    put(
+        "x-overflow",
+        AMQPValue::LongString(LongString::from("reject-publish")),
+    );
+    args
 }
 
 /// What an agent reports.
@@ -47,7 +107,7 @@ pub enum Kind {
     Heartbeat,
     /// On start: the result of the agent's checks of its GPUs.
     SelfTest,
-    /// After each command from `host.<machine_id>`: how the step went.
+    /// After each command from `cmd.<machine_id>`: how the step went.
     StepResult,
     /// While a long step runs (an image pull): how far it got.
     StepProgress,
@@ -193,7 +253,7 @@ pub struct SelfTestReport {
 }
 
 /// A command from a provisioning worker (the `agent` driver), read from the
-/// machine's queue `host.<machine_id>`: carry out one step of a job. The
+/// machine's queue `cmd.<machine_id>`: carry out one step of a job. The
 /// worker stops waiting at `deadline`; an agent that finds a command past its
 /// deadline drops it unanswered (the step has been retried or given up).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -348,6 +408,35 @@ mod tests {
         assert_eq!(cuda_version_code("12.x"), None);
         assert_eq!(cuda_version_string(12040), "12.4");
         assert_eq!(cuda_version_string(11080), "11.8");
+    }
+
+    #[test]
+    fn command_queues_are_bounded_expiring_classic_queues() {
+        let id = Uuid::nil();
+        assert_eq!(
+            command_queue(id),
+            "cmd.00000000-0000-0000-0000-000000000000"
+        );
+        assert_eq!(
+            legacy_command_queue(id),
+            "host.00000000-0000-0000-0000-000000000000"
+        );
+        let args = command_queue_arguments(COMMAND_QUEUE_MAX_LENGTH);
+        let args = args.inner();
+        let text = |key: &str| match args.get(key) {
+            Some(lapin::types::AMQPValue::LongString(s)) => s.to_string(),
+            other => panic!("{key}: {other:?}"),
+        };
+        let number = |key: &str| match args.get(key) {
+            Some(lapin::types::AMQPValue::LongLongInt(n)) => *n,
+            other => panic!("{key}: {other:?}"),
+        };
+        assert_eq!(text("x-queue-type"), "classic");
+        assert_eq!(text("x-overflow"), "reject-publish");
+        assert_eq!(number("x-queue-version"), 2);
+        assert_eq!(number("x-expires"), 600_000);
+        assert_eq!(number("x-message-ttl"), 600_000);
+        assert_eq!(number("x-max-length"), 1000);
     }
 
     #[test]

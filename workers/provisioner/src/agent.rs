@@ -1,11 +1,15 @@
 //! The `agent` driver: each step goes as a command to the machine's own queue
-//! `host.<machine_id>` and the machine's host agent carries it out and
+//! `cmd.<machine_id>` (declared by its agent on connect) and the machine's
+//! host agent carries it out and
 //! answers on `gpumarket.agents` (`agent.<machine_id>.step_result`). Any
 //! worker's results consumer records an answer against the command it
 //! answers (only a command sent to that same machine counts); the worker
 //! that sent the command waits for the answer in the database, up to the
 //! step timeout. A silent agent makes the step fail as transient: it is
-//! retried with a new command and, past the bound, the job dies.
+//! retried with a new command and, past the bound, the job dies. So does a
+//! command the broker will not take: no queue ("machine <id> is not
+//! connected": the agent is gone, or never came) or a full one ("command
+//! queue of machine <id> is full").
 //!
 //! Commands carry the timeout as their AMQP expiration and as a deadline in
 //! the body, so an agent that comes back late does not act on commands the
@@ -22,6 +26,7 @@ use contracts::events::{
     ProvisioningStep, StopInstance,
 };
 use diesel::prelude::*;
+use host_agent::lapin::Confirmation;
 use host_agent::lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
 use host_agent::lapin::types::ShortString;
 use host_agent::lapin::{BasicProperties, Channel, Connection};
@@ -159,8 +164,9 @@ impl AgentDriver {
     }
 
     /// To the default exchange, routed to the machine's queue by name,
-    /// mandatory and confirmed: a machine without a queue is an error now,
-    /// not a silent timeout.
+    /// mandatory and confirmed: a machine without a queue (returned) or with
+    /// a full one (nacked by `reject-publish`) is an error at once
+    /// ([`refusal`]), not a silent timeout.
     async fn publish(&self, command: &AgentCommand) -> Result<(), Error> {
         let channel = self.channel().await?;
         let body = serde_json::to_vec(command).map_err(|e| broker(e.to_string()))?;
@@ -185,16 +191,27 @@ impl AgentDriver {
             .map_err(broker)?
             .await
             .map_err(broker)?;
-        if !confirmation.is_ack() {
-            return Err(broker("the broker refused the command"));
+        match refusal(command.machine_id, confirmation) {
+            Some(reason) => Err(broker(reason)),
+            None => Ok(()),
         }
-        if confirmation.take_message().is_some() {
-            return Err(broker(format!(
-                "machine {} has no command queue",
-                command.machine_id
-            )));
-        }
-        Ok(())
+    }
+}
+
+/// Why the broker did not take a command, from its confirmation: returned
+/// (mandatory, no queue bound under the name) means the machine's agent is
+/// not connected (it declares `cmd.<machine_id>` on connect, and the queue
+/// expires ten minutes after it left); nacked means the queue refused it,
+/// which `reject-publish` does when it is full. None: the queue has it.
+pub fn refusal(machine_id: Uuid, confirmation: Confirmation) -> Option<String> {
+    let nacked = confirmation.is_nack();
+    let returned = confirmation.take_message().is_some();
+    if returned {
+        Some(format!("machine {machine_id} is not connected"))
+    } else if nacked {
+        Some(format!("command queue of machine {machine_id} is full"))
+    } else {
+        None
     }
 }
 
@@ -571,5 +588,20 @@ impl host_agent::Executor for SimulatedDriver {
                 }
             }
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_nacked_command_is_a_full_queue_and_an_acked_one_is_taken() {
+        let id = Uuid::nil();
+        assert_eq!(refusal(id, Confirmation::Ack(None)), None);
+        assert_eq!(
+            refusal(id, Confirmation::Nack(None)).as_deref(),
+            Some("command queue of machine 00000000-0000-0000-0000-000000000000 is full")
+        );
     }
 }

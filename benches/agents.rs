@@ -1,0 +1,276 @@
+//! `make bench`: agents on one broker (issue 17 goal 7). On a private vhost
+//! it declares `--queues N` idle command queues exactly as host agents
+//! declare theirs (`cmd.<machine_id>`, `host_agent::declare_command_queue`:
+//! classic, version 2, bounded, expiring), and reads the node's memory and
+//! file handles from the management API (`/api/nodes`: `mem_used`,
+//! `fd_used`) before and after. It prints the broker memory per idle queue
+//! and `ratio broker_100k_agents_mem_per_node_vs_watermark`: the memory
+//! 100,000 such queues would take, as a share of the node's memory high
+//! watermark (`mem_limit`). The vhost, with its queues, is deleted at the
+//! end (and when a step fails).
+//!
+//! Flags: `--queues N` (default 100000; 1000 with `--tiny`). It stops
+//! declaring early when the node passes half its watermark, so that a
+//! shared broker never raises its memory alarm; the figures are per queue
+//! either way.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use host_agent::lapin::{Connection, ConnectionProperties};
+use platform::Config;
+use reqwest::Url;
+use serde_json::{Value, json};
+use uuid::Uuid;
+
+mod common;
+use common::{Goal, machine_facts, ratio, sized};
+
+/// Declarations in flight on one channel.
+const WINDOW: usize = 256;
+
+struct Management {
+    base: Url,
+    user: String,
+    password: String,
+    http: reqwest::Client,
+}
+
+impl Management {
+    fn new(url: &str) -> anyhow::Result<Self> {
+        let mut base = Url::parse(url).context("management url")?;
+        let user = base.username().to_owned();
+        let password = base.password().unwrap_or_default().to_owned();
+        let _ = base.set_username("");
+        let _ = base.set_password(None);
+        Ok(Self {
+            base,
+            user,
+            password,
+            http: reqwest::Client::builder()
+                .timeout(Duration::from_secs(60))
+                .build()?,
+        })
+    }
+
+    fn url(&self, segments: &[&str]) -> anyhow::Result<Url> {
+        let mut url = self.base.clone();
+        url.path_segments_mut()
+            .map_err(|()| anyhow::anyhow!("management url cannot be a base"))?
+            .pop_if_empty()
+            .push("api")
+            .extend(segments);
+        Ok(url)
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        url: Url,
+        body: Option<Value>,
+    ) -> anyhow::Result<reqwest::Response> {
+        let mut request = self
+            .http
+            .request(method, url.clone())
+            .basic_auth(&self.user, Some(&self.password));
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        anyhow::ensure!(
+            response.status().is_success() || response.status() == reqwest::StatusCode::NOT_FOUND,
+            "{} {}",
+            url.path(),
+            response.status()
+        );
+        Ok(response)
+    }
+
+    /// The (one) node's memory in use, its high watermark, file handles in use.
+    async fn node(&self) -> anyhow::Result<(f64, f64, f64)> {
+        let nodes: Vec<Value> = self
+            .send(reqwest::Method::GET, self.url(&["nodes"])?, None)
+            .await?
+            .json()
+            .await?;
+        let node = nodes.first().context("no node")?;
+        let number = |key: &str| node.get(key).and_then(Value::as_f64).unwrap_or(0.0);
+        Ok((number("mem_used"), number("mem_limit"), number("fd_used")))
+    }
+}
+
+fn main() -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(bench())
+}
+
+async fn bench() -> anyhow::Result<()> {
+    let queues = sized("--queues", 100_000, 1000);
+    let config = Config::from_env()?;
+    let admin = Management::new(&config.rabbitmq_management_url)?;
+    let vhost = format!("gpumarket_bench_agents_{}", Uuid::now_v7().simple());
+    admin
+        .send(
+            reqwest::Method::PUT,
+            admin.url(&["vhosts", &vhost])?,
+            Some(json!({})),
+        )
+        .await?;
+    let outcome = async {
+        admin
+            .send(
+                reqwest::Method::PUT,
+                admin.url(&["permissions", &vhost, &admin.user])?,
+                Some(json!({ "configure": ".*", "write": ".*", "read": ".*" })),
+            )
+            .await?;
+        measure(&config, &admin, &vhost, queues).await
+    }
+    .await;
+    // The vhost goes whatever happened, its queues with it.
+    let deleted = delete_vhost(&admin, &vhost).await;
+    let (declared, seconds, before, after, limit) = outcome?;
+    deleted?;
+
+    let per_queue = (after.0 - before.0).max(0.0) / declared.max(1) as f64;
+    let fd_per_queue = (after.2 - before.2) / declared.max(1) as f64;
+    let at_100k = per_queue * 100_000.0;
+    let share = if limit > 0.0 {
+        at_100k / limit
+    } else {
+        f64::NAN
+    };
+    let mib = |b: f64| b / 1024.0 / 1024.0;
+    let line = ratio(
+        "broker_100k_agents_mem_per_node_vs_watermark",
+        share,
+        Goal::AtMost(0.5),
+    );
+    let section = format!(
+        "## Agents on one broker\n\n\
+         `make bench` (`cargo bench --bench agents -- --queues {queues}`), run {date} on {facts}, \
+         one RabbitMQ node, {declared} queues declared.\n\n\
+         {declared} idle command queues declared as host agents declare theirs (`cmd.<machine_id>`: \
+         classic, `x-queue-version` 2, durable, `x-expires` and `x-message-ttl` 10 min, \
+         `x-max-length` 1000, `reject-publish`) on a private vhost, in {seconds:.1} s; the node's \
+         `mem_used` and `fd_used` (management API `/api/nodes`) before and after.\n\n\
+         | figure | value |\n| --- | --- |\n\
+         | node memory before | {b:.0} MiB |\n\
+         | node memory after | {a:.0} MiB |\n\
+         | memory per idle queue | {pq:.1} KiB |\n\
+         | file handles per idle queue | {fd:.3} |\n\
+         | 100,000 queues | {k100:.0} MiB |\n\
+         | memory high watermark | {l:.0} MiB |\n\n\
+         `{line}`\n\n\
+         Queues only: 100,000 connected agents also hold 100,000 AMQP connections \
+         (memory and one file handle each), which this does not measure.\n\n",
+        date = chrono::Utc::now().format("%Y-%m-%d"),
+        facts = machine_facts(),
+        b = mib(before.0),
+        a = mib(after.0),
+        pq = per_queue / 1024.0,
+        fd = fd_per_queue,
+        k100 = mib(at_100k),
+        l = mib(limit),
+    );
+    common::write_section("## Agents on one broker", &section)?;
+    Ok(())
+}
+
+type Node = (f64, f64, f64);
+
+/// Deletes the vhost and waits until the broker lists it no more. Deleting
+/// a vhost of tens of thousands of queues outlasts an HTTP request (the
+/// management listener gives up after a minute while the broker goes on), so
+/// the DELETE is repeated until a GET answers 404.
+async fn delete_vhost(admin: &Management, vhost: &str) -> anyhow::Result<()> {
+    for _ in 0..30 {
+        let url = admin.url(&["vhosts", vhost])?;
+        if let Err(error) = admin.send(reqwest::Method::DELETE, url.clone(), None).await {
+            println!("deleting {vhost}: {error}; looking again");
+        }
+        let gone = admin
+            .http
+            .get(url)
+            .basic_auth(&admin.user, Some(&admin.password))
+            .send()
+            .await
+            .is_ok_and(|r| r.status() == reqwest::StatusCode::NOT_FOUND);
+        if gone {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+    anyhow::bail!("vhost {vhost} still there: delete it by hand")
+}
+
+/// Deletes the queues over AMQP, a window at a time (far faster than the
+/// broker deleting them one by one with their vhost).
+async fn delete_queues(
+    channel: &host_agent::lapin::Channel,
+    names: &[String],
+) -> anyhow::Result<()> {
+    for window in names.chunks(WINDOW) {
+        let pending = window
+            .iter()
+            .map(|name| channel.queue_delete(name.as_str().into(), Default::default()));
+        for result in futures_util::future::join_all(pending).await {
+            result?;
+        }
+    }
+    Ok(())
+}
+
+/// Declares up to `queues` command queues on `vhost`; how many, in how many
+/// seconds, the node before and after (settled), and its watermark.
+async fn measure(
+    config: &Config,
+    admin: &Management,
+    vhost: &str,
+    queues: usize,
+) -> anyhow::Result<(usize, f64, Node, Node, f64)> {
+    let mut url = Url::parse(&config.amqp_url).context("amqp url")?;
+    url.set_path(&format!("/{}", vhost));
+    let conn = Connection::connect(url.as_str(), ConnectionProperties::default()).await?;
+    let channel = conn.create_channel().await?;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let before = admin.node().await?;
+    let limit = before.1;
+    let started = Instant::now();
+    let mut declared = 0;
+    let mut names = Vec::with_capacity(queues);
+    while declared < queues {
+        let batch = WINDOW.min(queues - declared);
+        let mut pending = Vec::with_capacity(batch);
+        for _ in 0..batch {
+            let channel = channel.clone();
+            let machine = Uuid::now_v7();
+            names.push(host_agent::protocol::command_queue(machine));
+            pending.push(async move { host_agent::declare_command_queue(&channel, machine).await });
+        }
+        for result in futures_util::future::join_all(pending).await {
+            result.map_err(|e| anyhow::anyhow!("declare: {e}"))?;
+        }
+        declared += batch;
+        if declared % 10_000 < WINDOW {
+            let (used, limit, _) = admin.node().await?;
+            println!(
+                "{declared} queues, node memory {:.0} MiB",
+                used / 1024.0 / 1024.0
+            );
+            if limit > 0.0 && used > limit / 2.0 {
+                println!("past half the watermark: stopping at {declared}");
+                break;
+            }
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    // The management API's node figures refresh every few seconds.
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let after = admin.node().await?;
+    delete_queues(&channel, &names).await?;
+    let _ = conn.close(200, "done".into()).await;
+    Ok((declared, seconds, before, after, limit))
+}
