@@ -121,9 +121,6 @@ pub fn ratios_file() -> std::path::PathBuf {
 pub enum Goal {
     AtLeast(f64),
     AtMost(f64),
-    /// A figure the issue asks to see beside its baseline, with no target
-    /// set yet: printed as `(goal none)`.
-    Recorded,
 }
 
 /// One goal of the scaling issue as the line a script reads:
@@ -135,7 +132,6 @@ pub fn ratio(name: &str, value: f64, goal: Goal) -> String {
     let target = match goal {
         Goal::AtLeast(t) => format!("goal >= {t}"),
         Goal::AtMost(t) => format!("goal <= {t}"),
-        Goal::Recorded => "goal none".to_owned(),
     };
     let shown = if value.abs() >= 100.0 {
         format!("{value:.0}")
