@@ -93,6 +93,34 @@ impl Broker {
         Ok(())
     }
 
+    /// Deletes the agent users the stack created on `vhost` (the demo
+    /// machines' agents): users are broker-wide, so deleting the vhost alone
+    /// would leave one per machine on the shared broker every run.
+    async fn delete_agent_users(&self, vhost: &str) -> anyhow::Result<()> {
+        let permissions: Vec<serde_json::Value> = self
+            .http
+            .get(self.base.join(&format!("api/vhosts/{vhost}/permissions"))?)
+            .basic_auth(&self.user, Some(&self.pass))
+            .send()
+            .await?
+            .error_for_status()?
+            .json()
+            .await?;
+        for user in permissions
+            .iter()
+            .filter_map(|p| p["user"].as_str())
+            .filter(|u| u.starts_with("agent-"))
+        {
+            self.http
+                .delete(self.base.join(&format!("api/users/{user}"))?)
+                .basic_auth(&self.user, Some(&self.pass))
+                .send()
+                .await?
+                .error_for_status()?;
+        }
+        Ok(())
+    }
+
     async fn delete_vhost(&self, vhost: &str) -> anyhow::Result<()> {
         self.http
             .delete(self.base.join(&format!("api/vhosts/{vhost}"))?)
@@ -347,6 +375,9 @@ async fn main() -> anyhow::Result<()> {
     }
     .await;
 
+    if let Err(error) = broker.delete_agent_users(&name).await {
+        eprintln!("agent users of vhost {name} not deleted: {error}");
+    }
     let _ = broker.delete_vhost(&name).await;
     platform::db::drop_database(&admin, &name)?;
     let (measured, trips, tps) = result?;
