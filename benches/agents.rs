@@ -12,7 +12,12 @@
 //! Flags: `--queues N` (default 100000; 1000 with `--tiny`). It stops
 //! declaring early when the node passes half its watermark, so that a
 //! shared broker never raises its memory alarm; the figures are per queue
-//! either way.
+//! either way. `--connections M` (default 1000; 20 with `--tiny`) simulated
+//! agents then connect from this one process, each on its own connection
+//! declaring and consuming its queue, for the memory and file handles of a
+//! connected machine: `ratio broker_100k_connected_agents_mem_vs_watermark`
+//! and `ratio broker_100k_connected_agents_fd_vs_limit` (100,000 of them,
+//! queues included, against the node's watermark and file handle limit).
 
 use std::time::{Duration, Instant};
 
@@ -86,8 +91,9 @@ impl Management {
         Ok(response)
     }
 
-    /// The (one) node's memory in use, its high watermark, file handles in use.
-    async fn node(&self) -> anyhow::Result<(f64, f64, f64)> {
+    /// The (one) node's memory in use, its high watermark, file handles in
+    /// use, and its file handle limit.
+    async fn node(&self) -> anyhow::Result<(f64, f64, f64, f64)> {
         let nodes: Vec<Value> = self
             .send(reqwest::Method::GET, self.url(&["nodes"])?, None)
             .await?
@@ -95,7 +101,12 @@ impl Management {
             .await?;
         let node = nodes.first().context("no node")?;
         let number = |key: &str| node.get(key).and_then(Value::as_f64).unwrap_or(0.0);
-        Ok((number("mem_used"), number("mem_limit"), number("fd_used")))
+        Ok((
+            number("mem_used"),
+            number("mem_limit"),
+            number("fd_used"),
+            number("fd_total"),
+        ))
     }
 }
 
@@ -108,6 +119,7 @@ fn main() -> anyhow::Result<()> {
 
 async fn bench() -> anyhow::Result<()> {
     let queues = sized("--queues", 100_000, 1000);
+    let connections = sized("--connections", 1000, 20);
     let config = Config::from_env()?;
     let admin = Management::new(&config.rabbitmq_management_url)?;
     let vhost = format!("gpumarket_bench_agents_{}", Uuid::now_v7().simple());
@@ -126,13 +138,26 @@ async fn bench() -> anyhow::Result<()> {
                 Some(json!({ "configure": ".*", "write": ".*", "read": ".*" })),
             )
             .await?;
-        measure(&config, &admin, &vhost, queues).await
+        // Connections first: the small figure is read before the queue run
+        // leaves garbage for the node to collect under it.
+        let connected = measure_connected(&config, &admin, &vhost, connections).await?;
+        let idle = measure(&config, &admin, &vhost, queues).await?;
+        anyhow::Ok((idle, connected))
     }
     .await;
     // The vhost goes whatever happened, its queues with it.
     let deleted = delete_vhost(&admin, &vhost).await;
-    let (declared, seconds, before, after, limit) = outcome?;
+    let ((declared, seconds, before, after, limit), connected) = outcome?;
     deleted?;
+    let (agents, c_before, c_after) = connected;
+    let mem_per_agent = (c_after.0 - c_before.0).max(0.0) / agents.max(1) as f64;
+    let fd_per_agent = (c_after.2 - c_before.2).max(0.0) / agents.max(1) as f64;
+    let fd_limit = c_after.3;
+    let fd_share = if fd_limit > 0.0 {
+        fd_per_agent * 100_000.0 / fd_limit
+    } else {
+        f64::NAN
+    };
 
     let per_queue = (after.0 - before.0).max(0.0) / declared.max(1) as f64;
     let fd_per_queue = (after.2 - before.2) / declared.max(1) as f64;
@@ -147,6 +172,21 @@ async fn bench() -> anyhow::Result<()> {
         "broker_100k_agents_mem_per_node_vs_watermark",
         share,
         Goal::AtMost(0.5),
+    );
+    let connected_share = if limit > 0.0 {
+        mem_per_agent * 100_000.0 / limit
+    } else {
+        f64::NAN
+    };
+    let connected_line = ratio(
+        "broker_100k_connected_agents_mem_vs_watermark",
+        connected_share,
+        Goal::AtMost(1.0),
+    );
+    let fd_line = ratio(
+        "broker_100k_connected_agents_fd_vs_limit",
+        fd_share,
+        Goal::AtMost(1.0),
     );
     let section = format!(
         "## Agents on one broker\n\n\
@@ -164,8 +204,20 @@ async fn bench() -> anyhow::Result<()> {
          | 100,000 queues | {k100:.0} MiB |\n\
          | memory high watermark | {l:.0} MiB |\n\n\
          `{line}`\n\n\
-         Queues only: 100,000 connected agents also hold 100,000 AMQP connections \
-         (memory and one file handle each), which this does not measure.\n\n",
+         Connected agents: {agents} simulated agents from this one process, each its own AMQP \
+         connection (16 KiB frames, as agents connect) with one channel, declaring its command \
+         queue and consuming it, as `gpumarket agent` does; the node before and after.\n\n\
+         | figure | value |\n| --- | --- |\n\
+         | memory per connected agent (connection, channel, consumer and its queue) | {ma:.1} KiB |\n\
+         | file handles per connected agent | {fa:.2} |\n\
+         | node file handle limit (`fd_total`) | {fl:.0} |\n\
+         | 100,000 connected agents | {kc:.0} MiB |\n\n\
+         A node serves as many connections as its file handle limit allows (one each): \
+         100,000 agents need `LimitNOFILE` (or `ulimit -n`) well above 100,000 on the node, and \
+         the connections' memory, not the queues', decides how many fit one node \
+         (docs/scaling.md).\n\n\
+         `{connected_line}`\n\n\
+         `{fd_line}`\n\n",
         date = chrono::Utc::now().format("%Y-%m-%d"),
         facts = machine_facts(),
         b = mib(before.0),
@@ -174,12 +226,16 @@ async fn bench() -> anyhow::Result<()> {
         fd = fd_per_queue,
         k100 = mib(at_100k),
         l = mib(limit),
+        ma = mem_per_agent / 1024.0,
+        fa = fd_per_agent,
+        fl = fd_limit,
+        kc = mib(mem_per_agent * 100_000.0),
     );
     common::write_section("## Agents on one broker", &section)?;
     Ok(())
 }
 
-type Node = (f64, f64, f64);
+type Node = (f64, f64, f64, f64);
 
 /// Deletes the vhost and waits until the broker lists it no more. Deleting
 /// a vhost of tens of thousands of queues outlasts an HTTP request (the
@@ -223,6 +279,61 @@ async fn delete_queues(
     Ok(())
 }
 
+/// Connects `agents` simulated agents to `vhost`, each on its own
+/// connection declaring and consuming its command queue (what a connected
+/// `gpumarket agent` holds on the broker), and reads the node before and
+/// after; then closes them and deletes their queues.
+async fn measure_connected(
+    config: &Config,
+    admin: &Management,
+    vhost: &str,
+    agents: usize,
+) -> anyhow::Result<(usize, Node, Node)> {
+    let mut url = Url::parse(&config.amqp_url).context("amqp url")?;
+    url.set_path(&format!("/{}", vhost));
+    let url = platform::broker::with_frame_max(url.as_str());
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let before = admin.node().await?;
+    // One file handle per connection: stay well inside the node's limit, so
+    // a shared broker keeps serving everyone else (a default node has 1024).
+    let headroom = ((before.3 - before.2) * 0.8).max(1.0) as usize;
+    if agents > headroom {
+        println!("{agents} connections would crowd the node's file handles: connecting {headroom}");
+    }
+    let agents = agents.min(headroom);
+    let mut held = Vec::with_capacity(agents);
+    let mut names = Vec::with_capacity(agents);
+    for _ in 0..agents {
+        let conn = Connection::connect(&url, ConnectionProperties::default()).await?;
+        let channel = conn.create_channel().await?;
+        let machine = Uuid::now_v7();
+        host_agent::declare_command_queue(&channel, machine)
+            .await
+            .map_err(|e| anyhow::anyhow!("declare: {e}"))?;
+        let name = host_agent::protocol::command_queue(machine);
+        let consumer = channel
+            .basic_consume(
+                name.as_str().into(),
+                "bench".into(),
+                Default::default(),
+                Default::default(),
+            )
+            .await?;
+        names.push(name);
+        held.push((conn, channel, consumer));
+    }
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    let after = admin.node().await?;
+    let cleanup = held.first().map(|(_, channel, _)| channel.clone());
+    if let Some(channel) = cleanup {
+        delete_queues(&channel, &names).await?;
+    }
+    for (conn, _, _) in held {
+        let _ = conn.close(200, "done".into()).await;
+    }
+    Ok((agents, before, after))
+}
+
 /// Declares up to `queues` command queues on `vhost`; how many, in how many
 /// seconds, the node before and after (settled), and its watermark.
 async fn measure(
@@ -235,7 +346,9 @@ async fn measure(
     url.set_path(&format!("/{}", vhost));
     let conn = Connection::connect(url.as_str(), ConnectionProperties::default()).await?;
     let channel = conn.create_channel().await?;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The node's figures refresh every few seconds: let the closed agent
+    // connections leave them first.
+    tokio::time::sleep(Duration::from_secs(8)).await;
     let before = admin.node().await?;
     let limit = before.1;
     let started = Instant::now();
@@ -255,7 +368,7 @@ async fn measure(
         }
         declared += batch;
         if declared % 10_000 < WINDOW {
-            let (used, limit, _) = admin.node().await?;
+            let (used, limit, _, _) = admin.node().await?;
             println!(
                 "{declared} queues, node memory {:.0} MiB",
                 used / 1024.0 / 1024.0
