@@ -85,7 +85,8 @@ deploy-validate:
 
 ## make bench: offer search on 100k machines, createOrder at 1/16/64 clients and order-to-running,
 ## then billing's usage ingest (with a raw-insert baseline), the invoicing run for 10k tenants
-## and broker memory per idle agent command queue (AGENTS_BENCH_ARGS="--queues N")
+## and broker memory and file handles per idle and per connected agent
+## (AGENTS_BENCH_ARGS="--queues N --connections M")
 ## (flags: make bench BENCH_ARGS="--machines 1000000" ORDER_BENCH_ARGS="--orders 1024").
 ## It ends with one line per goal of the scaling work, `ratio <name> = <value> (goal >= <target>)`,
 ## each measured beside its baseline in the same run (docs/benchmarks.md keeps them).
