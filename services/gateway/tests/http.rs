@@ -59,6 +59,10 @@ fn gateway(quota_url: &str) -> String {
     config.bind_host = "127.0.0.1".into();
     config.ports.gateway = 0;
     config.urls.quota = quota_url.into();
+    // No live events here: the event fan-out would otherwise declare the
+    // whole topology on the shared broker's default vhost and leave it
+    // there. Nothing listens on port 1; the fan-out just keeps retrying.
+    config.amqp_url = "amqp://guest:guest@127.0.0.1:1/%2f".into();
     for url in [
         &mut config.urls.catalog,
         &mut config.urls.ordering,
