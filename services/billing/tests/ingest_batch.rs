@@ -13,49 +13,15 @@ use billing::invoices::{self, InvoicePeriod};
 use chrono::Utc;
 use contracts::events::{INSTANCE_DOWNTIME, InstanceDowntime, USAGE_RECORDED, UsageRecorded};
 use contracts::{Envelope, api};
-use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
+use diesel::{Connection, PgConnection, RunQueryDsl};
 use gpumarket_billing as billing;
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
+mod common;
+use common::{TestDb, count, settings};
+
 use billing::ledger::{self, AccountKind, Posting};
-
-fn settings() -> billing::Settings {
-    billing::Settings {
-        fee_rate: Decimal::new(15, 2),
-        currency: "USD".into(),
-        events_exchange: "gpumarket.events".into(),
-        downtime_credit_multiple: Decimal::ONE,
-    }
-}
-
-struct TestDb {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl TestDb {
-    fn new(tag: &str) -> Self {
-        let base = platform::Config::from_env().expect("config");
-        let name = format!("gpumarket_test_{tag}_{}", Uuid::now_v7().simple());
-        let admin = platform::config::replace_db_name(&base.database_url, "postgres");
-        platform::db::create_database(&admin, &name).expect("create database");
-        let url = base.with_database(&name).database_url;
-        platform::db::migrate(&url).expect("migrate");
-        Self { admin, name, url }
-    }
-
-    fn conn(&self) -> PgConnection {
-        PgConnection::establish(&self.url).expect("connect")
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        let _ = platform::db::drop_database(&self.admin, &self.name);
-    }
-}
 
 /// A usage segment of `seconds` as metering announces it.
 fn usage(tenant: Uuid, host: Uuid, interval: Uuid, seconds: i64) -> Envelope {
@@ -107,19 +73,6 @@ fn apply(conn: &mut PgConnection, envelopes: &[Envelope]) -> Result<usize, Strin
         .map_err(|e| diesel::result::Error::QueryBuilderError(e.to_string().into()))
     })
     .map_err(|e| e.to_string())
-}
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = diesel::sql_types::Int8)]
-    n: i64,
-}
-
-fn count(conn: &mut PgConnection, sql: &str) -> i64 {
-    diesel::sql_query(sql)
-        .get_result::<Count>(conn)
-        .expect("count")
-        .n
 }
 
 /// Every account's balance is the sum of its legs and every posting sums to

@@ -16,38 +16,8 @@ use gpumarket_billing as billing;
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
-fn settings() -> billing::Settings {
-    billing::Settings {
-        fee_rate: Decimal::new(15, 2),
-        currency: "USD".into(),
-        events_exchange: "gpumarket.events".into(),
-        downtime_credit_multiple: Decimal::ONE,
-    }
-}
-
-struct TestDb {
-    admin: String,
-    name: String,
-    url: String,
-}
-
-impl TestDb {
-    fn new(tag: &str) -> Self {
-        let base = platform::Config::from_env().expect("config");
-        let name = format!("gpumarket_test_{tag}_{}", Uuid::now_v7().simple());
-        let admin = platform::config::replace_db_name(&base.database_url, "postgres");
-        platform::db::create_database(&admin, &name).expect("create database");
-        let url = base.with_database(&name).database_url;
-        platform::db::migrate(&url).expect("migrate");
-        Self { admin, name, url }
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        let _ = platform::db::drop_database(&self.admin, &self.name);
-    }
-}
+mod common;
+use common::{TestDb, count, settings};
 
 /// One usage segment through billing's real posting path.
 fn usage(conn: &mut PgConnection, tenant: Uuid, instance: Uuid, seconds: i64, price: &str) {
@@ -74,19 +44,6 @@ fn usage(conn: &mut PgConnection, tenant: Uuid, instance: Uuid, seconds: i64, pr
             .map_err(|e| diesel::result::Error::QueryBuilderError(e.to_string().into()))
     })
     .expect("usage");
-}
-
-#[derive(QueryableByName)]
-struct Count {
-    #[diesel(sql_type = diesel::sql_types::BigInt)]
-    n: i64,
-}
-
-fn count(conn: &mut PgConnection, sql: &str) -> i64 {
-    diesel::sql_query(sql)
-        .get_result::<Count>(conn)
-        .expect("count")
-        .n
 }
 
 /// The invoice as the preview (`draft`, in Rust) would write it.
@@ -117,7 +74,7 @@ async fn run_all(db: &platform::Db, end: chrono::DateTime<Utc>) -> api::RunInvoi
 async fn tenants_in_one_chunk_get_their_own_numbers_and_a_rerun_issues_nothing() {
     let test = TestDb::new("invoice_run");
     let db = platform::Db::connect(&test.url, 2).expect("db");
-    let mut conn = PgConnection::establish(&test.url).expect("conn");
+    let mut conn = test.conn();
     let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
     let (a1, a2, b1) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
     // Sub-cent amounts on purpose: the lines round once, not per posting.
@@ -315,7 +272,7 @@ impl Micros for chrono::DateTime<Utc> {
 #[test]
 fn sql_half_even_rounding_is_round_to_minor() {
     let test = TestDb::new("half_even");
-    let mut conn = PgConnection::establish(&test.url).expect("conn");
+    let mut conn = test.conn();
     #[derive(QueryableByName)]
     struct Rounded {
         #[diesel(sql_type = diesel::sql_types::Numeric)]
