@@ -794,17 +794,7 @@ async fn deleting_a_machine_removes_its_queue_and_broker_user() {
     let broker = MachineOnBroker::new(&env, id);
     assert!(!broker.has_queue().await, "registration declares no queue");
     assert_eq!(broker.users().await.len(), 1);
-    let agent = Connection::connect(
-        &agent_url(&stack, id, &token),
-        ConnectionProperties::default(),
-    )
-    .await
-    .expect("the agent connects");
-    let channel = agent.create_channel().await.expect("channel");
-    host_agent::declare_command_queue(&channel, id)
-        .await
-        .expect("the agent declares its command queue");
-    assert!(broker.has_queue().await);
+    let agent = broker.connect_as_agent(&stack, &token).await;
     // A queue from before agents declared their own goes with the machine.
     broker.declare_legacy_queue(&env).await;
     let delete = "mutation($id: ID!) { deleteMachine(machineId: $id) }";
@@ -975,7 +965,8 @@ async fn a_machine_holding_a_renters_stopped_instance_cannot_be_deleted() {
     let (other_host, _) = sign_up(&api, &["HOST"]).await;
     let (id, token) = machine(&host).await;
     let broker = MachineOnBroker::new(&env, id);
-    broker.declare_as_agent(&stack, &token).await;
+    let agent = broker.connect_as_agent(&stack, &token).await;
+    let _ = agent.close(200, "declared".into()).await;
     // A renter's instance, stopped: its GPUs are released (no allocation),
     // its disk stays on the machine.
     let order = uuid::Uuid::now_v7();
@@ -1176,8 +1167,9 @@ impl MachineOnBroker {
         self.has(&format!("host.{}", self.id)).await
     }
 
-    /// The machine's command queue, as its agent declares it on connect.
-    async fn declare_as_agent(&self, stack: &Stack, token: &str) {
+    /// Connects as the machine's agent and declares its command queue, as
+    /// the agent does on connect; the connection stays open for the caller.
+    async fn connect_as_agent(&self, stack: &Stack, token: &str) -> Connection {
         let id: uuid::Uuid = self.id.parse().expect("uuid");
         let agent = Connection::connect(
             &agent_url(stack, id, token),
@@ -1189,8 +1181,8 @@ impl MachineOnBroker {
         host_agent::declare_command_queue(&channel, id)
             .await
             .expect("the agent declares its command queue");
-        let _ = agent.close(200, "declared".into()).await;
         assert!(self.has_queue().await);
+        agent
     }
 
     /// The durable quorum queue `host.<id>` the catalog used to declare.

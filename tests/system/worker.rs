@@ -25,13 +25,45 @@ const NO_WORKER: Parts = Parts {
     provisioner: false,
 };
 
-/// Message ids in the dead-letter queue, read (and consumed) until `want`
-/// shows up or the limit passes.
-async fn dead_letters(config: &platform::Config, want: &str) -> Vec<(String, String)> {
+/// A connection and channel of the test's own on the stack's vhost (keep the
+/// connection alive as long as the channel is used).
+async fn broker_channel(config: &platform::Config) -> (Connection, host_agent::lapin::Channel) {
     let conn = Connection::connect(&config.amqp_url, ConnectionProperties::default())
         .await
         .expect("amqp");
     let channel = conn.create_channel().await.expect("channel");
+    (conn, channel)
+}
+
+/// Messages ready in `queue` and its consumers (a passive declare: the
+/// queue must exist).
+async fn queue_depth(channel: &host_agent::lapin::Channel, queue: &str) -> (u32, u32) {
+    let q = channel
+        .queue_declare(
+            queue.into(),
+            host_agent::lapin::options::QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            },
+            Default::default(),
+        )
+        .await
+        .expect("the command queue exists");
+    (q.message_count(), q.consumer_count())
+}
+
+/// Commands for `instance`'s first step that no agent answered.
+fn unanswered_validate_host(env: &TestEnv, instance: &str) -> i64 {
+    env.count(&format!(
+        "SELECT count(*) AS n FROM provisioner.agent_commands WHERE instance_id = '{instance}' \
+         AND step = 'validate_host' AND answered_at IS NULL"
+    ))
+}
+
+/// Message ids in the dead-letter queue, read (and consumed) until `want`
+/// shows up or the limit passes.
+async fn dead_letters(config: &platform::Config, want: &str) -> Vec<(String, String)> {
+    let (_conn, channel) = broker_channel(config).await;
     let queue = format!("{}.dead", config.dead_letter_exchange);
     let mut seen: Vec<(String, String)> = Vec::new();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
@@ -460,10 +492,7 @@ async fn the_agent_driver_times_out_a_silent_agent_and_fails_the_instance() {
     // The machine's agent connected once (its queue exists) but does not
     // answer.
     let machine: uuid::Uuid = offer.parse().expect("uuid");
-    let conn = Connection::connect(&stack.config.amqp_url, ConnectionProperties::default())
-        .await
-        .expect("amqp");
-    let channel = conn.create_channel().await.expect("channel");
+    let (_conn, channel) = broker_channel(&stack.config).await;
     host_agent::declare_command_queue(&channel, machine)
         .await
         .expect("command queue");
@@ -490,13 +519,7 @@ async fn the_agent_driver_times_out_a_silent_agent_and_fails_the_instance() {
     worker.kill().expect("kill");
     worker.wait().expect("reap");
     // Two commands for the first step, neither answered.
-    assert_eq!(
-        env.count(&format!(
-            "SELECT count(*) AS n FROM provisioner.agent_commands WHERE instance_id = '{id}' \
-             AND step = 'validate_host' AND answered_at IS NULL"
-        )),
-        2
-    );
+    assert_eq!(unanswered_validate_host(&env, &id), 2);
 
     stack.stop().await;
     env.cleanup().await;
@@ -539,10 +562,7 @@ async fn a_command_to_a_machine_whose_agent_is_not_connected_fails_at_once() {
     worker.kill().expect("kill");
     worker.wait().expect("reap");
     assert_eq!(
-        env.count(&format!(
-            "SELECT count(*) AS n FROM provisioner.agent_commands WHERE instance_id = '{id}' \
-             AND step = 'validate_host' AND answered_at IS NULL"
-        )),
+        unanswered_validate_host(&env, &id),
         2,
         "two attempts, as for a silent agent"
     );
@@ -568,10 +588,7 @@ async fn a_command_to_a_full_command_queue_fails_at_once() {
     } = rental(env, NO_WORKER, "RTX 4090", 2, "0.42", "100").await;
     let machine: uuid::Uuid = offer.parse().expect("uuid");
     let queue = host_agent::protocol::command_queue(machine);
-    let conn = Connection::connect(&stack.config.amqp_url, ConnectionProperties::default())
-        .await
-        .expect("amqp");
-    let channel = conn.create_channel().await.expect("channel");
+    let (_conn, channel) = broker_channel(&stack.config).await;
     host_agent::declare_command_queue_holding(&channel, machine, 1)
         .await
         .expect("command queue");
@@ -611,18 +628,7 @@ async fn a_command_to_a_full_command_queue_fails_at_once() {
     assert_released_and_uncharged(&env, &renter, 100).await;
     worker.kill().expect("kill");
     worker.wait().expect("reap");
-    let depth = channel
-        .queue_declare(
-            queue.as_str().into(),
-            host_agent::lapin::options::QueueDeclareOptions {
-                passive: true,
-                ..Default::default()
-            },
-            Default::default(),
-        )
-        .await
-        .expect("the queue")
-        .message_count();
+    let (depth, _) = queue_depth(&channel, &queue).await;
     assert_eq!(depth, 1, "nothing more went in");
 
     stack.stop().await;
@@ -666,24 +672,9 @@ async fn a_command_sent_while_the_agent_is_away_is_carried_out_when_it_is_back()
         .await
         .expect("disconnect");
     let queue = host_agent::protocol::command_queue(agent.machine_id);
-    let conn = Connection::connect(&stack.config.amqp_url, ConnectionProperties::default())
-        .await
-        .expect("amqp");
-    let channel = conn.create_channel().await.expect("channel");
-    let depth = async || {
-        let q = channel
-            .queue_declare(
-                queue.as_str().into(),
-                host_agent::lapin::options::QueueDeclareOptions {
-                    passive: true,
-                    ..Default::default()
-                },
-                Default::default(),
-            )
-            .await
-            .expect("the agent's queue outlives its connection");
-        (q.message_count(), q.consumer_count())
-    };
+    let (_conn, channel) = broker_channel(&stack.config).await;
+    // The agent's queue outlives its connection (queue_depth fails if not).
+    let depth = async || queue_depth(&channel, &queue).await;
     eventually("the agent gone", Duration::from_secs(20), || async {
         (depth().await.1 == 0).then_some(())
     })
