@@ -24,8 +24,8 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use host_agent::lapin::{Connection, ConnectionProperties};
 use platform::Config;
+use platform::rabbitmq_admin::{NodeStats, RabbitAdmin};
 use reqwest::Url;
-use serde_json::{Value, json};
 use uuid::Uuid;
 
 mod common;
@@ -33,82 +33,6 @@ use common::{Goal, machine_facts, ratio, sized};
 
 /// Declarations in flight on one channel.
 const WINDOW: usize = 256;
-
-struct Management {
-    base: Url,
-    user: String,
-    password: String,
-    http: reqwest::Client,
-}
-
-impl Management {
-    fn new(url: &str) -> anyhow::Result<Self> {
-        let mut base = Url::parse(url).context("management url")?;
-        let user = base.username().to_owned();
-        let password = base.password().unwrap_or_default().to_owned();
-        let _ = base.set_username("");
-        let _ = base.set_password(None);
-        Ok(Self {
-            base,
-            user,
-            password,
-            http: reqwest::Client::builder()
-                .timeout(Duration::from_secs(60))
-                .build()?,
-        })
-    }
-
-    fn url(&self, segments: &[&str]) -> anyhow::Result<Url> {
-        let mut url = self.base.clone();
-        url.path_segments_mut()
-            .map_err(|()| anyhow::anyhow!("management url cannot be a base"))?
-            .pop_if_empty()
-            .push("api")
-            .extend(segments);
-        Ok(url)
-    }
-
-    async fn send(
-        &self,
-        method: reqwest::Method,
-        url: Url,
-        body: Option<Value>,
-    ) -> anyhow::Result<reqwest::Response> {
-        let mut request = self
-            .http
-            .request(method, url.clone())
-            .basic_auth(&self.user, Some(&self.password));
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await?;
-        anyhow::ensure!(
-            response.status().is_success() || response.status() == reqwest::StatusCode::NOT_FOUND,
-            "{} {}",
-            url.path(),
-            response.status()
-        );
-        Ok(response)
-    }
-
-    /// The (one) node's memory in use, its high watermark, file handles in
-    /// use, and its file handle limit.
-    async fn node(&self) -> anyhow::Result<(f64, f64, f64, f64)> {
-        let nodes: Vec<Value> = self
-            .send(reqwest::Method::GET, self.url(&["nodes"])?, None)
-            .await?
-            .json()
-            .await?;
-        let node = nodes.first().context("no node")?;
-        let number = |key: &str| node.get(key).and_then(Value::as_f64).unwrap_or(0.0);
-        Ok((
-            number("mem_used"),
-            number("mem_limit"),
-            number("fd_used"),
-            number("fd_total"),
-        ))
-    }
-}
 
 fn main() -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -121,23 +45,10 @@ async fn bench() -> anyhow::Result<()> {
     let queues = sized("--queues", 100_000, 1000);
     let connections = sized("--connections", 1000, 20);
     let config = Config::from_env()?;
-    let admin = Management::new(&config.rabbitmq_management_url)?;
+    let admin = RabbitAdmin::new(&config.rabbitmq_management_url)?;
     let vhost = format!("gpumarket_bench_agents_{}", Uuid::now_v7().simple());
-    admin
-        .send(
-            reqwest::Method::PUT,
-            admin.url(&["vhosts", &vhost])?,
-            Some(json!({})),
-        )
-        .await?;
     let outcome = async {
-        admin
-            .send(
-                reqwest::Method::PUT,
-                admin.url(&["permissions", &vhost, &admin.user])?,
-                Some(json!({ "configure": ".*", "write": ".*", "read": ".*" })),
-            )
-            .await?;
+        admin.put_vhost(&vhost).await?;
         // Connections first: the small figure is read before the queue run
         // leaves garbage for the node to collect under it.
         let connected = measure_connected(&config, &admin, &vhost, connections).await?;
@@ -150,17 +61,17 @@ async fn bench() -> anyhow::Result<()> {
     let ((declared, seconds, before, after, limit), connected) = outcome?;
     deleted?;
     let (agents, c_before, c_after) = connected;
-    let mem_per_agent = (c_after.0 - c_before.0).max(0.0) / agents.max(1) as f64;
-    let fd_per_agent = (c_after.2 - c_before.2).max(0.0) / agents.max(1) as f64;
-    let fd_limit = c_after.3;
+    let mem_per_agent = (c_after.mem_used - c_before.mem_used).max(0.0) / agents.max(1) as f64;
+    let fd_per_agent = (c_after.fd_used - c_before.fd_used).max(0.0) / agents.max(1) as f64;
+    let fd_limit = c_after.fd_total;
     let fd_share = if fd_limit > 0.0 {
         fd_per_agent * 100_000.0 / fd_limit
     } else {
         f64::NAN
     };
 
-    let per_queue = (after.0 - before.0).max(0.0) / declared.max(1) as f64;
-    let fd_per_queue = (after.2 - before.2) / declared.max(1) as f64;
+    let per_queue = (after.mem_used - before.mem_used).max(0.0) / declared.max(1) as f64;
+    let fd_per_queue = (after.fd_used - before.fd_used) / declared.max(1) as f64;
     let at_100k = per_queue * 100_000.0;
     let share = if limit > 0.0 {
         at_100k / limit
@@ -220,8 +131,8 @@ async fn bench() -> anyhow::Result<()> {
          `{fd_line}`\n\n",
         date = chrono::Utc::now().format("%Y-%m-%d"),
         facts = machine_facts(),
-        b = mib(before.0),
-        a = mib(after.0),
+        b = mib(before.mem_used),
+        a = mib(after.mem_used),
         pq = per_queue / 1024.0,
         fd = fd_per_queue,
         k100 = mib(at_100k),
@@ -235,26 +146,16 @@ async fn bench() -> anyhow::Result<()> {
     Ok(())
 }
 
-type Node = (f64, f64, f64, f64);
-
 /// Deletes the vhost and waits until the broker lists it no more. Deleting
 /// a vhost of tens of thousands of queues outlasts an HTTP request (the
 /// management listener gives up after a minute while the broker goes on), so
 /// the DELETE is repeated until a GET answers 404.
-async fn delete_vhost(admin: &Management, vhost: &str) -> anyhow::Result<()> {
+async fn delete_vhost(admin: &RabbitAdmin, vhost: &str) -> anyhow::Result<()> {
     for _ in 0..30 {
-        let url = admin.url(&["vhosts", vhost])?;
-        if let Err(error) = admin.send(reqwest::Method::DELETE, url.clone(), None).await {
+        if let Err(error) = admin.delete_vhost(vhost).await {
             println!("deleting {vhost}: {error}; looking again");
         }
-        let gone = admin
-            .http
-            .get(url)
-            .basic_auth(&admin.user, Some(&admin.password))
-            .send()
-            .await
-            .is_ok_and(|r| r.status() == reqwest::StatusCode::NOT_FOUND);
-        if gone {
+        if !admin.vhost_exists(vhost).await.unwrap_or(true) {
             return Ok(());
         }
         tokio::time::sleep(Duration::from_secs(5)).await;
@@ -285,18 +186,18 @@ async fn delete_queues(
 /// after; then closes them and deletes their queues.
 async fn measure_connected(
     config: &Config,
-    admin: &Management,
+    admin: &RabbitAdmin,
     vhost: &str,
     agents: usize,
-) -> anyhow::Result<(usize, Node, Node)> {
+) -> anyhow::Result<(usize, NodeStats, NodeStats)> {
     let mut url = Url::parse(&config.amqp_url).context("amqp url")?;
     url.set_path(&format!("/{}", vhost));
     let url = platform::broker::with_frame_max(url.as_str());
     tokio::time::sleep(Duration::from_secs(8)).await;
-    let before = admin.node().await?;
+    let before = admin.node_stats().await?;
     // One file handle per connection: stay well inside the node's limit, so
     // a shared broker keeps serving everyone else (a default node has 1024).
-    let headroom = ((before.3 - before.2) * 0.8).max(1.0) as usize;
+    let headroom = ((before.fd_total - before.fd_used) * 0.8).max(1.0) as usize;
     if agents > headroom {
         println!("{agents} connections would crowd the node's file handles: connecting {headroom}");
     }
@@ -323,7 +224,7 @@ async fn measure_connected(
         held.push((conn, channel, consumer));
     }
     tokio::time::sleep(Duration::from_secs(8)).await;
-    let after = admin.node().await?;
+    let after = admin.node_stats().await?;
     let cleanup = held.first().map(|(_, channel, _)| channel.clone());
     if let Some(channel) = cleanup {
         delete_queues(&channel, &names).await?;
@@ -338,10 +239,10 @@ async fn measure_connected(
 /// seconds, the node before and after (settled), and its watermark.
 async fn measure(
     config: &Config,
-    admin: &Management,
+    admin: &RabbitAdmin,
     vhost: &str,
     queues: usize,
-) -> anyhow::Result<(usize, f64, Node, Node, f64)> {
+) -> anyhow::Result<(usize, f64, NodeStats, NodeStats, f64)> {
     let mut url = Url::parse(&config.amqp_url).context("amqp url")?;
     url.set_path(&format!("/{}", vhost));
     let conn = Connection::connect(url.as_str(), ConnectionProperties::default()).await?;
@@ -349,8 +250,8 @@ async fn measure(
     // The node's figures refresh every few seconds: let the closed agent
     // connections leave them first.
     tokio::time::sleep(Duration::from_secs(8)).await;
-    let before = admin.node().await?;
-    let limit = before.1;
+    let before = admin.node_stats().await?;
+    let limit = before.mem_limit;
     let started = Instant::now();
     let mut declared = 0;
     let mut names = Vec::with_capacity(queues);
@@ -368,7 +269,11 @@ async fn measure(
         }
         declared += batch;
         if declared % 10_000 < WINDOW {
-            let (used, limit, _, _) = admin.node().await?;
+            let NodeStats {
+                mem_used: used,
+                mem_limit: limit,
+                ..
+            } = admin.node_stats().await?;
             println!(
                 "{declared} queues, node memory {:.0} MiB",
                 used / 1024.0 / 1024.0
@@ -382,7 +287,7 @@ async fn measure(
     let seconds = started.elapsed().as_secs_f64();
     // The management API's node figures refresh every few seconds.
     tokio::time::sleep(Duration::from_secs(8)).await;
-    let after = admin.node().await?;
+    let after = admin.node_stats().await?;
     delete_queues(&channel, &names).await?;
     let _ = conn.close(200, "done".into()).await;
     Ok((declared, seconds, before, after, limit))

@@ -39,6 +39,7 @@ use anyhow::Context;
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use gpumarket::client::Client;
 use platform::Config;
+use platform::rabbitmq_admin::RabbitAdmin;
 use serde_json::json;
 use tokio::io::AsyncBufReadExt;
 
@@ -50,85 +51,16 @@ const PASSWORD: &str = "bench-password-1";
 const LEVELS: [usize; 3] = [1, 16, 64];
 const SSH_KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketBenchKey bench@gpumarket";
 
-struct Broker {
-    base: reqwest::Url,
-    user: String,
-    pass: String,
-    http: reqwest::Client,
-}
-
-impl Broker {
-    fn new(config: &Config) -> anyhow::Result<Broker> {
-        let mut base = reqwest::Url::parse(&config.rabbitmq_management_url)?;
-        let user = base.username().to_owned();
-        let pass = base.password().unwrap_or_default().to_owned();
-        let _ = base.set_username("");
-        let _ = base.set_password(None);
-        Ok(Broker {
-            base,
-            user,
-            pass,
-            http: reqwest::Client::new(),
-        })
-    }
-
-    async fn create_vhost(&self, vhost: &str) -> anyhow::Result<()> {
-        self.http
-            .put(self.base.join(&format!("api/vhosts/{vhost}"))?)
-            .basic_auth(&self.user, Some(&self.pass))
-            .json(&json!({}))
-            .send()
-            .await?
-            .error_for_status()?;
-        self.http
-            .put(
-                self.base
-                    .join(&format!("api/permissions/{vhost}/{}", self.user))?,
-            )
-            .basic_auth(&self.user, Some(&self.pass))
-            .json(&json!({ "configure": ".*", "write": ".*", "read": ".*" }))
-            .send()
-            .await?
-            .error_for_status()?;
-        Ok(())
-    }
-
-    /// Deletes the agent users the stack created on `vhost` (the demo
-    /// machines' agents): users are broker-wide, so deleting the vhost alone
-    /// would leave one per machine on the shared broker every run.
-    async fn delete_agent_users(&self, vhost: &str) -> anyhow::Result<()> {
-        let permissions: Vec<serde_json::Value> = self
-            .http
-            .get(self.base.join(&format!("api/vhosts/{vhost}/permissions"))?)
-            .basic_auth(&self.user, Some(&self.pass))
-            .send()
-            .await?
-            .error_for_status()?
-            .json()
-            .await?;
-        for user in permissions
-            .iter()
-            .filter_map(|p| p["user"].as_str())
-            .filter(|u| u.starts_with("agent-"))
-        {
-            self.http
-                .delete(self.base.join(&format!("api/users/{user}"))?)
-                .basic_auth(&self.user, Some(&self.pass))
-                .send()
-                .await?
-                .error_for_status()?;
+/// Deletes the agent users the stack created on `vhost` (the demo
+/// machines' agents): users are broker-wide, so deleting the vhost alone
+/// would leave one per machine on the shared broker every run.
+async fn delete_agent_users(admin: &RabbitAdmin, vhost: &str) -> anyhow::Result<()> {
+    for permission in admin.permissions_in(vhost).await? {
+        if permission.user.starts_with("agent-") {
+            admin.delete_user(&permission.user).await?;
         }
-        Ok(())
     }
-
-    async fn delete_vhost(&self, vhost: &str) -> anyhow::Result<()> {
-        self.http
-            .delete(self.base.join(&format!("api/vhosts/{vhost}"))?)
-            .basic_auth(&self.user, Some(&self.pass))
-            .send()
-            .await?;
-        Ok(())
-    }
+    Ok(())
 }
 
 async fn sign_up(api: &Client, roles: &[&str]) -> anyhow::Result<(Client, String)> {
@@ -352,8 +284,8 @@ async fn main() -> anyhow::Result<()> {
         amqp.host_str().unwrap_or("127.0.0.1"),
         amqp.port().unwrap_or(5672)
     );
-    let broker = Broker::new(&config)?;
-    broker.create_vhost(&name).await?;
+    let broker = RabbitAdmin::new(&config.rabbitmq_management_url)?;
+    broker.put_vhost(&name).await?;
     platform::db::create_database(&admin, &name)?;
     platform::db::migrate(&config.database_url)?;
     let url = config.database_url.clone();
@@ -375,7 +307,7 @@ async fn main() -> anyhow::Result<()> {
     }
     .await;
 
-    if let Err(error) = broker.delete_agent_users(&name).await {
+    if let Err(error) = delete_agent_users(&broker, &name).await {
         eprintln!("agent users of vhost {name} not deleted: {error}");
     }
     let _ = broker.delete_vhost(&name).await;

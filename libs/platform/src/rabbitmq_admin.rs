@@ -42,6 +42,21 @@ pub struct PermissionInfo {
     pub read: String,
 }
 
+/// A node's memory and file handles as the management API reports them
+/// (bytes; handles).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct NodeStats {
+    #[serde(default)]
+    pub mem_used: f64,
+    /// The memory high watermark.
+    #[serde(default)]
+    pub mem_limit: f64,
+    #[serde(default)]
+    pub fd_used: f64,
+    #[serde(default)]
+    pub fd_total: f64,
+}
+
 /// A queue's depth as the management API lists it.
 #[derive(Debug, Clone, Deserialize)]
 pub struct QueueInfo {
@@ -142,6 +157,47 @@ impl RabbitAdmin {
         let url = self.url(&["users", name])?;
         self.call(Method::DELETE, url, None).await?;
         Ok(())
+    }
+
+    /// Creates `vhost` (if missing) and gives the management user every
+    /// permission on it.
+    pub async fn put_vhost(&self, vhost: &str) -> Result<(), PlatformError> {
+        self.call(Method::PUT, self.url(&["vhosts", vhost])?, Some(json!({})))
+            .await?;
+        let user = self.user.clone();
+        self.set_permissions(vhost, &user, ".*", ".*", ".*").await
+    }
+
+    /// Deletes `vhost` with its queues; a missing vhost is fine. A vhost of
+    /// tens of thousands of queues can outlast the request while the broker
+    /// goes on deleting: see [`RabbitAdmin::vhost_exists`].
+    pub async fn delete_vhost(&self, vhost: &str) -> Result<(), PlatformError> {
+        self.call(Method::DELETE, self.url(&["vhosts", vhost])?, None)
+            .await?;
+        Ok(())
+    }
+
+    pub async fn vhost_exists(&self, vhost: &str) -> Result<bool, PlatformError> {
+        let response = self
+            .http
+            .get(self.url(&["vhosts", vhost])?)
+            .basic_auth(&self.user, Some(&self.password))
+            .send()
+            .await?;
+        Ok(response.status() != StatusCode::NOT_FOUND)
+    }
+
+    /// The first node's memory and file handles (`/api/nodes`).
+    pub async fn node_stats(&self) -> Result<NodeStats, PlatformError> {
+        let nodes: Vec<NodeStats> = self
+            .call(Method::GET, self.url(&["nodes"])?, None)
+            .await?
+            .json()
+            .await?;
+        nodes
+            .into_iter()
+            .next()
+            .ok_or_else(|| PlatformError::Other("rabbitmq management lists no node".into()))
     }
 
     pub async fn delete_queue(&self, vhost: &str, name: &str) -> Result<(), PlatformError> {
