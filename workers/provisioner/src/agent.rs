@@ -290,6 +290,10 @@ fn permanent(reason: impl Into<String>) -> HandlerError {
     HandlerError::Permanent(reason.into())
 }
 
+/// How long after its command was answered a progress report still counts
+/// (it was sent before the answer but handled after it).
+const PROGRESS_AFTER_ANSWER_SECS: i64 = 30;
+
 /// How many progress reports one command may turn into events; the rest
 /// are dropped (an agent sends about one a second; a pull that takes longer
 /// than this many reports shows its first ones and then its result).
@@ -410,7 +414,8 @@ pub async fn record_result(db: &Db, message: RawMessage) -> Result<(), HandlerEr
 /// Records one progress report of a long step (an image pull) as a
 /// `progress` [`ProvisioningStep`] with the message as its `detail`, so
 /// `instanceEvents` shows it. The same sender checks as for results: the
-/// machine's agent, about a command sent to that machine and still open;
+/// machine's agent, about a command sent to that machine and still open
+/// (or answered in the last [`PROGRESS_AFTER_ANSWER_SECS`]);
 /// at most [`MAX_PROGRESS_PER_COMMAND`] per command, messages cut to
 /// [`MAX_PROGRESS_DETAIL`] characters.
 pub async fn record_progress(
@@ -427,6 +432,12 @@ pub async fn record_progress(
         ));
     }
     let exchange = events_exchange.to_owned();
+    // Results and progress reports share one queue but are handled on tasks
+    // of their own, so the step's result (which the agent sends after its
+    // progress) can be recorded first; a report that arrives just after its
+    // command was answered is still counted.
+    let answered_since =
+        contracts::time::now() - chrono::Duration::seconds(PROGRESS_AFTER_ANSWER_SECS);
     let detail: String = progress
         .message
         .chars()
@@ -439,7 +450,11 @@ pub async fn record_progress(
                 agent_commands::table
                     .find(progress.command_id)
                     .filter(agent_commands::machine_id.eq(machine_id))
-                    .filter(agent_commands::answered_at.is_null())
+                    .filter(
+                        agent_commands::answered_at
+                            .is_null()
+                            .or(agent_commands::answered_at.gt(answered_since)),
+                    )
                     .filter(agent_commands::progress_count.lt(MAX_PROGRESS_PER_COMMAND)),
             )
             .set(agent_commands::progress_count.eq(agent_commands::progress_count + 1))
