@@ -326,6 +326,17 @@ fn intent(
         .for_update()
         .first(conn)
         .optional()?;
+    // The pending payout before the balance: a payout turns `paid` and
+    // debits the earnings in one commit, so read in this order the two
+    // cannot straddle it (a balance still holding a payout that then reads
+    // as paid would pay the same earnings twice). `mark_paid` also takes the
+    // account row, so with the lock above no such commit falls in between.
+    let pending: Option<PayoutRow> = payouts::table
+        .filter(payouts::host_tenant_id.eq(host))
+        .filter(payouts::status.eq("pending"))
+        .select(PayoutRow::as_select())
+        .first(conn)
+        .optional()?;
     let available = available(conn, host, currency, payout.hold_seconds)?;
     let Some(account) = account else {
         return Ok((
@@ -333,12 +344,6 @@ fn intent(
             available,
         ));
     };
-    let pending: Option<PayoutRow> = payouts::table
-        .filter(payouts::host_tenant_id.eq(host))
-        .filter(payouts::status.eq("pending"))
-        .select(PayoutRow::as_select())
-        .first(conn)
-        .optional()?;
     if let Some(pending) = pending {
         return Ok((Intent::Resume(pending), available));
     }
@@ -389,6 +394,18 @@ fn mark_paid(
     id: Uuid,
     transfer_id: &str,
 ) -> Result<PayoutRow, Error> {
+    // The host's account row first, as `intent` takes it: a run deciding
+    // what to pay this host waits for this debit, or this debit for it.
+    let host: Uuid = payouts::table
+        .find(id)
+        .select(payouts::host_tenant_id)
+        .first(conn)?;
+    payout_accounts::table
+        .find(host)
+        .select(payout_accounts::host_tenant_id)
+        .for_update()
+        .first::<Uuid>(conn)
+        .optional()?;
     let row: PayoutRow = payouts::table
         .find(id)
         .select(PayoutRow::as_select())
@@ -669,6 +686,96 @@ mod tests {
             Some(1234)
         );
         assert_eq!(floor_minor(Decimal::ZERO, "USD"), Some(0));
+    }
+
+    /// A payout run racing the previous run's `paid` never pays the same
+    /// earnings twice: it either resumes the pending payout or, once that is
+    /// paid, sees the earnings it took. Real Postgres; the run's reads fall
+    /// around the other's commit differently on each round.
+    #[test]
+    fn a_run_beside_the_previous_payouts_paid_never_pays_the_same_earnings_twice() {
+        use std::sync::{Arc, Barrier};
+
+        let db = platform::test_db::TestDb::new("payouts").expect("test database");
+        let settings = Settings {
+            fee_rate: Decimal::new(15, 2),
+            currency: "USD".into(),
+            events_exchange: "gpumarket.events".into(),
+            downtime_credit_multiple: Decimal::ONE,
+        };
+        let payout = PayoutSettings {
+            minimum: Decimal::ONE,
+            hold_seconds: 0,
+            interval: None,
+        };
+        let earned = Decimal::new(10, 0);
+        let mut conn = db.conn().expect("connect");
+        let mut doubled = Vec::new();
+        for round in 0..300 {
+            let host = Uuid::now_v7();
+            conn.transaction::<_, Error, _>(|c| {
+                diesel::insert_into(payout_accounts::table)
+                    .values((
+                        payout_accounts::host_tenant_id.eq(host),
+                        payout_accounts::stripe_account_id.eq(format!("acct_{}", host.simple())),
+                        payout_accounts::country.eq("DE"),
+                        payout_accounts::transfers_status.eq("active"),
+                        payout_accounts::payouts_enabled.eq(true),
+                        payout_accounts::details_submitted.eq(true),
+                    ))
+                    .execute(c)?;
+                let earnings = ledger::account(c, AccountKind::HostEarnings, Some(host), "USD")?;
+                let fees = ledger::account(c, AccountKind::PlatformFee, None, "USD")?;
+                ledger::post(
+                    c,
+                    &Posting {
+                        id: &format!("earned:{host}"),
+                        kind: "usage",
+                        tenant_id: Some(host),
+                        instance_id: None,
+                        fee_rate: None,
+                        description: "earned",
+                        legs: &[(earnings, earned), (fees, -earned)],
+                    },
+                )?;
+                Ok(())
+            })
+            .expect("setup");
+            // Earlier than the hold-back's `now()`: all of it is available.
+            std::thread::sleep(Duration::from_millis(2));
+            let Intent::Send(first) = conn
+                .transaction(|c| intent(c, &settings, &payout, host))
+                .expect("first run")
+                .0
+            else {
+                panic!("round {round}: the first run sent nothing");
+            };
+
+            let barrier = Arc::new(Barrier::new(2));
+            let paying = {
+                let (url, barrier, settings) = (db.url.clone(), barrier.clone(), settings.clone());
+                std::thread::spawn(move || {
+                    let mut conn = PgConnection::establish(&url).expect("connect");
+                    barrier.wait();
+                    let transfer = format!("tr_{}", first.id.simple());
+                    conn.transaction(|c| mark_paid(c, &settings, first.id, &transfer))
+                        .expect("paid");
+                })
+            };
+            let mut other = PgConnection::establish(&db.url).expect("connect");
+            barrier.wait();
+            let (second, _) = other
+                .transaction(|c| intent(c, &settings, &payout, host))
+                .expect("second run");
+            paying.join().expect("paying thread");
+            if let Intent::Send(again) = second {
+                doubled.push((round, again.amount));
+            }
+        }
+        assert!(
+            doubled.is_empty(),
+            "a second payout of the same earnings (round, amount): {doubled:?}"
+        );
     }
 
     #[test]

@@ -357,7 +357,7 @@ fn concurrent_batches_over_the_same_accounts_in_different_orders_neither_deadloc
             .iter()
             .map(|rounds| {
                 let start = Arc::clone(&start);
-                let url = db.url.clone();
+                let url = db.url().to_owned();
                 scope.spawn(move || -> Result<(), String> {
                     let mut conn = PgConnection::establish(&url).map_err(|e| e.to_string())?;
                     start.wait();
@@ -434,8 +434,8 @@ async fn an_invoice_run_beside_ingest_batches_over_the_same_renters_does_not_dea
                 .collect()
         })
         .collect();
-    let db = platform::Db::connect(&test.url, 2).expect("db");
-    let url = test.url.clone();
+    let db = platform::Db::connect(test.url(), 2).expect("db");
+    let url = test.url().to_owned();
     let ingest = tokio::task::spawn_blocking(move || -> Result<(), String> {
         std::thread::scope(|scope| {
             let handles: Vec<_> = batches

@@ -73,7 +73,7 @@ async fn run_all(db: &platform::Db, end: chrono::DateTime<Utc>) -> api::RunInvoi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn tenants_in_one_chunk_get_their_own_numbers_and_a_rerun_issues_nothing() {
     let test = TestDb::new("invoice_run");
-    let db = platform::Db::connect(&test.url, 2).expect("db");
+    let db = platform::Db::connect(test.url(), 2).expect("db");
     let mut conn = test.conn();
     let (a, b) = (Uuid::now_v7(), Uuid::now_v7());
     let (a1, a2, b1) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());

@@ -10,34 +10,18 @@ use std::collections::HashMap;
 use contracts::api::{NoOffers, OfferSearch, OfferSort};
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use gpumarket_catalog::{Market, offers};
-use platform::{Config, Db};
+use platform::Db;
+use platform::test_db::TestDb;
 
-struct TestDb {
-    admin: String,
-    name: String,
-    url: String,
+/// A database of the test's own (platform's [`TestDb`]) and a way to poke it.
+trait Exec {
+    fn exec(&self, sql: &str);
 }
 
-impl TestDb {
-    fn new(tag: &str) -> TestDb {
-        let base = Config::from_env().expect("config");
-        let name = format!("gpumarket_catalog_{tag}_{}", uuid::Uuid::now_v7().simple());
-        let admin = platform::config::replace_db_name(&base.database_url, "postgres");
-        let url = base.with_database(&name).database_url;
-        platform::db::create_database(&admin, &name).expect("create database");
-        platform::db::migrate(&url).expect("migrate");
-        TestDb { admin, name, url }
-    }
-
+impl Exec for TestDb {
     fn exec(&self, sql: &str) {
-        let mut conn = PgConnection::establish(&self.url).expect("connect");
+        let mut conn = self.conn().expect("connect");
         diesel::sql_query(sql).execute(&mut conn).expect(sql);
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        let _ = platform::db::drop_database(&self.admin, &self.name);
     }
 }
 
@@ -109,7 +93,7 @@ fn by_tflop() -> OfferSearch {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_price_per_tflop_order_follows_the_models_tflops() {
-    let test = TestDb::new("tflops");
+    let test = TestDb::new("catalog_tflops").expect("test database");
     let db = Db::connect(&test.url, 2).expect("pool");
     // 0.50 / 165.2 ≈ 0.00303 against 1.00 / 362.1 ≈ 0.00276 per TFLOP-hour.
     machine(&test, "cheap4090", "RTX 4090", 1, "US", 12040, "0.50");
@@ -146,7 +130,7 @@ async fn the_price_per_tflop_order_follows_the_models_tflops() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn why_no_offers_counts_and_nearest_values() {
-    let test = TestDb::new("why");
+    let test = TestDb::new("catalog_why").expect("test database");
     let db = Db::connect(&test.url, 2).expect("pool");
     seeded(&test);
 

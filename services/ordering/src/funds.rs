@@ -249,31 +249,6 @@ mod tests {
         assert!(refused.to_string().contains("already runs"), "{refused}");
     }
 
-    /// A migrated database of the test's own, dropped at the end.
-    struct TestDb {
-        admin: String,
-        name: String,
-        url: String,
-    }
-
-    impl TestDb {
-        fn new() -> Self {
-            let base = platform::Config::from_env().expect("config");
-            let name = format!("gpumarket_test_funds_{}", Uuid::now_v7().simple());
-            let admin = platform::config::replace_db_name(&base.database_url, "postgres");
-            platform::db::create_database(&admin, &name).expect("create database");
-            let url = base.with_database(&name).database_url;
-            platform::db::migrate(&url).expect("migrate");
-            Self { admin, name, url }
-        }
-    }
-
-    impl Drop for TestDb {
-        fn drop(&mut self) {
-            let _ = platform::db::drop_database(&self.admin, &self.name);
-        }
-    }
-
     /// An order becoming its instance (one transaction that does not take
     /// the runway lock) is counted exactly once by a runway check running
     /// beside it, however the two interleave: never missed (a burst would
@@ -281,7 +256,7 @@ mod tests {
     /// COMMITTED, many flips against many reads.
     #[test]
     fn an_order_becoming_its_instance_is_counted_once_by_a_concurrent_check() {
-        let db = TestDb::new();
+        let db = platform::test_db::TestDb::new("funds").expect("test database");
         let (tenant, order, instance) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
         let mut setup = PgConnection::establish(&db.url).expect("connect");
         diesel::sql_query(

@@ -4,10 +4,9 @@
 // Each test file compiles this module on its own and uses only part of it.
 #![allow(dead_code)]
 
-use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
+use diesel::{PgConnection, QueryableByName, RunQueryDsl};
 use gpumarket_billing as billing;
 use rust_decimal::Decimal;
-use uuid::Uuid;
 
 pub fn settings() -> billing::Settings {
     billing::Settings {
@@ -19,31 +18,19 @@ pub fn settings() -> billing::Settings {
 }
 
 /// A migrated database of the test's own, dropped with the value.
-pub struct TestDb {
-    admin: String,
-    name: String,
-    pub url: String,
-}
+pub struct TestDb(platform::test_db::TestDb);
 
 impl TestDb {
     pub fn new(tag: &str) -> Self {
-        let base = platform::Config::from_env().expect("config");
-        let name = format!("gpumarket_test_{tag}_{}", Uuid::now_v7().simple());
-        let admin = platform::config::replace_db_name(&base.database_url, "postgres");
-        platform::db::create_database(&admin, &name).expect("create database");
-        let url = base.with_database(&name).database_url;
-        platform::db::migrate(&url).expect("migrate");
-        Self { admin, name, url }
+        Self(platform::test_db::TestDb::new(tag).expect("test database"))
+    }
+
+    pub fn url(&self) -> &str {
+        &self.0.url
     }
 
     pub fn conn(&self) -> PgConnection {
-        PgConnection::establish(&self.url).expect("connect")
-    }
-}
-
-impl Drop for TestDb {
-    fn drop(&mut self) {
-        let _ = platform::db::drop_database(&self.admin, &self.name);
+        self.0.conn().expect("connect")
     }
 }
 
