@@ -13,5 +13,8 @@ diesel::table! {
         tx_bytes -> Int8,
         rx_bytes -> Int8,
         received_at -> Timestamptz,
+        screened -> Bool,
+        upload_mbps -> Nullable<Int4>,
+        download_mbps -> Nullable<Int4>,
     }
 }

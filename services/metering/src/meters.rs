@@ -66,6 +66,10 @@ pub fn apply_storage(
         (s, None)
     };
     let correlation_id = envelope.correlation_id.clone();
+    // Before the intervals' row locks, in the order `apply_traffic` takes
+    // them: a sample is judged against the instance's placement either
+    // before this event commits or after (its end included), never beside.
+    lock_traffic(conn, p.instance_id)?;
     if p.storage_price_per_gb_month > Decimal::ZERO && p.disk_gib > 0 {
         let hourly = (p.storage_price_per_gb_month * Decimal::from(p.disk_gib)
             / Decimal::from(HOURS_PER_MONTH))
@@ -231,8 +235,9 @@ fn refuse(p: &InstanceTraffic, refusal: Refusal) {
 /// kept, logged, counted) when the instance does not run on the reporting
 /// machine, or when its counters grew faster than the machine's declared
 /// bandwidth allows ([`judge`]). A sample for an instance metering has not
-/// heard of yet waits; the instance's first event then screens it
-/// ([`settle_traffic`]).
+/// heard of yet waits unscreened (with the bandwidth the catalog attached);
+/// the instance's first event then screens it ([`screen_waiting`]), and
+/// only screened samples count.
 pub fn apply_traffic(
     conn: &mut PgConnection,
     envelope: &Envelope,
@@ -248,10 +253,10 @@ pub fn apply_traffic(
     // against every sample kept before it, so two sent at once cannot each
     // pass alone and add up past the link (held to the end of the
     // transaction that keeps the sample).
-    diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-        .bind::<diesel::sql_types::Text, _>(format!("metering.traffic:{}", p.instance_id))
-        .execute(conn)?;
-    if let Some(placed) = placement(conn, p.instance_id)? {
+    lock_traffic(conn, p.instance_id)?;
+    let placed = placement(conn, p.instance_id)?;
+    let screened = placed.is_some();
+    if let Some(placed) = placed {
         if !placed.machines.contains(&p.machine_id) {
             refuse(&p, Refusal::ForeignMachine);
             return Ok(());
@@ -262,6 +267,8 @@ pub fn apply_traffic(
             up_mbps: p.upload_mbps,
             down_mbps: p.download_mbps,
         };
+        // Those that waited for the placement come first, as they arrived.
+        screen_waiting(conn, p.instance_id)?;
         let existing = load_samples(conn, p.instance_id)?;
         let new = Sample {
             boot_id: p.boot_id,
@@ -284,6 +291,9 @@ pub fn apply_traffic(
             traffic_samples::sent_at.eq(p.sent_at),
             traffic_samples::tx_bytes.eq(p.tx_bytes),
             traffic_samples::rx_bytes.eq(p.rx_bytes),
+            traffic_samples::screened.eq(screened),
+            traffic_samples::upload_mbps.eq(p.upload_mbps),
+            traffic_samples::download_mbps.eq(p.download_mbps),
         ))
         .on_conflict_do_nothing()
         .execute(conn)?;
@@ -306,6 +316,9 @@ fn settle_traffic(
     events_exchange: &str,
     correlation_id: Option<String>,
 ) -> QueryResult<()> {
+    // Held already when called from `apply_traffic` or `apply_storage`
+    // (advisory locks nest within a transaction).
+    lock_traffic(conn, instance_id)?;
     let rows: Vec<IntervalRow> = intervals::table
         .filter(intervals::instance_id.eq(instance_id))
         .filter(intervals::meter.eq_any([BANDWIDTH_UP, BANDWIDTH_DOWN]))
@@ -345,6 +358,7 @@ fn settle_traffic(
             );
         }
     }
+    screen_waiting(conn, instance_id)?;
     let samples = load_samples(conn, instance_id)?;
     let Some(newest) = samples.iter().map(|s| s.sent_at).max() else {
         return Ok(());
@@ -379,10 +393,111 @@ fn settle_traffic(
     Ok(())
 }
 
-/// Every kept sample of the instance.
+/// Serialises the judging of one instance's samples (and the events that
+/// change what they are judged against) until the transaction ends.
+fn lock_traffic(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<()> {
+    diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind::<diesel::sql_types::Text, _>(format!("metering.traffic:{instance_id}"))
+        .execute(conn)
+        .map(|_| ())
+}
+
+/// Judges the samples that waited for the instance's placement, in the
+/// order they arrived, each against the screened ones and dated no later
+/// than its own arrival, exactly as [`apply_traffic`] judges a sample that
+/// arrives after the placement: a waiting sample that does not fit the link
+/// is refused (deleted, logged, counted), the others count from now on.
+/// Nothing to do until metering knows where the instance runs.
+fn screen_waiting(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<()> {
+    type Waiting = (
+        Uuid,
+        i64,
+        Uuid,
+        DateTime<Utc>,
+        i64,
+        i64,
+        DateTime<Utc>,
+        Option<i32>,
+        Option<i32>,
+    );
+    let waiting: Vec<Waiting> = traffic_samples::table
+        .filter(traffic_samples::instance_id.eq(instance_id))
+        .filter(traffic_samples::screened.eq(false))
+        .order((
+            traffic_samples::received_at,
+            traffic_samples::boot_id,
+            traffic_samples::seq,
+        ))
+        .select((
+            traffic_samples::boot_id,
+            traffic_samples::seq,
+            traffic_samples::machine_id,
+            traffic_samples::sent_at,
+            traffic_samples::tx_bytes,
+            traffic_samples::rx_bytes,
+            traffic_samples::received_at,
+            traffic_samples::upload_mbps,
+            traffic_samples::download_mbps,
+        ))
+        .load(conn)?;
+    if waiting.is_empty() {
+        return Ok(());
+    }
+    let Some(placed) = placement(conn, instance_id)? else {
+        return Ok(());
+    };
+    let mut kept = load_samples(conn, instance_id)?;
+    for (boot_id, seq, machine_id, sent_at, tx, rx, received_at, up_mbps, down_mbps) in waiting {
+        let sample = Sample {
+            boot_id,
+            seq,
+            sent_at,
+            tx,
+            rx,
+        };
+        let limits = Limits {
+            start: placed.start,
+            end: placed.end,
+            up_mbps,
+            down_mbps,
+        };
+        let key = traffic_samples::table.find((instance_id, boot_id, seq));
+        let verdict = if placed.machines.contains(&machine_id) {
+            judge(&kept, sample, received_at, &limits)
+        } else {
+            Err(Refusal::ForeignMachine)
+        };
+        match verdict {
+            Ok(()) => {
+                diesel::update(key)
+                    .set(traffic_samples::screened.eq(true))
+                    .execute(conn)?;
+                kept.push(sample);
+            }
+            Err(refusal) => {
+                diesel::delete(key).execute(conn)?;
+                crate::metrics::traffic_sample_refused(refusal.reason());
+                tracing::warn!(
+                    machine.id = %machine_id,
+                    instance.id = %instance_id,
+                    %boot_id,
+                    seq,
+                    tx_bytes = tx,
+                    rx_bytes = rx,
+                    reason = refusal.reason(),
+                    "waiting traffic sample refused: {refusal}"
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Every screened sample of the instance (those that count).
 fn load_samples(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<Vec<Sample>> {
     Ok(traffic_samples::table
         .filter(traffic_samples::instance_id.eq(instance_id))
+        .filter(traffic_samples::screened.eq(true))
         .select((
             traffic_samples::boot_id,
             traffic_samples::seq,
