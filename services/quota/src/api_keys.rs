@@ -277,6 +277,14 @@ pub async fn create_api_key(db: &Db, req: CreateApiKeyRequest) -> Result<ApiKeyC
         if owner == 0 {
             return Err(Error::NotFound("user not found in this tenant".into()));
         }
+        // The tenant's row, so that keys created at once are counted one
+        // after the other and the limit holds.
+        tenants::table
+            .find(req.tenant_id)
+            .select(tenants::id)
+            .for_update()
+            .first::<Uuid>(conn)
+            .optional()?;
         if active_keys(conn, req.tenant_id)? >= MAX_ACTIVE_KEYS_PER_TENANT {
             return Err(Error::Conflict(format!(
                 "the tenant has {MAX_ACTIVE_KEYS_PER_TENANT} active API keys; revoke one first"
