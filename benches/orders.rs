@@ -194,6 +194,10 @@ struct Overhead {
     claim: f64,
     #[diesel(sql_type = diesel::sql_types::Double)]
     steps: f64,
+    /// Of `steps`, the time inside the driver (the steps' own durations);
+    /// the rest is the step log, its events and the lease.
+    #[diesel(sql_type = diesel::sql_types::Double)]
+    driver: f64,
     #[diesel(sql_type = diesel::sql_types::Double)]
     report: f64,
 }
@@ -206,6 +210,7 @@ fn overhead_ms(conn: &mut PgConnection, id: &str) -> anyhow::Result<Option<Overh
                 (extract(epoch FROM j.created_at - i.created_at) * 1000)::float8 AS delivery, \
                 (extract(epoch FROM min(s.started_at) - j.created_at) * 1000)::float8 AS claim, \
                 (extract(epoch FROM j.finished_at - min(s.started_at)) * 1000)::float8 AS steps, \
+                coalesce(sum(s.duration_ms), 0)::float8 AS driver, \
                 (extract(epoch FROM i.running_at - j.finished_at) * 1000)::float8 AS report \
          FROM ordering.instances i \
          JOIN provisioner.jobs j ON j.instance_id = i.id AND j.kind = 'provision' \
@@ -591,11 +596,13 @@ async fn round_trip_ms(amqp_url: &str, trips: usize) -> anyhow::Result<Vec<Durat
 /// One table row per part of the order-to-running time.
 fn breakdown(samples: &[Overhead]) -> String {
     type Part = (&'static str, fn(&Overhead) -> f64);
-    let parts: [Part; 5] = [
+    let parts: [Part; 7] = [
         ("total", |o| o.total),
         ("delivery", |o| o.delivery),
         ("claim", |o| o.claim),
         ("steps", |o| o.steps),
+        ("steps: in the driver", |o| o.driver),
+        ("steps: step log, events, lease", |o| o.steps - o.driver),
         ("report", |o| o.report),
     ];
     parts

@@ -495,11 +495,17 @@ impl Worker {
 
     async fn run_steps(&self, job: &Claimed, work: &Work) -> Result<Steps, Halt> {
         let done = self.finished_steps(job.id).await?;
+        // A step's success is recorded with the next step's start (or the
+        // job's success): one commit per step boundary instead of two.
+        let mut finished: Option<Finished> = None;
         for (position, &step) in work.steps().iter().enumerate() {
             if done.iter().any(|s| s == step.as_str()) {
                 continue;
             }
-            let attempt = match self.start_step(job, step, position as i32).await? {
+            let attempt = match self
+                .start_step(job, step, position as i32, finished.take())
+                .await?
+            {
                 Started::Attempt(attempt) => attempt,
                 Started::Exhausted(reason) => {
                     self.fenced(job.id, {
@@ -525,7 +531,11 @@ impl Worker {
             match result {
                 Ok(()) => {
                     platform::metrics::provisioning_step(step.as_str(), "ok", started.elapsed());
-                    self.finish_step(job, step, attempt, elapsed_ms).await?;
+                    finished = Some(Finished {
+                        step,
+                        attempt,
+                        duration_ms: elapsed_ms,
+                    });
                     tracing::info!(step = step.as_str(), duration_ms = elapsed_ms, "step done");
                 }
                 Err(error) => {
@@ -544,9 +554,14 @@ impl Worker {
                 }
             }
         }
+        let event = self.event_base(job);
+        let exchange = self.settings.events_exchange.clone();
         self.fenced(job.id, {
             let id = job.id;
             move |conn| {
+                if let Some(last) = finished {
+                    last.record(conn, id, &event, &exchange)?;
+                }
                 diesel::update(jobs::table.find(id))
                     .set((
                         jobs::status.eq("succeeded"),
@@ -630,12 +645,23 @@ impl Worker {
     /// Records the step as started (committed before the driver runs it),
     /// with its event. A step already started `step_attempts` times (by
     /// workers that died in it) is not started again.
-    async fn start_step(&self, job: &Claimed, step: Step, position: i32) -> Result<Started, Halt> {
+    /// `finished`: the previous step's success, recorded in the same
+    /// transaction.
+    async fn start_step(
+        &self,
+        job: &Claimed,
+        step: Step,
+        position: i32,
+        finished: Option<Finished>,
+    ) -> Result<Started, Halt> {
         let max = self.settings.step_attempts as i32;
         let event = self.event_base(job);
         let exchange = self.settings.events_exchange.clone();
         let job_id = job.id;
         self.fenced(job_id, move |conn| {
+            if let Some(previous) = finished {
+                previous.record(conn, job_id, &event, &exchange)?;
+            }
             let before: Option<(i32, Option<String>)> = job_steps::table
                 .find((job_id, step.as_str()))
                 .select((job_steps::attempts, job_steps::last_error))
@@ -668,38 +694,6 @@ impl Worker {
                 .get_result(conn)?;
             event.emit(conn, &exchange, step, "started", attempt, None, None)?;
             Ok(Started::Attempt(attempt))
-        })
-        .await
-    }
-
-    async fn finish_step(
-        &self,
-        job: &Claimed,
-        step: Step,
-        attempt: i32,
-        duration_ms: i64,
-    ) -> Result<(), Halt> {
-        let event = self.event_base(job);
-        let exchange = self.settings.events_exchange.clone();
-        let job_id = job.id;
-        self.fenced(job_id, move |conn| {
-            diesel::update(job_steps::table.find((job_id, step.as_str())))
-                .set((
-                    job_steps::finished_at.eq(diesel::dsl::now),
-                    job_steps::duration_ms.eq(duration_ms),
-                    job_steps::last_error.eq(None::<String>),
-                ))
-                .execute(conn)?;
-            event.emit(
-                conn,
-                &exchange,
-                step,
-                "finished",
-                attempt,
-                Some(duration_ms),
-                None,
-            )?;
-            Ok(())
         })
         .await
     }
@@ -913,6 +907,41 @@ impl Worker {
 enum Started {
     Attempt(i32),
     Exhausted(String),
+}
+
+/// A step the driver carried out, not yet recorded as finished.
+struct Finished {
+    step: Step,
+    attempt: i32,
+    duration_ms: i64,
+}
+
+impl Finished {
+    /// Marks the step finished, with its event.
+    fn record(
+        self,
+        conn: &mut PgConnection,
+        job_id: Uuid,
+        event: &EventBase,
+        exchange: &str,
+    ) -> Result<(), diesel::result::Error> {
+        diesel::update(job_steps::table.find((job_id, self.step.as_str())))
+            .set((
+                job_steps::finished_at.eq(diesel::dsl::now),
+                job_steps::duration_ms.eq(self.duration_ms),
+                job_steps::last_error.eq(None::<String>),
+            ))
+            .execute(conn)?;
+        event.emit(
+            conn,
+            exchange,
+            self.step,
+            "finished",
+            self.attempt,
+            Some(self.duration_ms),
+            None,
+        )
+    }
 }
 
 /// What every step event of one job shares.
