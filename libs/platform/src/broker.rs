@@ -95,10 +95,29 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
             &config.commands_exchange,
             "provisioner.jobs.#",
         ),
+        // The four instance events metering acts on, by name: a wildcard
+        // also matched `ordering.instance.event`, the renters' history feed
+        // (two per provisioning step), which metering took through its inbox
+        // only to ignore (see `METERING_UNBOUND`).
         (
             &config.metering_queue,
             &config.events_exchange,
-            "ordering.instance.*",
+            contracts::events::INSTANCE_RUNNING,
+        ),
+        (
+            &config.metering_queue,
+            &config.events_exchange,
+            contracts::events::INSTANCE_STOPPED,
+        ),
+        (
+            &config.metering_queue,
+            &config.events_exchange,
+            contracts::events::INSTANCE_STORAGE_STARTED,
+        ),
+        (
+            &config.metering_queue,
+            &config.events_exchange,
+            contracts::events::INSTANCE_STORAGE_ENDED,
         ),
         // Instances' network counters, vouched for by the catalog.
         (
@@ -181,8 +200,24 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
         .await?;
         bind(channel, queue, exchange, key).await?;
     }
+    // Bindings are durable: one an earlier version made stays until removed
+    // (RabbitMQ answers the unbinding of a missing binding with success).
+    for key in METERING_UNBOUND {
+        channel
+            .queue_unbind(
+                config.metering_queue.as_str().into(),
+                config.events_exchange.as_str().into(),
+                key.into(),
+                FieldTable::default(),
+            )
+            .await?;
+    }
     Ok(())
 }
+
+/// Bindings of metering's queue that earlier versions declared and this one
+/// removes.
+const METERING_UNBOUND: [&str; 1] = ["ordering.instance.*"];
 
 /// A durable quorum queue (replicated, survives node loss; the broker counts
 /// deliveries and dead-letters past `x-delivery-limit`).
