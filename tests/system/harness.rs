@@ -156,6 +156,22 @@ impl TestEnv {
         login(api, &email).await
     }
 
+    /// The broker's agent users with permissions on this test's vhost (each
+    /// machine's agent gets one when its token is made).
+    pub async fn agent_users(&self) -> Vec<String> {
+        let admin = RabbitAdmin::new(&self.config.rabbitmq_management_url).expect("admin");
+        let mut users: Vec<String> = admin
+            .permissions_in(&self.vhost)
+            .await
+            .expect("permissions")
+            .into_iter()
+            .map(|p| p.user)
+            .filter(|u| u.starts_with("agent-"))
+            .collect();
+        users.sort();
+        users
+    }
+
     pub async fn cleanup(mut self) {
         remove_leftovers(&self.config, &self.vhost, &self.admin_url, &self.db_name).await;
         self.cleaned = true;
@@ -221,6 +237,13 @@ async fn remove_leftovers(config: &Config, vhost: &str, admin_url: &str, db_name
         };
         for user in users.iter().filter(|u| ours(u)) {
             let _ = admin.delete_user(user).await;
+        }
+        // And any agent user left with a permission here but no machine row
+        // (what a refused registration once left behind).
+        for permission in admin.permissions_in(vhost).await.unwrap_or_default() {
+            if permission.user.starts_with("agent-") {
+                let _ = admin.delete_user(&permission.user).await;
+            }
         }
     }
     let _ = reqwest::Client::new()

@@ -511,6 +511,7 @@ async fn the_compact_query_searches_and_points_at_a_bad_token() {
 async fn bad_machines_and_terms_are_refused_and_nothing_is_stored() {
     let m = Market::new().await;
     let before = m.env.count("SELECT count(*) AS n FROM catalog.machines");
+    let agents_before = m.env.agent_users().await;
     let register = |spec: Value| {
         let host = m.host.clone();
         async move {
@@ -542,6 +543,9 @@ async fn bad_machines_and_terms_are_refused_and_nothing_is_stored() {
         "VALIDATION"
     );
     assert_eq!(register(json!({"country": "USA"})).await.code, "VALIDATION");
+    // A refused registration leaves no agent login on the broker (an
+    // unknown model once got one, with no machine to ever remove it).
+    assert_eq!(m.env.agent_users().await, agents_before);
     assert_eq!(
         m.env.count("SELECT count(*) AS n FROM catalog.machines"),
         before

@@ -261,6 +261,7 @@ pub async fn register_machine(
     market: &Market,
     req: RegisterMachineRequest,
     grant: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
+    discard: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
 ) -> Result<MachineRegistered, Error> {
     let cuda = validate(&req)?;
     let request_hash = request_sha256(&req)?;
@@ -296,6 +297,19 @@ pub async fn register_machine(
             Ok(load_machines(conn, &market_for_lookup, host, Some(id))?.pop())
         })
         .await?;
+    // An unknown model is refused before the broker is touched (it is
+    // checked again, in the insert's transaction, against the catalog).
+    let model = req.gpu_model.clone();
+    db.run(move |conn| {
+        if gpu_models::find(conn, &model)?.is_some() {
+            return Ok(());
+        }
+        let known = gpu_models::names(conn)?.join(", ");
+        Err(Error::Validation(format!(
+            "gpuModel: unknown GPU model {model:?}; known models: {known}"
+        )))
+    })
+    .await?;
     if let Some(machine) = existing {
         return Ok(MachineRegistered {
             machine,
@@ -311,7 +325,8 @@ pub async fn register_machine(
 
     let market = market.clone();
     let token_hash = hex::encode(Sha256::digest(token.as_bytes()));
-    let machine = db
+    let discarded_hash = token_hash.clone();
+    let inserted = db
         .tx(move |conn| {
             let Some((model, model_vram)) = gpu_models::find(conn, &req.gpu_model)? else {
                 let known = gpu_models::names(conn)?.join(", ");
@@ -355,7 +370,19 @@ pub async fn register_machine(
                 .pop()
                 .ok_or_else(|| Error::NotFound(format!("machine {id} not found")))
         })
-        .await?;
+        .await;
+    let machine = match inserted {
+        Ok(machine) => machine,
+        Err(error) => {
+            // No machine row: nothing would ever remove the broker user and
+            // queue `grant` made for it (a refused registration left a live
+            // agent login behind, one per attempt).
+            if let Err(undo) = discard(id, discarded_hash).await {
+                tracing::warn!(machine.id = %id, error = %undo, "broker access of a machine that was not registered not removed");
+            }
+            return Err(error);
+        }
+    };
     Ok(MachineRegistered {
         machine,
         agent_token: Some(token),

@@ -104,11 +104,14 @@ async fn register(
     agents: web::Data<AgentAccess>,
     body: web::Json<RegisterMachineRequest>,
 ) -> Reply {
-    let registered =
-        machines::register_machine(&db, &market, body.into_inner(), async |id, token| {
-            agents.grant(id, &token).await
-        })
-        .await?;
+    let registered = machines::register_machine(
+        &db,
+        &market,
+        body.into_inner(),
+        async |id, token| agents.grant(id, &token).await,
+        async |id, hash| agents.remove(id, &hash).await,
+    )
+    .await?;
     tracing::info!(machine.id = %registered.machine.id, "machine registered");
     Ok(HttpResponse::Created().json(registered))
 }
