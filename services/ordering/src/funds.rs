@@ -12,7 +12,8 @@
 //! sees only the balance; what already runs is ordering's knowledge. So an
 //! order is admitted only if the balance covers the minimum runway of the
 //! tenant's whole GPU burn after it: every instance holding GPUs
-//! (provisioning, running, stopping) plus every order already admitted but
+//! (provisioning, running, stopping, and host lost: it runs again when its
+//! host is back) plus every order already admitted but
 //! not yet an instance (`allocating`), plus the new one. The sum and the
 //! admission (the order's move to `allocating`) happen in one transaction
 //! under a per-tenant advisory lock, so concurrent orders of one tenant are
@@ -89,11 +90,16 @@ static REFUSED: std::sync::LazyLock<prometheus::IntCounterVec> = std::sync::Lazy
 });
 
 /// States whose instances hold GPUs and so burn (or are about to burn) at
-/// their GPU rate.
-const BURNING: [InstanceState; 3] = [
+/// their GPU rate. `host_lost` is not billed while the host is away, but its
+/// GPUs and quota stay held and it runs (and is billed) again the moment
+/// the host is back, without asking the runway: left out, a renter whose
+/// host went dark could order a replacement on a balance that covers one of
+/// them and burn two when the host returns.
+const BURNING: [InstanceState; 4] = [
     InstanceState::Provisioning,
     InstanceState::Running,
     InstanceState::Stopping,
+    InstanceState::HostLost,
 ];
 
 /// Serialises the runway checks of one tenant until the transaction ends.
@@ -247,6 +253,46 @@ mod tests {
         let refused = runway.check(d("0.24"), d("0.12")).unwrap_err();
         assert_eq!(refused.code(), ErrorCode::InsufficientFunds);
         assert!(refused.to_string().contains("already runs"), "{refused}");
+    }
+
+    /// Every state that holds GPUs and will be billed counts, `host_lost`
+    /// included; stopped, failed and destroyed instances do not.
+    #[test]
+    fn the_committed_burn_counts_a_lost_host_and_not_a_stopped_instance() {
+        let db = platform::test_db::TestDb::new("funds").expect("test database");
+        let mut conn = db.conn().expect("connect");
+        let tenant = Uuid::now_v7();
+        for state in ["running", "host_lost", "stopped", "failed", "destroyed"] {
+            let order = Uuid::now_v7();
+            diesel::sql_query(
+                "INSERT INTO ordering.orders (id, tenant_id, user_id, idempotency_key, \
+                     request_fingerprint, offer_id, gpu_count, price_per_gpu_hour, state) \
+                 VALUES ($1, $2, $2, $3, 'f', $2, 1, 0.12, $4)",
+            )
+            .bind::<diesel::sql_types::Uuid, _>(order)
+            .bind::<diesel::sql_types::Uuid, _>(tenant)
+            .bind::<Text, _>(format!("k-{state}"))
+            .bind::<Text, _>(state)
+            .execute(&mut conn)
+            .expect("order");
+            diesel::sql_query(
+                "INSERT INTO ordering.instances (id, order_id, tenant_id, host_tenant_id, \
+                     machine_id, gpu_model, gpu_count, rental_type, price_per_gpu_hour, \
+                     currency, image, state) \
+                 VALUES ($1, $2, $3, $3, $3, 'RTX 4090', 2, 'on_demand', 0.12, 'USD', 'img', $4)",
+            )
+            .bind::<diesel::sql_types::Uuid, _>(Uuid::now_v7())
+            .bind::<diesel::sql_types::Uuid, _>(order)
+            .bind::<diesel::sql_types::Uuid, _>(tenant)
+            .bind::<Text, _>(state)
+            .execute(&mut conn)
+            .expect("instance");
+        }
+        // Two GPUs at 0.12 each for the running and the lost instance.
+        assert_eq!(
+            committed_burn(&mut conn, tenant, None, None).expect("burn"),
+            d("0.48")
+        );
     }
 
     /// An order becoming its instance (one transaction that does not take
