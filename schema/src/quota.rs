@@ -42,6 +42,7 @@ diesel::table! {
         revoked_at -> Nullable<Timestamptz>,
         last_used_at -> Nullable<Timestamptz>,
         rotated_from -> Nullable<Uuid>,
+        created_by_key -> Nullable<Uuid>,
     }
 }
 

@@ -983,3 +983,72 @@ async fn the_gateway_rate_limits_each_caller_with_429_and_retry_after() {
     drop(stack);
     env.cleanup().await;
 }
+
+/// Found by the hostile-client review: a key could create keys of its own
+/// scopes, and those outlived its revocation, so a leaked key left working
+/// keys behind. Revoking a key now revokes every key made with it (or with
+/// a key it replaced), however deep, rotations included; keys made by a
+/// login stay.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn revoking_a_key_revokes_the_keys_made_with_it() {
+    let env = TestEnv::new().await;
+    let stack = env
+        .start(Parts {
+            services: true,
+            messaging: false,
+            provisioner: false,
+        })
+        .await;
+    let api = Client::new(&stack.gateway_url);
+    let (owner, _) = sign_up(&api, &["RENTER"]).await;
+    let (leaked_id, leaked) = api_key(&owner, &["READ", "RENT"]).await;
+    let (_, by_login) = api_key(&owner, &["READ"]).await;
+    let leaked = api.with_token(&leaked);
+    // What a thief does with the key: a child, a grandchild, and a rotation
+    // of the child (its replacement answers to the same key).
+    let (child_id, child) = api_key(&leaked, &["READ", "RENT"]).await;
+    let child = api.with_token(&child);
+    let (_, grandchild) = api_key(&child, &["READ"]).await;
+    let rotated = child
+        .run(
+            "mutation($id: ID!) { rotateApiKey(id: $id, idempotencyKey: \"r1\") { secret } }",
+            json!({ "id": child_id }),
+        )
+        .await
+        .expect("rotate the child");
+    let rotated = rotated["rotateApiKey"]["secret"]
+        .as_str()
+        .expect("secret")
+        .to_owned();
+    let (_, by_rotated) = api_key(&api.with_token(&rotated), &["READ"]).await;
+    let balance = "{ balance { amount } }";
+    for secret in [&grandchild, &rotated, &by_rotated, &by_login] {
+        assert_eq!(
+            code_of(&api.with_token(secret), balance, json!({})).await,
+            "OK"
+        );
+    }
+
+    assert_eq!(
+        code_of(&owner, REVOKE_KEY, json!({ "id": leaked_id })).await,
+        "OK"
+    );
+    assert_eq!(
+        code_of(&leaked, balance, json!({})).await,
+        "UNAUTHENTICATED"
+    );
+    for secret in [&grandchild, &rotated, &by_rotated] {
+        assert_eq!(
+            code_of(&api.with_token(secret), balance, json!({})).await,
+            "UNAUTHENTICATED",
+            "a key made with the revoked one still works"
+        );
+    }
+    assert_eq!(
+        code_of(&api.with_token(&by_login), balance, json!({})).await,
+        "OK",
+        "a key made by a login is not the revoked key's"
+    );
+    stack.stop().await;
+    env.cleanup().await;
+}

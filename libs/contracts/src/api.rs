@@ -75,6 +75,9 @@ pub struct Principal {
     pub tenant_roles: Vec<TenantRole>,
     pub operator: bool,
     pub scopes: Vec<Scope>,
+    /// The API key the caller authenticated with; None for a login.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub api_key_id: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -84,6 +87,10 @@ pub struct CreateApiKeyRequest {
     pub name: String,
     pub scopes: Vec<Scope>,
     pub idempotency_key: String,
+    /// The key the request was made with, if any: revoking it revokes this
+    /// one too.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by_key: Option<Uuid>,
 }
 
 /// A new key. `secret` is shown once and stored only as a hash; a repeated

@@ -38,6 +38,7 @@ impl Claims {
             tenant_roles: self.roles,
             operator: self.op,
             scopes: self.scopes,
+            api_key_id: None,
         }
     }
 }
@@ -380,6 +381,7 @@ mod tests {
             tenant_roles: roles.to_vec(),
             operator,
             scopes: scopes.to_vec(),
+            api_key_id: None,
         }
     }
 

@@ -18,6 +18,7 @@ fn key_principal() -> Principal {
         tenant_roles: vec![TenantRole::Renter],
         operator: false,
         scopes: vec![Scope::Read],
+        api_key_id: None,
     }
 }
 

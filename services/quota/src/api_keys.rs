@@ -45,6 +45,15 @@ struct ApiKey {
     last_used_at: Option<DateTime<Utc>>,
     revoked_at: Option<DateTime<Utc>>,
     rotated_from: Option<Uuid>,
+    created_by_key: Option<Uuid>,
+}
+
+/// Where a new key comes from: the key it replaces (a rotation) and the key
+/// whose request made it (revoking that one revokes this one too).
+#[derive(Clone, Copy, Default)]
+struct Origin {
+    rotated_from: Option<Uuid>,
+    created_by_key: Option<Uuid>,
 }
 
 #[derive(Insertable)]
@@ -59,6 +68,7 @@ struct NewApiKey<'a> {
     scopes: Vec<String>,
     idempotency_key: &'a str,
     rotated_from: Option<Uuid>,
+    created_by_key: Option<Uuid>,
 }
 
 pub fn hash_secret(secret: &str) -> String {
@@ -212,7 +222,7 @@ fn insert(
     name: &str,
     scopes: Vec<String>,
     idempotency_key: &str,
-    rotated_from: Option<Uuid>,
+    origin: Origin,
 ) -> Result<Option<ApiKeyCreated>, Error> {
     let (prefix, secret) = generate();
     let id = Uuid::now_v7();
@@ -226,7 +236,8 @@ fn insert(
             secret_sha256: &hash_secret(&secret),
             scopes,
             idempotency_key,
-            rotated_from,
+            rotated_from: origin.rotated_from,
+            created_by_key: origin.created_by_key,
         })
         .on_conflict((api_keys::tenant_id, api_keys::idempotency_key))
         .do_nothing()
@@ -298,7 +309,10 @@ pub async fn create_api_key(db: &Db, req: CreateApiKeyRequest) -> Result<ApiKeyC
             &name,
             scopes,
             &req.idempotency_key,
-            None,
+            Origin {
+                rotated_from: None,
+                created_by_key: req.created_by_key,
+            },
         )? {
             Some(new) => Ok(new),
             None => match by_idempotency_key(conn, req.tenant_id, &req.idempotency_key)? {
@@ -358,6 +372,13 @@ pub async fn revoke(db: &Db, id: Uuid, caller: ApiKeyCaller) -> Result<ApiKeyInf
                 "API key revoked"
             );
         }
+        let descendants = revoke_descendants(conn, caller.tenant_id, id)?;
+        if descendants > 0 {
+            tracing::info!(
+                tenant.id = %caller.tenant_id, api_key.id = %id, descendants,
+                "keys created with the revoked key revoked with it"
+            );
+        }
         let key = api_keys::table
             .find(id)
             .select(ApiKey::as_select())
@@ -366,6 +387,32 @@ pub async fn revoke(db: &Db, id: Uuid, caller: ApiKeyCaller) -> Result<ApiKeyInf
         Ok(info(key, email))
     })
     .await
+}
+
+/// Revokes every key made with `id` or with a key `id` replaced (its
+/// rotations' ancestors), and every key made with those, and so on; their
+/// rotations answer to the same key, so they go too. A leaked key cannot
+/// leave behind keys that outlive its revocation. Returns how many it
+/// revoked.
+fn revoke_descendants(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> QueryResult<usize> {
+    diesel::sql_query(
+        "WITH RECURSIVE lineage AS ( \
+             SELECT id, rotated_from FROM quota.api_keys WHERE id = $1 AND tenant_id = $2 \
+             UNION \
+             SELECT k.id, k.rotated_from FROM quota.api_keys k \
+             JOIN lineage l ON k.id = l.rotated_from WHERE k.tenant_id = $2), \
+         made AS ( \
+             SELECT k.id FROM quota.api_keys k \
+             WHERE k.created_by_key IN (SELECT id FROM lineage) AND k.tenant_id = $2 \
+             UNION \
+             SELECT k.id FROM quota.api_keys k JOIN made m ON k.created_by_key = m.id \
+             WHERE k.tenant_id = $2) \
+         UPDATE quota.api_keys SET revoked_at = now() \
+         WHERE id IN (SELECT id FROM made) AND revoked_at IS NULL",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(id)
+    .bind::<diesel::sql_types::Uuid, _>(tenant_id)
+    .execute(conn)
 }
 
 /// Replaces one of the caller's own keys by a new one with the same name and
@@ -406,7 +453,11 @@ pub async fn rotate(db: &Db, id: Uuid, req: RotateApiKeyRequest) -> Result<ApiKe
             &old.name,
             old.scopes.clone(),
             &req.idempotency_key,
-            Some(id),
+            // The replacement answers to whatever key made the old one.
+            Origin {
+                rotated_from: Some(id),
+                created_by_key: old.created_by_key,
+            },
         )?;
         match new {
             Some(created) => {
@@ -486,6 +537,7 @@ pub async fn authenticate(db: &Db, secret: String) -> Result<Principal, Error> {
         tenant_roles: parse_roles(&tenant.roles),
         operator: user.is_operator,
         scopes,
+        api_key_id: Some(key_id),
     })
 }
 

@@ -87,6 +87,7 @@ pub fn principal(user: &User, tenant: &Tenant) -> Principal {
         tenant_id: tenant.id,
         email: user.email.clone(),
         scopes: scopes_for(&roles, user.is_operator),
+        api_key_id: None,
         tenant_roles: roles,
         operator: user.is_operator,
     }

@@ -325,6 +325,7 @@ impl IdentityMutation {
             name: input.name,
             scopes,
             idempotency_key: input.idempotency_key,
+            created_by_key: principal.api_key_id,
         };
         let created: api::ApiKeyCreated = clients::from_context(ctx)?
             .quota

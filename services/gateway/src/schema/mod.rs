@@ -326,6 +326,7 @@ mod tests {
             tenant_roles: roles.to_vec(),
             operator: false,
             scopes: scopes.to_vec(),
+            api_key_id: None,
         }
     }
 

@@ -439,6 +439,7 @@ mod tests {
             tenant_roles: vec![TenantRole::Platform],
             operator,
             scopes: scopes.to_vec(),
+            api_key_id: None,
         };
         let token = keys.issue(&principal).unwrap().token;
         let schema = builder().data(keys).data(clients).finish();
