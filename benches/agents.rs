@@ -61,17 +61,17 @@ async fn bench() -> anyhow::Result<()> {
     let ((declared, seconds, before, after, limit), connected) = outcome?;
     deleted?;
     let (agents, c_before, c_after) = connected;
-    let mem_per_agent = (c_after.mem_used - c_before.mem_used).max(0.0) / agents.max(1) as f64;
-    let fd_per_agent = (c_after.fd_used - c_before.fd_used).max(0.0) / agents.max(1) as f64;
-    let fd_limit = c_after.fd_total;
+    let mem_per_agent = grew(c_before.mem_used, c_after.mem_used).max(0.0) / agents.max(1) as f64;
+    let fd_per_agent = grew(c_before.fd_used, c_after.fd_used).max(0.0) / agents.max(1) as f64;
+    let fd_limit = c_after.fd_total as f64;
     let fd_share = if fd_limit > 0.0 {
         fd_per_agent * 100_000.0 / fd_limit
     } else {
         f64::NAN
     };
 
-    let per_queue = (after.mem_used - before.mem_used).max(0.0) / declared.max(1) as f64;
-    let fd_per_queue = (after.fd_used - before.fd_used) / declared.max(1) as f64;
+    let per_queue = grew(before.mem_used, after.mem_used).max(0.0) / declared.max(1) as f64;
+    let fd_per_queue = grew(before.fd_used, after.fd_used) / declared.max(1) as f64;
     let at_100k = per_queue * 100_000.0;
     let share = if limit > 0.0 {
         at_100k / limit
@@ -131,8 +131,8 @@ async fn bench() -> anyhow::Result<()> {
          `{fd_line}`\n\n",
         date = chrono::Utc::now().format("%Y-%m-%d"),
         facts = machine_facts(),
-        b = mib(before.mem_used),
-        a = mib(after.mem_used),
+        b = mib(before.mem_used as f64),
+        a = mib(after.mem_used as f64),
         pq = per_queue / 1024.0,
         fd = fd_per_queue,
         k100 = mib(at_100k),
@@ -197,7 +197,7 @@ async fn measure_connected(
     let before = admin.node_stats().await?;
     // One file handle per connection: stay well inside the node's limit, so
     // a shared broker keeps serving everyone else (a default node has 1024).
-    let headroom = ((before.fd_total - before.fd_used) * 0.8).max(1.0) as usize;
+    let headroom = (grew(before.fd_used, before.fd_total) * 0.8).max(1.0) as usize;
     if agents > headroom {
         println!("{agents} connections would crowd the node's file handles: connecting {headroom}");
     }
@@ -251,7 +251,7 @@ async fn measure(
     // connections leave them first.
     tokio::time::sleep(Duration::from_secs(8)).await;
     let before = admin.node_stats().await?;
-    let limit = before.mem_limit;
+    let limit = before.mem_limit as f64;
     let started = Instant::now();
     let mut declared = 0;
     let mut names = Vec::with_capacity(queues);
@@ -276,9 +276,9 @@ async fn measure(
             } = admin.node_stats().await?;
             println!(
                 "{declared} queues, node memory {:.0} MiB",
-                used / 1024.0 / 1024.0
+                used as f64 / 1024.0 / 1024.0
             );
-            if limit > 0.0 && used > limit / 2.0 {
+            if limit > 0 && used > limit / 2 {
                 println!("past half the watermark: stopping at {declared}");
                 break;
             }
@@ -291,4 +291,10 @@ async fn measure(
     delete_queues(&channel, &names).await?;
     let _ = conn.close(200, "done".into()).await;
     Ok((declared, seconds, before, after, limit))
+}
+
+/// How much a node figure moved from `before` to `after` (negative when it
+/// fell).
+fn grew(before: u64, after: u64) -> f64 {
+    after as f64 - before as f64
 }

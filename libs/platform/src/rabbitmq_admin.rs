@@ -42,19 +42,20 @@ pub struct PermissionInfo {
     pub read: String,
 }
 
-/// A node's memory and file handles as the management API reports them
-/// (bytes; handles).
+/// A node's memory and file handles as the management API reports them:
+/// counts, of bytes and of handles.
 #[derive(Debug, Clone, Copy, Default, Deserialize)]
 pub struct NodeStats {
     #[serde(default)]
-    pub mem_used: f64,
+    pub mem_used: u64,
     /// The memory high watermark.
     #[serde(default)]
-    pub mem_limit: f64,
+    pub mem_limit: u64,
     #[serde(default)]
-    pub fd_used: f64,
+    pub fd_used: u64,
+    /// The node's file handle limit.
     #[serde(default)]
-    pub fd_total: f64,
+    pub fd_total: u64,
 }
 
 /// A queue's depth as the management API lists it.
