@@ -24,6 +24,12 @@ impl Parts {
         messaging: true,
         provisioner: true,
     };
+    /// The services and the gateway alone: no relays, consumers or worker.
+    pub const SERVICES: Parts = Parts {
+        services: true,
+        messaging: false,
+        provisioner: false,
+    };
 }
 
 /// A running stack; dropping it stops everything it started.

@@ -16,11 +16,7 @@ use uuid::Uuid;
 
 use crate::harness::*;
 
-const SERVICES_ONLY: Parts = Parts {
-    services: true,
-    messaging: false,
-    provisioner: false,
-};
+const SERVICES_ONLY: Parts = Parts::SERVICES;
 
 /// An order exactly as a request that died after taking its quota and GPUs
 /// leaves it: `allocating`, holdings taken, no instance; last touched

@@ -274,13 +274,7 @@ async fn a_rental_is_billed_for_exactly_the_seconds_between_running_and_stop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_keys_and_bad_requests_get_clear_codes() {
     let env = TestEnv::new().await;
-    let stack = env
-        .start(Parts {
-            services: true,
-            messaging: false,
-            provisioner: false,
-        })
-        .await;
+    let stack = env.start(Parts::SERVICES).await;
     let api = Client::new(&stack.gateway_url);
     let (renter, _) = sign_up(&api, &["RENTER"]).await;
 

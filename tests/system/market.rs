@@ -26,13 +26,7 @@ const OFFER_FIELDS: &str = "id rentalPricePerGpuHour pricePerHourGpuOnly pricePe
 impl Market {
     async fn new() -> Market {
         let env = TestEnv::new().await;
-        let stack = env
-            .start(Parts {
-                services: true,
-                messaging: false,
-                provisioner: false,
-            })
-            .await;
+        let stack = env.start(Parts::SERVICES).await;
         let api = Client::new(&stack.gateway_url);
         let operator = env.operator(&api).await;
         let (host_a, tenant_a) = sign_up(&api, &["HOST"]).await;

@@ -27,13 +27,7 @@ fn written(env: &TestEnv) -> Vec<i64> {
 #[tokio::test]
 async fn every_money_input_is_bounded_and_refused_as_validation() {
     let env = TestEnv::new().await;
-    let stack = env
-        .start(Parts {
-            services: true,
-            messaging: false,
-            provisioner: false,
-        })
-        .await;
+    let stack = env.start(Parts::SERVICES).await;
     let api = Client::new(&stack.gateway_url);
     let operator = env.operator(&api).await;
     let (host, _) = sign_up(&api, &["HOST"]).await;

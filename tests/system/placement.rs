@@ -10,11 +10,7 @@ use serde_json::{Value, json};
 
 use crate::harness::*;
 
-const SERVICES_ONLY: Parts = Parts {
-    services: true,
-    messaging: false,
-    provisioner: false,
-};
+const SERVICES_ONLY: Parts = Parts::SERVICES;
 
 const KEY: &str = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketTestKey test@gpumarket";
 const FIELDS: &str = "id machineId status rentalType pricePerGpuHour pricePerHourTotal \

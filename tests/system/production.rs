@@ -72,16 +72,9 @@ async fn production_gateway_has_no_graphiql_and_no_anonymous_introspection() {
     let env = TestEnv::new().await;
     let mut config = env.config.clone();
     config.production = true;
-    let stack = gpumarket::dev::start(
-        config,
-        Parts {
-            services: true,
-            messaging: false,
-            provisioner: false,
-        },
-    )
-    .await
-    .expect("start stack");
+    let stack = gpumarket::dev::start(config, Parts::SERVICES)
+        .await
+        .expect("start stack");
     let api = Client::new(&stack.gateway_url);
 
     let graphiql = reqwest::get(format!("{}/graphql", stack.gateway_url))

@@ -15,11 +15,7 @@ use serde_json::{Value, json};
 use crate::harness::*;
 use contracts::api::{QuotaLimits, ReserveQuotaRequest, SetTenantQuotaRequest, SignUpRequest};
 
-const SERVICES: Parts = Parts {
-    services: true,
-    messaging: false,
-    provisioner: false,
-};
+const SERVICES: Parts = Parts::SERVICES;
 
 const H100: &str = "H100 80GB SXM";
 

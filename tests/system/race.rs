@@ -18,19 +18,7 @@ async fn two_hundred_concurrent_orders_never_get_more_gpus_than_a_machine_has() 
         operator,
         offer,
         ..
-    } = rental(
-        env,
-        Parts {
-            services: true,
-            messaging: false,
-            provisioner: false,
-        },
-        "H100 80GB SXM",
-        8,
-        "2.49",
-        "100000",
-    )
-    .await;
+    } = rental(env, Parts::SERVICES, "H100 80GB SXM", 8, "2.49", "100000").await;
     operator
         .run(
             "mutation($t: ID!) { setTenantQuota(tenantId: $t, maxGpus: 1000) { maxGpus } }",
@@ -75,13 +63,7 @@ async fn two_hundred_concurrent_orders_never_get_more_gpus_than_a_machine_has() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn concurrent_orders_never_exceed_a_tenants_gpu_quota() {
     let env = TestEnv::new().await;
-    let stack = env
-        .start(Parts {
-            services: true,
-            messaging: false,
-            provisioner: false,
-        })
-        .await;
+    let stack = env.start(Parts::SERVICES).await;
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;
     let mut offers = Vec::new();
@@ -142,19 +124,7 @@ async fn the_same_order_sent_concurrently_is_placed_once() {
         renter,
         offer,
         ..
-    } = rental(
-        env,
-        Parts {
-            services: true,
-            messaging: false,
-            provisioner: false,
-        },
-        "A100 80GB SXM",
-        8,
-        "1.29",
-        "1000",
-    )
-    .await;
+    } = rental(env, Parts::SERVICES, "A100 80GB SXM", 8, "1.29", "1000").await;
 
     let racers: Vec<_> = (0..12)
         .map(|_| {

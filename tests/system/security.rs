@@ -284,13 +284,7 @@ async fn member(env: &TestEnv, api: &Client, owner: &Client, role: &str) -> Clie
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn api_keys_are_listed_revoked_and_rotated_by_their_tenant_only() {
     let env = TestEnv::new().await;
-    let stack = env
-        .start(Parts {
-            services: true,
-            messaging: false,
-            provisioner: false,
-        })
-        .await;
+    let stack = env.start(Parts::SERVICES).await;
     let api = Client::new(&stack.gateway_url);
     let (owner, _) = sign_up(&api, &["RENTER"]).await;
     let (stranger, _) = sign_up(&api, &["RENTER"]).await;
@@ -992,13 +986,7 @@ async fn the_gateway_rate_limits_each_caller_with_429_and_retry_after() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn revoking_a_key_revokes_the_keys_made_with_it() {
     let env = TestEnv::new().await;
-    let stack = env
-        .start(Parts {
-            services: true,
-            messaging: false,
-            provisioner: false,
-        })
-        .await;
+    let stack = env.start(Parts::SERVICES).await;
     let api = Client::new(&stack.gateway_url);
     let (owner, _) = sign_up(&api, &["RENTER"]).await;
     let (leaked_id, leaked) = api_key(&owner, &["READ", "RENT"]).await;

@@ -18,11 +18,7 @@ const SECRET_KEY: &str = "sk_test_double_4242";
 const NEW_SECRET: &str = "whsec_new_0123456789";
 const OLD_SECRET: &str = "whsec_old_9876543210";
 
-const SERVICES: Parts = Parts {
-    services: true,
-    messaging: false,
-    provisioner: false,
-};
+const SERVICES: Parts = Parts::SERVICES;
 
 const CREATE: &str =
     "mutation($a: Decimal!, $k: String) { createTopUp(amount: $a, idempotencyKey: $k) {
