@@ -95,30 +95,6 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
             &config.commands_exchange,
             "provisioner.jobs.#",
         ),
-        // The four instance events metering acts on, by name: a wildcard
-        // also matched `ordering.instance.event`, the renters' history feed
-        // (two per provisioning step), which metering took through its inbox
-        // only to ignore (see `METERING_UNBOUND`).
-        (
-            &config.metering_queue,
-            &config.events_exchange,
-            contracts::events::INSTANCE_RUNNING,
-        ),
-        (
-            &config.metering_queue,
-            &config.events_exchange,
-            contracts::events::INSTANCE_STOPPED,
-        ),
-        (
-            &config.metering_queue,
-            &config.events_exchange,
-            contracts::events::INSTANCE_STORAGE_STARTED,
-        ),
-        (
-            &config.metering_queue,
-            &config.events_exchange,
-            contracts::events::INSTANCE_STORAGE_ENDED,
-        ),
         // Instances' network counters, vouched for by the catalog.
         (
             &config.metering_queue,
@@ -200,6 +176,17 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
         .await?;
         bind(channel, queue, exchange, key).await?;
     }
+    // Metering's queue (declared above) takes the instance events it acts
+    // on by name.
+    for key in METERING_INSTANCE_EVENTS {
+        bind(
+            channel,
+            &config.metering_queue,
+            &config.events_exchange,
+            key,
+        )
+        .await?;
+    }
     // Bindings are durable: one an earlier version made stays until removed
     // (RabbitMQ answers the unbinding of a missing binding with success).
     for key in METERING_UNBOUND {
@@ -214,6 +201,17 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
     }
     Ok(())
 }
+
+/// The four instance events metering acts on. A wildcard
+/// (`ordering.instance.*`) also matched `ordering.instance.event`, the
+/// renters' history feed (two per provisioning step), which metering took
+/// through its inbox only to ignore.
+const METERING_INSTANCE_EVENTS: [&str; 4] = [
+    contracts::events::INSTANCE_RUNNING,
+    contracts::events::INSTANCE_STOPPED,
+    contracts::events::INSTANCE_STORAGE_STARTED,
+    contracts::events::INSTANCE_STORAGE_ENDED,
+];
 
 /// Bindings of metering's queue that earlier versions declared and this one
 /// removes.

@@ -476,17 +476,18 @@ fn screen_waiting(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<()>
             }
             Err(refusal) => {
                 diesel::delete(key).execute(conn)?;
-                crate::metrics::traffic_sample_refused(refusal.reason());
-                tracing::warn!(
-                    machine.id = %machine_id,
-                    instance.id = %instance_id,
-                    %boot_id,
+                let waited = InstanceTraffic {
+                    instance_id,
+                    machine_id,
+                    boot_id,
                     seq,
-                    tx_bytes = tx,
-                    rx_bytes = rx,
-                    reason = refusal.reason(),
-                    "waiting traffic sample refused: {refusal}"
-                );
+                    sent_at,
+                    tx_bytes: tx,
+                    rx_bytes: rx,
+                    upload_mbps: up_mbps,
+                    download_mbps: down_mbps,
+                };
+                refuse(&waited, refusal);
             }
         }
     }

@@ -255,6 +255,49 @@ mod tests {
         assert!(refused.to_string().contains("already runs"), "{refused}");
     }
 
+    /// An order of one GPU at 0.12 an hour, in `state`.
+    fn insert_order(
+        conn: &mut PgConnection,
+        id: Uuid,
+        tenant: Uuid,
+        key: &str,
+        state: &str,
+    ) -> QueryResult<usize> {
+        diesel::sql_query(
+            "INSERT INTO ordering.orders (id, tenant_id, user_id, idempotency_key, \
+                 request_fingerprint, offer_id, gpu_count, price_per_gpu_hour, state) \
+             VALUES ($1, $2, $2, $3, 'f', $2, 1, 0.12, $4)",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(id)
+        .bind::<diesel::sql_types::Uuid, _>(tenant)
+        .bind::<Text, _>(key)
+        .bind::<Text, _>(state)
+        .execute(conn)
+    }
+
+    /// The instance of `order`: `gpus` GPUs at 0.12 an hour each, in `state`.
+    fn insert_instance(
+        conn: &mut PgConnection,
+        id: Uuid,
+        order: Uuid,
+        tenant: Uuid,
+        gpus: i32,
+        state: &str,
+    ) -> QueryResult<usize> {
+        diesel::sql_query(
+            "INSERT INTO ordering.instances (id, order_id, tenant_id, host_tenant_id, \
+                 machine_id, gpu_model, gpu_count, rental_type, price_per_gpu_hour, \
+                 currency, image, state) \
+             VALUES ($1, $2, $3, $3, $3, 'RTX 4090', $4, 'on_demand', 0.12, 'USD', 'img', $5)",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(id)
+        .bind::<diesel::sql_types::Uuid, _>(order)
+        .bind::<diesel::sql_types::Uuid, _>(tenant)
+        .bind::<diesel::sql_types::Integer, _>(gpus)
+        .bind::<Text, _>(state)
+        .execute(conn)
+    }
+
     /// Every state that holds GPUs and will be billed counts, `host_lost`
     /// included; stopped, failed and destroyed instances do not.
     #[test]
@@ -264,29 +307,8 @@ mod tests {
         let tenant = Uuid::now_v7();
         for state in ["running", "host_lost", "stopped", "failed", "destroyed"] {
             let order = Uuid::now_v7();
-            diesel::sql_query(
-                "INSERT INTO ordering.orders (id, tenant_id, user_id, idempotency_key, \
-                     request_fingerprint, offer_id, gpu_count, price_per_gpu_hour, state) \
-                 VALUES ($1, $2, $2, $3, 'f', $2, 1, 0.12, $4)",
-            )
-            .bind::<diesel::sql_types::Uuid, _>(order)
-            .bind::<diesel::sql_types::Uuid, _>(tenant)
-            .bind::<Text, _>(format!("k-{state}"))
-            .bind::<Text, _>(state)
-            .execute(&mut conn)
-            .expect("order");
-            diesel::sql_query(
-                "INSERT INTO ordering.instances (id, order_id, tenant_id, host_tenant_id, \
-                     machine_id, gpu_model, gpu_count, rental_type, price_per_gpu_hour, \
-                     currency, image, state) \
-                 VALUES ($1, $2, $3, $3, $3, 'RTX 4090', 2, 'on_demand', 0.12, 'USD', 'img', $4)",
-            )
-            .bind::<diesel::sql_types::Uuid, _>(Uuid::now_v7())
-            .bind::<diesel::sql_types::Uuid, _>(order)
-            .bind::<diesel::sql_types::Uuid, _>(tenant)
-            .bind::<Text, _>(state)
-            .execute(&mut conn)
-            .expect("instance");
+            insert_order(&mut conn, order, tenant, &format!("k-{state}"), state).expect("order");
+            insert_instance(&mut conn, Uuid::now_v7(), order, tenant, 2, state).expect("instance");
         }
         // Two GPUs at 0.12 each for the running and the lost instance.
         assert_eq!(
@@ -305,15 +327,7 @@ mod tests {
         let db = platform::test_db::TestDb::new("funds").expect("test database");
         let (tenant, order, instance) = (Uuid::now_v7(), Uuid::now_v7(), Uuid::now_v7());
         let mut setup = PgConnection::establish(&db.url).expect("connect");
-        diesel::sql_query(
-            "INSERT INTO ordering.orders (id, tenant_id, user_id, idempotency_key, \
-                 request_fingerprint, offer_id, gpu_count, price_per_gpu_hour, state) \
-             VALUES ($1, $2, $2, 'k', 'f', $2, 1, 0.12, 'allocating')",
-        )
-        .bind::<diesel::sql_types::Uuid, _>(order)
-        .bind::<diesel::sql_types::Uuid, _>(tenant)
-        .execute(&mut setup)
-        .expect("order");
+        insert_order(&mut setup, order, tenant, "k", "allocating").expect("order");
 
         let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
         let flipper = {
@@ -326,17 +340,7 @@ mod tests {
                     // provisioning and the order leaves allocating together;
                     // then back, to flip again.
                     conn.transaction::<_, diesel::result::Error, _>(|c| {
-                        diesel::sql_query(
-                            "INSERT INTO ordering.instances (id, order_id, tenant_id, \
-                                 host_tenant_id, machine_id, gpu_model, gpu_count, rental_type, \
-                                 price_per_gpu_hour, currency, image, state) \
-                             VALUES ($1, $2, $3, $3, $3, 'RTX 4090', 1, 'on_demand', 0.12, \
-                                 'USD', 'img', 'provisioning')",
-                        )
-                        .bind::<diesel::sql_types::Uuid, _>(instance)
-                        .bind::<diesel::sql_types::Uuid, _>(order)
-                        .bind::<diesel::sql_types::Uuid, _>(tenant)
-                        .execute(c)?;
+                        insert_instance(c, instance, order, tenant, 1, "provisioning")?;
                         diesel::sql_query(
                             "UPDATE ordering.orders SET state = 'provisioning' WHERE id = $1",
                         )
