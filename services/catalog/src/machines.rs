@@ -251,9 +251,22 @@ fn request_sha256(req: &RegisterMachineRequest) -> Result<String, Error> {
     Ok(hex::encode(Sha256::digest(&json)))
 }
 
+/// The catalog's name and VRAM of GPU model `name`, or a VALIDATION error
+/// listing the known models.
+fn known_model(conn: &mut PgConnection, name: &str) -> Result<(String, i32), Error> {
+    if let Some(found) = gpu_models::find(conn, name)? {
+        return Ok(found);
+    }
+    let known = gpu_models::names(conn)?.join(", ");
+    Err(Error::Validation(format!(
+        "gpuModel: unknown GPU model {name:?}; known models: {known}"
+    )))
+}
+
 /// Registers a machine (unlisted, unpriced) and returns its agent token once.
 /// `grant` gives the token broker credentials before the row commits, so a
-/// registered machine's agent can always connect. The same idempotency key
+/// registered machine's agent can always connect; `discard` takes them away
+/// again when the row does not commit. The same idempotency key
 /// with the same request returns the machine without a token; with another
 /// request it is a CONFLICT.
 pub async fn register_machine(
@@ -300,16 +313,8 @@ pub async fn register_machine(
     // An unknown model is refused before the broker is touched (it is
     // checked again, in the insert's transaction, against the catalog).
     let model = req.gpu_model.clone();
-    db.run(move |conn| {
-        if gpu_models::find(conn, &model)?.is_some() {
-            return Ok(());
-        }
-        let known = gpu_models::names(conn)?.join(", ");
-        Err(Error::Validation(format!(
-            "gpuModel: unknown GPU model {model:?}; known models: {known}"
-        )))
-    })
-    .await?;
+    db.run(move |conn| known_model(conn, &model).map(|_| ()))
+        .await?;
     if let Some(machine) = existing {
         return Ok(MachineRegistered {
             machine,
@@ -328,13 +333,7 @@ pub async fn register_machine(
     let discarded_hash = token_hash.clone();
     let inserted = db
         .tx(move |conn| {
-            let Some((model, model_vram)) = gpu_models::find(conn, &req.gpu_model)? else {
-                let known = gpu_models::names(conn)?.join(", ");
-                return Err(Error::Validation(format!(
-                    "gpuModel: unknown GPU model {:?}; known models: {known}",
-                    req.gpu_model
-                )));
-            };
+            let (model, model_vram) = known_model(conn, &req.gpu_model)?;
             diesel::insert_into(machines::table)
                 .values(NewMachine {
                     id,
