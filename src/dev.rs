@@ -211,7 +211,19 @@ pub fn spawn_real_agent(
 
 /// Starts `parts` with `config`. Migrations must have run.
 pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
+    let webhooks_settings = webhooks::Settings::from_env(config.production)?;
+    start_with(config, parts, webhooks_settings).await
+}
+
+/// [`start`] with the webhook service's own settings given rather than read
+/// from the environment (a test's retry schedule, its local receivers).
+pub async fn start_with(
+    config: Config,
+    parts: Parts,
+    webhooks_settings: webhooks::Settings,
+) -> anyhow::Result<Stack> {
     let mut config = config;
+    let webhooks_settings = Arc::new(webhooks_settings);
     let mut servers = Vec::new();
     let mut tasks: Vec<JoinHandle<()>> = Vec::new();
     let mut spawn_server = |server: actix_web::dev::Server, tasks: &mut Vec<JoinHandle<()>>| {
@@ -237,6 +249,13 @@ pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
         let (server, port) = billing::build(base.clone(), pool(&config, "billing")?)?;
         spawn_server(server, &mut tasks);
         config.urls.billing = local(port);
+        let (server, port) = webhooks::build(
+            base.clone(),
+            webhooks_settings.clone(),
+            pool(&config, webhooks::SCHEMA)?,
+        )?;
+        spawn_server(server, &mut tasks);
+        config.urls.webhooks = local(port);
         let (server, port) = ordering::build(Arc::new(config.clone()), pool(&config, "ordering")?)?;
         spawn_server(server, &mut tasks);
         config.urls.ordering = local(port);
@@ -306,6 +325,30 @@ pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
                 billing::schedule::run_invoice_schedule(schedule_config, schedule_db).await
             {
                 tracing::error!(%error, "invoice schedule stopped");
+            }
+        }));
+    }
+
+    if parts.messaging {
+        // Renters' and hosts' webhooks: the events they see, and the sender.
+        let (c, s, d) = (
+            config.clone(),
+            webhooks_settings.clone(),
+            pool(&config, webhooks::SCHEMA)?,
+        );
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = webhooks::run_consumer(c, s, d).await {
+                tracing::error!(%error, "webhook consumer stopped");
+            }
+        }));
+        let (c, s, d) = (
+            config.clone(),
+            webhooks_settings.clone(),
+            pool(&config, webhooks::SCHEMA)?,
+        );
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = webhooks::run_sender(c, s, d).await {
+                tracing::error!(%error, "webhook sender stopped");
             }
         }));
     }

@@ -54,6 +54,7 @@ enum Service {
     Quota,
     Metering,
     Billing,
+    Webhooks,
 }
 
 impl Service {
@@ -64,7 +65,7 @@ impl Service {
             Service::Quota => &[Secret::ServiceToken],
             // The catalog makes agents' broker users; every consumer reads
             // queue depths (deploy/validate.py's MANAGEMENT_API_USERS).
-            Service::Catalog | Service::Ordering | Service::Metering => {
+            Service::Catalog | Service::Ordering | Service::Metering | Service::Webhooks => {
                 &[Secret::ServiceToken, Secret::RabbitmqManagement]
             }
             Service::Billing => &[
@@ -462,6 +463,22 @@ async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
             });
             tasks.spawn(billing::run_payout_loop(config.clone(), db("billing")?));
             billing::build(config.clone(), db("billing")?)?.0
+        }
+        Service::Webhooks => {
+            let settings = Arc::new(webhooks::Settings::from_env(config.production)?);
+            let (c, s, d) = (config.clone(), settings.clone(), db(webhooks::SCHEMA)?);
+            tasks.spawn(async move {
+                if let Err(error) = webhooks::run_consumer(c, s, d).await {
+                    tracing::error!(%error, "webhook consumer stopped");
+                }
+            });
+            let (c, s, d) = (config.clone(), settings.clone(), db(webhooks::SCHEMA)?);
+            tasks.spawn(async move {
+                if let Err(error) = webhooks::run_sender(c, s, d).await {
+                    tracing::error!(%error, "webhook sender stopped");
+                }
+            });
+            webhooks::build(config.clone(), settings, db(webhooks::SCHEMA)?)?.0
         }
     };
     let handle = server.handle();

@@ -18,7 +18,8 @@ const config: CodegenConfig = {
         documentMode: 'string',
         enumsAsTypes: true,
         useTypeImports: true,
-        scalars: { Decimal: 'string' },
+        // DateTime is RFC 3339 text (issue 19's typed instants start with webhooks).
+        scalars: { Decimal: 'string', DateTime: 'string' },
         strictScalars: true,
       },
     },

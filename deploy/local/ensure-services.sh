@@ -2,7 +2,8 @@
 # Makes sure what `make run` and `make test` need is up: PostgreSQL on
 # 127.0.0.1:5432 (trust auth for local connections), RabbitMQ on 5672 with the
 # management plugin (tests create a vhost each), libpq for diesel, and the
-# browser tests' Chromium, Node.js and npm.
+# browser tests' Chromium, Node.js and npm, and the webhook tests' Python
+# receiver (standardwebhooks).
 # Starts local servers from installed packages; on Debian/Ubuntu installs
 # missing packages first; elsewhere says what to install.
 set -euo pipefail
@@ -134,6 +135,20 @@ if have node; then
   if [ "$node_major" -lt 20 ]; then
     say "Node.js $(node --version) is older than web/package.json's >=20: make web may fail (install Node.js 20+, e.g. Debian 13's nodejs)"
   fi
+fi
+
+# --- The webhook tests' receiver: Python with the Standard Webhooks reference
+# library (tests/webhooks/receiver.py verifies every delivery with it, not with
+# our own code). A virtualenv outside the clone, like the cargo target dir.
+WEBHOOK_PY=${GPUMARKET_TEST_PYTHON_VENV:-/var/tmp/gpumarket-py}
+if ! "$WEBHOOK_PY/bin/python" -c 'import standardwebhooks' >/dev/null 2>&1; then
+  if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1 && have apt-get; then
+    say "installing python3-venv (the webhook tests' receiver)"
+    apt_install python3-venv
+  fi
+  say "installing Python's standardwebhooks into $WEBHOOK_PY (the webhook tests' receiver)"
+  python3 -m venv "$WEBHOOK_PY" && "$WEBHOOK_PY/bin/pip" install -q 'standardwebhooks==1.*' \
+    || say "could not install standardwebhooks: the webhook system tests will fail"
 fi
 
 # --- The container engine (issue 16): rentals run as real containers ---

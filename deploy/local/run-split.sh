@@ -35,17 +35,18 @@ export GPUMARKET_ORDERING_PORT=${GPUMARKET_ORDERING_PORT:-8082}
 export GPUMARKET_QUOTA_PORT=${GPUMARKET_QUOTA_PORT:-8083}
 export GPUMARKET_METERING_PORT=${GPUMARKET_METERING_PORT:-8084}
 export GPUMARKET_BILLING_PORT=${GPUMARKET_BILLING_PORT:-8085}
+export GPUMARKET_WEBHOOKS_PORT=${GPUMARKET_WEBHOOKS_PORT:-8087}
 # The provisioner worker's /metrics, /healthz and /readyz (no API).
 export GPUMARKET_PROVISIONER_PORT=${GPUMARKET_PROVISIONER_PORT:-8086}
 # Every process could derive these from the ports; setting them explicitly
 # is what a real deployment does, and it keeps the processes' views equal.
-for service in CATALOG ORDERING QUOTA METERING BILLING; do
+for service in CATALOG ORDERING QUOTA METERING BILLING WEBHOOKS; do
   port_var="GPUMARKET_${service}_PORT"
   url_var="GPUMARKET_${service}_URL"
   export "$url_var=${!url_var:-http://127.0.0.1:${!port_var}}"
 done
-# The seven processes open 18 pools between them (docs/deploy.md, "Postgres
-# connections"): 72 connections at the default of 4 per pool, near
+# The eight processes open 21 pools between them (docs/deploy.md, "Postgres
+# connections"): 84 connections at the default of 4 per pool, near
 # Postgres's default 100.
 export GPUMARKET_DB_POOL_SIZE=${GPUMARKET_DB_POOL_SIZE:-2}
 
@@ -64,6 +65,7 @@ PROCESSES=(
   "quota|serve quota"
   "metering|serve metering"
   "billing|serve billing"
+  "webhooks|serve webhooks"
   "ordering|serve ordering"
   "gateway|serve gateway"
   "provisioner|worker provisioner"
@@ -113,10 +115,11 @@ declare -A PORTS=(
   [gateway]=$GPUMARKET_GATEWAY_PORT [catalog]=$GPUMARKET_CATALOG_PORT
   [ordering]=$GPUMARKET_ORDERING_PORT [quota]=$GPUMARKET_QUOTA_PORT
   [metering]=$GPUMARKET_METERING_PORT [billing]=$GPUMARKET_BILLING_PORT
+  [webhooks]=$GPUMARKET_WEBHOOKS_PORT
   [provisioner]=$GPUMARKET_PROVISIONER_PORT
 )
 deadline=$((SECONDS + ${READY_TIMEOUT_SECONDS:-120}))
-for name in catalog quota metering billing ordering gateway provisioner; do
+for name in catalog quota metering billing webhooks ordering gateway provisioner; do
   until ready "${PORTS[$name]}"; do
     if ! kill -0 "${PIDS[$name]}" 2>/dev/null; then
       echo "run-split: $name exited before it was ready" >&2

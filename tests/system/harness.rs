@@ -49,6 +49,7 @@ impl TestEnv {
             quota: 0,
             metering: 0,
             billing: 0,
+            webhooks: 0,
         };
         config.outbox_poll_ms = 50;
         let amqp = reqwest::Url::parse(&config.amqp_url).expect("amqp url");
@@ -111,6 +112,13 @@ impl TestEnv {
 
     pub async fn start(&self, parts: Parts) -> Stack {
         dev::start(self.config.clone(), parts)
+            .await
+            .expect("start stack")
+    }
+
+    /// [`TestEnv::start`] with the webhook service's settings.
+    pub async fn start_with_webhooks(&self, parts: Parts, settings: webhooks::Settings) -> Stack {
+        dev::start_with(self.config.clone(), parts, settings)
             .await
             .expect("start stack")
     }

@@ -51,4 +51,5 @@ mod storage;
 mod subscription;
 mod topups;
 mod tour;
+mod webhooks;
 mod worker;

@@ -13,6 +13,7 @@ pub mod money;
 pub mod offer_query;
 pub mod operator;
 pub mod time;
+pub mod webhooks;
 
 pub use envelope::Envelope;
 pub use error_code::{ErrorBody, ErrorCode};

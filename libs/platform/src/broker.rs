@@ -219,7 +219,7 @@ const METERING_UNBOUND: [&str; 1] = ["ordering.instance.*"];
 
 /// A durable quorum queue (replicated, survives node loss; the broker counts
 /// deliveries and dead-letters past `x-delivery-limit`).
-async fn declare_quorum(
+pub async fn declare_quorum(
     channel: &Channel,
     name: &str,
     dead_letter_exchange: Option<&str>,
@@ -246,7 +246,8 @@ async fn declare_quorum(
     Ok(())
 }
 
-async fn bind(
+/// Binds `queue` to `exchange` for `key` (idempotent).
+pub async fn bind(
     channel: &Channel,
     queue: &str,
     exchange: &str,

@@ -270,6 +270,7 @@ pub struct Ports {
     pub quota: u16,
     pub metering: u16,
     pub billing: u16,
+    pub webhooks: u16,
 }
 
 #[derive(Debug, Clone)]
@@ -279,6 +280,7 @@ pub struct Urls {
     pub quota: String,
     pub metering: String,
     pub billing: String,
+    pub webhooks: String,
 }
 
 fn var(name: &str, default: &str) -> String {
@@ -345,6 +347,7 @@ impl Config {
             quota: parsed("GPUMARKET_QUOTA_PORT", 8083)?,
             metering: parsed("GPUMARKET_METERING_PORT", 8084)?,
             billing: parsed("GPUMARKET_BILLING_PORT", 8085)?,
+            webhooks: parsed("GPUMARKET_WEBHOOKS_PORT", 8087)?,
         };
         let local = |name: &str, port: u16| var(name, &format!("http://127.0.0.1:{port}"));
         let urls = Urls {
@@ -353,6 +356,7 @@ impl Config {
             quota: local("GPUMARKET_QUOTA_URL", ports.quota),
             metering: local("GPUMARKET_METERING_URL", ports.metering),
             billing: local("GPUMARKET_BILLING_URL", ports.billing),
+            webhooks: local("GPUMARKET_WEBHOOKS_URL", ports.webhooks),
         };
         let jwt_keys = parse_jwt_keys(&var(
             "GPUMARKET_JWT_KEYS",

@@ -309,6 +309,11 @@ pub enum Access {
     Instances,
     /// Acting on other tenants.
     Operator,
+    /// Managing where the tenant's events are sent (webhook endpoints, their
+    /// secrets and the delivery log): a caller who may act on the tenant's
+    /// rentals, machines or money. A read-only key may not, since an
+    /// endpoint would receive events from then on.
+    Webhooks,
 }
 
 impl Access {
@@ -324,6 +329,7 @@ impl Access {
             }
             Access::Billing => need_scope(p, &[Scope::Billing, Scope::Read]),
             Access::Instances => need_scope(p, &[Scope::Read, Scope::Rent]),
+            Access::Webhooks => need_scope(p, &[Scope::Rent, Scope::Host, Scope::Billing]),
             Access::Operator => {
                 if !p.operator {
                     return Err(GatewayError::Forbidden("operators only".into()));

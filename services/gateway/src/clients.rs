@@ -13,6 +13,7 @@ pub struct Clients {
     pub ordering: InternalClient,
     pub metering: InternalClient,
     pub billing: InternalClient,
+    pub webhooks: InternalClient,
     /// Below this runway a renter's balance is reported low (the one
     /// setting a resolver needs, carried with the clients it goes with).
     pub runway_warning_seconds: i64,
@@ -28,6 +29,7 @@ impl Clients {
             ordering: client(&config.urls.ordering),
             metering: client(&config.urls.metering),
             billing: client(&config.urls.billing),
+            webhooks: client(&config.urls.webhooks),
             runway_warning_seconds: config.runway_warning_seconds,
         }
     }

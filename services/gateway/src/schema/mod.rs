@@ -15,6 +15,7 @@ pub mod payouts;
 pub mod platform;
 mod quotas;
 mod rentals;
+mod webhooks;
 
 use std::collections::{HashMap, HashSet};
 
@@ -40,6 +41,7 @@ pub struct QueryRoot(
     dashboards::DashboardsQuery,
     platform::PlatformQuery,
     operator::OperatorQuery,
+    webhooks::WebhooksQuery,
 );
 
 #[derive(MergedObject, Default)]
@@ -53,6 +55,7 @@ pub struct MutationRoot(
     payouts::PayoutsMutation,
     events::LifecycleMutation,
     quotas::QuotasMutation,
+    webhooks::WebhooksMutation,
 );
 
 #[derive(MergedSubscription, Default)]
@@ -313,7 +316,8 @@ mod tests {
             catalog: nowhere.clone(),
             ordering: nowhere.clone(),
             metering: nowhere.clone(),
-            billing: nowhere,
+            billing: nowhere.clone(),
+            webhooks: nowhere,
             runway_warning_seconds: 3600,
         }
     }

@@ -429,7 +429,8 @@ mod tests {
             catalog: nowhere.clone(),
             ordering: nowhere.clone(),
             metering: nowhere.clone(),
-            billing: nowhere,
+            billing: nowhere.clone(),
+            webhooks: nowhere,
             runway_warning_seconds: 3600,
         };
         let principal = Principal {

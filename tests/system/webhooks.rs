@@ -1,0 +1,423 @@
+//! Outbound webhooks end to end: a renter's endpoint receives its own
+//! instance's lifecycle, signed so that the Standard Webhooks reference
+//! library (`tests/webhooks/receiver.py`, Python `standardwebhooks`)
+//! verifies it; a receiver that is down gets every message once it is
+//! back, with the same `webhook-id`; another tenant's events never arrive;
+//! addresses inside the platform's network are refused when saved and
+//! again when a delivery connects.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use gpumarket::client::Client;
+use gpumarket::dev::Parts;
+use serde_json::{Value, json};
+
+use crate::harness::{self, TestEnv, eventually, grant, sign_up_with_token};
+
+const LIMIT: Duration = Duration::from_secs(60);
+
+/// The Python with `standardwebhooks` that `make test` installs
+/// (deploy/local/ensure-services.sh).
+fn python() -> String {
+    std::env::var("GPUMARKET_TEST_PYTHON")
+        .unwrap_or_else(|_| "/var/tmp/gpumarket-py/bin/python".to_owned())
+}
+
+/// A receiver process; killed when dropped.
+struct Receiver {
+    child: Child,
+    port: u16,
+    http: reqwest::Client,
+}
+
+impl Receiver {
+    fn start() -> Receiver {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/webhooks/receiver.py");
+        let mut child = Command::new(python())
+            .arg(script)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start the receiver (make test installs Python's standardwebhooks)");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut line)
+            .expect("receiver port");
+        let port = line.trim().parse().unwrap_or_else(|_| {
+            panic!("receiver did not start (is standardwebhooks installed?): {line:?}")
+        });
+        Receiver {
+            child,
+            port,
+            http: reqwest::Client::new(),
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    async fn control(&self, path: &str, body: Value) {
+        let status = self
+            .http
+            .post(self.url(path))
+            .json(&body)
+            .send()
+            .await
+            .expect("receiver control")
+            .status();
+        assert!(status.is_success(), "{path}: {status}");
+    }
+
+    async fn received(&self) -> Vec<Value> {
+        self.http
+            .get(self.url("/_received"))
+            .send()
+            .await
+            .expect("received")
+            .json()
+            .await
+            .expect("json")
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Settings for a test: local receivers, retries one second apart.
+fn settings(allow_local: bool) -> webhooks::Settings {
+    webhooks::Settings {
+        schedule: vec![Duration::from_secs(1); 4],
+        allow_local,
+        max_endpoints_per_tenant: 3,
+        request_timeout: Duration::from_secs(3),
+        poll: Duration::from_millis(200),
+        concurrency: 4,
+        rotation_overlap: Duration::from_secs(3600),
+        queue: "gpumarket.webhooks".into(),
+    }
+}
+
+const CREATE: &str = "mutation($input: CreateWebhookEndpointInput!) { createWebhookEndpoint(input: $input) { secret endpoint { id url eventTypes enabled } } }";
+
+async fn create_endpoint(client: &Client, url: &str, types: &[&str]) -> (String, String) {
+    let data = client
+        .run(
+            CREATE,
+            json!({ "input": { "url": url, "eventTypes": types } }),
+        )
+        .await
+        .expect("createWebhookEndpoint");
+    let created = &data["createWebhookEndpoint"];
+    (
+        created["endpoint"]["id"].as_str().expect("id").to_owned(),
+        created["secret"].as_str().expect("secret").to_owned(),
+    )
+}
+
+fn data_of(delivery: &Value) -> Value {
+    serde_json::from_str(delivery["body"].as_str().expect("body")).expect("body json")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_renter_receives_its_own_lifecycle_signed_retried_and_never_anothers() {
+    let env = TestEnv::new().await;
+    let stack = env.start_with_webhooks(Parts::ALL, settings(true)).await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = harness::sign_up(&api, &["HOST"]).await;
+    let offer = harness::listed_machine(&host, "RTX 4090", 2, "0.40").await;
+    env.heartbeat_all();
+    let operator = env.operator(&api).await;
+
+    let (renter_a, tenant_a, _) = sign_up_with_token(&api, &["RENTER"]).await;
+    let (renter_b, tenant_b, _) = sign_up_with_token(&api, &["RENTER"]).await;
+    grant(&operator, &tenant_a, "100").await;
+    grant(&operator, &tenant_b, "100").await;
+    let (receiver_a, receiver_b) = (Receiver::start(), Receiver::start());
+    let (endpoint_a, secret_a) = create_endpoint(&renter_a, &receiver_a.url("/hooks"), &[]).await;
+    let (_, secret_b) = create_endpoint(&renter_b, &receiver_b.url("/hooks"), &[]).await;
+    receiver_a
+        .control("/_secret", json!({ "secret": secret_a }))
+        .await;
+    receiver_b
+        .control("/_secret", json!({ "secret": secret_b }))
+        .await;
+
+    // Receiver A is down for the first two attempts of whatever comes first.
+    receiver_a.control("/_fail", json!({ "count": 2 })).await;
+    let a = harness::running_instance(&renter_a, &offer, 1, "wh-a").await;
+    let b = harness::running_instance(&renter_b, &offer, 1, "wh-b").await;
+
+    let got_a = eventually("A's created and running, delivered", LIMIT, || async {
+        let got = receiver_a.received().await;
+        let delivered: Vec<&str> = got
+            .iter()
+            .filter(|d| d["status"] == 204)
+            .filter_map(|d| d["type"].as_str())
+            .collect();
+        (delivered.contains(&"instance.created") && delivered.contains(&"instance.running"))
+            .then_some(got)
+    })
+    .await;
+    // Every delivery verified with the reference library.
+    assert!(got_a.iter().all(|d| d["verified"] == true), "{got_a:#?}");
+    // Only A's instance, in its own sequence.
+    for d in &got_a {
+        let body = data_of(d);
+        assert_eq!(body["data"]["tenant_id"], tenant_a.as_str(), "{body}");
+        assert_eq!(body["data"]["instance_id"], a.as_str(), "{body}");
+        assert_eq!(body["version"], 1);
+    }
+    // The receiver refused two attempts; every message was tried again
+    // under its own id until it arrived, exactly once.
+    let mut ids: Vec<&str> = got_a.iter().map(|d| d["id"].as_str().unwrap()).collect();
+    ids.sort();
+    ids.dedup();
+    let mut failed = 0;
+    for id in &ids {
+        let codes: Vec<i64> = got_a
+            .iter()
+            .filter(|d| d["id"] == *id)
+            .map(|d| d["status"].as_i64().unwrap())
+            .collect();
+        let (last, before) = codes.split_last().unwrap();
+        assert_eq!(*last, 204, "{id}: {codes:?}");
+        assert!(before.iter().all(|c| *c == 503), "{id}: {codes:?}");
+        failed += before.len();
+    }
+    assert_eq!(failed, 2, "{got_a:#?}");
+    let first = got_a[0]["id"].as_str().expect("id").to_owned();
+    // Distinct messages have distinct ids, and each arrived exactly once.
+    let delivered: Vec<&str> = got_a
+        .iter()
+        .filter(|d| d["status"] == 204)
+        .map(|d| d["id"].as_str().unwrap())
+        .collect();
+    let mut unique = delivered.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), delivered.len(), "{got_a:#?}");
+    let sequences: Vec<i64> = got_a
+        .iter()
+        .filter(|d| d["status"] == 204)
+        .map(|d| data_of(d)["data"]["sequence"].as_i64().unwrap())
+        .collect();
+    let mut sorted = sequences.clone();
+    sorted.sort();
+    sorted.dedup();
+    assert_eq!(
+        sorted.len(),
+        sequences.len(),
+        "one sequence number per event"
+    );
+
+    // B's receiver has B's instance only.
+    let got_b = eventually("B's running, delivered", LIMIT, || async {
+        let got = receiver_b.received().await;
+        got.iter()
+            .any(|d| d["type"] == "instance.running")
+            .then_some(got)
+    })
+    .await;
+    for d in &got_b {
+        assert_eq!(d["verified"], true);
+        assert_eq!(data_of(d)["data"]["tenant_id"], tenant_b.as_str());
+        assert_eq!(data_of(d)["data"]["instance_id"], b.as_str());
+    }
+
+    // The delivery log shows the attempts of the message that failed twice.
+    let log = renter_a
+        .run(
+            "query($e: ID) { webhookDeliveries(endpointId: $e) { webhookId eventType status attempts attemptLog { statusCode succeeded latencyMs } } }",
+            json!({ "e": endpoint_a }),
+        )
+        .await
+        .expect("webhookDeliveries");
+    let entry = log["webhookDeliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["webhookId"] == first.as_str())
+        .cloned()
+        .expect("the first delivery in the log");
+    assert_eq!(entry["status"], "DELIVERED");
+    let codes: Vec<i64> = entry["attemptLog"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["statusCode"].as_i64().unwrap())
+        .collect();
+    assert_eq!(codes.first(), Some(&204), "newest first: {entry}");
+    assert!(
+        codes[1..].iter().all(|c| *c == 503) && codes.len() >= 2,
+        "{entry}"
+    );
+
+    // B cannot see, test or delete A's endpoint.
+    for (query, vars) in [
+        (
+            "mutation($id: ID!) { sendWebhookTest(endpointId: $id) { id } }",
+            json!({ "id": endpoint_a }),
+        ),
+        (
+            "mutation($id: ID!) { deleteWebhookEndpoint(id: $id) }",
+            json!({ "id": endpoint_a }),
+        ),
+        (
+            "mutation($id: ID!) { rotateWebhookSecret(id: $id) { secret } }",
+            json!({ "id": endpoint_a }),
+        ),
+    ] {
+        let err = renter_b
+            .run(query, vars)
+            .await
+            .expect_err("another tenant's endpoint");
+        assert_eq!(err.code, "NOT_FOUND", "{query}: {err:?}");
+    }
+    let listed = renter_b
+        .run("{ webhookEndpoints { id } }", json!({}))
+        .await
+        .expect("list");
+    assert_eq!(listed["webhookEndpoints"].as_array().unwrap().len(), 1);
+
+    // Rotation: during the overlap both secrets sign, so a receiver on
+    // either verifies.
+    let rotated = renter_a
+        .run(
+            "mutation($id: ID!) { rotateWebhookSecret(id: $id) { secret endpoint { previousSecretUntil } } }",
+            json!({ "id": endpoint_a }),
+        )
+        .await
+        .expect("rotate");
+    let new_secret = rotated["rotateWebhookSecret"]["secret"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert_ne!(new_secret, secret_a);
+    assert!(rotated["rotateWebhookSecret"]["endpoint"]["previousSecretUntil"].is_string());
+    for secret in [&new_secret, &secret_a] {
+        receiver_a
+            .control("/_secret", json!({ "secret": secret }))
+            .await;
+        let before = receiver_a.received().await.len();
+        let ping = renter_a
+            .run(
+                "mutation($id: ID!) { sendWebhookTest(endpointId: $id) { webhookId } }",
+                json!({ "id": endpoint_a }),
+            )
+            .await
+            .expect("test ping");
+        let id = ping["sendWebhookTest"]["webhookId"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let got = eventually("the ping", LIMIT, || async {
+            let got = receiver_a.received().await;
+            (got.len() > before && got.iter().any(|d| d["id"] == id.as_str())).then_some(got)
+        })
+        .await;
+        let ping = got.iter().find(|d| d["id"] == id.as_str()).unwrap();
+        assert_eq!(ping["verified"], true, "signed for either secret: {ping}");
+        assert_eq!(ping["type"], "webhook.test");
+    }
+
+    drop(stack);
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn endpoints_that_reach_inside_are_refused_when_saved_and_when_sent() {
+    let env = TestEnv::new().await;
+    // Production's policy: https only, public addresses only.
+    let stack = env.start_with_webhooks(Parts::ALL, settings(false)).await;
+    let api = Client::new(&stack.gateway_url);
+    let (renter, tenant) = harness::sign_up(&api, &["RENTER"]).await;
+    for (url, says) in [
+        ("http://example.com/hook", "https"),
+        ("https://127.0.0.1/hook", "127.0.0.1"),
+        ("https://[::1]/hook", "::1"),
+        (
+            "https://169.254.169.254/latest/meta-data",
+            "169.254.169.254",
+        ),
+        ("https://10.1.2.3/hook", "10.1.2.3"),
+        ("https://[::ffff:192.168.0.1]/hook", "192.168.0.1"),
+        ("https://localhost:9/hook", "localhost resolves to"),
+        ("https://user:pw@example.com/hook", "user name"),
+    ] {
+        let err = renter
+            .run(CREATE, json!({ "input": { "url": url } }))
+            .await
+            .expect_err(url);
+        assert_eq!(err.code, "VALIDATION", "{url}: {err:?}");
+        assert!(err.message.contains(says), "{url}: {}", err.message);
+    }
+    let err = renter
+        .run(CREATE, json!({ "input": { "url": "https://example.com/", "eventTypes": ["instance.exploded"] } }))
+        .await
+        .expect_err("unknown type");
+    assert_eq!(err.code, "VALIDATION");
+    assert_eq!(env.count("SELECT count(*) AS n FROM webhooks.endpoints"), 0);
+
+    // A name that resolved outside when it was saved and resolves inside
+    // now (DNS rebinding): the delivery is refused at connect, and the
+    // receiver on loopback hears nothing.
+    let receiver = Receiver::start();
+    let endpoint = uuid::Uuid::now_v7();
+    env.exec(&format!(
+        "INSERT INTO webhooks.endpoints (id, tenant_id, url, secret) VALUES \
+         ('{endpoint}', '{tenant}', 'https://localhost:{}/hook', 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')",
+        receiver.port
+    ));
+    renter
+        .run(
+            "mutation($id: ID!) { sendWebhookTest(endpointId: $id) { id } }",
+            json!({ "id": endpoint.to_string() }),
+        )
+        .await
+        .expect("ping");
+    let attempt = eventually("the refused attempt", LIMIT, || async {
+        let log = renter
+            .run(
+                "{ webhookDeliveries { attemptLog { statusCode error } } }",
+                json!({}),
+            )
+            .await
+            .expect("log");
+        log["webhookDeliveries"][0]["attemptLog"][0]
+            .as_object()
+            .cloned()
+    })
+    .await;
+    assert!(attempt["statusCode"].is_null(), "{attempt:?}");
+    let error = attempt["error"].as_str().unwrap_or_default();
+    assert!(error.contains("resolves to"), "{error}");
+    assert!(receiver.received().await.is_empty());
+
+    // The endpoint limit is per tenant (3 in this test).
+    let mut made = 0;
+    let refused = loop {
+        match renter
+            .run(
+                CREATE,
+                json!({ "input": { "url": "https://93.184.215.14/hook" } }),
+            )
+            .await
+        {
+            Ok(_) => made += 1,
+            Err(e) => break e,
+        }
+        assert!(made <= 3, "the limit did not hold");
+    };
+    assert_eq!(refused.code, "QUOTA_EXCEEDED", "{refused:?}");
+    assert_eq!(made, 2, "one endpoint was already there");
+
+    drop(stack);
+    env.cleanup().await;
+}
