@@ -24,10 +24,10 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
-SERVICES = ["gateway", "catalog", "ordering", "quota", "metering", "billing"]
+SERVICES = ["gateway", "catalog", "ordering", "quota", "metering", "billing", "webhooks"]
 # The processes that read GPUMARKET_RABBITMQ_MANAGEMENT_URL: the catalog
 # (agents' broker users) and every consumer (queue depth metrics).
-MANAGEMENT_API_USERS = {"catalog", "ordering", "metering", "billing", "provisioner"}
+MANAGEMENT_API_USERS = {"catalog", "ordering", "metering", "billing", "webhooks", "provisioner"}
 
 
 class Problems(list):
@@ -49,9 +49,14 @@ def read(path: Path) -> str:
 
 
 def config_env_names() -> set[str]:
-    """Every GPUMARKET_* variable the binary reads."""
+    """Every GPUMARKET_* variable the binary reads: the platform's config,
+    main.rs, and the webhook service's own GPUMARKET_WEBHOOKS_* settings."""
     names: set[str] = set()
-    for src in [ROOT / "libs/platform/src/config.rs", ROOT / "src/main.rs"]:
+    for src in [
+        ROOT / "libs/platform/src/config.rs",
+        ROOT / "src/main.rs",
+        ROOT / "services/webhooks/src/settings.rs",
+    ]:
         names |= set(re.findall(r'"(GPUMARKET_[A-Z0-9_]+)"', read(src)))
     return names
 

@@ -374,7 +374,9 @@ async fn quiesce(env: &TestEnv, limit: Duration) -> Option<Duration> {
             .filter(|(q, _)| !is_dead_letter(q))
             .map(|(_, n)| n)
             .sum();
-        if passing == 0 && unpublished == 0 && queued == 0 {
+        let webhooks_pending =
+            env.count("SELECT count(*) AS n FROM webhooks.deliveries WHERE status = 'pending'");
+        if passing == 0 && unpublished == 0 && queued == 0 && webhooks_pending == 0 {
             let since = *calm_since.get_or_insert_with(Instant::now);
             if since.elapsed() > Duration::from_secs(7) {
                 return Some(started.elapsed());
@@ -400,6 +402,77 @@ fn verdict(name: &'static str, held: bool, detail: impl Into<String>) -> Verdict
         held,
         detail: detail.into(),
     }
+}
+
+/// Every state change a renter's webhook subscribes to reached its receiver,
+/// verified by the Standard Webhooks reference library, under one
+/// `webhook-id` per event (a retry after a kill repeats the id, never
+/// makes a new one), and only at its own tenant's path.
+fn webhook_invariants(env: &TestEnv, received: &[Value], out: &mut Vec<Verdict>) {
+    let events = rows(
+        env,
+        "SELECT e.instance_id::text AS i, e.seq AS s, i.tenant_id::text AS t \
+           FROM ordering.instance_events e JOIN ordering.instances i ON i.id = e.instance_id \
+          WHERE e.kind = 'state_changed' AND (e.from_state IS NULL OR e.to_state IN \
+                ('running', 'stopped', 'preempted', 'host_lost', 'failed', 'destroyed'))",
+    );
+    // (instance, sequence) -> webhook ids that delivered it (2xx).
+    let mut delivered: BTreeMap<(String, i64), std::collections::BTreeSet<String>> =
+        BTreeMap::new();
+    let mut unverified = 0;
+    let mut foreign = 0;
+    for d in received {
+        if d["verified"] != true {
+            unverified += 1;
+            continue;
+        }
+        let body: Value =
+            serde_json::from_str(d["body"].as_str().unwrap_or("{}")).unwrap_or_default();
+        let data = &body["data"];
+        if d["path"].as_str() != Some(&format!("/t/{}", data["tenant_id"].as_str().unwrap_or("?")))
+        {
+            foreign += 1;
+        }
+        if d["status"] == 204
+            && let (Some(i), Some(s)) = (data["instance_id"].as_str(), data["sequence"].as_i64())
+        {
+            delivered
+                .entry((i.to_owned(), s))
+                .or_default()
+                .insert(d["id"].as_str().unwrap_or_default().to_owned());
+        }
+    }
+    let missing: Vec<String> = events
+        .iter()
+        .filter_map(|e| {
+            let key = (e["i"].as_str()?.to_owned(), e["s"].as_i64()?);
+            (!delivered.contains_key(&key)).then(|| format!("{}#{}", key.0, key.1))
+        })
+        .collect();
+    let split_ids = delivered.values().filter(|ids| ids.len() > 1).count();
+    let failed =
+        env.count("SELECT count(*) AS n FROM webhooks.deliveries WHERE status <> 'delivered'");
+    let attempts = received.len();
+    out.push(verdict(
+        "W1 every subscribed instance event reached its webhook receiver, verified",
+        missing.is_empty() && unverified == 0 && failed == 0,
+        format!(
+            "{} events, {} delivered; missing: {}; unverified deliveries: {unverified}; \
+             deliveries not delivered: {failed}; {attempts} requests received in all",
+            events.len(),
+            delivered.len(),
+            if missing.is_empty() {
+                "none".to_owned()
+            } else {
+                missing.join(", ")
+            }
+        ),
+    ));
+    out.push(verdict(
+        "W2 one webhook-id per event, and only at its own tenant's endpoint",
+        split_ids == 0 && foreign == 0,
+        format!("events delivered under more than one id: {split_ids}; at another tenant's path: {foreign}"),
+    ));
 }
 
 /// GPUs held in catalog and quota against the instances that run.
@@ -668,15 +741,17 @@ fn report(
         "# Reliability: the fault suite\n\n\
          Written by `make faults` (`tests/system/faults.rs`); run it again to refresh. \
          Every figure below is from the last run.\n\n\
-         The split stack (five services, the gateway and a provisioner as seven processes, \
+         The split stack (six services, the gateway and a provisioner as eight processes, \
          plus {MACHINES} host agent processes with {GPUS_PER_MACHINE} simulated GPUs each) runs \
          on a PostgreSQL cluster and a RabbitMQ node of the suite's own (`tests/faults/infra.sh`), \
          so that restarting them disturbs nothing else. {RENTERS} renters keep ordering (1 or 2 GPUs, \
          placed by constraints), letting instances run 1 to 4 s, stopping half of them and destroying \
-         them, retrying with the same idempotency key when a request fails; agents heartbeat every \
+         them, retrying with the same idempotency key when a request fails; each renter has a webhook \
+         endpoint on a local receiver that verifies every delivery with the Standard Webhooks \
+         reference library and holds each for 200 ms; agents heartbeat every \
          second; metering settles running rentals every 2 s. Every {} s a fault is injected. \
          Then the load stops and the suite waits for quiescence (no instance in a passing state, \
-         every outbox published, every queue but the dead letters empty), checks the capacity \
+         every outbox published, every queue but the dead letters empty, no webhook delivery pending), checks the capacity \
          invariants with the last instances still running (phase A), destroys them, waits again and \
          checks every invariant (phase B).\n",
         BETWEEN_FAULTS.as_secs()
@@ -780,6 +855,14 @@ async fn the_stack_keeps_its_promises_through_kills_and_restarts() {
     let mut settings = vec![
         ("GPUMARKET_SETTLEMENT_INTERVAL_MS", "2000"),
         ("GPUMARKET_HEARTBEAT_GRACE_SECONDS", "60"),
+        // Every renter has a webhook endpoint on a local receiver; retries
+        // are seconds apart so that every delivery lands before the end.
+        ("GPUMARKET_WEBHOOKS_ALLOW_LOCAL", "true"),
+        (
+            "GPUMARKET_WEBHOOKS_RETRY_SCHEDULE",
+            "1,1,2,2,3,3,5,5,5,5,10,10,10,10,10,10",
+        ),
+        ("GPUMARKET_WEBHOOKS_TIMEOUT_MS", "3000"),
     ];
     if std::env::var_os("RUST_LOG").is_none() {
         // Warnings are what a fault is expected to cause; errors are not.
@@ -812,9 +895,29 @@ async fn the_stack_keeps_its_promises_through_kills_and_restarts() {
     }
     let operator = env.operator(&api).await;
     let mut renters = HashMap::new();
+    // One receiver, one path and secret per renter; every delivery is held
+    // 200 ms, so a kill of the webhook service lands mid-delivery.
+    let receiver = crate::webhooks::Receiver::start();
+    receiver
+        .control("/_hang", json!({ "count": 1_000_000, "seconds": 0.2 }))
+        .await;
     for _ in 0..RENTERS {
         let (renter, tenant) = sign_up(&api, &["RENTER"]).await;
         grant(&operator, &tenant, "1000").await;
+        let path = format!("/t/{tenant}");
+        let created = renter
+            .run(
+                crate::webhooks::CREATE,
+                json!({ "input": { "url": receiver.url(&path) } }),
+            )
+            .await
+            .expect("createWebhookEndpoint");
+        let secret = created["createWebhookEndpoint"]["secret"]
+            .as_str()
+            .expect("secret");
+        receiver
+            .control("/_secret", json!({ "secret": secret, "path": path }))
+            .await;
         renters.insert(tenant, renter);
     }
 
@@ -969,6 +1072,7 @@ async fn the_stack_keeps_its_promises_through_kills_and_restarts() {
     ));
     capacity_invariants(&env, "B", &mut verdicts);
     money_invariants(&env, &mut verdicts);
+    webhook_invariants(&env, &receiver.received().await, &mut verdicts);
 
     let depths = queue_depths(&env).await;
     let stuck: Vec<String> = depths

@@ -595,6 +595,19 @@ async fn hosts_get_statements_and_are_paid_once_through_stripe_connect() {
         .map(|p| p["status"].as_str().expect("status"))
         .collect();
     assert_eq!(statuses, ["paid", "failed", "paid", "paid"]);
+    // Each settled payout announced once, for the host's webhooks.
+    assert_eq!(
+        env.count(
+            "SELECT count(*) AS n FROM billing.outbox WHERE routing_key = 'billing.payout.paid'"
+        ),
+        3
+    );
+    assert_eq!(
+        env.count(
+            "SELECT count(*) AS n FROM billing.outbox WHERE routing_key = 'billing.payout.failed'"
+        ),
+        1
+    );
     let transferred: i64 = stripe
         .transfers()
         .iter()

@@ -14,7 +14,9 @@ use platform::Config;
 
 use crate::harness::{machine_for_agent, wait_online};
 
-pub const SERVICES: [&str; 5] = ["catalog", "quota", "metering", "billing", "ordering"];
+pub const SERVICES: [&str; 6] = [
+    "catalog", "quota", "metering", "billing", "webhooks", "ordering",
+];
 
 /// The processes of one split stack; dropping it kills them all, so a failed
 /// assertion leaves nothing running.

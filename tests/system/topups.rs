@@ -248,6 +248,11 @@ async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
     let expected: Decimal = "25.50".parse().unwrap();
     assert_eq!(balance(&renter).await, expected);
     assert_eq!(ledger_rows(&env), (1, 2));
+    // Announced once (webhooks' top_up.succeeded), however often Stripe told us.
+    assert_eq!(
+        env.count("SELECT count(*) AS n FROM billing.outbox WHERE routing_key = 'billing.top_up.succeeded'"),
+        1
+    );
     assert_eq!(
         env.count(&format!(
             "SELECT count(*) AS n FROM billing.entries e JOIN billing.accounts a ON a.id = e.account_id

@@ -26,14 +26,14 @@ fn python() -> String {
 }
 
 /// A receiver process; killed when dropped.
-struct Receiver {
+pub struct Receiver {
     child: Child,
-    port: u16,
+    pub port: u16,
     http: reqwest::Client,
 }
 
 impl Receiver {
-    fn start() -> Receiver {
+    pub fn start() -> Receiver {
         let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/webhooks/receiver.py");
         let mut child = Command::new(python())
             .arg(script)
@@ -55,11 +55,11 @@ impl Receiver {
         }
     }
 
-    fn url(&self, path: &str) -> String {
+    pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
 
-    async fn control(&self, path: &str, body: Value) {
+    pub async fn control(&self, path: &str, body: Value) {
         let status = self
             .http
             .post(self.url(path))
@@ -71,7 +71,7 @@ impl Receiver {
         assert!(status.is_success(), "{path}: {status}");
     }
 
-    async fn received(&self) -> Vec<Value> {
+    pub async fn received(&self) -> Vec<Value> {
         self.http
             .get(self.url("/_received"))
             .send()
@@ -104,7 +104,7 @@ fn settings(allow_local: bool) -> webhooks::Settings {
     }
 }
 
-const CREATE: &str = "mutation($input: CreateWebhookEndpointInput!) { createWebhookEndpoint(input: $input) { secret endpoint { id url eventTypes enabled } } }";
+pub const CREATE: &str = "mutation($input: CreateWebhookEndpointInput!) { createWebhookEndpoint(input: $input) { secret endpoint { id url eventTypes enabled } } }";
 
 async fn create_endpoint(client: &Client, url: &str, types: &[&str]) -> (String, String) {
     let data = client
@@ -417,6 +417,152 @@ async fn endpoints_that_reach_inside_are_refused_when_saved_and_when_sent() {
     };
     assert_eq!(refused.code, "QUOTA_EXCEEDED", "{refused:?}");
     assert_eq!(made, 2, "one endpoint was already there");
+
+    drop(stack);
+    env.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_host_hears_its_machines_rented_and_released() {
+    let env = TestEnv::new().await;
+    let stack = env.start_with_webhooks(Parts::ALL, settings(true)).await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, host_tenant) = harness::sign_up(&api, &["HOST"]).await;
+    let offer = harness::listed_machine(&host, "RTX 4090", 2, "0.40").await;
+    env.heartbeat_all();
+    let receiver = Receiver::start();
+    let (_, secret) = create_endpoint(
+        &host,
+        &receiver.url("/host"),
+        &["machine.rented", "machine.released"],
+    )
+    .await;
+    receiver
+        .control("/_secret", json!({ "secret": secret }))
+        .await;
+    let operator = env.operator(&api).await;
+    let (renter, tenant, _) = sign_up_with_token(&api, &["RENTER"]).await;
+    grant(&operator, &tenant, "100").await;
+    let id = harness::running_instance(&renter, &offer, 2, "wh-host").await;
+    renter
+        .run(
+            "mutation($id: ID!) { destroyInstance(id: $id) { id } }",
+            json!({ "id": id }),
+        )
+        .await
+        .expect("destroy");
+    let got = eventually("rented then released", LIMIT, || async {
+        let got = receiver.received().await;
+        (got.iter().filter(|d| d["status"] == 204).count() >= 2).then_some(got)
+    })
+    .await;
+    let delivered: Vec<Value> = got
+        .iter()
+        .filter(|d| d["status"] == 204)
+        .map(data_of)
+        .collect();
+    let kinds: Vec<&str> = delivered
+        .iter()
+        .map(|b| b["type"].as_str().unwrap())
+        .collect();
+    assert!(
+        kinds.contains(&"machine.rented") && kinds.contains(&"machine.released"),
+        "{kinds:?}"
+    );
+    for b in &delivered {
+        assert_eq!(b["data"]["host_tenant_id"], host_tenant.as_str());
+        assert_eq!(b["data"]["machine_id"], offer.as_str());
+        assert_eq!(b["data"]["gpu_count"], 2);
+        assert_eq!(b["data"]["preempted"], false);
+    }
+    // The subscription held: no instance events for the host, and the
+    // renter's own events never reach the host's endpoint.
+    assert!(got.iter().all(|d| d["verified"] == true));
+    assert_eq!(delivered.len(), 2, "{delivered:#?}");
+    assert_eq!(
+        delivered[0]["data"]["allocation_id"],
+        delivered[1]["data"]["allocation_id"]
+    );
+
+    drop(stack);
+    env.cleanup().await;
+}
+
+/// The webhook service killed while a receiver holds a delivery: the
+/// attempt was never recorded, so the delivery comes due again when its
+/// lease ends, and the next process sends it with the same `webhook-id`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_delivery_cut_off_by_a_crash_is_sent_again_with_the_same_id() {
+    let env = TestEnv::new().await;
+    let parts = Parts {
+        provisioner: false,
+        ..Parts::ALL
+    };
+    let mut quick = settings(true);
+    quick.request_timeout = Duration::from_secs(2);
+    let stack = env.start_with_webhooks(parts, quick.clone()).await;
+    let api = Client::new(&stack.gateway_url);
+    let (renter, _) = harness::sign_up(&api, &["RENTER"]).await;
+    let receiver = Receiver::start();
+    let (endpoint, secret) = create_endpoint(&renter, &receiver.url("/crash"), &[]).await;
+    receiver
+        .control("/_secret", json!({ "secret": secret }))
+        .await;
+    receiver
+        .control("/_hang", json!({ "count": 1, "seconds": 4 }))
+        .await;
+    let ping = renter
+        .run(
+            "mutation($id: ID!) { sendWebhookTest(endpointId: $id) { id webhookId } }",
+            json!({ "id": endpoint }),
+        )
+        .await
+        .expect("ping");
+    let delivery = ping["sendWebhookTest"]["id"].as_str().unwrap().to_owned();
+    let webhook_id = ping["sendWebhookTest"]["webhookId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // Claimed: its lease pushed the next attempt into the future.
+    eventually("the delivery claimed", LIMIT, || async {
+        (env.count(&format!(
+            "SELECT count(*) AS n FROM webhooks.deliveries WHERE id = '{delivery}' AND next_attempt_at > now() + interval '2 seconds'"
+        )) == 1)
+            .then_some(())
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    stack.stop().await;
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM webhooks.attempts WHERE delivery_id = '{delivery}'"
+        )),
+        0,
+        "the cut-off attempt was never recorded"
+    );
+
+    let stack = env.start_with_webhooks(parts, quick).await;
+    let got = eventually("sent again after the lease", LIMIT, || async {
+        let got = receiver.received().await;
+        (got.iter()
+            .filter(|d| d["id"] == webhook_id.as_str())
+            .count()
+            >= 2)
+            .then_some(got)
+    })
+    .await;
+    let copies: Vec<&Value> = got
+        .iter()
+        .filter(|d| d["id"] == webhook_id.as_str())
+        .collect();
+    assert!(copies.iter().all(|d| d["verified"] == true), "{copies:#?}");
+    eventually("recorded as delivered", LIMIT, || async {
+        (env.count(&format!(
+            "SELECT count(*) AS n FROM webhooks.deliveries WHERE id = '{delivery}' AND status = 'delivered'"
+        )) == 1)
+            .then_some(())
+    })
+    .await;
 
     drop(stack);
     env.cleanup().await;

@@ -4,7 +4,9 @@ the Standard Webhooks reference library (`standardwebhooks` on PyPI), not
 with gpumarket's own code.
 
 It prints its port on the first line of stdout, then serves:
-  POST /_secret   {"secret": "whsec_..."}   the secret deliveries must verify with
+  POST /_secret   {"secret": "whsec_...", "path": "/p"}
+                                            the secret deliveries must verify with
+                                            (for deliveries to `path` only, when given)
   POST /_fail     {"count": n}              answer the next n deliveries 503
   POST /_hang     {"count": n, "seconds": s} hold the next n deliveries s seconds
                                             before answering (a slow receiver)
@@ -24,7 +26,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from standardwebhooks.webhooks import Webhook
 
 LOCK = threading.Lock()
-STATE = {"secret": None, "fail": 0, "hang": 0, "hang_seconds": 0, "received": []}
+STATE = {"secret": None, "secrets": {}, "fail": 0, "hang": 0, "hang_seconds": 0, "received": []}
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -49,8 +51,12 @@ class Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length", "0"))
         body = self.rfile.read(length)
         if self.path == "/_secret":
+            asked = json.loads(body)
             with LOCK:
-                STATE["secret"] = json.loads(body)["secret"]
+                if asked.get("path"):
+                    STATE["secrets"][asked["path"]] = asked["secret"]
+                else:
+                    STATE["secret"] = asked["secret"]
             return self.reply(204)
         if self.path == "/_hang":
             asked = json.loads(body)
@@ -64,7 +70,7 @@ class Handler(BaseHTTPRequestHandler):
             return self.reply(204)
         headers = {k.lower(): v for k, v in self.headers.items()}
         with LOCK:
-            secret = STATE["secret"]
+            secret = STATE["secrets"].get(self.path, STATE["secret"])
         verified = False
         event_type = None
         if secret:
@@ -92,6 +98,7 @@ class Handler(BaseHTTPRequestHandler):
             STATE["received"].append(
                 {
                     "id": headers.get("webhook-id"),
+                    "path": self.path,
                     "type": event_type,
                     "verified": verified,
                     "status": status,

@@ -121,6 +121,12 @@ for i in $(seq 1 100); do
 done
 
 # --- the stack -----------------------------------------------------------------
+# GPUMARKET_WEBHOOKS_ALLOW_LOCAL=true: webhooks.test.mjs receives its
+# deliveries on 127.0.0.1 (a receiver in the test process) to check their
+# signatures and see them delivered; this machine may have no internet or DNS.
+# It allows only http and loopback: private, link-local and metadata
+# addresses stay refused, so the page's VALIDATION error for
+# http://10.0.0.1/ is the production one.
 step "gpumarket dev: database $NAME, gateway on 127.0.0.1:$PORT"
 GPUMARKET_DATABASE_URL="$PG/$NAME" \
 GPUMARKET_AMQP_URL="amqp://guest:guest@127.0.0.1:5672/$NAME" \
@@ -128,6 +134,7 @@ GPUMARKET_GATEWAY_PORT=$PORT \
 GPUMARKET_CATALOG_PORT=0 GPUMARKET_ORDERING_PORT=0 GPUMARKET_QUOTA_PORT=0 \
 GPUMARKET_METERING_PORT=0 GPUMARKET_BILLING_PORT=0 GPUMARKET_PROVISIONER_PORT=0 \
 GPUMARKET_DB_POOL_SIZE=2 \
+GPUMARKET_WEBHOOKS_ALLOW_LOCAL=true \
 GPUMARKET_STRIPE_API_BASE="http://127.0.0.1:$STRIPE_PORT/" GPUMARKET_STRIPE_SECRET_KEY=$STRIPE_SECRET_KEY \
 GPUMARKET_STRIPE_WEBHOOK_SECRETS=$STRIPE_WEBHOOK_SECRET GPUMARKET_STRIPE_PUBLISHABLE_KEY=$STRIPE_PUBLISHABLE_KEY \
 GPUMARKET_WEB_DIR="$DIST" GPUMARKET_PUBLIC_URL="http://127.0.0.1:$PORT" \

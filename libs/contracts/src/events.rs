@@ -461,3 +461,53 @@ pub struct InstanceDiskUsage {
     /// The heartbeat's `sent_at`.
     pub measured_at: DateTime<Utc>,
 }
+
+pub const TOP_UP_SUCCEEDED: &str = "billing.top_up.succeeded";
+
+/// A renter's card top-up was credited to its prepaid balance, once (in
+/// the transaction of the ledger posting).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct TopUpSucceeded {
+    pub tenant_id: Uuid,
+    pub top_up_id: Uuid,
+    /// What Stripe collected, in the settlement currency.
+    pub amount: Decimal,
+    pub currency: String,
+    pub at: DateTime<Utc>,
+}
+
+pub const PAYOUT_PAID: &str = "billing.payout.paid";
+pub const PAYOUT_FAILED: &str = "billing.payout.failed";
+
+/// A host's payout left `pending`: paid (the transfer was made and posted)
+/// or failed (Stripe refused it; the earnings stay on the account).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct PayoutSettled {
+    pub host_tenant_id: Uuid,
+    pub payout_id: Uuid,
+    pub amount: Decimal,
+    pub currency: String,
+    /// `paid` or `failed`.
+    pub status: String,
+    pub stripe_transfer_id: Option<String>,
+    pub failure_reason: Option<String>,
+    pub at: DateTime<Utc>,
+}
+
+pub const MACHINE_RENTED: &str = "catalog.machine.rented";
+pub const MACHINE_RELEASED: &str = "catalog.machine.released";
+
+/// GPUs of a host's machine were allocated to a rental, or given back (the
+/// rental ended, or was preempted by a higher-priority order), announced in
+/// the transaction that changed the machine's allocation.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MachineRental {
+    pub host_tenant_id: Uuid,
+    pub machine_id: Uuid,
+    /// The allocation (one per rental order); pairs a release with its rent.
+    pub allocation_id: Uuid,
+    pub gpu_count: i32,
+    /// On a release: whether it was a preemption.
+    pub preempted: bool,
+    pub at: DateTime<Utc>,
+}

@@ -31,6 +31,16 @@ pub enum EventType {
     BalanceExhausted,
     #[serde(rename = "spend_cap.reached")]
     SpendCapReached,
+    #[serde(rename = "top_up.succeeded")]
+    TopUpSucceeded,
+    #[serde(rename = "machine.rented")]
+    MachineRented,
+    #[serde(rename = "machine.released")]
+    MachineReleased,
+    #[serde(rename = "payout.paid")]
+    PayoutPaid,
+    #[serde(rename = "payout.failed")]
+    PayoutFailed,
     #[serde(rename = "endpoint.disabled")]
     EndpointDisabled,
     #[serde(rename = "webhook.test")]
@@ -38,7 +48,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 13] = [
+    pub const ALL: [EventType; 18] = [
         EventType::InstanceCreated,
         EventType::InstanceRunning,
         EventType::InstanceStopped,
@@ -50,6 +60,11 @@ impl EventType {
         EventType::BalanceLow,
         EventType::BalanceExhausted,
         EventType::SpendCapReached,
+        EventType::TopUpSucceeded,
+        EventType::MachineRented,
+        EventType::MachineReleased,
+        EventType::PayoutPaid,
+        EventType::PayoutFailed,
         EventType::EndpointDisabled,
         EventType::Test,
     ];
@@ -67,6 +82,11 @@ impl EventType {
             EventType::BalanceLow => "balance.low",
             EventType::BalanceExhausted => "balance.exhausted",
             EventType::SpendCapReached => "spend_cap.reached",
+            EventType::TopUpSucceeded => "top_up.succeeded",
+            EventType::MachineRented => "machine.rented",
+            EventType::MachineReleased => "machine.released",
+            EventType::PayoutPaid => "payout.paid",
+            EventType::PayoutFailed => "payout.failed",
             EventType::EndpointDisabled => "endpoint.disabled",
             EventType::Test => "webhook.test",
         }
@@ -92,6 +112,15 @@ impl EventType {
             EventType::BalanceLow => "The prepaid balance lasts less than the warning time.",
             EventType::BalanceExhausted => "The prepaid balance went below zero.",
             EventType::SpendCapReached => "This month's spend reached the monthly budget.",
+            EventType::TopUpSucceeded => "A card top-up was credited to the prepaid balance.",
+            EventType::MachineRented => "GPUs of one of the host's machines were rented.",
+            EventType::MachineReleased => {
+                "A rental gave GPUs of one of the host's machines back (ended or preempted)."
+            }
+            EventType::PayoutPaid => "A payout was transferred to the host's Stripe account.",
+            EventType::PayoutFailed => {
+                "Stripe refused a payout; the earnings stay on the host's account."
+            }
             EventType::EndpointDisabled => {
                 "Another endpoint of the tenant was disabled after failing for days."
             }

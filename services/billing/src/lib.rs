@@ -8,6 +8,7 @@
 mod charges;
 pub mod dashboards;
 pub mod error;
+mod events;
 pub mod focus;
 mod ingest;
 pub mod invoices;

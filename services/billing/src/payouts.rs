@@ -439,7 +439,7 @@ fn mark_paid(
             legs: &[(earnings, -row.amount), (paid_out, row.amount)],
         },
     )?;
-    Ok(diesel::update(payouts::table.find(id))
+    let paid: PayoutRow = diesel::update(payouts::table.find(id))
         .set((
             payouts::status.eq("paid"),
             payouts::stripe_transfer_id.eq(Some(transfer_id)),
@@ -448,10 +448,46 @@ fn mark_paid(
             payouts::updated_at.eq(diesel::dsl::now),
         ))
         .returning(PayoutRow::as_returning())
-        .get_result(conn)?)
+        .get_result(conn)?;
+    announce(conn, settings, &paid)?;
+    Ok(paid)
 }
 
-fn mark_failed(conn: &mut PgConnection, id: Uuid, reason: &str) -> Result<PayoutRow, Error> {
+/// `billing.payout.paid` or `billing.payout.failed`, in the transaction
+/// that settled the payout (its hosts' webhooks, docs/webhooks.md).
+fn announce(conn: &mut PgConnection, settings: &Settings, row: &PayoutRow) -> Result<(), Error> {
+    let kind = if row.status == "paid" {
+        contracts::events::PAYOUT_PAID
+    } else {
+        contracts::events::PAYOUT_FAILED
+    };
+    let event = contracts::events::PayoutSettled {
+        host_tenant_id: row.host_tenant_id,
+        payout_id: row.id,
+        amount: row.amount,
+        currency: row.currency.clone(),
+        status: row.status.clone(),
+        stripe_transfer_id: row.stripe_transfer_id.clone(),
+        failure_reason: row.failure_reason.clone(),
+        at: contracts::time::now(),
+    };
+    crate::events::publish(
+        conn,
+        &settings.events_exchange,
+        kind,
+        row.host_tenant_id,
+        None,
+        &event,
+    )?;
+    Ok(())
+}
+
+fn mark_failed(
+    conn: &mut PgConnection,
+    settings: &Settings,
+    id: Uuid,
+    reason: &str,
+) -> Result<PayoutRow, Error> {
     let row: PayoutRow = payouts::table
         .find(id)
         .select(PayoutRow::as_select())
@@ -460,14 +496,16 @@ fn mark_failed(conn: &mut PgConnection, id: Uuid, reason: &str) -> Result<Payout
     if row.status != "pending" {
         return Ok(row);
     }
-    Ok(diesel::update(payouts::table.find(id))
+    let failed: PayoutRow = diesel::update(payouts::table.find(id))
         .set((
             payouts::status.eq("failed"),
             payouts::failure_reason.eq(Some(reason)),
             payouts::updated_at.eq(diesel::dsl::now),
         ))
         .returning(PayoutRow::as_returning())
-        .get_result(conn)?)
+        .get_result(conn)?;
+    announce(conn, settings, &failed)?;
+    Ok(failed)
 }
 
 /// Pays one host, or says why not.
@@ -540,8 +578,8 @@ pub async fn pay_host(
             ("paid", row, None)
         }
         Err(TransferError::Refused(reason)) => {
-            let r = reason.clone();
-            let row = db.tx(move |conn| mark_failed(conn, id, &r)).await?;
+            let (r, s) = (reason.clone(), settings.clone());
+            let row = db.tx(move |conn| mark_failed(conn, &s, id, &r)).await?;
             tracing::warn!(host.id = %host, payout.id = %id, %reason, "payout failed");
             crate::metrics::payout_failed();
             ("failed", row, Some(reason))

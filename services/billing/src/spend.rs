@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use contracts::events::{RUNWAY_LOW, RunwayLow, SPEND_CAP_REACHED, SpendCapReached};
-use contracts::{Envelope, api, money};
+use contracts::{api, money};
 use diesel::prelude::*;
 use platform::consumer::HandlerError;
 use platform::internal::InternalClient;
@@ -30,7 +30,7 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::ledger::{self, AccountKind};
-use crate::{Error, SCHEMA, Settings};
+use crate::{Error, Settings};
 
 /// The first day (UTC) of the month that contains `at`: usage belongs to the
 /// month its segment started in.
@@ -197,15 +197,14 @@ fn enqueue<T: serde::Serialize>(
     correlation_id: Option<String>,
     payload: &T,
 ) -> Result<(), diesel::result::Error> {
-    let envelope = Envelope::new(
+    crate::events::publish(
+        conn,
+        &settings.events_exchange,
         kind,
-        contracts::time::now(),
-        Some(tenant_id),
+        tenant_id,
         correlation_id,
         payload,
     )
-    .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
-    platform::outbox::enqueue(conn, SCHEMA, &settings.events_exchange, kind, &envelope)
 }
 
 /// What the watch needs from the other services, per tenant.

@@ -12,6 +12,7 @@
 
 use chrono::{DateTime, Utc};
 use contracts::api::{AllocateRequest, Allocation, RentalType};
+use contracts::events::{MACHINE_RELEASED, MACHINE_RENTED, MachineRental};
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
@@ -203,6 +204,19 @@ fn take(
     let mut freed = 0;
     for victim in &victims {
         freed += preemption::preempt(conn, exchange, req.machine_id, victim, req.order_id, at)?;
+        announce(
+            conn,
+            exchange,
+            MACHINE_RELEASED,
+            &MachineRental {
+                host_tenant_id: m.host_tenant_id,
+                machine_id: req.machine_id,
+                allocation_id: victim.order_id,
+                gpu_count: victim.gpu_count,
+                preempted: true,
+                at,
+            },
+        )?;
     }
     let updated = diesel::update(machines::table.find(req.machine_id))
         .filter((machines::gpus_allocated - freed + req.gpu_count).le(machines::gpu_count))
@@ -232,6 +246,19 @@ fn take(
             allocations::currency.eq(&m.currency),
         ))
         .execute(conn)?;
+    announce(
+        conn,
+        exchange,
+        MACHINE_RENTED,
+        &MachineRental {
+            host_tenant_id: m.host_tenant_id,
+            machine_id: req.machine_id,
+            allocation_id: req.order_id,
+            gpu_count: req.gpu_count,
+            preempted: false,
+            at,
+        },
+    )?;
     Ok(Allocation {
         order_id: req.order_id,
         machine_id: req.machine_id,
@@ -299,7 +326,8 @@ fn billed_price(m: &Locked, req: &AllocateRequest) -> Result<Decimal, Error> {
 /// preempted allocation, whose GPUs went to its preemptor) changes nothing.
 /// The machine row is locked first, in the order an allocation locks, so a
 /// release and a preempting allocation cannot deadlock.
-pub async fn release(db: &Db, order_id: Uuid) -> Result<(), Error> {
+pub async fn release(db: &Db, events: &Events, order_id: Uuid) -> Result<(), Error> {
+    let exchange = events.0.clone();
     db.tx(move |conn| {
         let machine_id: Option<Uuid> = allocations::table
             .find(order_id)
@@ -310,11 +338,11 @@ pub async fn release(db: &Db, order_id: Uuid) -> Result<(), Error> {
         let Some(machine_id) = machine_id else {
             return Ok(());
         };
-        machines::table
+        let host_tenant_id: Uuid = machines::table
             .find(machine_id)
-            .select(machines::id)
+            .select(machines::host_tenant_id)
             .for_update()
-            .first::<Uuid>(conn)?;
+            .first(conn)?;
         let released: Option<i32> = diesel::update(allocations::table.find(order_id))
             .filter(allocations::released_at.is_null())
             .set(allocations::released_at.eq(diesel::dsl::now))
@@ -328,8 +356,41 @@ pub async fn release(db: &Db, order_id: Uuid) -> Result<(), Error> {
                     machines::updated_at.eq(diesel::dsl::now),
                 ))
                 .execute(conn)?;
+            announce(
+                conn,
+                &exchange,
+                MACHINE_RELEASED,
+                &MachineRental {
+                    host_tenant_id,
+                    machine_id,
+                    allocation_id: order_id,
+                    gpu_count,
+                    preempted: false,
+                    at: contracts::time::now(),
+                },
+            )?;
         }
         Ok(())
     })
     .await
+}
+
+/// `catalog.machine.rented` or `.released`, for the host (its webhooks,
+/// docs/webhooks.md), in the caller's transaction.
+fn announce(
+    conn: &mut PgConnection,
+    exchange: &str,
+    kind: &str,
+    event: &MachineRental,
+) -> Result<(), Error> {
+    let envelope = contracts::Envelope::new(
+        kind,
+        event.at,
+        Some(event.host_tenant_id),
+        platform::http::current_correlation_id(),
+        event,
+    )
+    .map_err(platform::PlatformError::from)?;
+    platform::outbox::enqueue(conn, crate::SCHEMA, exchange, kind, &envelope)?;
+    Ok(())
 }

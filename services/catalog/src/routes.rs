@@ -238,7 +238,12 @@ async fn allocate(
     Ok(HttpResponse::Ok().json(allocations::allocate(&db, &events, body.into_inner()).await?))
 }
 
-async fn release(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
-    allocations::release(&db, path.into_inner()).await?;
+async fn release(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    events: web::Data<allocations::Events>,
+    path: web::Path<Uuid>,
+) -> Reply {
+    allocations::release(&db, &events, path.into_inner()).await?;
     Ok(HttpResponse::Ok().json(serde_json::json!({ "released": true })))
 }

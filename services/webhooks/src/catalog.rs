@@ -6,8 +6,9 @@
 
 use contracts::Envelope;
 use contracts::events::{
-    BALANCE_EXHAUSTED, BalanceExhausted, INSTANCE_EVENT, InstanceEvent, RUNWAY_LOW, RunwayLow,
-    SPEND_CAP_REACHED, SpendCapReached,
+    BALANCE_EXHAUSTED, BalanceExhausted, INSTANCE_EVENT, InstanceEvent, MACHINE_RELEASED,
+    MACHINE_RENTED, MachineRental, PAYOUT_FAILED, PAYOUT_PAID, PayoutSettled, RUNWAY_LOW,
+    RunwayLow, SPEND_CAP_REACHED, SpendCapReached, TOP_UP_SUCCEEDED, TopUpSucceeded,
 };
 use contracts::webhooks::EventType;
 use platform::consumer::HandlerError;
@@ -15,11 +16,16 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 /// The broker routing keys the service consumes.
-pub const BINDINGS: [&str; 4] = [
+pub const BINDINGS: [&str; 9] = [
     INSTANCE_EVENT,
     RUNWAY_LOW,
     BALANCE_EXHAUSTED,
     SPEND_CAP_REACHED,
+    TOP_UP_SUCCEEDED,
+    MACHINE_RENTED,
+    MACHINE_RELEASED,
+    PAYOUT_PAID,
+    PAYOUT_FAILED,
 ];
 
 /// The version of every payload shape below; a change that is not an
@@ -98,6 +104,67 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 }),
             }))
         }
+        TOP_UP_SUCCEEDED => {
+            let e: TopUpSucceeded = envelope
+                .payload()
+                .map_err(|e| undecodable(TOP_UP_SUCCEEDED, e))?;
+            Ok(Some(Outgoing {
+                tenant_id: e.tenant_id,
+                event_type: EventType::TopUpSucceeded,
+                data: json!({
+                    "tenant_id": e.tenant_id,
+                    "top_up_id": e.top_up_id,
+                    "amount": e.amount,
+                    "currency": e.currency,
+                    "at": e.at,
+                    "sequence": e.at.timestamp_micros(),
+                }),
+            }))
+        }
+        kind @ (MACHINE_RENTED | MACHINE_RELEASED) => {
+            let e: MachineRental = envelope.payload().map_err(|e| undecodable(kind, e))?;
+            let event_type = if kind == MACHINE_RENTED {
+                EventType::MachineRented
+            } else {
+                EventType::MachineReleased
+            };
+            Ok(Some(Outgoing {
+                tenant_id: e.host_tenant_id,
+                event_type,
+                data: json!({
+                    "host_tenant_id": e.host_tenant_id,
+                    "machine_id": e.machine_id,
+                    "allocation_id": e.allocation_id,
+                    "gpu_count": e.gpu_count,
+                    "preempted": e.preempted,
+                    "at": e.at,
+                    "sequence": e.at.timestamp_micros(),
+                }),
+            }))
+        }
+        kind @ (PAYOUT_PAID | PAYOUT_FAILED) => {
+            let e: PayoutSettled = envelope.payload().map_err(|e| undecodable(kind, e))?;
+            let event_type = if kind == PAYOUT_PAID {
+                EventType::PayoutPaid
+            } else {
+                EventType::PayoutFailed
+            };
+            Ok(Some(Outgoing {
+                tenant_id: e.host_tenant_id,
+                event_type,
+                data: json!({
+                    "host_tenant_id": e.host_tenant_id,
+                    "payout_id": e.payout_id,
+                    "amount": e.amount,
+                    "currency": e.currency,
+                    "status": e.status,
+                    "stripe_transfer_id": e.stripe_transfer_id,
+                    "failure_reason": e.failure_reason,
+                    "at": e.at,
+                    "sequence": e.at.timestamp_micros(),
+                }),
+            }))
+        }
         _ => Ok(None),
     }
 }
@@ -157,4 +224,192 @@ pub fn body(event_type: EventType, at: chrono::DateTime<chrono::Utc>, data: &Val
         "timestamp": at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true),
         "data": data,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use contracts::api::Instance;
+
+    /// api-specs/webhooks.yaml documents exactly the types there are.
+    #[test]
+    fn the_published_catalog_lists_every_type() {
+        let spec = include_str!("../../../api-specs/webhooks.yaml");
+        let (_, listed) = spec
+            .split_once("\nwebhooks:\n")
+            .expect("a webhooks section");
+        let names: Vec<&str> = listed
+            .lines()
+            .filter(|l| l.starts_with("  ") && !l.starts_with("   ") && l.ends_with(':'))
+            .map(|l| l.trim().trim_end_matches(':'))
+            .collect();
+        let expected: Vec<&str> = EventType::ALL.iter().map(|t| t.as_str()).collect();
+        assert_eq!(names, expected);
+    }
+
+    fn event(from: Option<&str>, to: &str) -> InstanceEvent {
+        let instance: Instance = serde_json::from_value(json!({
+            "id": Uuid::nil(), "order_id": Uuid::nil(), "tenant_id": Uuid::nil(),
+            "machine_id": Uuid::nil(), "gpu_model": "RTX 4090", "gpu_count": 1,
+            "rental_type": "on_demand", "price_per_gpu_hour": "0.40",
+            "price_per_hour_total": "0.40", "currency": "USD", "status": to,
+            "status_reason": null, "allowed_actions": [], "image": "img",
+            "run_seq": 1, "running_at": null, "stopped_at": null,
+            "created_at": "2026-12-06T00:00:00Z", "updated_at": "2026-12-06T00:00:00Z",
+            "env": {"SECRET": "hunter2"}
+        }))
+        .expect("instance");
+        InstanceEvent {
+            instance_id: Uuid::nil(),
+            tenant_id: Uuid::nil(),
+            seq: 3,
+            kind: "state_changed".into(),
+            from_state: from.map(str::to_owned),
+            to_state: Some(to.to_owned()),
+            reason: None,
+            step: None,
+            rule: None,
+            instance,
+            at: chrono::Utc::now(),
+        }
+    }
+
+    #[test]
+    fn state_changes_become_their_webhook_types() {
+        let cases = [
+            (None, "pending", Some(EventType::InstanceCreated)),
+            (
+                Some("provisioning"),
+                "running",
+                Some(EventType::InstanceRunning),
+            ),
+            (
+                Some("stopping"),
+                "stopped",
+                Some(EventType::InstanceStopped),
+            ),
+            (
+                Some("running"),
+                "preempted",
+                Some(EventType::InstancePreempted),
+            ),
+            (
+                Some("running"),
+                "host_lost",
+                Some(EventType::InstanceHostLost),
+            ),
+            (Some("allocating"), "failed", Some(EventType::OrderFailed)),
+            (Some("pending"), "failed", Some(EventType::OrderFailed)),
+            (
+                Some("provisioning"),
+                "failed",
+                Some(EventType::InstanceFailed),
+            ),
+            (
+                Some("deprovisioning"),
+                "destroyed",
+                Some(EventType::InstanceDestroyed),
+            ),
+            (Some("pending"), "allocating", None),
+            (Some("running"), "stopping", None),
+        ];
+        for (from, to, expected) in cases {
+            let got = instance(&event(from, to)).map(|o| o.event_type);
+            assert_eq!(got, expected, "{from:?} -> {to}");
+        }
+        let mut step = event(Some("provisioning"), "running");
+        step.kind = "provisioning_step".into();
+        assert_eq!(instance(&step), None);
+    }
+
+    #[test]
+    fn a_payload_carries_the_sequence_and_nothing_private() {
+        let out = instance(&event(Some("provisioning"), "running")).expect("running");
+        assert_eq!(out.data["sequence"], 3);
+        assert!(!out.data.to_string().contains("hunter2"));
+        let body = body(out.event_type, chrono::Utc::now(), &out.data);
+        assert_eq!(body["type"], "instance.running");
+        assert_eq!(body["version"], 1);
+    }
+}
+
+#[cfg(test)]
+mod money_and_host_events {
+    use super::*;
+    use contracts::events::{MachineRental, PayoutSettled, TopUpSucceeded};
+    use rust_decimal::Decimal;
+
+    fn envelope<P: serde::Serialize>(kind: &str, payload: &P) -> Envelope {
+        Envelope::new(kind, chrono::Utc::now(), None, None, payload).unwrap()
+    }
+
+    #[test]
+    fn money_and_host_events_go_to_their_owner() {
+        let (renter, host) = (Uuid::now_v7(), Uuid::now_v7());
+        let at = chrono::Utc::now();
+        let top_up = TopUpSucceeded {
+            tenant_id: renter,
+            top_up_id: Uuid::now_v7(),
+            amount: Decimal::new(2500, 2),
+            currency: "USD".into(),
+            at,
+        };
+        let out = translate(&envelope(TOP_UP_SUCCEEDED, &top_up))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (out.tenant_id, out.event_type),
+            (renter, EventType::TopUpSucceeded)
+        );
+        assert_eq!(out.data["amount"], "25.00");
+
+        let rental = MachineRental {
+            host_tenant_id: host,
+            machine_id: Uuid::now_v7(),
+            allocation_id: Uuid::now_v7(),
+            gpu_count: 2,
+            preempted: true,
+            at,
+        };
+        let out = translate(&envelope(MACHINE_RELEASED, &rental))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (out.tenant_id, out.event_type),
+            (host, EventType::MachineReleased)
+        );
+        assert_eq!(out.data["preempted"], true);
+        let out = translate(&envelope(MACHINE_RENTED, &rental))
+            .unwrap()
+            .unwrap();
+        assert_eq!(out.event_type, EventType::MachineRented);
+
+        let payout = PayoutSettled {
+            host_tenant_id: host,
+            payout_id: Uuid::now_v7(),
+            amount: Decimal::new(10_000, 2),
+            currency: "USD".into(),
+            status: "failed".into(),
+            stripe_transfer_id: None,
+            failure_reason: Some("account closed".into()),
+            at,
+        };
+        let out = translate(&envelope(PAYOUT_FAILED, &payout))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (out.tenant_id, out.event_type),
+            (host, EventType::PayoutFailed)
+        );
+        assert_eq!(out.data["failure_reason"], "account closed");
+        assert!(
+            translate(&envelope("billing.something.else", &payout))
+                .unwrap()
+                .is_none()
+        );
+        assert!(matches!(
+            translate(&envelope(PAYOUT_PAID, &json!({"nope": 1}))),
+            Err(HandlerError::Permanent(_))
+        ));
+    }
 }

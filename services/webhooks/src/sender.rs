@@ -40,7 +40,7 @@ pub async fn run(config: Arc<Config>, settings: Arc<Settings>, db: Db) -> Result
     }
     let slots = Arc::new(Semaphore::new(settings.concurrency));
     // A sender holds a delivery for its whole request and a margin.
-    let lease = settings.request_timeout + Duration::from_secs(30);
+    let lease = settings.request_timeout + Duration::from_secs(5);
     loop {
         let free = slots.available_permits().max(1) as i64;
         let due = db

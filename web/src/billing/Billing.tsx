@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useMemo, useState, type FormEvent } from 'react';
+import { useCallback, useEffect, useMemo, useState, type FormEvent, type MouseEvent } from 'react';
 import { request } from '../api';
 import { useSession } from '../session';
 import type {
@@ -21,6 +21,7 @@ import { SpendChart } from './SpendChart';
 import { TopUpCard } from './TopUp';
 import { OperatorOverview, useBillingViewer } from './Operator';
 import { BalanceHistory } from './BalanceHistory';
+import { Webhooks } from '../webhooks/Webhooks';
 
 /** How often balance, runway and instances are refreshed. */
 const POLL_MS = 5000;
@@ -112,7 +113,67 @@ function usePolled<T>(load: () => Promise<T>, pollMs?: number) {
   return { data, error, refresh };
 }
 
+/** The billing page's pages, each at its own path so a reload stays on it. */
+type View = 'dashboard' | 'webhooks';
+const PATHS: Record<View, string> = {
+  dashboard: '/billing',
+  webhooks: '/billing/webhooks',
+};
+
+function viewOfPath(): View {
+  const path = window.location.pathname.replace(/\/+$/, '');
+  return path === PATHS.webhooks ? 'webhooks' : 'dashboard';
+}
+
+function useView(): [View, (view: View) => void] {
+  const [view, setView] = useState<View>(viewOfPath);
+  useEffect(() => {
+    const onPop = () => setView(viewOfPath());
+    window.addEventListener('popstate', onPop);
+    return () => window.removeEventListener('popstate', onPop);
+  }, []);
+  const go = useCallback((next: View) => {
+    if (viewOfPath() !== next) window.history.pushState(null, '', PATHS[next]);
+    setView(next);
+  }, []);
+  return [view, go];
+}
+
+function BillingNav({ view, onGo }: { view: View; onGo: (view: View) => void }) {
+  const link = (to: View, label: string) => (
+    <a
+      href={PATHS[to]}
+      aria-current={view === to ? 'page' : undefined}
+      onClick={(e: MouseEvent) => {
+        // A new tab or window keeps the browser's own handling.
+        if (e.metaKey || e.ctrlKey || e.shiftKey || e.altKey || e.button !== 0) return;
+        e.preventDefault();
+        onGo(to);
+      }}
+    >
+      {label}
+    </a>
+  );
+  return (
+    <nav aria-label="Billing pages" className="subnav">
+      {link('dashboard', 'Balance and invoices')}
+      {link('webhooks', 'Webhooks')}
+    </nav>
+  );
+}
+
 function Dashboard() {
+  const [view, go] = useView();
+  return (
+    <>
+      <BillingNav view={view} onGo={go} />
+      {/* Webhooks load none of the dashboard's data. */}
+      {view === 'webhooks' ? <Webhooks /> : <Overview />}
+    </>
+  );
+}
+
+function Overview() {
   const viewer = useBillingViewer();
   if (viewer === null) return <p>Loading…</p>;
   return (

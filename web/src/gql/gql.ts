@@ -55,6 +55,16 @@ type Documents = {
     "\n  query ApiKeysPage($includeRevoked: Boolean!) {\n    apiKeys(includeRevoked: $includeRevoked) {\n      ...ApiKeyFields\n    }\n    me {\n      email\n      scopes\n    }\n  }\n": typeof types.ApiKeysPageDocument,
     "\n  mutation CreateApiKey($input: CreateApiKeyInput!) {\n    createApiKey(input: $input) {\n      apiKey {\n        ...ApiKeyFields\n      }\n      secret\n    }\n  }\n": typeof types.CreateApiKeyDocument,
     "\n  mutation RevokeApiKey($id: ID!) {\n    revokeApiKey(id: $id) {\n      ...ApiKeyFields\n    }\n  }\n": typeof types.RevokeApiKeyDocument,
+    "\n  fragment WebhookEndpointFields on WebhookEndpoint {\n    id\n    url\n    description\n    eventTypes\n    enabled\n    disabledReason\n    disabledAt\n    previousSecretUntil\n    createdAt\n    updatedAt\n  }\n": typeof types.WebhookEndpointFieldsFragmentDoc,
+    "\n  fragment WebhookDeliveryFields on WebhookDelivery {\n    id\n    webhookId\n    endpointId\n    eventType\n    status\n    attempts\n    nextAttemptAt\n    deliveredAt\n    createdAt\n    payload\n    attemptLog {\n      startedAt\n      statusCode\n      succeeded\n      latencyMs\n      responseHead\n      error\n    }\n  }\n": typeof types.WebhookDeliveryFieldsFragmentDoc,
+    "\n  query WebhooksPage {\n    webhookEventTypes {\n      name\n      description\n    }\n    webhookEndpoints {\n      ...WebhookEndpointFields\n    }\n  }\n": typeof types.WebhooksPageDocument,
+    "\n  query WebhookDeliveries($endpointId: ID, $limit: Int) {\n    webhookDeliveries(endpointId: $endpointId, limit: $limit) {\n      ...WebhookDeliveryFields\n    }\n  }\n": typeof types.WebhookDeliveriesDocument,
+    "\n  mutation CreateWebhookEndpoint($input: CreateWebhookEndpointInput!) {\n    createWebhookEndpoint(input: $input) {\n      secret\n      endpoint {\n        ...WebhookEndpointFields\n      }\n    }\n  }\n": typeof types.CreateWebhookEndpointDocument,
+    "\n  mutation UpdateWebhookEndpoint($id: ID!, $input: UpdateWebhookEndpointInput!) {\n    updateWebhookEndpoint(id: $id, input: $input) {\n      ...WebhookEndpointFields\n    }\n  }\n": typeof types.UpdateWebhookEndpointDocument,
+    "\n  mutation DeleteWebhookEndpoint($id: ID!) {\n    deleteWebhookEndpoint(id: $id)\n  }\n": typeof types.DeleteWebhookEndpointDocument,
+    "\n  mutation RotateWebhookSecret($id: ID!) {\n    rotateWebhookSecret(id: $id) {\n      secret\n      endpoint {\n        ...WebhookEndpointFields\n      }\n    }\n  }\n": typeof types.RotateWebhookSecretDocument,
+    "\n  mutation SendWebhookTest($endpointId: ID!) {\n    sendWebhookTest(endpointId: $endpointId) {\n      ...WebhookDeliveryFields\n    }\n  }\n": typeof types.SendWebhookTestDocument,
+    "\n  mutation RedeliverWebhook($deliveryId: ID!) {\n    redeliverWebhook(deliveryId: $deliveryId) {\n      ...WebhookDeliveryFields\n    }\n  }\n": typeof types.RedeliverWebhookDocument,
 };
 const documents: Documents = {
     "\n  mutation BillingLogIn($email: String!, $password: String!) {\n    login(email: $email, password: $password) {\n      token\n      me {\n        email\n        tenantRoles\n      }\n    }\n  }\n": types.BillingLogInDocument,
@@ -97,6 +107,16 @@ const documents: Documents = {
     "\n  query ApiKeysPage($includeRevoked: Boolean!) {\n    apiKeys(includeRevoked: $includeRevoked) {\n      ...ApiKeyFields\n    }\n    me {\n      email\n      scopes\n    }\n  }\n": types.ApiKeysPageDocument,
     "\n  mutation CreateApiKey($input: CreateApiKeyInput!) {\n    createApiKey(input: $input) {\n      apiKey {\n        ...ApiKeyFields\n      }\n      secret\n    }\n  }\n": types.CreateApiKeyDocument,
     "\n  mutation RevokeApiKey($id: ID!) {\n    revokeApiKey(id: $id) {\n      ...ApiKeyFields\n    }\n  }\n": types.RevokeApiKeyDocument,
+    "\n  fragment WebhookEndpointFields on WebhookEndpoint {\n    id\n    url\n    description\n    eventTypes\n    enabled\n    disabledReason\n    disabledAt\n    previousSecretUntil\n    createdAt\n    updatedAt\n  }\n": types.WebhookEndpointFieldsFragmentDoc,
+    "\n  fragment WebhookDeliveryFields on WebhookDelivery {\n    id\n    webhookId\n    endpointId\n    eventType\n    status\n    attempts\n    nextAttemptAt\n    deliveredAt\n    createdAt\n    payload\n    attemptLog {\n      startedAt\n      statusCode\n      succeeded\n      latencyMs\n      responseHead\n      error\n    }\n  }\n": types.WebhookDeliveryFieldsFragmentDoc,
+    "\n  query WebhooksPage {\n    webhookEventTypes {\n      name\n      description\n    }\n    webhookEndpoints {\n      ...WebhookEndpointFields\n    }\n  }\n": types.WebhooksPageDocument,
+    "\n  query WebhookDeliveries($endpointId: ID, $limit: Int) {\n    webhookDeliveries(endpointId: $endpointId, limit: $limit) {\n      ...WebhookDeliveryFields\n    }\n  }\n": types.WebhookDeliveriesDocument,
+    "\n  mutation CreateWebhookEndpoint($input: CreateWebhookEndpointInput!) {\n    createWebhookEndpoint(input: $input) {\n      secret\n      endpoint {\n        ...WebhookEndpointFields\n      }\n    }\n  }\n": types.CreateWebhookEndpointDocument,
+    "\n  mutation UpdateWebhookEndpoint($id: ID!, $input: UpdateWebhookEndpointInput!) {\n    updateWebhookEndpoint(id: $id, input: $input) {\n      ...WebhookEndpointFields\n    }\n  }\n": types.UpdateWebhookEndpointDocument,
+    "\n  mutation DeleteWebhookEndpoint($id: ID!) {\n    deleteWebhookEndpoint(id: $id)\n  }\n": types.DeleteWebhookEndpointDocument,
+    "\n  mutation RotateWebhookSecret($id: ID!) {\n    rotateWebhookSecret(id: $id) {\n      secret\n      endpoint {\n        ...WebhookEndpointFields\n      }\n    }\n  }\n": types.RotateWebhookSecretDocument,
+    "\n  mutation SendWebhookTest($endpointId: ID!) {\n    sendWebhookTest(endpointId: $endpointId) {\n      ...WebhookDeliveryFields\n    }\n  }\n": types.SendWebhookTestDocument,
+    "\n  mutation RedeliverWebhook($deliveryId: ID!) {\n    redeliverWebhook(deliveryId: $deliveryId) {\n      ...WebhookDeliveryFields\n    }\n  }\n": types.RedeliverWebhookDocument,
 };
 
 /**
@@ -259,6 +279,46 @@ export function graphql(source: "\n  mutation CreateApiKey($input: CreateApiKeyI
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  mutation RevokeApiKey($id: ID!) {\n    revokeApiKey(id: $id) {\n      ...ApiKeyFields\n    }\n  }\n"): typeof import('./graphql').RevokeApiKeyDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment WebhookEndpointFields on WebhookEndpoint {\n    id\n    url\n    description\n    eventTypes\n    enabled\n    disabledReason\n    disabledAt\n    previousSecretUntil\n    createdAt\n    updatedAt\n  }\n"): typeof import('./graphql').WebhookEndpointFieldsFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment WebhookDeliveryFields on WebhookDelivery {\n    id\n    webhookId\n    endpointId\n    eventType\n    status\n    attempts\n    nextAttemptAt\n    deliveredAt\n    createdAt\n    payload\n    attemptLog {\n      startedAt\n      statusCode\n      succeeded\n      latencyMs\n      responseHead\n      error\n    }\n  }\n"): typeof import('./graphql').WebhookDeliveryFieldsFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query WebhooksPage {\n    webhookEventTypes {\n      name\n      description\n    }\n    webhookEndpoints {\n      ...WebhookEndpointFields\n    }\n  }\n"): typeof import('./graphql').WebhooksPageDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query WebhookDeliveries($endpointId: ID, $limit: Int) {\n    webhookDeliveries(endpointId: $endpointId, limit: $limit) {\n      ...WebhookDeliveryFields\n    }\n  }\n"): typeof import('./graphql').WebhookDeliveriesDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation CreateWebhookEndpoint($input: CreateWebhookEndpointInput!) {\n    createWebhookEndpoint(input: $input) {\n      secret\n      endpoint {\n        ...WebhookEndpointFields\n      }\n    }\n  }\n"): typeof import('./graphql').CreateWebhookEndpointDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation UpdateWebhookEndpoint($id: ID!, $input: UpdateWebhookEndpointInput!) {\n    updateWebhookEndpoint(id: $id, input: $input) {\n      ...WebhookEndpointFields\n    }\n  }\n"): typeof import('./graphql').UpdateWebhookEndpointDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation DeleteWebhookEndpoint($id: ID!) {\n    deleteWebhookEndpoint(id: $id)\n  }\n"): typeof import('./graphql').DeleteWebhookEndpointDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RotateWebhookSecret($id: ID!) {\n    rotateWebhookSecret(id: $id) {\n      secret\n      endpoint {\n        ...WebhookEndpointFields\n      }\n    }\n  }\n"): typeof import('./graphql').RotateWebhookSecretDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation SendWebhookTest($endpointId: ID!) {\n    sendWebhookTest(endpointId: $endpointId) {\n      ...WebhookDeliveryFields\n    }\n  }\n"): typeof import('./graphql').SendWebhookTestDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation RedeliverWebhook($deliveryId: ID!) {\n    redeliverWebhook(deliveryId: $deliveryId) {\n      ...WebhookDeliveryFields\n    }\n  }\n"): typeof import('./graphql').RedeliverWebhookDocument;
 
 
 export function graphql(source: string) {

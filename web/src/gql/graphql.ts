@@ -16,6 +16,14 @@ export type CreateApiKeyInput = {
   scopes: Array<Scope>;
 };
 
+export type CreateWebhookEndpointInput = {
+  description?: string | null | undefined;
+  /** Empty or absent: every type. */
+  eventTypes?: Array<string> | null | undefined;
+  /** `https://…`; private, loopback and link-local addresses are refused. */
+  url: string;
+};
+
 /** Why a tenant is on the out-of-credit list. */
 export type CreditRiskReason =
   /**
@@ -88,10 +96,25 @@ export type TenantRole =
   | 'PLATFORM'
   | 'RENTER';
 
+export type UpdateWebhookEndpointInput = {
+  description?: string | null | undefined;
+  /** True re-enables a disabled endpoint. */
+  enabled?: boolean | null | undefined;
+  eventTypes?: Array<string> | null | undefined;
+  url?: string | null | undefined;
+};
+
 export type Verification =
   | 'SUSPENDED'
   | 'UNVERIFIED'
   | 'VERIFIED';
+
+export type WebhookDeliveryStatus =
+  | 'DELIVERED'
+  /** The retry schedule ran out (or the endpoint was disabled). */
+  | 'FAILED'
+  /** Not delivered yet; `nextAttemptAt` says when it is tried. */
+  | 'PENDING';
 
 export type BillingLogInMutationVariables = Exact<{
   email: string;
@@ -325,6 +348,66 @@ export type RevokeApiKeyMutationVariables = Exact<{
 
 export type RevokeApiKeyMutation = { revokeApiKey: { id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAt: string, lastUsedAt: string | null, revokedAt: string | null } };
 
+export type WebhookEndpointFieldsFragment = { id: string, url: string, description: string, eventTypes: Array<string>, enabled: boolean, disabledReason: string | null, disabledAt: string | null, previousSecretUntil: string | null, createdAt: string, updatedAt: string };
+
+export type WebhookDeliveryFieldsFragment = { id: string, webhookId: string, endpointId: string, eventType: string, status: WebhookDeliveryStatus, attempts: number, nextAttemptAt: string | null, deliveredAt: string | null, createdAt: string, payload: string, attemptLog: Array<{ startedAt: string, statusCode: number | null, succeeded: boolean, latencyMs: number, responseHead: string, error: string | null }> };
+
+export type WebhooksPageQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type WebhooksPageQuery = { webhookEventTypes: Array<{ name: string, description: string }>, webhookEndpoints: Array<{ id: string, url: string, description: string, eventTypes: Array<string>, enabled: boolean, disabledReason: string | null, disabledAt: string | null, previousSecretUntil: string | null, createdAt: string, updatedAt: string }> };
+
+export type WebhookDeliveriesQueryVariables = Exact<{
+  endpointId?: string | number | null | undefined;
+  limit?: number | null | undefined;
+}>;
+
+
+export type WebhookDeliveriesQuery = { webhookDeliveries: Array<{ id: string, webhookId: string, endpointId: string, eventType: string, status: WebhookDeliveryStatus, attempts: number, nextAttemptAt: string | null, deliveredAt: string | null, createdAt: string, payload: string, attemptLog: Array<{ startedAt: string, statusCode: number | null, succeeded: boolean, latencyMs: number, responseHead: string, error: string | null }> }> };
+
+export type CreateWebhookEndpointMutationVariables = Exact<{
+  input: CreateWebhookEndpointInput;
+}>;
+
+
+export type CreateWebhookEndpointMutation = { createWebhookEndpoint: { secret: string, endpoint: { id: string, url: string, description: string, eventTypes: Array<string>, enabled: boolean, disabledReason: string | null, disabledAt: string | null, previousSecretUntil: string | null, createdAt: string, updatedAt: string } } };
+
+export type UpdateWebhookEndpointMutationVariables = Exact<{
+  id: string | number;
+  input: UpdateWebhookEndpointInput;
+}>;
+
+
+export type UpdateWebhookEndpointMutation = { updateWebhookEndpoint: { id: string, url: string, description: string, eventTypes: Array<string>, enabled: boolean, disabledReason: string | null, disabledAt: string | null, previousSecretUntil: string | null, createdAt: string, updatedAt: string } };
+
+export type DeleteWebhookEndpointMutationVariables = Exact<{
+  id: string | number;
+}>;
+
+
+export type DeleteWebhookEndpointMutation = { deleteWebhookEndpoint: boolean };
+
+export type RotateWebhookSecretMutationVariables = Exact<{
+  id: string | number;
+}>;
+
+
+export type RotateWebhookSecretMutation = { rotateWebhookSecret: { secret: string, endpoint: { id: string, url: string, description: string, eventTypes: Array<string>, enabled: boolean, disabledReason: string | null, disabledAt: string | null, previousSecretUntil: string | null, createdAt: string, updatedAt: string } } };
+
+export type SendWebhookTestMutationVariables = Exact<{
+  endpointId: string | number;
+}>;
+
+
+export type SendWebhookTestMutation = { sendWebhookTest: { id: string, webhookId: string, endpointId: string, eventType: string, status: WebhookDeliveryStatus, attempts: number, nextAttemptAt: string | null, deliveredAt: string | null, createdAt: string, payload: string, attemptLog: Array<{ startedAt: string, statusCode: number | null, succeeded: boolean, latencyMs: number, responseHead: string, error: string | null }> } };
+
+export type RedeliverWebhookMutationVariables = Exact<{
+  deliveryId: string | number;
+}>;
+
+
+export type RedeliverWebhookMutation = { redeliverWebhook: { id: string, webhookId: string, endpointId: string, eventType: string, status: WebhookDeliveryStatus, attempts: number, nextAttemptAt: string | null, deliveredAt: string | null, createdAt: string, payload: string, attemptLog: Array<{ startedAt: string, statusCode: number | null, succeeded: boolean, latencyMs: number, responseHead: string, error: string | null }> } };
+
 export class TypedDocumentString<TResult, TVariables>
   extends String
   implements DocumentTypeDecoration<TResult, TVariables>
@@ -435,6 +518,42 @@ export const ApiKeyFieldsFragmentDoc = new TypedDocumentString(`
   revokedAt
 }
     `, {"fragmentName":"ApiKeyFields"}) as unknown as TypedDocumentString<ApiKeyFieldsFragment, unknown>;
+export const WebhookEndpointFieldsFragmentDoc = new TypedDocumentString(`
+    fragment WebhookEndpointFields on WebhookEndpoint {
+  id
+  url
+  description
+  eventTypes
+  enabled
+  disabledReason
+  disabledAt
+  previousSecretUntil
+  createdAt
+  updatedAt
+}
+    `, {"fragmentName":"WebhookEndpointFields"}) as unknown as TypedDocumentString<WebhookEndpointFieldsFragment, unknown>;
+export const WebhookDeliveryFieldsFragmentDoc = new TypedDocumentString(`
+    fragment WebhookDeliveryFields on WebhookDelivery {
+  id
+  webhookId
+  endpointId
+  eventType
+  status
+  attempts
+  nextAttemptAt
+  deliveredAt
+  createdAt
+  payload
+  attemptLog {
+    startedAt
+    statusCode
+    succeeded
+    latencyMs
+    responseHead
+    error
+  }
+}
+    `, {"fragmentName":"WebhookDeliveryFields"}) as unknown as TypedDocumentString<WebhookDeliveryFieldsFragment, unknown>;
 export const BillingLogInDocument = new TypedDocumentString(`
     mutation BillingLogIn($email: String!, $password: String!) {
   login(email: $email, password: $password) {
@@ -1104,3 +1223,168 @@ export const RevokeApiKeyDocument = new TypedDocumentString(`
   lastUsedAt
   revokedAt
 }`) as unknown as TypedDocumentString<RevokeApiKeyMutation, RevokeApiKeyMutationVariables>;
+export const WebhooksPageDocument = new TypedDocumentString(`
+    query WebhooksPage {
+  webhookEventTypes {
+    name
+    description
+  }
+  webhookEndpoints {
+    ...WebhookEndpointFields
+  }
+}
+    fragment WebhookEndpointFields on WebhookEndpoint {
+  id
+  url
+  description
+  eventTypes
+  enabled
+  disabledReason
+  disabledAt
+  previousSecretUntil
+  createdAt
+  updatedAt
+}`) as unknown as TypedDocumentString<WebhooksPageQuery, WebhooksPageQueryVariables>;
+export const WebhookDeliveriesDocument = new TypedDocumentString(`
+    query WebhookDeliveries($endpointId: ID, $limit: Int) {
+  webhookDeliveries(endpointId: $endpointId, limit: $limit) {
+    ...WebhookDeliveryFields
+  }
+}
+    fragment WebhookDeliveryFields on WebhookDelivery {
+  id
+  webhookId
+  endpointId
+  eventType
+  status
+  attempts
+  nextAttemptAt
+  deliveredAt
+  createdAt
+  payload
+  attemptLog {
+    startedAt
+    statusCode
+    succeeded
+    latencyMs
+    responseHead
+    error
+  }
+}`) as unknown as TypedDocumentString<WebhookDeliveriesQuery, WebhookDeliveriesQueryVariables>;
+export const CreateWebhookEndpointDocument = new TypedDocumentString(`
+    mutation CreateWebhookEndpoint($input: CreateWebhookEndpointInput!) {
+  createWebhookEndpoint(input: $input) {
+    secret
+    endpoint {
+      ...WebhookEndpointFields
+    }
+  }
+}
+    fragment WebhookEndpointFields on WebhookEndpoint {
+  id
+  url
+  description
+  eventTypes
+  enabled
+  disabledReason
+  disabledAt
+  previousSecretUntil
+  createdAt
+  updatedAt
+}`) as unknown as TypedDocumentString<CreateWebhookEndpointMutation, CreateWebhookEndpointMutationVariables>;
+export const UpdateWebhookEndpointDocument = new TypedDocumentString(`
+    mutation UpdateWebhookEndpoint($id: ID!, $input: UpdateWebhookEndpointInput!) {
+  updateWebhookEndpoint(id: $id, input: $input) {
+    ...WebhookEndpointFields
+  }
+}
+    fragment WebhookEndpointFields on WebhookEndpoint {
+  id
+  url
+  description
+  eventTypes
+  enabled
+  disabledReason
+  disabledAt
+  previousSecretUntil
+  createdAt
+  updatedAt
+}`) as unknown as TypedDocumentString<UpdateWebhookEndpointMutation, UpdateWebhookEndpointMutationVariables>;
+export const DeleteWebhookEndpointDocument = new TypedDocumentString(`
+    mutation DeleteWebhookEndpoint($id: ID!) {
+  deleteWebhookEndpoint(id: $id)
+}
+    `) as unknown as TypedDocumentString<DeleteWebhookEndpointMutation, DeleteWebhookEndpointMutationVariables>;
+export const RotateWebhookSecretDocument = new TypedDocumentString(`
+    mutation RotateWebhookSecret($id: ID!) {
+  rotateWebhookSecret(id: $id) {
+    secret
+    endpoint {
+      ...WebhookEndpointFields
+    }
+  }
+}
+    fragment WebhookEndpointFields on WebhookEndpoint {
+  id
+  url
+  description
+  eventTypes
+  enabled
+  disabledReason
+  disabledAt
+  previousSecretUntil
+  createdAt
+  updatedAt
+}`) as unknown as TypedDocumentString<RotateWebhookSecretMutation, RotateWebhookSecretMutationVariables>;
+export const SendWebhookTestDocument = new TypedDocumentString(`
+    mutation SendWebhookTest($endpointId: ID!) {
+  sendWebhookTest(endpointId: $endpointId) {
+    ...WebhookDeliveryFields
+  }
+}
+    fragment WebhookDeliveryFields on WebhookDelivery {
+  id
+  webhookId
+  endpointId
+  eventType
+  status
+  attempts
+  nextAttemptAt
+  deliveredAt
+  createdAt
+  payload
+  attemptLog {
+    startedAt
+    statusCode
+    succeeded
+    latencyMs
+    responseHead
+    error
+  }
+}`) as unknown as TypedDocumentString<SendWebhookTestMutation, SendWebhookTestMutationVariables>;
+export const RedeliverWebhookDocument = new TypedDocumentString(`
+    mutation RedeliverWebhook($deliveryId: ID!) {
+  redeliverWebhook(deliveryId: $deliveryId) {
+    ...WebhookDeliveryFields
+  }
+}
+    fragment WebhookDeliveryFields on WebhookDelivery {
+  id
+  webhookId
+  endpointId
+  eventType
+  status
+  attempts
+  nextAttemptAt
+  deliveredAt
+  createdAt
+  payload
+  attemptLog {
+    startedAt
+    statusCode
+    succeeded
+    latencyMs
+    responseHead
+    error
+  }
+}`) as unknown as TypedDocumentString<RedeliverWebhookMutation, RedeliverWebhookMutationVariables>;

@@ -13,6 +13,7 @@ import { MachineList } from './MachineList';
 import { PayoutAccountCard } from './PayoutAccount';
 import { RegisterMachine } from './RegisterMachine';
 import { TokenOnce, type Issued } from './TokenOnce';
+import { Webhooks } from '../webhooks/Webhooks';
 
 /** How often the machines' online state is refreshed. */
 const POLL_MS = 5000;
@@ -20,17 +21,19 @@ const POLL_MS = 5000;
 const EARNINGS_POLL_MS = 30_000;
 
 /** The portal's pages, each at its own path so a reload stays on it. */
-type View = 'machines' | 'profile' | 'api-keys';
+type View = 'machines' | 'profile' | 'api-keys' | 'webhooks';
 const PATHS: Record<View, string> = {
   machines: '/portal',
   profile: '/portal/profile',
   'api-keys': '/portal/api-keys',
+  webhooks: '/portal/webhooks',
 };
 
 function viewOfPath(): View {
   const path = window.location.pathname.replace(/\/+$/, '');
   if (path === PATHS.profile) return 'profile';
   if (path === PATHS['api-keys']) return 'api-keys';
+  if (path === PATHS.webhooks) return 'webhooks';
   return 'machines';
 }
 
@@ -68,6 +71,7 @@ function PortalNav({ view, onGo }: { view: View; onGo: (view: View) => void }) {
       {link('machines', 'Machines and earnings')}
       {link('profile', 'Profile and payouts')}
       {link('api-keys', 'API keys')}
+      {link('webhooks', 'Webhooks')}
     </nav>
   );
 }
@@ -87,13 +91,13 @@ export function Portal() {
 
 function SignedInHome({ email }: { email: string | null }) {
   const [view, go] = useView();
-  // API keys are every user's, host or not: that page loads none of the
-  // host's data.
-  if (view === 'api-keys') {
+  // API keys and webhooks are every user's, host or not: those pages load
+  // none of the host's data.
+  if (view === 'api-keys' || view === 'webhooks') {
     return (
       <>
         <PortalNav view={view} onGo={go} />
-        <ApiKeys />
+        {view === 'api-keys' ? <ApiKeys /> : <Webhooks />}
       </>
     );
   }

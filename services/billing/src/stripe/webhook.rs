@@ -128,10 +128,10 @@ pub async fn handle(
     } else {
         None
     };
-    let currency = settings.currency.clone();
+    let settings = settings.clone();
     let (event_id, kind) = (event.id.clone(), event.kind.clone());
     let outcome = db
-        .tx(move |conn| apply(conn, &event, intent.as_ref(), &currency))
+        .tx(move |conn| apply(conn, &event, intent.as_ref(), &settings))
         .await?;
     tracing::info!(stripe.event = %event_id, stripe.type = %kind, outcome = outcome.as_str(), "Stripe webhook");
     Ok(outcome)
@@ -141,7 +141,7 @@ fn apply(
     conn: &mut PgConnection,
     event: &Event,
     intent: Option<&PaymentIntentObject>,
-    currency: &str,
+    settings: &Settings,
 ) -> Result<Outcome, Error> {
     // The inbox row first: a concurrent delivery of the same event waits on
     // it and then finds it taken.
@@ -158,7 +158,7 @@ fn apply(
         return Ok(Outcome::Duplicate);
     }
     let outcome = match (event.kind.as_str(), intent) {
-        ("payment_intent.succeeded", Some(intent)) => credit(conn, intent, currency)?,
+        ("payment_intent.succeeded", Some(intent)) => credit(conn, intent, settings)?,
         (
             "payment_intent.processing"
             | "payment_intent.requires_action"
@@ -214,8 +214,9 @@ fn top_up_of(
 fn credit(
     conn: &mut PgConnection,
     intent: &PaymentIntentObject,
-    currency: &str,
+    settings: &Settings,
 ) -> Result<Outcome, Error> {
+    let currency = settings.currency.as_str();
     let Some(top_up) = top_up_of(conn, intent)? else {
         tracing::warn!(payment_intent = %intent.id, "succeeded PaymentIntent is not a top-up of ours");
         return Ok(Outcome::Ignored);
@@ -269,6 +270,20 @@ fn credit(
         .execute(conn)?;
     if posted {
         crate::invoices::pay_open_invoices(conn, top_up.tenant_id, currency)?;
+        crate::events::publish(
+            conn,
+            &settings.events_exchange,
+            contracts::events::TOP_UP_SUCCEEDED,
+            top_up.tenant_id,
+            None,
+            &contracts::events::TopUpSucceeded {
+                tenant_id: top_up.tenant_id,
+                top_up_id: top_up.id,
+                amount,
+                currency: currency.to_owned(),
+                at: contracts::time::now(),
+            },
+        )?;
         tracing::info!(tenant.id = %top_up.tenant_id, top_up.id = %top_up.id, %amount, "top-up credited");
         Ok(Outcome::Credited)
     } else {

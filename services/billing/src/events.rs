@@ -1,0 +1,30 @@
+//! Billing's events on the broker, written to its outbox in the transaction
+//! of the change they announce (a relay publishes them).
+
+use contracts::Envelope;
+use diesel::pg::PgConnection;
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::SCHEMA;
+
+/// Queues `payload` as a `kind` event of `tenant_id` on `exchange`, in the
+/// caller's transaction; it carries the current correlation id.
+pub fn publish<T: Serialize>(
+    conn: &mut PgConnection,
+    exchange: &str,
+    kind: &str,
+    tenant_id: Uuid,
+    correlation_id: Option<String>,
+    payload: &T,
+) -> Result<(), diesel::result::Error> {
+    let envelope = Envelope::new(
+        kind,
+        contracts::time::now(),
+        Some(tenant_id),
+        correlation_id.or_else(platform::http::current_correlation_id),
+        payload,
+    )
+    .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
+    platform::outbox::enqueue(conn, SCHEMA, exchange, kind, &envelope)
+}
