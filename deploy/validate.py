@@ -2,8 +2,9 @@
 deploy/validate.sh with its virtualenv's Python (PyYAML, jsonschema,
 referencing come with check-jsonschema and kubernetes-validate).
 
-  python deploy/validate.py asyncapi   # spec vs libs/contracts, broker.rs and
-                                       # the host-agent protocol
+  python deploy/validate.py asyncapi   # spec vs libs/contracts, broker.rs, the
+                                       # host-agent protocol and the queues
+                                       # ordering and webhooks declare
   python deploy/validate.py k8s        # references between the manifests
   python deploy/validate.py compose    # references inside compose.yaml
 
@@ -68,6 +69,7 @@ def config_env_names() -> set[str]:
 # property schema: (JSON type, format) with format None meaning "any".
 RUST_TYPES = {
     "Uuid": ("string", "uuid"),
+    "u16": ("integer", "uint16"),
     "i32": ("integer", "int32"),
     "i64": ("integer", "int64"),
     "u32": ("integer", "uint32"),
@@ -129,10 +131,12 @@ def json_fields(structs: dict[str, list[Field]], struct: str) -> list[Field]:
     return out
 
 
-def type_problem(doc: dict, structs: dict, prop: dict, rust_type: str) -> str | None:
+def type_problem(doc: dict, structs: dict, prop: dict, rust_type: str, names: dict | None = None) -> str | None:
     """Why the property schema `prop` does not describe `rust_type`'s JSON
-    (None when it does)."""
-    rust_type = re.sub(r"^(crate::\w+::|contracts::\w+::)", "", rust_type)
+    (None when it does). `names` maps a struct to its schema's name where
+    the two differ (see check_structs)."""
+    names = names or {}
+    rust_type = re.sub(r"^(crate::\w+::|contracts::\w+::|std::collections::)", "", rust_type)
     m = re.fullmatch(r"Option<(.+)>", rust_type)
     if m:
         inner = m.group(1)
@@ -140,20 +144,29 @@ def type_problem(doc: dict, structs: dict, prop: dict, rust_type: str) -> str | 
             alts = prop["oneOf"]
             if len(alts) != 2 or alts[1] != {"type": "null"}:
                 return "an Option must be oneOf [<type>, {type: null}]"
-            return type_problem(doc, structs, alts[0], inner)
+            return type_problem(doc, structs, alts[0], inner, names)
         t = prop.get("type")
         if isinstance(t, list) and len(t) == 2 and t[1] == "null":
-            return type_problem(doc, structs, {**prop, "type": t[0]}, inner)
+            return type_problem(doc, structs, {**prop, "type": t[0]}, inner, names)
         return "an Option must be nullable (oneOf with null, or type [<type>, null])"
     m = re.fullmatch(r"Vec<(.+)>", rust_type)
     if m:
         resolved = resolve(doc, prop["$ref"]) if "$ref" in prop else prop
         if resolved.get("type") != "array" or "items" not in resolved:
             return "a Vec must be an array with items"
-        return type_problem(doc, structs, resolved["items"], m.group(1))
+        return type_problem(doc, structs, resolved["items"], m.group(1), names)
+    # A map with string keys is a JSON object whose values are all V.
+    m = re.fullmatch(r"BTreeMap<String, (.+)>", rust_type)
+    if m:
+        resolved = resolve(doc, prop["$ref"]) if "$ref" in prop else prop
+        values = resolved.get("additionalProperties")
+        if resolved.get("type") != "object" or not isinstance(values, dict) or resolved.get("properties"):
+            return "a BTreeMap<String, _> must be an object with additionalProperties (a schema) and no properties"
+        return type_problem(doc, structs, values, m.group(1), names)
     if rust_type in structs:
-        if prop.get("$ref") != f"#/components/schemas/{rust_type}":
-            return f"must $ref #/components/schemas/{rust_type}"
+        schema = names.get(rust_type, rust_type)
+        if prop.get("$ref") != f"#/components/schemas/{schema}":
+            return f"must $ref #/components/schemas/{schema}"
         return None
     if rust_type == "serde_json::Value":
         return None
@@ -168,15 +181,19 @@ def type_problem(doc: dict, structs: dict, prop: dict, rust_type: str) -> str | 
     return None
 
 
-def check_structs(p: "Problems", doc: dict, structs: dict, names, skip=()) -> None:
+def check_structs(p: "Problems", doc: dict, structs: dict, names, skip=(), schema_names: dict | None = None) -> None:
     """components.schemas.<Name> has exactly the struct's JSON fields, in
     order; required are those without #[serde(default)] (those carry the
-    default), and each property describes its Rust type."""
+    default), and each property describes its Rust type. `schema_names`
+    maps a struct to the schema that documents it when that is not its own
+    name (two crates' structs of one name)."""
     schemas = doc["components"]["schemas"]
+    schema_names = schema_names or {}
     for struct in names:
-        schema = schemas.get(struct)
+        schema_name = schema_names.get(struct, struct)
+        schema = schemas.get(schema_name)
         if schema is None:
-            p.append(f"struct {struct} has no components.schemas.{struct}")
+            p.append(f"struct {struct} has no components.schemas.{schema_name}")
             continue
         fields = json_fields(structs, struct)
         props = schema.get("properties", {})
@@ -192,8 +209,20 @@ def check_structs(p: "Problems", doc: dict, structs: dict, names, skip=()) -> No
                 continue
             if f.default:
                 p.check("default" in prop, f"{struct}.{f.name}: #[serde(default)] but the schema has no default")
-            problem = type_problem(doc, structs, prop, f.rust_type)
+            problem = type_problem(doc, structs, prop, f.rust_type, schema_names)
             p.check(problem is None, f"{struct}.{f.name}: {f.rust_type}: {problem}")
+
+
+def referenced_structs(structs: dict[str, list[Field]], root: str) -> list[str]:
+    """`root` and every struct of `structs` its fields use, transitively
+    (in the order first met)."""
+    seen = [root]
+    for struct in seen:
+        for f in structs[struct]:
+            for word in re.findall(r"\w+", f.rust_type):
+                if word in structs and word not in seen:
+                    seen.append(word)
+    return seen
 
 
 def resolve(doc: dict, ref: str):
@@ -272,8 +301,10 @@ def check_asyncapi() -> None:
     p = Problems()
     events = rust_structs(read(ROOT / "libs/contracts/src/events.rs"))
     envelope_structs = rust_structs(read(ROOT / "libs/contracts/src/envelope.rs"))
-    # The instance snapshot of InstanceEvent is contracts::api::Instance.
-    api_instance = {"Instance": rust_structs(read(ROOT / "libs/contracts/src/api.rs"))["Instance"]}
+    # The instance snapshot of InstanceEvent is contracts::api::Instance,
+    # with the api.rs structs it uses (its connection).
+    api = rust_structs(read(ROOT / "libs/contracts/src/api.rs"))
+    api_instance = {name: api[name] for name in referenced_structs(api, "Instance")}
     structs = {**events, **envelope_structs, **api_instance}
     schemas = doc["components"]["schemas"]
     check_structs(p, doc, structs, list(events) + list(envelope_structs) + list(api_instance), skip={"Envelope"})
@@ -312,9 +343,17 @@ def check_asyncapi() -> None:
     p = Problems()
     protocol_src = read(ROOT / "workers/host-agent/src/protocol.rs")
     protocol = rust_structs(protocol_src)
-    check_structs(p, doc, protocol, list(protocol))
+    # A protocol struct that shares its name with one of events.rs
+    # (InstanceExited) is documented as Agent<Name>.
+    agent_names = {s: f"Agent{s}" for s in protocol if s in events}
+    check_structs(p, doc, protocol, list(protocol), schema_names=agent_names)
     agent_kinds = re.findall(r'Kind::\w+ => "(\w+)",', protocol_src)
-    p.check(len(agent_kinds) == 4, f"protocol.rs: expected 4 report kinds, parsed {agent_kinds}")
+    kind_enum = re.search(r"pub enum Kind \{(.*?)\n\}", protocol_src, re.S)
+    variants = re.findall(r"^\s*(\w+),$", kind_enum.group(1), re.M) if kind_enum else []
+    p.check(
+        bool(variants) and len(agent_kinds) == len(variants),
+        f"protocol.rs: enum Kind has {len(variants)} variants {variants}, parsed report kinds {agent_kinds}",
+    )
     channels_by_address = {c["address"]: c for c in doc["channels"].values()}
     agent_messages = {key: m for key, m in messages.items() if key not in enveloped}
     for kind in agent_kinds:
@@ -361,7 +400,8 @@ def check_asyncapi() -> None:
     p.check(len(agent_messages) == len(agent_kinds) + 1, f"{len(agent_messages)} agent messages for {len(agent_kinds)} report kinds and the command")
     p.report(f"asyncapi: host-agent protocol matches workers/host-agent ({len(protocol)} structs, {len(agent_kinds)} report kinds)")
 
-    # Topology as config.rs defaults and broker.rs declare it.
+    # Topology as config.rs defaults and broker.rs declare it, plus the queues
+    # ordering and the webhook service declare themselves.
     p = Problems()
     config = read(ROOT / "libs/platform/src/config.rs")
     defaults = dict(re.findall(r'(\w+): var\(\s*"GPUMARKET_\w+",\s*"([^"]*)"', config))
@@ -373,11 +413,52 @@ def check_asyncapi() -> None:
     bindings: dict[str, list[dict]] = {}
     for queue_field, exchange_field, key in declared:
         bindings.setdefault(defaults[queue_field], []).append({"exchange": defaults[exchange_field], "routingKey": key})
+    # Then metering's queue takes the instance events it acts on by name
+    # (METERING_INSTANCE_EVENTS, bound after the loop over the consumers).
+    named = re.search(r"const METERING_INSTANCE_EVENTS: \[&str; (\d+)\] = \[(.*?)\];", broker, re.S)
+    named_bind = re.search(
+        r"for key in METERING_INSTANCE_EVENTS \{\s*bind\(\s*channel,\s*&config\.(\w+),\s*&config\.(\w+),\s*key,?\s*\)",
+        broker,
+    )
+    p.check(named is not None and named_bind is not None, "broker.rs: expected METERING_INSTANCE_EVENTS and the loop binding them")
+    if named and named_bind:
+        consts = re.findall(r"contracts::events::(\w+)", named.group(2))
+        p.check(len(consts) == int(named.group(1)), f"broker.rs: METERING_INSTANCE_EVENTS declares {named.group(1)} keys, parsed {consts}")
+        for const in consts:
+            p.check(const in kinds, f"broker.rs: METERING_INSTANCE_EVENTS names {const}, no message type of events.rs")
+            bindings.setdefault(defaults[named_bind.group(1)], []).append(
+                {"exchange": defaults[named_bind.group(2)], "routingKey": kinds.get(const, const)}
+            )
     # Ordering declares its queue of provisioning steps itself.
     ordering_events = read(ROOT / "services/ordering/src/events.rs")
     steps_queue = re.search(r'pub const STEPS_QUEUE: &str = "([^"]+)";', ordering_events).group(1)
     p.check("PROVISIONING_STEP.into()" in ordering_events, f"{steps_queue}: expected a binding to PROVISIONING_STEP in ordering's events.rs")
     bindings[steps_queue] = [{"exchange": defaults["events_exchange"], "routingKey": kinds["PROVISIONING_STEP"]}]
+    # So does the webhook service (services/webhooks): its queue, from its
+    # own settings, bound to each key of catalog::BINDINGS in order.
+    webhooks = ROOT / "services/webhooks/src"
+    webhooks_settings = read(webhooks / "settings.rs")
+    webhooks_queue = re.search(r'var\("GPUMARKET_WEBHOOKS_QUEUE"\)\s*\.unwrap_or_else\(\|\| "([^"]+)"', webhooks_settings)
+    p.check(webhooks_queue is not None, "webhooks settings.rs: no default for GPUMARKET_WEBHOOKS_QUEUE")
+    webhooks_lib = re.sub(r"\s+", " ", read(webhooks / "lib.rs"))
+    p.check(
+        "declare_quorum( &channel, &settings.queue, Some(&config.dead_letter_exchange), config.delivery_limit, )" in webhooks_lib,
+        "webhooks lib.rs: expected declare_quorum of settings.queue with the dead-letter exchange and delivery limit",
+    )
+    p.check(
+        "for key in catalog::BINDINGS { platform::broker::bind(&channel, &settings.queue, &config.events_exchange, key)" in webhooks_lib,
+        "webhooks lib.rs: expected settings.queue bound to the events exchange for each of catalog::BINDINGS",
+    )
+    webhooks_bindings = re.search(r"pub const BINDINGS: \[&str; (\d+)\] = \[(.*?)\];", read(webhooks / "catalog.rs"), re.S)
+    p.check(webhooks_bindings is not None, "webhooks catalog.rs: no BINDINGS")
+    if webhooks_queue and webhooks_bindings:
+        consts = re.findall(r"\w+", webhooks_bindings.group(2))
+        p.check(len(consts) == int(webhooks_bindings.group(1)), f"webhooks catalog.rs: BINDINGS declares {webhooks_bindings.group(1)} keys, parsed {consts}")
+        for const in consts:
+            p.check(const in kinds, f"webhooks catalog.rs: BINDINGS names {const}, no message type of events.rs")
+        bindings[webhooks_queue.group(1)] = [
+            {"exchange": defaults["events_exchange"], "routingKey": kinds.get(const, const)} for const in consts
+        ]
     dlx = defaults["dead_letter_exchange"]
     queues = {
         c["bindings"]["amqp"]["queue"]["name"]: c
@@ -387,7 +468,7 @@ def check_asyncapi() -> None:
     for queue, expected in bindings.items():
         channel = queues.get(queue)
         if channel is None:
-            p.append(f"queue {queue} (broker.rs) has no channel")
+            p.append(f"queue {queue} (declared by the code) has no channel")
             continue
         p.check(channel["address"] == queue, f"queue {queue}: address {channel['address']}")
         rabbit = channel.get("x-rabbitmq", {})
@@ -418,7 +499,7 @@ def check_asyncapi() -> None:
         exchanges == {defaults["events_exchange"], defaults["commands_exchange"], defaults["agents_exchange"]},
         f"routing-key channels use exchanges {sorted(exchanges)}",
     )
-    p.report(f"asyncapi: topology matches broker.rs ({len(queues)} queues, delivery limit {limit})")
+    p.report(f"asyncapi: topology matches broker.rs, ordering and webhooks ({len(queues)} queues, delivery limit {limit})")
 
 
 # ---------------------------------------------------------------- k8s

@@ -309,6 +309,21 @@ async fn heartbeats_keep_a_machine_online_and_silence_costs_reliability() {
     let gap = gap_rows(&env, id).remove(0);
     let ended = gap.ended_at.expect("closed gap");
     assert!(ended - gap.started_at > chrono::TimeDelta::seconds(GRACE_SECONDS));
+    // Announced to the host (its webhooks): offline when the sweeper opened
+    // the gap, online when the heartbeat closed it; once each.
+    for kind in ["catalog.machine.offline", "catalog.machine.online"] {
+        assert_eq!(
+            env.count(&format!(
+                "SELECT count(*) AS n FROM catalog.outbox WHERE routing_key = '{kind}' \
+                 AND body->'payload'->>'machine_id' = '{id}' \
+                 AND body->'payload'->>'host_tenant_id' = '{host_tenant}' \
+                 AND (body->'payload'->>'silent_since')::timestamptz = '{}'",
+                gap.started_at.to_rfc3339()
+            )),
+            1,
+            "{kind}"
+        );
+    }
     let reliability_back = back.reliability.expect("reliability");
     assert!(reliability_back < Decimal::ONE, "{reliability_back}");
 

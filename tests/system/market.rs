@@ -203,6 +203,7 @@ async fn every_filter_and_sort_selects_and_orders_the_right_offers() {
     catalog::reliability::sweep(
         &db,
         catalog::reliability::Settings::from_config(&m.env.config),
+        &m.env.config.events_exchange,
     )
     .await
     .unwrap();

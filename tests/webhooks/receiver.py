@@ -34,10 +34,14 @@ class Handler(BaseHTTPRequestHandler):
         pass
 
     def reply(self, status, body=b""):
-        self.send_response(status)
-        self.send_header("content-length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
+        try:
+            self.send_response(status)
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+        except (BrokenPipeError, ConnectionResetError):
+            # The sender gave up or was killed mid-delivery: it sends again.
+            pass
 
     def do_GET(self):
         if self.path == "/_received":

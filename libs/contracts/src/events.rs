@@ -511,3 +511,22 @@ pub struct MachineRental {
     pub preempted: bool,
     pub at: DateTime<Utc>,
 }
+
+pub const MACHINE_OFFLINE: &str = "catalog.machine.offline";
+pub const MACHINE_ONLINE: &str = "catalog.machine.online";
+
+/// A listed machine went silent past the heartbeat grace (the catalog's
+/// offline sweeper opened its heartbeat gap), or heartbeats again after
+/// such a silence (its open gap closed or, when the heartbeat was only
+/// late, dropped).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct MachineLiveness {
+    pub host_tenant_id: Uuid,
+    pub machine_id: Uuid,
+    pub online: bool,
+    /// The last heartbeat before the silence (or the listing's start).
+    pub silent_since: DateTime<Utc>,
+    /// On `online`: the heartbeat that ended the silence.
+    pub back_at: Option<DateTime<Utc>>,
+    pub at: DateTime<Utc>,
+}

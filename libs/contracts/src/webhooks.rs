@@ -33,6 +33,10 @@ pub enum EventType {
     SpendCapReached,
     #[serde(rename = "top_up.succeeded")]
     TopUpSucceeded,
+    #[serde(rename = "machine.online")]
+    MachineOnline,
+    #[serde(rename = "machine.offline")]
+    MachineOffline,
     #[serde(rename = "machine.rented")]
     MachineRented,
     #[serde(rename = "machine.released")]
@@ -48,7 +52,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 18] = [
+    pub const ALL: [EventType; 20] = [
         EventType::InstanceCreated,
         EventType::InstanceRunning,
         EventType::InstanceStopped,
@@ -61,6 +65,8 @@ impl EventType {
         EventType::BalanceExhausted,
         EventType::SpendCapReached,
         EventType::TopUpSucceeded,
+        EventType::MachineOnline,
+        EventType::MachineOffline,
         EventType::MachineRented,
         EventType::MachineReleased,
         EventType::PayoutPaid,
@@ -83,6 +89,8 @@ impl EventType {
             EventType::BalanceExhausted => "balance.exhausted",
             EventType::SpendCapReached => "spend_cap.reached",
             EventType::TopUpSucceeded => "top_up.succeeded",
+            EventType::MachineOnline => "machine.online",
+            EventType::MachineOffline => "machine.offline",
             EventType::MachineRented => "machine.rented",
             EventType::MachineReleased => "machine.released",
             EventType::PayoutPaid => "payout.paid",
@@ -113,6 +121,12 @@ impl EventType {
             EventType::BalanceExhausted => "The prepaid balance went below zero.",
             EventType::SpendCapReached => "This month's spend reached the monthly budget.",
             EventType::TopUpSucceeded => "A card top-up was credited to the prepaid balance.",
+            EventType::MachineOnline => {
+                "One of the host's machines heartbeats again after going offline."
+            }
+            EventType::MachineOffline => {
+                "One of the host's listed machines stopped heartbeating past the grace period."
+            }
             EventType::MachineRented => "GPUs of one of the host's machines were rented.",
             EventType::MachineReleased => {
                 "A rental gave GPUs of one of the host's machines back (ended or preempted)."

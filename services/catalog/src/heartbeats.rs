@@ -20,7 +20,7 @@ use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use contracts::Envelope;
 use contracts::events::{
     INSTANCE_DISK_USAGE, INSTANCE_EXITED, INSTANCE_TRAFFIC, InstanceDiskUsage, InstanceExited,
-    InstanceTraffic, MAX_EXIT_REASON,
+    InstanceTraffic, MAX_EXIT_REASON, MachineLiveness,
 };
 use diesel::pg::PgConnection;
 use diesel::prelude::*;
@@ -289,7 +289,7 @@ pub async fn handle_report(
                 announce_traffic(conn, &events, machine_id, &traffic)?;
                 announce_exits(conn, &events, &exits)?;
                 announce_disk_usage(conn, &events, &disk)?;
-                apply_heartbeat(conn, settings, machine_id, body.sent_at, &raw)?;
+                apply_heartbeat(conn, settings, &events, machine_id, body.sent_at, &raw)?;
                 record_utilisation(conn, machine_id, body.sent_at, busiest, retention_seconds)
             })
             .await
@@ -501,6 +501,8 @@ fn cuda_code(version: &str) -> Option<i32> {
 
 #[derive(QueryableByName)]
 struct Locked {
+    #[diesel(sql_type = SqlUuid)]
+    host_tenant_id: Uuid,
     #[diesel(sql_type = Nullable<Timestamptz>)]
     last_heartbeat_at: Option<DateTime<Utc>>,
     #[diesel(sql_type = Timestamptz)]
@@ -516,7 +518,7 @@ struct Locked {
 /// since [`ensure_current`]), is a permanent failure.
 fn lock_machine(conn: &mut PgConnection, machine_id: Uuid) -> Result<Locked, HandlerError> {
     let row: Option<Locked> = diesel::sql_query(
-        "SELECT last_heartbeat_at, now() AS now, deleted_at IS NOT NULL AS deleted
+        "SELECT host_tenant_id, last_heartbeat_at, now() AS now, deleted_at IS NOT NULL AS deleted
          FROM catalog.machines WHERE id = $1 FOR UPDATE",
     )
     .bind::<SqlUuid, _>(machine_id)
@@ -550,6 +552,7 @@ fn dated(sent_at: DateTime<Utc>, now: DateTime<Utc>) -> DateTime<Utc> {
 fn apply_heartbeat(
     conn: &mut PgConnection,
     settings: Settings,
+    events: &str,
     machine_id: Uuid,
     sent_at: DateTime<Utc>,
     raw: &serde_json::Value,
@@ -574,15 +577,34 @@ fn apply_heartbeat(
     let open_gap = heartbeat_gaps::table
         .filter(heartbeat_gaps::machine_id.eq(machine_id))
         .filter(heartbeat_gaps::ended_at.is_null());
+    // The sweeper announced an open gap as `machine.offline`: whichever way
+    // it ends, the machine is announced back.
+    let back = |conn: &mut PgConnection, started: DateTime<Utc>| {
+        reliability::announce_liveness(
+            conn,
+            events,
+            &MachineLiveness {
+                host_tenant_id: locked.host_tenant_id,
+                machine_id,
+                online: true,
+                silent_since: started,
+                back_at: Some(t),
+                at: contracts::time::now(),
+            },
+        )
+        .map_err(HandlerError::from)
+    };
     match (open, locked.last_heartbeat_at) {
         (Some(started), _) if t - started > grace => {
             diesel::update(open_gap)
                 .set(heartbeat_gaps::ended_at.eq(t))
                 .execute(conn)?;
+            back(conn, started)?;
             tracing::info!(machine.id = %machine_id, seconds = (t - started).num_seconds(), "machine back online");
         }
-        (Some(_), _) => {
+        (Some(started), _) => {
             diesel::delete(open_gap).execute(conn)?;
+            back(conn, started)?;
         }
         (None, Some(last)) if t - last > grace => {
             diesel::insert_into(heartbeat_gaps::table)

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use contracts::events::{MACHINE_OFFLINE, MACHINE_ONLINE, MachineLiveness};
 use diesel::pg::PgConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Numeric, Timestamptz, Uuid as SqlUuid};
@@ -163,7 +164,7 @@ pub fn recompute(
 /// period (since its last heartbeat, or since it was listed when it never
 /// reported) that has none open. Machines locked by a heartbeat being applied
 /// are skipped until the next sweep. Returns the gaps opened.
-pub fn open_gaps(conn: &mut PgConnection, grace_seconds: i64) -> QueryResult<usize> {
+pub fn open_gaps(conn: &mut PgConnection, grace_seconds: i64) -> QueryResult<Vec<OpenedGap>> {
     diesel::sql_query(
         "WITH silent AS (
              SELECT m.id, coalesce(m.last_heartbeat_at, lp.started_at) AS since
@@ -177,17 +178,38 @@ pub fn open_gaps(conn: &mut PgConnection, grace_seconds: i64) -> QueryResult<usi
                    WHERE g.machine_id = m.id AND g.ended_at IS NULL)
              FOR UPDATE OF m SKIP LOCKED
          )
-         INSERT INTO catalog.heartbeat_gaps (machine_id, started_at, detected_by)
-         SELECT id, since, 'sweeper' FROM silent
-         ON CONFLICT DO NOTHING",
+         , opened AS (
+             INSERT INTO catalog.heartbeat_gaps (machine_id, started_at, detected_by)
+             SELECT id, since, 'sweeper' FROM silent
+             ON CONFLICT DO NOTHING
+             RETURNING machine_id, started_at
+         )
+         SELECT o.machine_id, o.started_at, m.host_tenant_id
+         FROM opened o JOIN catalog.machines m ON m.id = o.machine_id",
     )
     .bind::<BigInt, _>(grace_seconds)
-    .execute(conn)
+    .load(conn)
+}
+
+/// A gap the sweeper opened: the machine went offline.
+#[derive(Debug, QueryableByName)]
+pub struct OpenedGap {
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    pub machine_id: Uuid,
+    #[diesel(sql_type = diesel::sql_types::Timestamptz)]
+    pub started_at: DateTime<Utc>,
+    #[diesel(sql_type = diesel::sql_types::Uuid)]
+    pub host_tenant_id: Uuid,
 }
 
 /// One sweep: open the gaps of silent machines, then recompute every
 /// machine's reliability. Returns (gaps opened, reliabilities changed).
-pub async fn sweep(db: &Db, settings: Settings) -> Result<(usize, usize), PlatformError> {
+pub async fn sweep(
+    db: &Db,
+    settings: Settings,
+    events_exchange: &str,
+) -> Result<(usize, usize), PlatformError> {
+    let exchange = events_exchange.to_owned();
     db.tx(move |conn| {
         // A listing past its end date is over: unlisting it also closes its
         // listing period, so reliability stops counting that time.
@@ -196,10 +218,47 @@ pub async fn sweep(db: &Db, settings: Settings) -> Result<(usize, usize), Platfo
             tracing::info!(machines = expired, "expired listings unlisted");
         }
         let opened = open_gaps(conn, settings.grace_seconds)?;
+        for gap in &opened {
+            announce_liveness(
+                conn,
+                &exchange,
+                &MachineLiveness {
+                    host_tenant_id: gap.host_tenant_id,
+                    machine_id: gap.machine_id,
+                    online: false,
+                    silent_since: gap.started_at,
+                    back_at: None,
+                    at: contracts::time::now(),
+                },
+            )?;
+        }
         let changed = recompute(conn, None, settings.window_days)?;
-        Ok((opened, changed))
+        Ok((opened.len(), changed))
     })
     .await
+}
+
+/// `catalog.machine.offline` or `.online`, for the host (its webhooks,
+/// docs/webhooks.md), in the caller's transaction.
+pub fn announce_liveness(
+    conn: &mut PgConnection,
+    exchange: &str,
+    event: &MachineLiveness,
+) -> Result<(), PlatformError> {
+    let kind = if event.online {
+        MACHINE_ONLINE
+    } else {
+        MACHINE_OFFLINE
+    };
+    let envelope = contracts::Envelope::new(
+        kind,
+        event.at,
+        Some(event.host_tenant_id),
+        platform::http::current_correlation_id(),
+        event,
+    )?;
+    platform::outbox::enqueue(conn, crate::SCHEMA, exchange, kind, &envelope)?;
+    Ok(())
 }
 
 /// Sweeps every `offline_sweep_ms` forever: finds listed machines silent
@@ -215,7 +274,7 @@ pub async fn run_offline_sweeper(config: Arc<Config>, db: Db) {
         "offline sweeper started"
     );
     loop {
-        match sweep(&db, settings).await {
+        match sweep(&db, settings, &config.events_exchange).await {
             Ok((opened, changed)) if opened > 0 || changed > 0 => {
                 tracing::info!(
                     gaps_opened = opened,

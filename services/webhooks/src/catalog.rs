@@ -6,9 +6,10 @@
 
 use contracts::Envelope;
 use contracts::events::{
-    BALANCE_EXHAUSTED, BalanceExhausted, INSTANCE_EVENT, InstanceEvent, MACHINE_RELEASED,
-    MACHINE_RENTED, MachineRental, PAYOUT_FAILED, PAYOUT_PAID, PayoutSettled, RUNWAY_LOW,
-    RunwayLow, SPEND_CAP_REACHED, SpendCapReached, TOP_UP_SUCCEEDED, TopUpSucceeded,
+    BALANCE_EXHAUSTED, BalanceExhausted, INSTANCE_EVENT, InstanceEvent, MACHINE_OFFLINE,
+    MACHINE_ONLINE, MACHINE_RELEASED, MACHINE_RENTED, MachineLiveness, MachineRental,
+    PAYOUT_FAILED, PAYOUT_PAID, PayoutSettled, RUNWAY_LOW, RunwayLow, SPEND_CAP_REACHED,
+    SpendCapReached, TOP_UP_SUCCEEDED, TopUpSucceeded,
 };
 use contracts::webhooks::EventType;
 use platform::consumer::HandlerError;
@@ -16,12 +17,14 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 /// The broker routing keys the service consumes.
-pub const BINDINGS: [&str; 9] = [
+pub const BINDINGS: [&str; 11] = [
     INSTANCE_EVENT,
     RUNWAY_LOW,
     BALANCE_EXHAUSTED,
     SPEND_CAP_REACHED,
     TOP_UP_SUCCEEDED,
+    MACHINE_ONLINE,
+    MACHINE_OFFLINE,
     MACHINE_RENTED,
     MACHINE_RELEASED,
     PAYOUT_PAID,
@@ -116,6 +119,27 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "top_up_id": e.top_up_id,
                     "amount": e.amount,
                     "currency": e.currency,
+                    "at": e.at,
+                    "sequence": e.at.timestamp_micros(),
+                }),
+            }))
+        }
+        kind @ (MACHINE_ONLINE | MACHINE_OFFLINE) => {
+            let e: MachineLiveness = envelope.payload().map_err(|e| undecodable(kind, e))?;
+            let event_type = if e.online {
+                EventType::MachineOnline
+            } else {
+                EventType::MachineOffline
+            };
+            Ok(Some(Outgoing {
+                tenant_id: e.host_tenant_id,
+                event_type,
+                data: json!({
+                    "host_tenant_id": e.host_tenant_id,
+                    "machine_id": e.machine_id,
+                    "online": e.online,
+                    "silent_since": e.silent_since,
+                    "back_at": e.back_at,
                     "at": e.at,
                     "sequence": e.at.timestamp_micros(),
                 }),
