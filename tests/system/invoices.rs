@@ -509,6 +509,7 @@ async fn usage_is_invoiced_once_rounded_numbered_without_gaps_and_exported_in_fo
     assert_eq!(refused.code, "CONFLICT");
 
     stack.stop().await;
+    assert_invoices_announced(&env);
     env.cleanup().await;
 }
 
@@ -645,6 +646,7 @@ async fn racing_finalizations_number_without_gaps_and_assign_each_posting_once()
         ),
         0
     );
+    assert_invoices_announced(&env);
     env.cleanup().await;
 }
 
@@ -724,5 +726,27 @@ async fn a_credit_that_covers_an_overdraft_pays_the_open_invoices() {
     assert!(paid["paidAt"].is_string());
 
     stack.stop().await;
+    assert_invoices_announced(&env);
     env.cleanup().await;
+}
+
+/// Every finalized invoice was announced once as finalized, and every paid
+/// one once as paid (renters' webhooks), whichever way it got there.
+pub fn assert_invoices_announced(env: &TestEnv) {
+    for (kind, status) in [
+        ("billing.invoice.finalized", "finalized_at IS NOT NULL"),
+        ("billing.invoice.paid", "paid_at IS NOT NULL"),
+    ] {
+        let announced = env.count(&format!(
+            "SELECT count(*) AS n FROM (SELECT DISTINCT body->'payload'->>'invoice_id' FROM billing.outbox \
+             WHERE routing_key = '{kind}') a"
+        ));
+        let rows = env.count(&format!(
+            "SELECT count(*) AS n FROM billing.outbox WHERE routing_key = '{kind}'"
+        ));
+        let invoices = env.count(&format!(
+            "SELECT count(*) AS n FROM billing.invoices WHERE {status}"
+        ));
+        assert_eq!((announced, rows), (invoices, invoices), "{kind}");
+    }
 }

@@ -639,5 +639,10 @@ async fn hosts_get_statements_and_are_paid_once_through_stripe_connect() {
 
     stack.stop().await;
     stripe.stop().await;
+    // Every finalized statement announced once (hosts' webhooks).
+    assert_eq!(
+        env.count("SELECT count(*) AS n FROM billing.outbox WHERE routing_key = 'billing.statement.finalized'"),
+        env.count("SELECT count(*) AS n FROM billing.statements WHERE status = 'finalized'"),
+    );
     env.cleanup().await;
 }

@@ -530,3 +530,38 @@ pub struct MachineLiveness {
     pub back_at: Option<DateTime<Utc>>,
     pub at: DateTime<Utc>,
 }
+
+pub const INVOICE_FINALIZED: &str = "billing.invoice.finalized";
+pub const INVOICE_PAID: &str = "billing.invoice.paid";
+
+/// A renter's invoice was finalized (numbered; `status` is `paid` when the
+/// prepaid balance covered it, `finalized` while it is open), or became
+/// paid (at finalization, by a credit or top-up, or by an operator).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct InvoiceChanged {
+    pub tenant_id: Uuid,
+    pub invoice_id: Uuid,
+    pub number: i64,
+    pub total: Decimal,
+    pub currency: String,
+    pub status: String,
+    pub period_start: DateTime<Utc>,
+    pub period_end: DateTime<Utc>,
+    pub at: DateTime<Utc>,
+}
+
+pub const STATEMENT_FINALIZED: &str = "billing.statement.finalized";
+
+/// A host's statement of a period was finalized (numbered, never changes).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct StatementFinalized {
+    pub host_tenant_id: Uuid,
+    pub statement_id: Uuid,
+    pub number: i64,
+    /// What the host's machines earned in the period, net of fees and credits.
+    pub earnings: Decimal,
+    pub currency: String,
+    pub period_start: DateTime<Utc>,
+    pub period_end: DateTime<Utc>,
+    pub at: DateTime<Utc>,
+}

@@ -33,6 +33,10 @@ pub enum EventType {
     SpendCapReached,
     #[serde(rename = "top_up.succeeded")]
     TopUpSucceeded,
+    #[serde(rename = "invoice.finalized")]
+    InvoiceFinalized,
+    #[serde(rename = "invoice.paid")]
+    InvoicePaid,
     #[serde(rename = "machine.online")]
     MachineOnline,
     #[serde(rename = "machine.offline")]
@@ -45,6 +49,8 @@ pub enum EventType {
     PayoutPaid,
     #[serde(rename = "payout.failed")]
     PayoutFailed,
+    #[serde(rename = "statement.finalized")]
+    StatementFinalized,
     #[serde(rename = "endpoint.disabled")]
     EndpointDisabled,
     #[serde(rename = "webhook.test")]
@@ -52,7 +58,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 20] = [
+    pub const ALL: [EventType; 23] = [
         EventType::InstanceCreated,
         EventType::InstanceRunning,
         EventType::InstanceStopped,
@@ -65,12 +71,15 @@ impl EventType {
         EventType::BalanceExhausted,
         EventType::SpendCapReached,
         EventType::TopUpSucceeded,
+        EventType::InvoiceFinalized,
+        EventType::InvoicePaid,
         EventType::MachineOnline,
         EventType::MachineOffline,
         EventType::MachineRented,
         EventType::MachineReleased,
         EventType::PayoutPaid,
         EventType::PayoutFailed,
+        EventType::StatementFinalized,
         EventType::EndpointDisabled,
         EventType::Test,
     ];
@@ -89,12 +98,15 @@ impl EventType {
             EventType::BalanceExhausted => "balance.exhausted",
             EventType::SpendCapReached => "spend_cap.reached",
             EventType::TopUpSucceeded => "top_up.succeeded",
+            EventType::InvoiceFinalized => "invoice.finalized",
+            EventType::InvoicePaid => "invoice.paid",
             EventType::MachineOnline => "machine.online",
             EventType::MachineOffline => "machine.offline",
             EventType::MachineRented => "machine.rented",
             EventType::MachineReleased => "machine.released",
             EventType::PayoutPaid => "payout.paid",
             EventType::PayoutFailed => "payout.failed",
+            EventType::StatementFinalized => "statement.finalized",
             EventType::EndpointDisabled => "endpoint.disabled",
             EventType::Test => "webhook.test",
         }
@@ -121,6 +133,10 @@ impl EventType {
             EventType::BalanceExhausted => "The prepaid balance went below zero.",
             EventType::SpendCapReached => "This month's spend reached the monthly budget.",
             EventType::TopUpSucceeded => "A card top-up was credited to the prepaid balance.",
+            EventType::InvoiceFinalized => "An invoice of a period was finalized and numbered.",
+            EventType::InvoicePaid => {
+                "An invoice was paid (by the balance, a top-up or an operator)."
+            }
             EventType::MachineOnline => {
                 "One of the host's machines heartbeats again after going offline."
             }
@@ -135,6 +151,7 @@ impl EventType {
             EventType::PayoutFailed => {
                 "Stripe refused a payout; the earnings stay on the host's account."
             }
+            EventType::StatementFinalized => "A statement of the host's earnings was finalized.",
             EventType::EndpointDisabled => {
                 "Another endpoint of the tenant was disabled after failing for days."
             }

@@ -56,6 +56,38 @@ pub fn enqueue(
     Ok(())
 }
 
+/// [`enqueue`] for many envelopes in one statement (a set-based run that
+/// announces one event per row it changed); nothing when `items` is empty.
+pub fn enqueue_many(
+    conn: &mut PgConnection,
+    schema: &str,
+    exchange: &str,
+    items: &[(&str, Envelope)],
+) -> Result<(), diesel::result::Error> {
+    if items.is_empty() {
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = items.iter().map(|(_, e)| e.id).collect();
+    let keys: Vec<&str> = items.iter().map(|(k, _)| *k).collect();
+    let bodies = items
+        .iter()
+        .map(|(_, e)| serde_json::to_value(e))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
+    diesel::sql_query(format!(
+        "WITH woken AS (SELECT pg_notify($5, '')) \
+         INSERT INTO {schema}.outbox (id, exchange, routing_key, body) \
+         SELECT u.id, $1, u.k, u.b FROM woken, unnest($2::uuid[], $3::text[], $4::jsonb[]) AS u(id, k, b)"
+    ))
+    .bind::<Text, _>(exchange)
+    .bind::<diesel::sql_types::Array<SqlUuid>, _>(&ids)
+    .bind::<diesel::sql_types::Array<Text>, _>(&keys)
+    .bind::<diesel::sql_types::Array<Jsonb>, _>(&bodies)
+    .bind::<Text, _>(crate::notify::outbox_channel(schema))
+    .execute(conn)?;
+    Ok(())
+}
+
 #[derive(QueryableByName)]
 struct Pending {
     #[diesel(sql_type = BigInt)]

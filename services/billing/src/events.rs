@@ -28,3 +28,23 @@ pub fn publish<T: Serialize>(
     .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
     platform::outbox::enqueue(conn, SCHEMA, exchange, kind, &envelope)
 }
+
+/// Queues one `kind` event per payload, each of its tenant, in one
+/// statement (the set-based invoice and statement runs).
+pub fn publish_all<T: Serialize>(
+    conn: &mut PgConnection,
+    exchange: &str,
+    events: &[(&str, Uuid, T)],
+) -> Result<(), diesel::result::Error> {
+    let now = contracts::time::now();
+    let correlation_id = platform::http::current_correlation_id();
+    let items = events
+        .iter()
+        .map(|(kind, tenant_id, payload)| {
+            Envelope::new(kind, now, Some(*tenant_id), correlation_id.clone(), payload)
+                .map(|e| (*kind, e))
+        })
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
+    platform::outbox::enqueue_many(conn, SCHEMA, exchange, &items)
+}

@@ -14,6 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Datelike, Days, Months, NaiveTime, SubsecRound, TimeZone, Utc};
+use contracts::events::{INVOICE_FINALIZED, INVOICE_PAID, InvoiceChanged};
 use contracts::{api, money};
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
@@ -491,6 +492,49 @@ struct Finalized {
     number: i64,
     #[diesel(sql_type = Numeric)]
     total: Decimal,
+    #[diesel(sql_type = Text)]
+    status: String,
+    #[diesel(sql_type = Timestamptz)]
+    period_start: DateTime<Utc>,
+    #[diesel(sql_type = Timestamptz)]
+    period_end: DateTime<Utc>,
+}
+
+impl Finalized {
+    fn event(&self, currency: &str) -> InvoiceChanged {
+        InvoiceChanged {
+            tenant_id: self.tenant_id,
+            invoice_id: self.id,
+            number: self.number,
+            total: self.total,
+            currency: currency.to_owned(),
+            status: self.status.clone(),
+            period_start: self.period_start,
+            period_end: self.period_end,
+            at: contracts::time::now(),
+        }
+    }
+}
+
+/// `billing.invoice.finalized` for each invoice, and `billing.invoice.paid`
+/// for those paid now, in one statement (renters' webhooks).
+fn announce(
+    conn: &mut PgConnection,
+    settings: &Settings,
+    invoices: &[Finalized],
+    finalized: bool,
+) -> Result<(), diesel::result::Error> {
+    let currency = settings.currency.as_str();
+    let mut events = Vec::new();
+    for i in invoices {
+        if finalized {
+            events.push((INVOICE_FINALIZED, i.tenant_id, i.event(currency)));
+        }
+        if i.status == "paid" {
+            events.push((INVOICE_PAID, i.tenant_id, i.event(currency)));
+        }
+    }
+    crate::events::publish_all(conn, &settings.events_exchange, &events)
 }
 
 /// SQL for `x` rounded half-even to `digits` decimals, as
@@ -778,7 +822,7 @@ fn write_invoices(
     .get_result::<Any>(conn)?
     .any;
     if !any_rounding {
-        return finish_invoices(conn, currency, created);
+        return finish_invoices(conn, settings, created);
     }
     let rounding = ledger::account(conn, AccountKind::Rounding, None, currency)?;
     diesel::sql_query(
@@ -834,16 +878,17 @@ fn write_invoices(
     .bind::<Text, _>(currency)
     .bind::<UuidT, _>(rounding)
     .execute(conn)?;
-    finish_invoices(conn, currency, created)
+    finish_invoices(conn, settings, created)
 }
 
 /// Finalizes the chunk's drafts (paid unless the renter is overdrawn) and
 /// bumps the counters.
 fn finish_invoices(
     conn: &mut PgConnection,
-    currency: &str,
+    settings: &Settings,
     created: HashMap<Uuid, Uuid>,
 ) -> Result<HashMap<Uuid, Uuid>, Error> {
+    let currency = settings.currency.as_str();
     // Prepaid: the balance already paid for the usage unless it is
     // overdrawn, in which case the invoice stays open until a top-up covers
     // it.
@@ -857,7 +902,7 @@ fn finish_invoices(
          LEFT JOIN billing.accounts a ON a.kind = 'renter_balance' AND a.tenant_id = v.tenant_id \
               AND a.currency = $1 \
          WHERE i.id = v.id \
-         RETURNING i.id, i.tenant_id, i.number, i.total",
+         RETURNING i.id, i.tenant_id, i.number, i.total, i.status, i.period_start, i.period_end",
     )
     .bind::<Text, _>(currency)
     .load(conn)?;
@@ -870,6 +915,7 @@ fn finish_invoices(
         tracing::info!(tenant.id = %f.tenant_id, invoice.id = %f.id, number = f.number, total = %f.total, "invoice finalized");
         crate::metrics::invoice_finalized(f.total);
     }
+    announce(conn, settings, &finalized, true)?;
     Ok(created)
 }
 
@@ -1050,6 +1096,7 @@ pub async fn list(db: &Db, tenant_id: Uuid) -> Result<Vec<api::Invoice>, Error> 
 /// the overdrawn balance back): refused while the balance is still negative.
 pub async fn mark_paid(db: &Db, settings: &Settings, id: Uuid) -> Result<api::Invoice, Error> {
     let currency = settings.currency.clone();
+    let settings = settings.clone();
     db.tx(move |conn| {
         let (tenant_id, status): (Uuid, String) = invoices::table
             .find(id)
@@ -1073,12 +1120,13 @@ pub async fn mark_paid(db: &Db, settings: &Settings, id: Uuid) -> Result<api::In
                 "the tenant's balance is still {balance} {currency}; a top-up must cover it first"
             )));
         }
-        diesel::update(invoices::table.find(id))
-            .set((
-                invoices::status.eq("paid"),
-                invoices::paid_at.eq(Some(Utc::now())),
-            ))
-            .execute(conn)?;
+        let paid: Vec<Finalized> = diesel::sql_query(
+            "UPDATE billing.invoices SET status = 'paid', paid_at = now() WHERE id = $1 \
+             RETURNING id, tenant_id, number, total, status, period_start, period_end",
+        )
+        .bind::<diesel::sql_types::Uuid, _>(id)
+        .load(conn)?;
+        announce(conn, &settings, &paid, false)?;
         find(conn, tenant_id, id)
     })
     .await
@@ -1285,26 +1333,25 @@ pub async fn get(db: &Db, tenant_id: Uuid, id: Uuid) -> Result<api::Invoice, Err
 pub fn pay_open_invoices(
     conn: &mut PgConnection,
     tenant_id: Uuid,
-    currency: &str,
+    settings: &Settings,
 ) -> Result<usize, diesel::result::Error> {
+    let currency = settings.currency.as_str();
     let balance = ledger::balance(conn, AccountKind::RenterBalance, tenant_id, currency)?;
     if balance < Decimal::ZERO {
         return Ok(0);
     }
-    let paid = diesel::update(
-        invoices::table
-            .filter(invoices::tenant_id.eq(tenant_id))
-            .filter(invoices::status.eq("finalized")),
+    let paid: Vec<Finalized> = diesel::sql_query(
+        "UPDATE billing.invoices SET status = 'paid', paid_at = now() \
+         WHERE tenant_id = $1 AND status = 'finalized' \
+         RETURNING id, tenant_id, number, total, status, period_start, period_end",
     )
-    .set((
-        invoices::status.eq("paid"),
-        invoices::paid_at.eq(Some(Utc::now())),
-    ))
-    .execute(conn)?;
-    if paid > 0 {
-        tracing::info!(tenant.id = %tenant_id, invoices = paid, "open invoices paid by a credit");
+    .bind::<diesel::sql_types::Uuid, _>(tenant_id)
+    .load(conn)?;
+    if !paid.is_empty() {
+        tracing::info!(tenant.id = %tenant_id, invoices = paid.len(), "open invoices paid by a credit");
+        announce(conn, settings, &paid, false)?;
     }
-    Ok(paid)
+    Ok(paid.len())
 }
 
 #[cfg(test)]

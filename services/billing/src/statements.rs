@@ -438,6 +438,10 @@ struct Finalized {
     number: i64,
     #[diesel(sql_type = Numeric)]
     earnings: Decimal,
+    #[diesel(sql_type = Timestamptz)]
+    period_start: DateTime<Utc>,
+    #[diesel(sql_type = Timestamptz)]
+    period_end: DateTime<Utc>,
 }
 
 /// The working tables of one chunk, private to the session and gone at
@@ -706,7 +710,7 @@ fn write_statements(
     let finalized: Vec<Finalized> = diesel::sql_query(
         "UPDATE billing.statements s SET status = 'finalized', finalized_at = now() \
          FROM statement_run_statements v WHERE s.id = v.id \
-         RETURNING s.id, s.host_tenant_id, s.number, s.earnings",
+         RETURNING s.id, s.host_tenant_id, s.number, s.earnings, s.period_start, s.period_end",
     )
     .load(conn)?;
     diesel::sql_query(
@@ -718,6 +722,28 @@ fn write_statements(
         tracing::info!(host.id = %f.host_tenant_id, statement.id = %f.id, number = f.number, earnings = %f.earnings, "statement finalized");
         crate::metrics::statement_finalized(f.earnings);
     }
+    // Hosts' webhooks: one `billing.statement.finalized` each, one statement.
+    let at = contracts::time::now();
+    let events: Vec<_> = finalized
+        .iter()
+        .map(|f| {
+            (
+                contracts::events::STATEMENT_FINALIZED,
+                f.host_tenant_id,
+                contracts::events::StatementFinalized {
+                    host_tenant_id: f.host_tenant_id,
+                    statement_id: f.id,
+                    number: f.number,
+                    earnings: f.earnings,
+                    currency: settings.currency.clone(),
+                    period_start: f.period_start,
+                    period_end: f.period_end,
+                    at,
+                },
+            )
+        })
+        .collect();
+    crate::events::publish_all(conn, &settings.events_exchange, &events)?;
     Ok(created)
 }
 

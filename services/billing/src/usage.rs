@@ -186,6 +186,7 @@ pub async fn grant_credit(
         ));
     }
     let currency = settings.currency.clone();
+    let settings = settings.clone();
     db.tx(move |conn| {
         // The key names one grant: a replay with the same tenant, amount and
         // reason answers again, anything else is a CONFLICT.
@@ -255,7 +256,7 @@ pub async fn grant_credit(
                 same_grant(conn)?;
             }
         }
-        crate::invoices::pay_open_invoices(conn, req.tenant_id, &currency)?;
+        crate::invoices::pay_open_invoices(conn, req.tenant_id, &settings)?;
         Ok(api::Balance {
             tenant_id: req.tenant_id,
             amount: ledger::balance(conn, AccountKind::RenterBalance, req.tenant_id, &currency)?,

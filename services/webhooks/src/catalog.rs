@@ -6,10 +6,11 @@
 
 use contracts::Envelope;
 use contracts::events::{
-    BALANCE_EXHAUSTED, BalanceExhausted, INSTANCE_EVENT, InstanceEvent, MACHINE_OFFLINE,
-    MACHINE_ONLINE, MACHINE_RELEASED, MACHINE_RENTED, MachineLiveness, MachineRental,
-    PAYOUT_FAILED, PAYOUT_PAID, PayoutSettled, RUNWAY_LOW, RunwayLow, SPEND_CAP_REACHED,
-    SpendCapReached, TOP_UP_SUCCEEDED, TopUpSucceeded,
+    BALANCE_EXHAUSTED, BalanceExhausted, INSTANCE_EVENT, INVOICE_FINALIZED, INVOICE_PAID,
+    InstanceEvent, InvoiceChanged, MACHINE_OFFLINE, MACHINE_ONLINE, MACHINE_RELEASED,
+    MACHINE_RENTED, MachineLiveness, MachineRental, PAYOUT_FAILED, PAYOUT_PAID, PayoutSettled,
+    RUNWAY_LOW, RunwayLow, SPEND_CAP_REACHED, STATEMENT_FINALIZED, SpendCapReached,
+    StatementFinalized, TOP_UP_SUCCEEDED, TopUpSucceeded,
 };
 use contracts::webhooks::EventType;
 use platform::consumer::HandlerError;
@@ -17,7 +18,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 /// The broker routing keys the service consumes.
-pub const BINDINGS: [&str; 11] = [
+pub const BINDINGS: [&str; 14] = [
     INSTANCE_EVENT,
     RUNWAY_LOW,
     BALANCE_EXHAUSTED,
@@ -29,6 +30,9 @@ pub const BINDINGS: [&str; 11] = [
     MACHINE_RELEASED,
     PAYOUT_PAID,
     PAYOUT_FAILED,
+    INVOICE_FINALIZED,
+    INVOICE_PAID,
+    STATEMENT_FINALIZED,
 ];
 
 /// The version of every payload shape below; a change that is not an
@@ -119,6 +123,50 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "top_up_id": e.top_up_id,
                     "amount": e.amount,
                     "currency": e.currency,
+                    "at": e.at,
+                    "sequence": e.at.timestamp_micros(),
+                }),
+            }))
+        }
+        kind @ (INVOICE_FINALIZED | INVOICE_PAID) => {
+            let e: InvoiceChanged = envelope.payload().map_err(|e| undecodable(kind, e))?;
+            let event_type = if kind == INVOICE_FINALIZED {
+                EventType::InvoiceFinalized
+            } else {
+                EventType::InvoicePaid
+            };
+            Ok(Some(Outgoing {
+                tenant_id: e.tenant_id,
+                event_type,
+                data: json!({
+                    "tenant_id": e.tenant_id,
+                    "invoice_id": e.invoice_id,
+                    "number": e.number,
+                    "total": e.total,
+                    "currency": e.currency,
+                    "status": e.status,
+                    "period_start": e.period_start,
+                    "period_end": e.period_end,
+                    "at": e.at,
+                    "sequence": e.at.timestamp_micros(),
+                }),
+            }))
+        }
+        STATEMENT_FINALIZED => {
+            let e: StatementFinalized = envelope
+                .payload()
+                .map_err(|e| undecodable(STATEMENT_FINALIZED, e))?;
+            Ok(Some(Outgoing {
+                tenant_id: e.host_tenant_id,
+                event_type: EventType::StatementFinalized,
+                data: json!({
+                    "host_tenant_id": e.host_tenant_id,
+                    "statement_id": e.statement_id,
+                    "number": e.number,
+                    "earnings": e.earnings,
+                    "currency": e.currency,
+                    "period_start": e.period_start,
+                    "period_end": e.period_end,
                     "at": e.at,
                     "sequence": e.at.timestamp_micros(),
                 }),

@@ -269,7 +269,7 @@ fn credit(
         ))
         .execute(conn)?;
     if posted {
-        crate::invoices::pay_open_invoices(conn, top_up.tenant_id, currency)?;
+        crate::invoices::pay_open_invoices(conn, top_up.tenant_id, settings)?;
         crate::events::publish(
             conn,
             &settings.events_exchange,
