@@ -25,7 +25,18 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
-SERVICES = ["gateway", "catalog", "ordering", "quota", "metering", "billing", "webhooks"]
+def registry() -> list[str]:
+    """The services of the binary's registry (src/services.rs), in start
+    order: each line `&<crate>::SERVICE,` (a crate is named after its
+    service)."""
+    text = (ROOT / "src/services.rs").read_text(encoding="utf-8")
+    names = re.findall(r"^\s*&(\w+)::SERVICE,", text, re.M)
+    if not names:
+        raise SystemExit("deploy/validate.py: no service found in src/services.rs")
+    return names
+
+
+SERVICES = registry()
 # The processes that read GPUMARKET_RABBITMQ_MANAGEMENT_URL: the catalog
 # (agents' broker users) and every consumer (queue depth metrics).
 MANAGEMENT_API_USERS = {"catalog", "ordering", "metering", "billing", "webhooks", "provisioner"}
@@ -673,7 +684,14 @@ def check_compose() -> None:
         test = " ".join(s.get("healthcheck", {}).get("test", []))
         p.check(port is not None and f"http://127.0.0.1:{port}/readyz" in test, f"{name}: healthcheck should probe GPUMARKET_PROVISIONER_PORT's /readyz")
     p.check(any(s.get("command") == ["migrate"] for s in services.values()), "no migrate service")
-    p.report(f"compose: {len(services)} services; env names, ports, URLs and depends_on consistent")
+    # The Procfile (split mode without Docker) runs the registry's services too.
+    procfile = read(DEPLOY / "local/Procfile")
+    listed = re.findall(r"^(\w+): gpumarket serve (\w+)$", procfile, re.M)
+    p.check(
+        [svc for _, svc in listed] == SERVICES and all(n == svc for n, svc in listed),
+        f"deploy/local/Procfile serves {[svc for _, svc in listed]}, expected the registry's {SERVICES} in that order",
+    )
+    p.report(f"compose: {len(services)} services; env names, ports, URLs and depends_on consistent; Procfile matches the registry")
 
 
 if __name__ == "__main__":

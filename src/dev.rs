@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use platform::service::{Service, Task, TaskKind};
 use platform::{Config, Db};
 use tokio::task::JoinHandle;
 
@@ -211,146 +212,61 @@ pub fn spawn_real_agent(
 
 /// Starts `parts` with `config`. Migrations must have run.
 pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
-    let webhooks_settings = webhooks::Settings::from_env(config.production)?;
-    start_with(config, parts, webhooks_settings).await
+    start_with(config, parts, &[]).await
 }
 
-/// [`start`] with the webhook service's own settings given rather than read
-/// from the environment (a test's retry schedule, its local receivers).
+/// [`start`] with some services replaced by `overrides` (matched by name):
+/// a test's webhook service with its own settings, say.
 pub async fn start_with(
     config: Config,
     parts: Parts,
-    webhooks_settings: webhooks::Settings,
+    overrides: &[&dyn Service],
 ) -> anyhow::Result<Stack> {
     let mut config = config;
-    let webhooks_settings = Arc::new(webhooks_settings);
     let mut servers = Vec::new();
     let mut tasks: Vec<JoinHandle<()>> = Vec::new();
-    let mut spawn_server = |server: actix_web::dev::Server, tasks: &mut Vec<JoinHandle<()>>| {
-        servers.push(server.handle());
-        tasks.push(tokio::spawn(async move {
-            if let Err(error) = server.await {
-                tracing::error!(%error, "server ended");
-            }
-        }));
-    };
+    let services: Vec<&dyn Service> = crate::services::SERVICES
+        .iter()
+        .map(|s| {
+            overrides
+                .iter()
+                .copied()
+                .find(|o| o.name() == s.name())
+                .unwrap_or(*s)
+        })
+        .collect();
 
     if parts.services {
-        let base = Arc::new(config.clone());
-        let (server, port) = catalog::build(base.clone(), pool(&config, "catalog")?)?;
-        spawn_server(server, &mut tasks);
-        config.urls.catalog = local(port);
-        let (server, port) = quota::build(base.clone(), pool(&config, "quota")?)?;
-        spawn_server(server, &mut tasks);
-        config.urls.quota = local(port);
-        let (server, port) = metering::build(base.clone(), pool(&config, "metering")?)?;
-        spawn_server(server, &mut tasks);
-        config.urls.metering = local(port);
-        let (server, port) = billing::build(base.clone(), pool(&config, "billing")?)?;
-        spawn_server(server, &mut tasks);
-        config.urls.billing = local(port);
-        let (server, port) = webhooks::build(
-            base.clone(),
-            webhooks_settings.clone(),
-            pool(&config, webhooks::SCHEMA)?,
-        )?;
-        spawn_server(server, &mut tasks);
-        config.urls.webhooks = local(port);
-        let (server, port) = ordering::build(Arc::new(config.clone()), pool(&config, "ordering")?)?;
-        spawn_server(server, &mut tasks);
-        config.urls.ordering = local(port);
-        let (server, port) = gateway::build(Arc::new(config.clone()))?;
-        spawn_server(server, &mut tasks);
-        config.ports.gateway = port;
+        // In registry order: each service is told the addresses of those
+        // started before it, which are the ones it calls.
+        for service in &services {
+            let (server, port) = service
+                .server(Arc::new(config.clone()))
+                .map_err(|e| anyhow::anyhow!("starting {}: {e}", service.name()))?;
+            servers.push(server.handle());
+            tasks.push(tokio::spawn(async move {
+                if let Err(error) = server.await {
+                    tracing::error!(%error, "server ended");
+                }
+            }));
+            service.bound(&mut config, local(port), port);
+        }
     }
     let config = Arc::new(config);
 
-    if parts.services {
-        // Billing's payout schedule (its first run is one interval away).
-        tasks.push(tokio::spawn(billing::run_payout_loop(
-            config.clone(),
-            pool(&config, "billing")?,
-        )));
-    }
-
-    if parts.messaging {
-        for schema in [
-            ordering::SCHEMA,
-            metering::SCHEMA,
-            catalog::SCHEMA,
-            billing::SCHEMA,
-        ] {
-            let db = pool(&config, schema)?;
-            tasks.push(tokio::spawn(platform::outbox::run_relay(
-                db,
-                config.clone(),
-                schema,
-            )));
+    for service in &services {
+        let wanted: Vec<Task> = service
+            .tasks(config.clone())
+            .map_err(|e| anyhow::anyhow!("starting {}'s tasks: {e}", service.name()))?
+            .into_iter()
+            .filter(|t| match t.kind {
+                TaskKind::Always => parts.services,
+                TaskKind::Messaging => parts.messaging,
+            })
+            .collect();
+        for task in wanted {
+            tasks.push(tokio::spawn(task.future));
         }
-        tasks.push(tokio::spawn(metering::run_consumer(
-            config.clone(),
-            pool(&config, "metering")?,
-        )));
-        // The catalog's preemptions, applied to the instances they hit.
-        tasks.push(tokio::spawn(ordering::preemption::run_consumer(
-            config.clone(),
-            pool(&config, "ordering")?,
-        )));
-        // Agents' heartbeats, and the sweeper that notices when they stop.
-        tasks.push(tokio::spawn(catalog::heartbeats::run_consumer(
-            config.clone(),
-            pool(&config, "catalog")?,
-        )));
-        tasks.push(tokio::spawn(catalog::reliability::run_offline_sweeper(
-            config.clone(),
-            pool(&config, "catalog")?,
-        )));
-        let billing_db = pool(&config, "billing")?;
-        let billing_config = config.clone();
-        tasks.push(tokio::spawn(async move {
-            if let Err(error) = billing::run_consumer(billing_config, billing_db).await {
-                tracing::error!(%error, "billing consumer stopped");
-            }
-        }));
-        // Monthly caps and low-runway warnings (billing::spend).
-        let (watch_config, watch_db) = (config.clone(), pool(&config, "billing")?);
-        tasks.push(tokio::spawn(async move {
-            if let Err(error) = billing::spend::run_watch(watch_config, watch_db).await {
-                tracing::error!(%error, "spend watch stopped");
-            }
-        }));
-        let (schedule_config, schedule_db) = (config.clone(), pool(&config, "billing")?);
-        tasks.push(tokio::spawn(async move {
-            if let Err(error) =
-                billing::schedule::run_invoice_schedule(schedule_config, schedule_db).await
-            {
-                tracing::error!(%error, "invoice schedule stopped");
-            }
-        }));
-    }
-
-    if parts.messaging {
-        // Renters' and hosts' webhooks: the events they see, and the sender.
-        let (c, s, d) = (
-            config.clone(),
-            webhooks_settings.clone(),
-            pool(&config, webhooks::SCHEMA)?,
-        );
-        tasks.push(tokio::spawn(async move {
-            if let Err(error) = webhooks::run_consumer(c, s, d).await {
-                tracing::error!(%error, "webhook consumer stopped");
-            }
-        }));
-        let (c, s, d) = (
-            config.clone(),
-            webhooks_settings.clone(),
-            pool(&config, webhooks::SCHEMA)?,
-        );
-        tasks.push(tokio::spawn(async move {
-            if let Err(error) = webhooks::run_sender(c, s, d).await {
-                tracing::error!(%error, "webhook sender stopped");
-            }
-        }));
     }
 
     if parts.provisioner {

@@ -6,3 +6,4 @@ pub mod cli;
 pub mod client;
 pub mod dev;
 pub mod seed;
+pub mod services;

@@ -21,11 +21,14 @@ enum Command {
     Dev(gpumarket::dev::RealEngine),
     /// Apply database migrations (creating the database if needed).
     Migrate,
-    /// Run one service (with its relay and consumer).
+    /// Run one service (with its relay, consumers and schedules).
     Serve {
-        #[arg(value_enum)]
-        service: Service,
+        #[arg(value_parser = clap::builder::PossibleValuesParser::new(gpumarket::services::names()))]
+        service: String,
     },
+    /// List the services (name and configured port), one per line, in start
+    /// order: what run-split starts and the deploy checks compare with.
+    Services,
     /// Run a worker.
     Worker {
         #[arg(value_enum)]
@@ -44,37 +47,6 @@ enum Command {
     Offers(gpumarket::cli::OffersArgs),
     /// Run the host agent on a GPU host (simulated GPUs unless built with `nvml`).
     Agent(host_agent::AgentArgs),
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum Service {
-    Gateway,
-    Catalog,
-    Ordering,
-    Quota,
-    Metering,
-    Billing,
-    Webhooks,
-}
-
-impl Service {
-    /// The secrets the service reads (checked in production).
-    fn secrets(self) -> &'static [Secret] {
-        match self {
-            Service::Gateway => &[Secret::JwtKeys, Secret::ServiceToken],
-            Service::Quota => &[Secret::ServiceToken],
-            // The catalog makes agents' broker users; every consumer reads
-            // queue depths (deploy/validate.py's MANAGEMENT_API_USERS).
-            Service::Catalog | Service::Ordering | Service::Metering | Service::Webhooks => {
-                &[Secret::ServiceToken, Secret::RabbitmqManagement]
-            }
-            Service::Billing => &[
-                Secret::ServiceToken,
-                Secret::Stripe,
-                Secret::RabbitmqManagement,
-            ],
-        }
-    }
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -129,7 +101,9 @@ async fn run() -> anyhow::Result<()> {
     // with a published development secret among those it reads.
     let secrets: &[Secret] = match &command {
         Command::Dev(_) => &Secret::ALL,
-        Command::Serve { service } => service.secrets(),
+        Command::Serve { service } => gpumarket::services::find(service)
+            .map(|s| s.secrets())
+            .unwrap_or(&Secret::ALL),
         Command::Worker { .. } => &[Secret::ServiceToken, Secret::RabbitmqManagement],
         _ => &[],
     };
@@ -156,6 +130,12 @@ async fn run() -> anyhow::Result<()> {
         }
         Command::PrintSdl => {
             print!("{}", gateway::sdl());
+            Ok(())
+        }
+        Command::Services => {
+            for service in gpumarket::services::SERVICES {
+                println!("{} {}", service.name(), service.port(&config));
+            }
             Ok(())
         }
         Command::Agent(args) => {
@@ -389,98 +369,21 @@ async fn run_dev(mut config: Config, real: gpumarket::dev::RealEngine) -> anyhow
 /// `platform::http::SHUTDOWN_TIMEOUT`), background tasks (relay, consumers,
 /// schedules) are dropped where they stand, as a crash would leave them,
 /// which they are built to survive, and the process exits 0.
-async fn serve(config: Config, service: Service) -> anyhow::Result<()> {
+async fn serve(config: Config, service: String) -> anyhow::Result<()> {
     let mut shutdown = Shutdown::install()?;
     let config = Arc::new(config);
-    let db = |name: &str| Db::connect(&config.database_url_for(name), config.db_pool_size);
+    let service = gpumarket::services::find(&service)
+        .with_context(|| format!("no service called {service}"))?;
     let mut tasks = tokio::task::JoinSet::new();
-    let server = match service {
-        Service::Gateway => gateway::build(config.clone())?.0,
-        Service::Catalog => {
-            tasks.spawn(catalog::heartbeats::run_consumer(
-                config.clone(),
-                db("catalog")?,
-            ));
-            tasks.spawn(catalog::reliability::run_offline_sweeper(
-                config.clone(),
-                db("catalog")?,
-            ));
-            // Preemption events leave through the catalog's outbox.
-            tasks.spawn(platform::outbox::run_relay(
-                db("catalog")?,
-                config.clone(),
-                catalog::SCHEMA,
-            ));
-            catalog::build(config.clone(), db("catalog")?)?.0
-        }
-        Service::Quota => quota::build(config.clone(), db("quota")?)?.0,
-        Service::Ordering => {
-            tasks.spawn(platform::outbox::run_relay(
-                db("ordering")?,
-                config.clone(),
-                ordering::SCHEMA,
-            ));
-            tasks.spawn(ordering::preemption::run_consumer(
-                config.clone(),
-                db("ordering")?,
-            ));
-            ordering::build(config.clone(), db("ordering")?)?.0
-        }
-        Service::Metering => {
-            tasks.spawn(platform::outbox::run_relay(
-                db("metering")?,
-                config.clone(),
-                metering::SCHEMA,
-            ));
-            tasks.spawn(metering::run_consumer(config.clone(), db("metering")?));
-            metering::build(config.clone(), db("metering")?)?.0
-        }
-        Service::Billing => {
-            // Exhausted balances leave through billing's outbox.
-            tasks.spawn(platform::outbox::run_relay(
-                db("billing")?,
-                config.clone(),
-                billing::SCHEMA,
-            ));
-            let (c, d) = (config.clone(), db("billing")?);
-            tasks.spawn(async move {
-                if let Err(error) = billing::run_consumer(c, d).await {
-                    tracing::error!(%error, "billing consumer stopped");
-                }
-            });
-            // Monthly caps and low-runway warnings (billing::spend).
-            let (c, d) = (config.clone(), db("billing")?);
-            tasks.spawn(async move {
-                if let Err(error) = billing::spend::run_watch(c, d).await {
-                    tracing::error!(%error, "spend watch stopped");
-                }
-            });
-            let (c, d) = (config.clone(), db("billing")?);
-            tasks.spawn(async move {
-                if let Err(error) = billing::schedule::run_invoice_schedule(c, d).await {
-                    tracing::error!(%error, "invoice schedule stopped");
-                }
-            });
-            tasks.spawn(billing::run_payout_loop(config.clone(), db("billing")?));
-            billing::build(config.clone(), db("billing")?)?.0
-        }
-        Service::Webhooks => {
-            let settings = Arc::new(webhooks::Settings::from_env(config.production)?);
-            let (c, s, d) = (config.clone(), settings.clone(), db(webhooks::SCHEMA)?);
-            tasks.spawn(async move {
-                if let Err(error) = webhooks::run_consumer(c, s, d).await {
-                    tracing::error!(%error, "webhook consumer stopped");
-                }
-            });
-            let (c, s, d) = (config.clone(), settings.clone(), db(webhooks::SCHEMA)?);
-            tasks.spawn(async move {
-                if let Err(error) = webhooks::run_sender(c, s, d).await {
-                    tracing::error!(%error, "webhook sender stopped");
-                }
-            });
-            webhooks::build(config.clone(), settings, db(webhooks::SCHEMA)?)?.0
-        }
-    };
+    for task in service
+        .tasks(config.clone())
+        .map_err(|e| anyhow::anyhow!("starting {}'s tasks: {e}", service.name()))?
+    {
+        tasks.spawn(task.future);
+    }
+    let (server, _port) = service
+        .server(config.clone())
+        .map_err(|e| anyhow::anyhow!("starting {}: {e}", service.name()))?;
     let handle = server.handle();
     tokio::select! {
         result = server => result.context("server failed"),

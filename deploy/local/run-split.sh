@@ -29,22 +29,29 @@ esac
 BIN="$CARGO_TARGET_DIR/$PROFILE/gpumarket"
 
 export GPUMARKET_BIND_HOST=${GPUMARKET_BIND_HOST:-127.0.0.1}
-export GPUMARKET_GATEWAY_PORT=${GPUMARKET_GATEWAY_PORT:-8080}
-export GPUMARKET_CATALOG_PORT=${GPUMARKET_CATALOG_PORT:-8081}
-export GPUMARKET_ORDERING_PORT=${GPUMARKET_ORDERING_PORT:-8082}
-export GPUMARKET_QUOTA_PORT=${GPUMARKET_QUOTA_PORT:-8083}
-export GPUMARKET_METERING_PORT=${GPUMARKET_METERING_PORT:-8084}
-export GPUMARKET_BILLING_PORT=${GPUMARKET_BILLING_PORT:-8085}
-export GPUMARKET_WEBHOOKS_PORT=${GPUMARKET_WEBHOOKS_PORT:-8087}
 # The provisioner worker's /metrics, /healthz and /readyz (no API).
 export GPUMARKET_PROVISIONER_PORT=${GPUMARKET_PROVISIONER_PORT:-8086}
-# Every process could derive these from the ports; setting them explicitly
-# is what a real deployment does, and it keeps the processes' views equal.
-for service in CATALOG ORDERING QUOTA METERING BILLING WEBHOOKS; do
-  port_var="GPUMARKET_${service}_PORT"
-  url_var="GPUMARKET_${service}_URL"
-  export "$url_var=${!url_var:-http://127.0.0.1:${!port_var}}"
-done
+# The services and their ports come from the binary's registry
+# (src/services.rs): `gpumarket services` prints "name port" in start order.
+declare -A PORTS=([provisioner]=$GPUMARKET_PROVISIONER_PORT)
+SERVICES=()
+while read -r name port; do
+  SERVICES+=("$name")
+  PORTS[$name]=$port
+  upper=${name^^}
+  export "GPUMARKET_${upper}_PORT=$port"
+  # Every process could derive the URLs from the ports; setting them
+  # explicitly is what a real deployment does, and it keeps the processes'
+  # views equal.
+  if [[ $name != gateway ]]; then
+    url_var="GPUMARKET_${upper}_URL"
+    export "$url_var=${!url_var:-http://127.0.0.1:$port}"
+  fi
+done < <("$BIN" services)
+if [[ ${#SERVICES[@]} -eq 0 ]]; then
+  echo "run-split: '$BIN services' listed no service" >&2
+  exit 1
+fi
 # The eight processes open 21 pools between them (docs/deploy.md, "Postgres
 # connections"): 84 connections at the default of 4 per pool, near
 # Postgres's default 100.
@@ -59,17 +66,13 @@ if [[ -n "${GPUMARKET_OPERATOR_EMAIL:-}" && -n "${GPUMARKET_OPERATOR_PASSWORD:-}
   "$BIN" admin create-operator || echo "run-split: operator not created (it may exist already)" >&2
 fi
 
-# name|arguments, the same list as deploy/local/Procfile.
-PROCESSES=(
-  "catalog|serve catalog"
-  "quota|serve quota"
-  "metering|serve metering"
-  "billing|serve billing"
-  "webhooks|serve webhooks"
-  "ordering|serve ordering"
-  "gateway|serve gateway"
-  "provisioner|worker provisioner"
-)
+# name|arguments: each service, then the worker (deploy/local/Procfile
+# lists the same).
+PROCESSES=()
+for name in "${SERVICES[@]}"; do
+  PROCESSES+=("$name|serve $name")
+done
+PROCESSES+=("provisioner|worker provisioner")
 
 declare -A PIDS=()
 stopping=0
@@ -111,15 +114,8 @@ ready() {
   curl -fsS -o /dev/null --max-time 2 "http://127.0.0.1:$1/readyz"
 }
 
-declare -A PORTS=(
-  [gateway]=$GPUMARKET_GATEWAY_PORT [catalog]=$GPUMARKET_CATALOG_PORT
-  [ordering]=$GPUMARKET_ORDERING_PORT [quota]=$GPUMARKET_QUOTA_PORT
-  [metering]=$GPUMARKET_METERING_PORT [billing]=$GPUMARKET_BILLING_PORT
-  [webhooks]=$GPUMARKET_WEBHOOKS_PORT
-  [provisioner]=$GPUMARKET_PROVISIONER_PORT
-)
 deadline=$((SECONDS + ${READY_TIMEOUT_SECONDS:-120}))
-for name in catalog quota metering billing webhooks ordering gateway provisioner; do
+for name in "${SERVICES[@]}" provisioner; do
   until ready "${PORTS[$name]}"; do
     if ! kill -0 "${PIDS[$name]}" 2>/dev/null; then
       echo "run-split: $name exited before it was ready" >&2

@@ -251,7 +251,7 @@ async fn all_ready(split: &Split, limit: Duration) -> Option<Duration> {
     let started = Instant::now();
     let http = reqwest::Client::new();
     'again: while started.elapsed() < limit {
-        for name in SERVICES.into_iter().chain(["gateway", "provisioner"]) {
+        for name in SERVICES.iter().copied().chain(["gateway", "provisioner"]) {
             let ok = http
                 .get(format!("{}/readyz", split.url(name)))
                 .timeout(Duration::from_secs(2))

@@ -118,7 +118,8 @@ impl TestEnv {
 
     /// [`TestEnv::start`] with the webhook service's settings.
     pub async fn start_with_webhooks(&self, parts: Parts, settings: webhooks::Settings) -> Stack {
-        dev::start_with(self.config.clone(), parts, settings)
+        let service = webhooks::WebhooksService::with(settings);
+        dev::start_with(self.config.clone(), parts, &[&service])
             .await
             .expect("start stack")
     }

@@ -14,9 +14,13 @@ use platform::Config;
 
 use crate::harness::{machine_for_agent, wait_online};
 
-pub const SERVICES: [&str; 6] = [
-    "catalog", "quota", "metering", "billing", "webhooks", "ordering",
-];
+/// Every service but the gateway, from the registry (`src/services.rs`).
+pub static SERVICES: std::sync::LazyLock<Vec<&'static str>> = std::sync::LazyLock::new(|| {
+    gpumarket::services::names()
+        .into_iter()
+        .filter(|n| *n != "gateway")
+        .collect()
+});
 
 /// The processes of one split stack; dropping it kills them all, so a failed
 /// assertion leaves nothing running.
@@ -88,11 +92,11 @@ impl Split {
             args: HashMap::new(),
             children: HashMap::new(),
         };
-        for name in SERVICES.into_iter().chain(["gateway"]) {
+        for name in SERVICES.iter().copied().chain(["gateway"]) {
             split.spawn(name, &["serve", name]);
         }
         split.spawn("provisioner", &["worker", "provisioner"]);
-        for name in SERVICES.into_iter().chain(["gateway", "provisioner"]) {
+        for name in SERVICES.iter().copied().chain(["gateway", "provisioner"]) {
             split.wait_ready(name).await;
         }
         split

@@ -175,9 +175,10 @@ async fn the_flow_runs_with_every_service_in_its_own_process() {
             "SELECT count(DISTINCT usename)::bigint AS n FROM pg_stat_activity
              WHERE datname = current_database() AND usename::text IN
              ('gpumarket_catalog', 'gpumarket_quota', 'gpumarket_metering',
-              'gpumarket_billing', 'gpumarket_ordering', 'gpumarket_provisioner')"
+              'gpumarket_billing', 'gpumarket_webhooks', 'gpumarket_ordering',
+              'gpumarket_provisioner')"
         ),
-        6
+        7
     );
     let pg_port = reqwest::Url::parse(&env.config.database_url)
         .ok()
@@ -188,8 +189,8 @@ async fn the_flow_runs_with_every_service_in_its_own_process() {
     let pids: HashSet<u32> = split.children.values().map(Child::id).collect();
     assert_eq!(
         pids.len(),
-        8,
-        "five services, the gateway, the worker, the agent"
+        crate::processes::SERVICES.len() + 3,
+        "every service, the gateway, the worker, the agent"
     );
 
     drop(split);

@@ -8,7 +8,9 @@ use std::str::FromStr;
 
 use crate::PlatformError;
 
-#[derive(Debug, Clone)]
+/// Its `Debug` shows no secret and no URL that may carry a password (see
+/// the impl below), so a configuration can be logged.
+#[derive(Clone)]
 pub struct Config {
     /// Database for every service (one schema each). `GPUMARKET_DATABASE_URL`.
     pub database_url: String,
@@ -227,6 +229,29 @@ pub struct Config {
     /// ([`Config::refuse_development_secrets`]), turns GraphiQL off and keeps
     /// introspection for logged-in callers.
     pub production: bool,
+}
+
+impl std::fmt::Debug for Config {
+    /// The settings that say where and how the process runs; never the
+    /// service token, JWT keys, Stripe keys and webhook secrets, nor the
+    /// database, broker and management URLs (they may carry passwords).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("production", &self.production)
+            .field("bind_host", &self.bind_host)
+            .field("ports", &self.ports)
+            .field("urls", &self.urls)
+            .field("db_role_per_service", &self.db_role_per_service)
+            .field("db_pool_size", &self.db_pool_size)
+            .field("events_exchange", &self.events_exchange)
+            .field("commands_exchange", &self.commands_exchange)
+            .field("currency", &self.currency)
+            .field("fee_rate", &self.fee_rate)
+            .field("provisioner_driver", &self.provisioner_driver)
+            .field("public_url", &self.public_url)
+            .field("stripe_configured", &!self.stripe_secret_key.is_empty())
+            .finish_non_exhaustive()
+    }
 }
 
 /// The development defaults of the secrets, published in this repository:
@@ -652,6 +677,21 @@ fn parse_jwt_keys(raw: &str) -> Result<Vec<(String, String)>, PlatformError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_configuration_prints_no_secret() {
+        let mut config = Config::from_env().unwrap();
+        config.service_token = "tok-3f9a-secret".into();
+        config.jwt_keys = vec![("k1".into(), "jwt-9c1e-secret".into())];
+        config.stripe_secret_key = "sk_test_77aa-secret".into();
+        config.stripe_webhook_secrets = vec!["whsec_5b2d-secret".into()];
+        config.database_url = "postgres://u:pg-4e7f-secret@db/x".into();
+        config.amqp_url = "amqp://u:mq-1d2c-secret@mq/v".into();
+        config.rabbitmq_management_url = "http://u:mgmt-8b8b-secret@mq:15672".into();
+        let printed = format!("{config:?}");
+        assert!(!printed.contains("-secret"), "{printed}");
+        assert!(printed.contains("stripe_configured: true"));
+    }
 
     #[test]
     fn only_a_publishable_stripe_key_is_published() {

@@ -121,3 +121,79 @@ pub async fn run_consumer(config: Arc<Config>, db: Db) -> Result<(), Error> {
 pub async fn run_payout_loop(config: Arc<Config>, db: Db) {
     payouts::run_loop(config, db).await;
 }
+
+// ---------------------------------------------------------------- service
+
+/// This service, as the registry (`src/services.rs`) runs it.
+pub struct BillingService;
+pub static SERVICE: BillingService = BillingService;
+
+impl platform::service::Service for BillingService {
+    fn name(&self) -> &'static str {
+        "billing"
+    }
+
+    fn secrets(&self) -> &'static [platform::config::Secret] {
+        use platform::config::Secret;
+        &[
+            Secret::ServiceToken,
+            Secret::Stripe,
+            Secret::RabbitmqManagement,
+        ]
+    }
+
+    fn port(&self, config: &Config) -> u16 {
+        config.ports.billing
+    }
+
+    fn bound(&self, config: &mut Config, url: String, _port: u16) {
+        config.urls.billing = url;
+    }
+
+    fn server(
+        &self,
+        config: Arc<Config>,
+    ) -> Result<(actix_web::dev::Server, u16), platform::service::StartError> {
+        let db = platform::service::pool(&config, SCHEMA)?;
+        Ok(build(config, db)?)
+    }
+
+    fn tasks(
+        &self,
+        config: Arc<Config>,
+    ) -> Result<Vec<platform::service::Task>, platform::service::StartError> {
+        #[allow(unused_imports)]
+        use platform::service::{Task, TaskKind, pool};
+        Ok(vec![
+            // Exhausted balances, top-ups, invoices and payouts leave
+            // through its outbox.
+            Task::new(
+                "billing outbox relay",
+                TaskKind::Messaging,
+                platform::outbox::run_relay(pool(&config, SCHEMA)?, config.clone(), SCHEMA),
+            ),
+            Task::fallible(
+                "billing consumer",
+                TaskKind::Messaging,
+                run_consumer(config.clone(), pool(&config, SCHEMA)?),
+            ),
+            // Monthly caps and low-runway warnings (billing::spend).
+            Task::fallible(
+                "billing spend watch",
+                TaskKind::Messaging,
+                spend::run_watch(config.clone(), pool(&config, SCHEMA)?),
+            ),
+            Task::fallible(
+                "billing invoice schedule",
+                TaskKind::Messaging,
+                schedule::run_invoice_schedule(config.clone(), pool(&config, SCHEMA)?),
+            ),
+            // The payout schedule (its first run is one interval away).
+            Task::new(
+                "billing payout loop",
+                TaskKind::Always,
+                run_payout_loop(config.clone(), pool(&config, SCHEMA)?),
+            ),
+        ])
+    }
+}

@@ -74,3 +74,62 @@ fn migrate_agent_access(access: agents::AgentAccess) {
         }
     });
 }
+
+// ---------------------------------------------------------------- service
+
+/// This service, as the registry (`src/services.rs`) runs it.
+pub struct CatalogService;
+pub static SERVICE: CatalogService = CatalogService;
+
+impl platform::service::Service for CatalogService {
+    fn name(&self) -> &'static str {
+        "catalog"
+    }
+
+    fn secrets(&self) -> &'static [platform::config::Secret] {
+        use platform::config::Secret;
+        &[Secret::ServiceToken, Secret::RabbitmqManagement]
+    }
+
+    fn port(&self, config: &Config) -> u16 {
+        config.ports.catalog
+    }
+
+    fn bound(&self, config: &mut Config, url: String, _port: u16) {
+        config.urls.catalog = url;
+    }
+
+    fn server(
+        &self,
+        config: Arc<Config>,
+    ) -> Result<(actix_web::dev::Server, u16), platform::service::StartError> {
+        let db = platform::service::pool(&config, SCHEMA)?;
+        Ok(build(config, db)?)
+    }
+
+    fn tasks(
+        &self,
+        config: Arc<Config>,
+    ) -> Result<Vec<platform::service::Task>, platform::service::StartError> {
+        #[allow(unused_imports)]
+        use platform::service::{Task, TaskKind, pool};
+        Ok(vec![
+            Task::new(
+                "catalog heartbeats consumer",
+                TaskKind::Messaging,
+                heartbeats::run_consumer(config.clone(), pool(&config, SCHEMA)?),
+            ),
+            Task::new(
+                "catalog offline sweeper",
+                TaskKind::Messaging,
+                reliability::run_offline_sweeper(config.clone(), pool(&config, SCHEMA)?),
+            ),
+            // Preemptions and the machines' events leave through its outbox.
+            Task::new(
+                "catalog outbox relay",
+                TaskKind::Messaging,
+                platform::outbox::run_relay(pool(&config, SCHEMA)?, config.clone(), SCHEMA),
+            ),
+        ])
+    }
+}

@@ -30,3 +30,43 @@ pub fn build(config: Arc<platform::Config>) -> Result<(actix_web::dev::Server, u
 pub fn sdl() -> String {
     schema::builder().finish().sdl()
 }
+
+// ---------------------------------------------------------------- service
+
+/// The gateway, as the registry (`src/services.rs`) runs it: last, since it
+/// calls every other service.
+pub struct GatewayService;
+pub static SERVICE: GatewayService = GatewayService;
+
+impl platform::service::Service for GatewayService {
+    fn name(&self) -> &'static str {
+        "gateway"
+    }
+
+    fn secrets(&self) -> &'static [platform::config::Secret] {
+        use platform::config::Secret;
+        &[Secret::JwtKeys, Secret::ServiceToken]
+    }
+
+    fn port(&self, config: &platform::Config) -> u16 {
+        config.ports.gateway
+    }
+
+    fn bound(&self, config: &mut platform::Config, _url: String, port: u16) {
+        config.ports.gateway = port;
+    }
+
+    fn server(
+        &self,
+        config: Arc<platform::Config>,
+    ) -> Result<(actix_web::dev::Server, u16), platform::service::StartError> {
+        Ok(build(config)?)
+    }
+
+    fn tasks(
+        &self,
+        _config: Arc<platform::Config>,
+    ) -> Result<Vec<platform::service::Task>, platform::service::StartError> {
+        Ok(Vec::new())
+    }
+}

@@ -76,3 +76,56 @@ async fn settle_forever(config: Arc<Config>, db: Db) {
         }
     }
 }
+
+// ---------------------------------------------------------------- service
+
+/// This service, as the registry (`src/services.rs`) runs it.
+pub struct MeteringService;
+pub static SERVICE: MeteringService = MeteringService;
+
+impl platform::service::Service for MeteringService {
+    fn name(&self) -> &'static str {
+        "metering"
+    }
+
+    fn secrets(&self) -> &'static [platform::config::Secret] {
+        use platform::config::Secret;
+        &[Secret::ServiceToken, Secret::RabbitmqManagement]
+    }
+
+    fn port(&self, config: &Config) -> u16 {
+        config.ports.metering
+    }
+
+    fn bound(&self, config: &mut Config, url: String, _port: u16) {
+        config.urls.metering = url;
+    }
+
+    fn server(
+        &self,
+        config: Arc<Config>,
+    ) -> Result<(actix_web::dev::Server, u16), platform::service::StartError> {
+        let db = platform::service::pool(&config, SCHEMA)?;
+        Ok(build(config, db)?)
+    }
+
+    fn tasks(
+        &self,
+        config: Arc<Config>,
+    ) -> Result<Vec<platform::service::Task>, platform::service::StartError> {
+        #[allow(unused_imports)]
+        use platform::service::{Task, TaskKind, pool};
+        Ok(vec![
+            Task::new(
+                "metering outbox relay",
+                TaskKind::Messaging,
+                platform::outbox::run_relay(pool(&config, SCHEMA)?, config.clone(), SCHEMA),
+            ),
+            Task::new(
+                "metering consumer",
+                TaskKind::Messaging,
+                run_consumer(config.clone(), pool(&config, SCHEMA)?),
+            ),
+        ])
+    }
+}

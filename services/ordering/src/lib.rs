@@ -74,3 +74,57 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
         },
     )?)
 }
+
+// ---------------------------------------------------------------- service
+
+/// This service, as the registry (`src/services.rs`) runs it.
+pub struct OrderingService;
+pub static SERVICE: OrderingService = OrderingService;
+
+impl platform::service::Service for OrderingService {
+    fn name(&self) -> &'static str {
+        "ordering"
+    }
+
+    fn secrets(&self) -> &'static [platform::config::Secret] {
+        use platform::config::Secret;
+        &[Secret::ServiceToken, Secret::RabbitmqManagement]
+    }
+
+    fn port(&self, config: &Config) -> u16 {
+        config.ports.ordering
+    }
+
+    fn bound(&self, config: &mut Config, url: String, _port: u16) {
+        config.urls.ordering = url;
+    }
+
+    fn server(
+        &self,
+        config: Arc<Config>,
+    ) -> Result<(actix_web::dev::Server, u16), platform::service::StartError> {
+        let db = platform::service::pool(&config, SCHEMA)?;
+        Ok(build(config, db)?)
+    }
+
+    fn tasks(
+        &self,
+        config: Arc<Config>,
+    ) -> Result<Vec<platform::service::Task>, platform::service::StartError> {
+        #[allow(unused_imports)]
+        use platform::service::{Task, TaskKind, pool};
+        Ok(vec![
+            Task::new(
+                "ordering outbox relay",
+                TaskKind::Messaging,
+                platform::outbox::run_relay(pool(&config, SCHEMA)?, config.clone(), SCHEMA),
+            ),
+            // The catalog's preemptions, applied to the instances they hit.
+            Task::new(
+                "ordering preemption consumer",
+                TaskKind::Messaging,
+                preemption::run_consumer(config.clone(), pool(&config, SCHEMA)?),
+            ),
+        ])
+    }
+}

@@ -42,3 +42,46 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
         },
     )?)
 }
+
+// ---------------------------------------------------------------- service
+
+/// This service, as the registry (`src/services.rs`) runs it.
+pub struct QuotaService;
+pub static SERVICE: QuotaService = QuotaService;
+
+impl platform::service::Service for QuotaService {
+    fn name(&self) -> &'static str {
+        "quota"
+    }
+
+    fn secrets(&self) -> &'static [platform::config::Secret] {
+        use platform::config::Secret;
+        &[Secret::ServiceToken]
+    }
+
+    fn port(&self, config: &Config) -> u16 {
+        config.ports.quota
+    }
+
+    fn bound(&self, config: &mut Config, url: String, _port: u16) {
+        config.urls.quota = url;
+    }
+
+    fn server(
+        &self,
+        config: Arc<Config>,
+    ) -> Result<(actix_web::dev::Server, u16), platform::service::StartError> {
+        let db = platform::service::pool(&config, SCHEMA)?;
+        Ok(build(config, db)?)
+    }
+
+    fn tasks(
+        &self,
+        config: Arc<Config>,
+    ) -> Result<Vec<platform::service::Task>, platform::service::StartError> {
+        #[allow(unused_imports)]
+        use platform::service::{Task, TaskKind, pool};
+        let _ = config;
+        Ok(Vec::new())
+    }
+}

@@ -107,3 +107,78 @@ fn apply(conn: &mut PgConnection, envelope: &Envelope) -> Result<(), HandlerErro
 pub async fn run_sender(config: Arc<Config>, settings: Arc<Settings>, db: Db) -> Result<(), Error> {
     sender::run(config, settings, db).await
 }
+
+// ---------------------------------------------------------------- service
+
+/// This service, as the registry (`src/services.rs`) runs it: with its
+/// settings from the environment ([`SERVICE`]) or given ([`WebhooksService::with`],
+/// a test's retry schedule and local receivers).
+pub struct WebhooksService {
+    settings: Option<Settings>,
+}
+
+pub static SERVICE: WebhooksService = WebhooksService { settings: None };
+
+impl WebhooksService {
+    pub fn with(settings: Settings) -> Self {
+        Self {
+            settings: Some(settings),
+        }
+    }
+
+    fn settings(&self, config: &Config) -> Result<Arc<Settings>, Error> {
+        match &self.settings {
+            Some(s) => Ok(Arc::new(s.clone())),
+            None => Ok(Arc::new(Settings::from_env(config.production)?)),
+        }
+    }
+}
+
+impl platform::service::Service for WebhooksService {
+    fn name(&self) -> &'static str {
+        SCHEMA
+    }
+
+    fn secrets(&self) -> &'static [platform::config::Secret] {
+        use platform::config::Secret;
+        // Its consumer reads queue depths through the management API.
+        &[Secret::ServiceToken, Secret::RabbitmqManagement]
+    }
+
+    fn port(&self, config: &Config) -> u16 {
+        config.ports.webhooks
+    }
+
+    fn bound(&self, config: &mut Config, url: String, _port: u16) {
+        config.urls.webhooks = url;
+    }
+
+    fn server(
+        &self,
+        config: Arc<Config>,
+    ) -> Result<(actix_web::dev::Server, u16), platform::service::StartError> {
+        let settings = self.settings(&config)?;
+        let db = platform::service::pool(&config, SCHEMA)?;
+        Ok(build(config, settings, db)?)
+    }
+
+    fn tasks(
+        &self,
+        config: Arc<Config>,
+    ) -> Result<Vec<platform::service::Task>, platform::service::StartError> {
+        use platform::service::{Task, TaskKind, pool};
+        let settings = self.settings(&config)?;
+        Ok(vec![
+            Task::fallible(
+                "webhooks consumer",
+                TaskKind::Messaging,
+                run_consumer(config.clone(), settings.clone(), pool(&config, SCHEMA)?),
+            ),
+            Task::fallible(
+                "webhooks sender",
+                TaskKind::Messaging,
+                run_sender(config.clone(), settings, pool(&config, SCHEMA)?),
+            ),
+        ])
+    }
+}
