@@ -736,6 +736,17 @@ async fn host_profiles_are_kept_and_only_operators_verify() {
         suspended["setHostVerification"],
         json!({"verification": "SUSPENDED", "verificationReason": "chargebacks"})
     );
+    // Announced to the host once (its webhooks); the refused attempts, not.
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.outbox WHERE routing_key = 'catalog.host.verification' \
+             AND body->'payload'->>'host_tenant_id' = {} \
+             AND body->'payload'->>'verification' = 'suspended' \
+             AND body->'payload'->>'reason' = 'chargebacks'",
+            tenant.to_string().replace('"', "'")
+        )),
+        1
+    );
     let seen = m
         .host
         .run(

@@ -565,3 +565,15 @@ pub struct StatementFinalized {
     pub period_end: DateTime<Utc>,
     pub at: DateTime<Utc>,
 }
+
+pub const HOST_VERIFICATION: &str = "catalog.host.verification";
+
+/// An operator set a host's verification (`verified`, `unverified` or
+/// `suspended`, with the reason), announced in the same transaction.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct HostVerification {
+    pub host_tenant_id: Uuid,
+    pub verification: String,
+    pub reason: String,
+    pub at: DateTime<Utc>,
+}

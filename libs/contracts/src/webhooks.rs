@@ -37,6 +37,8 @@ pub enum EventType {
     InvoiceFinalized,
     #[serde(rename = "invoice.paid")]
     InvoicePaid,
+    #[serde(rename = "host.verification_changed")]
+    HostVerificationChanged,
     #[serde(rename = "machine.online")]
     MachineOnline,
     #[serde(rename = "machine.offline")]
@@ -58,7 +60,7 @@ pub enum EventType {
 }
 
 impl EventType {
-    pub const ALL: [EventType; 23] = [
+    pub const ALL: [EventType; 24] = [
         EventType::InstanceCreated,
         EventType::InstanceRunning,
         EventType::InstanceStopped,
@@ -73,6 +75,7 @@ impl EventType {
         EventType::TopUpSucceeded,
         EventType::InvoiceFinalized,
         EventType::InvoicePaid,
+        EventType::HostVerificationChanged,
         EventType::MachineOnline,
         EventType::MachineOffline,
         EventType::MachineRented,
@@ -100,6 +103,7 @@ impl EventType {
             EventType::TopUpSucceeded => "top_up.succeeded",
             EventType::InvoiceFinalized => "invoice.finalized",
             EventType::InvoicePaid => "invoice.paid",
+            EventType::HostVerificationChanged => "host.verification_changed",
             EventType::MachineOnline => "machine.online",
             EventType::MachineOffline => "machine.offline",
             EventType::MachineRented => "machine.rented",
@@ -136,6 +140,9 @@ impl EventType {
             EventType::InvoiceFinalized => "An invoice of a period was finalized and numbered.",
             EventType::InvoicePaid => {
                 "An invoice was paid (by the balance, a top-up or an operator)."
+            }
+            EventType::HostVerificationChanged => {
+                "An operator verified, suspended or unverified the host (its machines' badge)."
             }
             EventType::MachineOnline => {
                 "One of the host's machines heartbeats again after going offline."

@@ -122,6 +122,7 @@ pub async fn update(
 /// An operator's verdict on a host: verified or suspended needs a reason.
 pub async fn set_verification(
     db: &Db,
+    events_exchange: &str,
     tenant_id: Uuid,
     operator_id: Option<Uuid>,
     req: SetVerificationRequest,
@@ -131,6 +132,7 @@ pub async fn set_verification(
         return Err(Error::Validation("reason: 1 to 1000 characters".into()));
     }
     let state = verification_name(req.verification);
+    let exchange = events_exchange.to_owned();
     db.tx(move |conn| {
         diesel::insert_into(host_profiles::table)
             .values((
@@ -148,6 +150,28 @@ pub async fn set_verification(
                 host_profiles::updated_at.eq(diesel::dsl::now),
             ))
             .execute(conn)?;
+        // The host's webhooks (docs/webhooks.md).
+        let event = contracts::events::HostVerification {
+            host_tenant_id: tenant_id,
+            verification: state.to_owned(),
+            reason: reason.clone(),
+            at: contracts::time::now(),
+        };
+        let envelope = contracts::Envelope::new(
+            contracts::events::HOST_VERIFICATION,
+            event.at,
+            Some(tenant_id),
+            platform::http::current_correlation_id(),
+            &event,
+        )
+        .map_err(platform::PlatformError::from)?;
+        platform::outbox::enqueue(
+            conn,
+            crate::SCHEMA,
+            &exchange,
+            contracts::events::HOST_VERIFICATION,
+            &envelope,
+        )?;
         Ok(profile(conn, tenant_id)?)
     })
     .await

@@ -87,12 +87,19 @@ struct OperatorQuery {
 async fn set_verification(
     _: ServiceCaller,
     db: web::Data<Db>,
+    events: web::Data<allocations::Events>,
     path: web::Path<Uuid>,
     q: web::Query<OperatorQuery>,
     body: web::Json<SetVerificationRequest>,
 ) -> Reply {
-    let profile =
-        hosts::set_verification(&db, path.into_inner(), q.operator_id, body.into_inner()).await?;
+    let profile = hosts::set_verification(
+        &db,
+        &events.0,
+        path.into_inner(),
+        q.operator_id,
+        body.into_inner(),
+    )
+    .await?;
     tracing::info!(tenant.id = %profile.tenant_id, verification = ?profile.verification, "host verification set");
     Ok(HttpResponse::Ok().json(profile))
 }

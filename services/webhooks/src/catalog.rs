@@ -6,11 +6,11 @@
 
 use contracts::Envelope;
 use contracts::events::{
-    BALANCE_EXHAUSTED, BalanceExhausted, INSTANCE_EVENT, INVOICE_FINALIZED, INVOICE_PAID,
-    InstanceEvent, InvoiceChanged, MACHINE_OFFLINE, MACHINE_ONLINE, MACHINE_RELEASED,
-    MACHINE_RENTED, MachineLiveness, MachineRental, PAYOUT_FAILED, PAYOUT_PAID, PayoutSettled,
-    RUNWAY_LOW, RunwayLow, SPEND_CAP_REACHED, STATEMENT_FINALIZED, SpendCapReached,
-    StatementFinalized, TOP_UP_SUCCEEDED, TopUpSucceeded,
+    BALANCE_EXHAUSTED, BalanceExhausted, HOST_VERIFICATION, HostVerification, INSTANCE_EVENT,
+    INVOICE_FINALIZED, INVOICE_PAID, InstanceEvent, InvoiceChanged, MACHINE_OFFLINE,
+    MACHINE_ONLINE, MACHINE_RELEASED, MACHINE_RENTED, MachineLiveness, MachineRental,
+    PAYOUT_FAILED, PAYOUT_PAID, PayoutSettled, RUNWAY_LOW, RunwayLow, SPEND_CAP_REACHED,
+    STATEMENT_FINALIZED, SpendCapReached, StatementFinalized, TOP_UP_SUCCEEDED, TopUpSucceeded,
 };
 use contracts::webhooks::EventType;
 use platform::consumer::HandlerError;
@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use uuid::Uuid;
 
 /// The broker routing keys the service consumes.
-pub const BINDINGS: [&str; 14] = [
+pub const BINDINGS: [&str; 15] = [
     INSTANCE_EVENT,
     RUNWAY_LOW,
     BALANCE_EXHAUSTED,
@@ -33,6 +33,7 @@ pub const BINDINGS: [&str; 14] = [
     INVOICE_FINALIZED,
     INVOICE_PAID,
     STATEMENT_FINALIZED,
+    HOST_VERIFICATION,
 ];
 
 /// The version of every payload shape below; a change that is not an
@@ -147,6 +148,22 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "status": e.status,
                     "period_start": e.period_start,
                     "period_end": e.period_end,
+                    "at": e.at,
+                    "sequence": e.at.timestamp_micros(),
+                }),
+            }))
+        }
+        HOST_VERIFICATION => {
+            let e: HostVerification = envelope
+                .payload()
+                .map_err(|e| undecodable(HOST_VERIFICATION, e))?;
+            Ok(Some(Outgoing {
+                tenant_id: e.host_tenant_id,
+                event_type: EventType::HostVerificationChanged,
+                data: json!({
+                    "host_tenant_id": e.host_tenant_id,
+                    "verification": e.verification,
+                    "reason": e.reason,
                     "at": e.at,
                     "sequence": e.at.timestamp_micros(),
                 }),
