@@ -116,7 +116,7 @@ async fn main() -> anyhow::Result<()> {
     let db_name = format!("gpumarket_bench_{}", std::process::id());
     let admin = platform::config::replace_db_name(&base.database_url, "postgres");
     let mut config = base.with_database(&db_name);
-    config.ports.catalog = 0;
+    config.ports.set("catalog", 0);
     // No agents run here: a day of grace keeps the filled heartbeats fresh
     // for the whole run, so every case sees the same live market.
     config.heartbeat_grace_seconds = 86_400;

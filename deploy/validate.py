@@ -70,6 +70,9 @@ def config_env_names() -> set[str]:
         ROOT / "services/webhooks/src/settings.rs",
     ]:
         names |= set(re.findall(r'"(GPUMARKET_[A-Z0-9_]+)"', read(src)))
+    # Each registered service's port and URL (Config::configure_service).
+    for service in SERVICES:
+        names |= {f"GPUMARKET_{service.upper()}_PORT", f"GPUMARKET_{service.upper()}_URL"}
     return names
 
 

@@ -280,7 +280,7 @@ pub async fn start_with(
     }
 
     Ok(Stack {
-        gateway_url: local(config.ports.gateway),
+        gateway_url: local(config.ports.get("gateway")),
         config,
         servers,
         tasks,

@@ -95,7 +95,8 @@ async fn run() -> anyhow::Result<()> {
         Command::Offers(args) => std::process::exit(gpumarket::cli::run_offers(args).await),
         command => command,
     };
-    let config = Config::from_env().context("reading configuration")?;
+    let mut config = Config::from_env().context("reading configuration")?;
+    gpumarket::services::configure(&mut config).context("reading the services' ports")?;
     platform::telemetry::init(&config.log_format);
     // In production (`GPUMARKET_ENV=production`) a process does not start
     // with a published development secret among those it reads.

@@ -20,6 +20,15 @@ pub fn find(name: &str) -> Option<&'static dyn Service> {
     SERVICES.iter().copied().find(|s| s.name() == name)
 }
 
+/// Fills `config` with every service's port and URL, from
+/// `GPUMARKET_<NAME>_PORT` and `_URL` or the service's default.
+pub fn configure(config: &mut platform::Config) -> Result<(), platform::PlatformError> {
+    for service in SERVICES {
+        config.configure_service(service.name(), service.default_port())?;
+    }
+    Ok(())
+}
+
 /// Every service's name, in start order.
 pub fn names() -> Vec<&'static str> {
     SERVICES.iter().map(|s| s.name()).collect()

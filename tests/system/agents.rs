@@ -199,7 +199,7 @@ where
 }
 
 fn catalog_url(stack: &Stack, path: &str) -> String {
-    format!("{}{path}", stack.config.urls.catalog)
+    format!("{}{path}", stack.config.url("catalog"))
 }
 
 async fn internal_get(stack: &Stack, path: &str) -> reqwest::Response {
@@ -1032,7 +1032,7 @@ async fn a_machine_holding_a_renters_stopped_instance_cannot_be_deleted() {
     let anonymous = reqwest::Client::new()
         .get(format!(
             "{}/internal/machines/{id}/live-instances?host_tenant_id={host_tenant}",
-            stack.config.urls.ordering
+            stack.config.url("ordering")
         ))
         .send()
         .await

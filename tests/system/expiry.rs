@@ -50,8 +50,8 @@ async fn abandoned_order(
          VALUES ('{order}', '{tenant}', '{user}', '{key}', 'fp', '{machine}', 2, 0.5, 'USD', \
            'on_demand', 'allocating', 'RTX 4090', now() - interval '{age_seconds} seconds')"
     ));
-    let quota = InternalClient::new(&config.urls.quota, &config.service_token);
-    let catalog = InternalClient::new(&config.urls.catalog, &config.service_token);
+    let quota = InternalClient::new(config.url("quota"), &config.service_token);
+    let catalog = InternalClient::new(config.url("catalog"), &config.service_token);
     let _: QuotaReservation = quota
         .post(
             "/internal/reservations",

@@ -348,15 +348,13 @@ async fn api_keys_and_bad_requests_get_clear_codes() {
 
     // Probes and metrics on every service an operator would scrape.
     let http = reqwest::Client::new();
-    let urls = &stack.config.urls;
-    for base in [
-        &stack.gateway_url,
-        &urls.catalog,
-        &urls.ordering,
-        &urls.quota,
-        &urls.metering,
-        &urls.billing,
-    ] {
+    // Every service of the registry, the gateway included.
+    let bases: Vec<String> = gpumarket::services::names()
+        .into_iter()
+        .map(|name| stack.config.url(name))
+        .collect();
+    assert!(bases.contains(&stack.gateway_url));
+    for base in &bases {
         for path in ["/healthz", "/readyz"] {
             let status = http
                 .get(format!("{base}{path}"))

@@ -42,15 +42,10 @@ impl TestEnv {
         let admin_url = platform::config::replace_db_name(&config.database_url, "postgres");
         config = config.with_database(&db_name);
         config.db_pool_size = 2;
-        config.ports = platform::config::Ports {
-            gateway: 0,
-            catalog: 0,
-            ordering: 0,
-            quota: 0,
-            metering: 0,
-            billing: 0,
-            webhooks: 0,
-        };
+        // Every service of the registry on any free port.
+        for name in gpumarket::services::names() {
+            config.ports.set(name, 0);
+        }
         config.outbox_poll_ms = 50;
         let amqp = reqwest::Url::parse(&config.amqp_url).expect("amqp url");
         config.amqp_url = format!(
@@ -564,7 +559,7 @@ pub fn worker_process(config: &Config, env: &[(&str, &str)]) -> std::process::Ch
     cmd.args(["worker", "provisioner"])
         .env("GPUMARKET_DATABASE_URL", &config.database_url)
         .env("GPUMARKET_AMQP_URL", &config.amqp_url)
-        .env("GPUMARKET_ORDERING_URL", &config.urls.ordering)
+        .env("GPUMARKET_ORDERING_URL", config.url("ordering"))
         .env("GPUMARKET_SERVICE_TOKEN", &config.service_token)
         .env("GPUMARKET_DB_POOL_SIZE", "2")
         // Tests start several workers at once: each its own metrics port.

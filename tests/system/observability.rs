@@ -70,7 +70,6 @@ async fn a_rental_shows_on_every_services_metrics() {
     } = rental(env, Parts::ALL, "RTX 4090", 2, "0.45", "100").await;
     let id = running_instance(&renter, &offer, 1, "observed").await;
     let config = stack.config.clone();
-    let urls = &config.urls;
 
     // Requests: per service and route pattern, by status class.
     let gateway = scrape(&stack.gateway_url).await;
@@ -93,7 +92,7 @@ async fn a_rental_shows_on_every_services_metrics() {
         )
         .is_some_and(|n| n > 0.0)
     );
-    let ordering = scrape(&urls.ordering).await;
+    let ordering = scrape(&config.url("ordering")).await;
     assert!(
         sample(
             &ordering,
@@ -143,7 +142,7 @@ async fn a_rental_shows_on_every_services_metrics() {
         "usage postings counted",
         Duration::from_secs(30),
         || async {
-            let text = scrape(&urls.billing).await;
+            let text = scrape(&config.url("billing")).await;
             sample(
                 &text,
                 "gpumarket_billing_usage_postings_total",
@@ -164,7 +163,7 @@ async fn a_rental_shows_on_every_services_metrics() {
     );
 
     // Consumers: handled messages per queue and kind, with their latency.
-    let metering = scrape(&urls.metering).await;
+    let metering = scrape(&config.url("metering")).await;
     assert!(
         sample(
             &metering,
@@ -189,7 +188,7 @@ async fn a_rental_shows_on_every_services_metrics() {
         "queue and outbox gauges",
         Duration::from_secs(20),
         || async {
-            let text = scrape(&urls.catalog).await;
+            let text = scrape(&config.url("catalog")).await;
             let ready = sample(
                 &text,
                 "gpumarket_queue_messages_ready",

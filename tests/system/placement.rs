@@ -202,7 +202,7 @@ async fn the_price_is_checked_when_the_gpus_are_allocated() {
     // not a quote that may be stale: a host raising the price between the
     // renter's quote and the allocation gets the order refused.
     let catalog = platform::internal::InternalClient::new(
-        &stack.config.urls.catalog,
+        stack.config.url("catalog"),
         stack.config.service_token.clone(),
     );
     env.exec("UPDATE catalog.machines SET price_per_gpu_hour = 0.45");

@@ -293,7 +293,7 @@ async fn reconciler_bills_a_lost_host_until_its_last_heartbeat_and_starts_a_new_
 /// background tasks, the reconciler among them, end with the test).
 fn second_ordering_replica(stack: &gpumarket::dev::Stack) -> actix_web::dev::ServerHandle {
     let mut config = (*stack.config).clone();
-    config.ports.ordering = 0;
+    config.ports.set("ordering", 0);
     let db = platform::Db::connect(&config.database_url, config.db_pool_size).expect("db");
     let (server, _) = ordering::build(std::sync::Arc::new(config), db).expect("ordering replica");
     let handle = server.handle();

@@ -315,7 +315,7 @@ async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
     assert_eq!(second_at_stripe["customer"], customer.as_str());
 
     // Delivered straight to billing (an ingress routing the path there) works the same.
-    let direct = format!("{}/webhooks/stripe", stack.config.urls.billing);
+    let direct = format!("{}/webhooks/stripe", stack.config.url("billing"));
     let paid = stripe
         .succeed(second["paymentIntentId"].as_str().unwrap())
         .expect("known PaymentIntent");

@@ -3,6 +3,7 @@
 //! roles, exchanges, queues, vhost) is configurable so a test can isolate
 //! itself.
 
+use std::collections::BTreeMap;
 use std::env;
 use std::str::FromStr;
 
@@ -287,25 +288,31 @@ impl Secret {
     ];
 }
 
-#[derive(Debug, Clone, Copy)]
-pub struct Ports {
-    pub gateway: u16,
-    pub catalog: u16,
-    pub ordering: u16,
-    pub quota: u16,
-    pub metering: u16,
-    pub billing: u16,
-    pub webhooks: u16,
+/// Each service's port, by the service's name. Platform knows no service:
+/// the registry (`src/services.rs`) fills it from `GPUMARKET_<NAME>_PORT` or
+/// each service's default ([`Config::configure_service`]); a service nobody
+/// configured listens on any free port (0).
+#[derive(Debug, Clone, Default)]
+pub struct Ports(BTreeMap<String, u16>);
+
+impl Ports {
+    pub fn get(&self, service: &str) -> u16 {
+        self.0.get(service).copied().unwrap_or(0)
+    }
+
+    pub fn set(&mut self, service: &str, port: u16) {
+        self.0.insert(service.to_owned(), port);
+    }
 }
 
-#[derive(Debug, Clone)]
-pub struct Urls {
-    pub catalog: String,
-    pub ordering: String,
-    pub quota: String,
-    pub metering: String,
-    pub billing: String,
-    pub webhooks: String,
+/// Where each service is reached (`GPUMARKET_<NAME>_URL`), by name.
+#[derive(Debug, Clone, Default)]
+pub struct Urls(BTreeMap<String, String>);
+
+impl Urls {
+    pub fn set(&mut self, service: &str, url: impl Into<String>) {
+        self.0.insert(service.to_owned(), url.into());
+    }
 }
 
 fn var(name: &str, default: &str) -> String {
@@ -365,24 +372,8 @@ fn parsed<T: FromStr>(name: &str, default: T) -> Result<T, PlatformError> {
 impl Config {
     pub fn from_env() -> Result<Self, PlatformError> {
         let bind_host = var("GPUMARKET_BIND_HOST", "127.0.0.1");
-        let ports = Ports {
-            gateway: parsed("GPUMARKET_GATEWAY_PORT", 8080)?,
-            catalog: parsed("GPUMARKET_CATALOG_PORT", 8081)?,
-            ordering: parsed("GPUMARKET_ORDERING_PORT", 8082)?,
-            quota: parsed("GPUMARKET_QUOTA_PORT", 8083)?,
-            metering: parsed("GPUMARKET_METERING_PORT", 8084)?,
-            billing: parsed("GPUMARKET_BILLING_PORT", 8085)?,
-            webhooks: parsed("GPUMARKET_WEBHOOKS_PORT", 8087)?,
-        };
-        let local = |name: &str, port: u16| var(name, &format!("http://127.0.0.1:{port}"));
-        let urls = Urls {
-            catalog: local("GPUMARKET_CATALOG_URL", ports.catalog),
-            ordering: local("GPUMARKET_ORDERING_URL", ports.ordering),
-            quota: local("GPUMARKET_QUOTA_URL", ports.quota),
-            metering: local("GPUMARKET_METERING_URL", ports.metering),
-            billing: local("GPUMARKET_BILLING_URL", ports.billing),
-            webhooks: local("GPUMARKET_WEBHOOKS_URL", ports.webhooks),
-        };
+        let ports = Ports::default();
+        let urls = Urls::default();
         let jwt_keys = parse_jwt_keys(&var(
             "GPUMARKET_JWT_KEYS",
             &format!("dev-1:{DEV_JWT_SECRET}"),
@@ -555,6 +546,35 @@ impl Config {
             "GPUMARKET_ENV=production refuses development secrets; set {}",
             found.join(", ")
         )))
+    }
+
+    /// Reads `service`'s port (`GPUMARKET_<NAME>_PORT`, else `default_port`)
+    /// and URL (`GPUMARKET_<NAME>_URL`, else this host at that port); the
+    /// registry calls it for every service it knows.
+    pub fn configure_service(
+        &mut self,
+        service: &str,
+        default_port: u16,
+    ) -> Result<(), PlatformError> {
+        let upper = service.to_ascii_uppercase();
+        let port = parsed(&format!("GPUMARKET_{upper}_PORT"), default_port)?;
+        self.ports.set(service, port);
+        let url = var(
+            &format!("GPUMARKET_{upper}_URL"),
+            &format!("http://127.0.0.1:{port}"),
+        );
+        self.urls.set(service, url);
+        Ok(())
+    }
+
+    /// Where `service` is reached: its configured URL, else this host at its
+    /// port.
+    pub fn url(&self, service: &str) -> String {
+        self.urls
+            .0
+            .get(service)
+            .cloned()
+            .unwrap_or_else(|| format!("http://127.0.0.1:{}", self.ports.get(service)))
     }
 
     /// The database URL a service connects with: its own role when roles per

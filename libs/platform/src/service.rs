@@ -73,11 +73,19 @@ pub trait Service: Send + Sync {
     /// has its development value.
     fn secrets(&self) -> &'static [Secret];
 
+    /// The port it listens on unless `GPUMARKET_<NAME>_PORT` says otherwise.
+    fn default_port(&self) -> u16;
+
     /// The port it is configured to listen on (0: any free port).
-    fn port(&self, config: &Config) -> u16;
+    fn port(&self, config: &Config) -> u16 {
+        config.ports.get(self.name())
+    }
 
     /// Records where it listens, so that services started after it reach it.
-    fn bound(&self, config: &mut Config, url: String, port: u16);
+    fn bound(&self, config: &mut Config, url: String, port: u16) {
+        config.ports.set(self.name(), port);
+        config.urls.set(self.name(), url);
+    }
 
     /// Builds its HTTP server; returns it, not yet awaited, and its port.
     fn server(&self, config: Arc<Config>) -> Result<(actix_web::dev::Server, u16), StartError>;

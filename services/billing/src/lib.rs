@@ -89,7 +89,7 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     Ok(platform::http::serve_named(
         "billing",
         &config.bind_host,
-        config.ports.billing,
+        config.ports.get("billing"),
         db,
         config.service_token.clone(),
         move |cfg| {
@@ -142,12 +142,8 @@ impl platform::service::Service for BillingService {
         ]
     }
 
-    fn port(&self, config: &Config) -> u16 {
-        config.ports.billing
-    }
-
-    fn bound(&self, config: &mut Config, url: String, _port: u16) {
-        config.urls.billing = url;
+    fn default_port(&self) -> u16 {
+        8085
     }
 
     fn server(

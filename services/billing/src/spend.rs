@@ -367,11 +367,8 @@ pub struct Peers {
 impl Peers {
     pub fn from_config(config: &Config) -> Self {
         Self {
-            quota: InternalClient::new(config.urls.quota.clone(), config.service_token.clone()),
-            metering: InternalClient::new(
-                config.urls.metering.clone(),
-                config.service_token.clone(),
-            ),
+            quota: InternalClient::new(config.url("quota"), config.service_token.clone()),
+            metering: InternalClient::new(config.url("metering"), config.service_token.clone()),
         }
     }
 

@@ -39,7 +39,7 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     Ok(platform::http::serve_named(
         "catalog",
         &config.bind_host,
-        config.ports.catalog,
+        config.ports.get("catalog"),
         db,
         config.service_token.clone(),
         move |cfg| {
@@ -91,12 +91,8 @@ impl platform::service::Service for CatalogService {
         &[Secret::ServiceToken, Secret::RabbitmqManagement]
     }
 
-    fn port(&self, config: &Config) -> u16 {
-        config.ports.catalog
-    }
-
-    fn bound(&self, config: &mut Config, url: String, _port: u16) {
-        config.urls.catalog = url;
+    fn default_port(&self) -> u16 {
+        8081
     }
 
     fn server(

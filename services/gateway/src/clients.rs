@@ -24,12 +24,12 @@ impl Clients {
         let client =
             |base: &str| InternalClient::new(base.trim_end_matches('/'), &config.service_token);
         Self {
-            quota: client(&config.urls.quota),
-            catalog: client(&config.urls.catalog),
-            ordering: client(&config.urls.ordering),
-            metering: client(&config.urls.metering),
-            billing: client(&config.urls.billing),
-            webhooks: client(&config.urls.webhooks),
+            quota: client(&config.url("quota")),
+            catalog: client(&config.url("catalog")),
+            ordering: client(&config.url("ordering")),
+            metering: client(&config.url("metering")),
+            billing: client(&config.url("billing")),
+            webhooks: client(&config.url("webhooks")),
             runway_warning_seconds: config.runway_warning_seconds,
         }
     }

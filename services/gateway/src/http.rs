@@ -68,14 +68,15 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
             .finish(),
     });
 
-    let addr = format!("{}:{}", config.bind_host, config.ports.gateway);
+    let addr = format!("{}:{}", config.bind_host, config.ports.get("gateway"));
     let listen_error = |e: std::io::Error| GatewayError::Listen {
         addr: addr.clone(),
         source: Arc::new(e),
     };
-    let (listener, port) =
-        platform::http::listen(&config.bind_host, config.ports.gateway).map_err(listen_error)?;
-    let stripe_forward = web::Data::new(crate::webhooks::StripeForward::new(&config.urls.billing));
+    let (listener, port) = platform::http::listen(&config.bind_host, config.ports.get("gateway"))
+        .map_err(listen_error)?;
+    let stripe_forward =
+        web::Data::new(crate::webhooks::StripeForward::new(&config.url("billing")));
     let web_dir = std::path::PathBuf::from(&config.web_dir);
     let server = HttpServer::new(move || {
         App::new()

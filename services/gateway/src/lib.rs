@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 pub use error::GatewayError;
 
-/// Binds `config.bind_host:config.ports.gateway` (0 picks a free port) and
+/// Binds `config.bind_host:config.ports.get("gateway")` (0 picks a free port) and
 /// returns the running server, not yet awaited, with the port it bound.
 pub fn build(config: Arc<platform::Config>) -> Result<(actix_web::dev::Server, u16), GatewayError> {
     http::serve(config)
@@ -48,12 +48,8 @@ impl platform::service::Service for GatewayService {
         &[Secret::JwtKeys, Secret::ServiceToken]
     }
 
-    fn port(&self, config: &platform::Config) -> u16 {
-        config.ports.gateway
-    }
-
-    fn bound(&self, config: &mut platform::Config, _url: String, port: u16) {
-        config.ports.gateway = port;
+    fn default_port(&self) -> u16 {
+        8080
     }
 
     fn server(

@@ -58,19 +58,14 @@ fn fake_quota() -> String {
 fn gateway(quota_url: &str) -> String {
     let mut config = platform::Config::from_env().unwrap();
     config.bind_host = "127.0.0.1".into();
-    config.ports.gateway = 0;
-    config.urls.quota = quota_url.into();
+    config.ports.set("gateway", 0);
+    config.urls.set("quota", quota_url);
     // No live events here: the event fan-out would otherwise declare the
     // whole topology on the shared broker's default vhost and leave it
     // there. Nothing listens on port 1; the fan-out just keeps retrying.
     config.amqp_url = "amqp://guest:guest@127.0.0.1:1/%2f".into();
-    for url in [
-        &mut config.urls.catalog,
-        &mut config.urls.ordering,
-        &mut config.urls.metering,
-        &mut config.urls.billing,
-    ] {
-        *url = "http://127.0.0.1:1".into();
+    for service in ["catalog", "ordering", "metering", "billing", "webhooks"] {
+        config.urls.set(service, "http://127.0.0.1:1");
     }
     let (server, port) = gpumarket_gateway::build(Arc::new(config)).unwrap();
     tokio::spawn(server);

@@ -37,7 +37,7 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     Ok(platform::http::serve_named(
         "metering",
         &config.bind_host,
-        config.ports.metering,
+        config.ports.get("metering"),
         db,
         config.service_token.clone(),
         routes::configure,
@@ -93,12 +93,8 @@ impl platform::service::Service for MeteringService {
         &[Secret::ServiceToken, Secret::RabbitmqManagement]
     }
 
-    fn port(&self, config: &Config) -> u16 {
-        config.ports.metering
-    }
-
-    fn bound(&self, config: &mut Config, url: String, _port: u16) {
-        config.urls.metering = url;
+    fn default_port(&self) -> u16 {
+        8084
     }
 
     fn server(

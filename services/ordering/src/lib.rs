@@ -43,9 +43,9 @@ impl Deps {
     pub fn new(config: Arc<Config>) -> Self {
         let client = |base: &str| InternalClient::new(base, config.service_token.clone());
         Self {
-            catalog: client(&config.urls.catalog),
-            quota: client(&config.urls.quota),
-            billing: client(&config.urls.billing),
+            catalog: client(&config.url("catalog")),
+            quota: client(&config.url("quota")),
+            billing: client(&config.url("billing")),
             config,
         }
     }
@@ -65,7 +65,7 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     Ok(platform::http::serve_named(
         "ordering",
         &config.bind_host,
-        config.ports.ordering,
+        config.ports.get("ordering"),
         db,
         config.service_token.clone(),
         move |cfg| {
@@ -91,12 +91,8 @@ impl platform::service::Service for OrderingService {
         &[Secret::ServiceToken, Secret::RabbitmqManagement]
     }
 
-    fn port(&self, config: &Config) -> u16 {
-        config.ports.ordering
-    }
-
-    fn bound(&self, config: &mut Config, url: String, _port: u16) {
-        config.urls.ordering = url;
+    fn default_port(&self) -> u16 {
+        8082
     }
 
     fn server(

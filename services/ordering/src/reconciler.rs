@@ -309,7 +309,7 @@ impl Resent {
 /// Starts the reconciler for this service.
 pub fn spawn(deps: Deps, db: Db) -> tokio::task::JoinHandle<()> {
     let metering = InternalClient::new(
-        deps.config.urls.metering.clone(),
+        deps.config.url("metering"),
         deps.config.service_token.clone(),
     );
     tokio::spawn(run(Reconciler {

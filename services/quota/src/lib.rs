@@ -33,7 +33,7 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     Ok(platform::http::serve_named(
         "quota",
         &config.bind_host,
-        config.ports.quota,
+        config.ports.get("quota"),
         db,
         config.service_token.clone(),
         move |cfg| {
@@ -59,12 +59,8 @@ impl platform::service::Service for QuotaService {
         &[Secret::ServiceToken]
     }
 
-    fn port(&self, config: &Config) -> u16 {
-        config.ports.quota
-    }
-
-    fn bound(&self, config: &mut Config, url: String, _port: u16) {
-        config.urls.quota = url;
+    fn default_port(&self) -> u16 {
+        8083
     }
 
     fn server(

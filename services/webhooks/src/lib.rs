@@ -39,7 +39,7 @@ pub fn build(
     Ok(platform::http::serve_named(
         "webhooks",
         &config.bind_host,
-        config.ports.webhooks,
+        config.ports.get("webhooks"),
         db,
         config.service_token.clone(),
         move |cfg| {
@@ -145,12 +145,8 @@ impl platform::service::Service for WebhooksService {
         &[Secret::ServiceToken, Secret::RabbitmqManagement]
     }
 
-    fn port(&self, config: &Config) -> u16 {
-        config.ports.webhooks
-    }
-
-    fn bound(&self, config: &mut Config, url: String, _port: u16) {
-        config.urls.webhooks = url;
+    fn default_port(&self) -> u16 {
+        8087
     }
 
     fn server(

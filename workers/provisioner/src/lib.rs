@@ -51,7 +51,7 @@ pub async fn run(config: Arc<Config>, db: Db) -> Result<(), Error> {
     let worker = jobs::Worker {
         db: db.clone(),
         driver,
-        ordering: InternalClient::new(config.urls.ordering.clone(), config.service_token.clone()),
+        ordering: InternalClient::new(config.url("ordering"), config.service_token.clone()),
         settings: Arc::new(jobs::Settings {
             step_attempts: config.step_attempts.max(1),
             lease: Duration::from_millis(config.job_lease_ms),
