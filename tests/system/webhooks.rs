@@ -567,3 +567,77 @@ async fn a_delivery_cut_off_by_a_crash_is_sent_again_with_the_same_id() {
     drop(stack);
     env.cleanup().await;
 }
+
+/// An endpoint that fails every attempt for the whole schedule is disabled,
+/// says why, and the tenant's other endpoint is told.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_that_keeps_failing_is_disabled_and_its_owner_told() {
+    let env = TestEnv::new().await;
+    let parts = Parts {
+        provisioner: false,
+        ..Parts::ALL
+    };
+    let mut short = settings(true);
+    short.schedule = vec![Duration::from_secs(1); 2];
+    let stack = env.start_with_webhooks(parts, short).await;
+    let api = Client::new(&stack.gateway_url);
+    let (renter, _) = harness::sign_up(&api, &["RENTER"]).await;
+    let (failing, healthy) = (Receiver::start(), Receiver::start());
+    let (bad, bad_secret) = create_endpoint(&renter, &failing.url("/down"), &[]).await;
+    let (_, good_secret) =
+        create_endpoint(&renter, &healthy.url("/up"), &["endpoint.disabled"]).await;
+    failing
+        .control("/_secret", json!({ "secret": bad_secret }))
+        .await;
+    failing.control("/_fail", json!({ "count": 1000 })).await;
+    healthy
+        .control("/_secret", json!({ "secret": good_secret }))
+        .await;
+    renter
+        .run(
+            "mutation($id: ID!) { sendWebhookTest(endpointId: $id) { id } }",
+            json!({ "id": bad }),
+        )
+        .await
+        .expect("ping");
+    let told = eventually("the other endpoint told", LIMIT, || async {
+        let got = healthy.received().await;
+        got.into_iter().find(|d| d["type"] == "endpoint.disabled")
+    })
+    .await;
+    assert_eq!(told["verified"], true);
+    assert_eq!(data_of(&told)["data"]["endpoint_id"], bad.as_str());
+    // One attempt and two retries, all refused.
+    assert_eq!(failing.received().await.len(), 3);
+    let listed = renter
+        .run(
+            "{ webhookEndpoints { id enabled disabledReason } webhookDeliveries { endpointId status attempts } }",
+            json!({}),
+        )
+        .await
+        .expect("list");
+    let endpoint = listed["webhookEndpoints"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["id"] == bad.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(endpoint["enabled"], false);
+    let reason = endpoint["disabledReason"].as_str().unwrap_or_default();
+    assert!(reason.contains("HTTP 503"), "{reason}");
+    let delivery = listed["webhookDeliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["endpointId"] == bad.as_str())
+        .cloned()
+        .unwrap();
+    assert_eq!(
+        (delivery["status"].clone(), delivery["attempts"].clone()),
+        (json!("FAILED"), json!(3))
+    );
+
+    drop(stack);
+    env.cleanup().await;
+}
