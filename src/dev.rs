@@ -81,7 +81,7 @@ impl Drop for Stack {
 }
 
 fn pool(config: &Config, service: &str) -> anyhow::Result<Db> {
-    Db::connect(&config.database_url_for(service), config.db_pool_size)
+    platform::service::pool(config, service)
         .with_context(|| format!("connecting {service} to the database"))
 }
 

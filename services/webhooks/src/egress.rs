@@ -153,6 +153,12 @@ pub fn check_form(raw: &str, policy: Policy) -> Result<Url, Refusal> {
     if url.host_str().is_none_or(str::is_empty) {
         return Err(Refusal::NoHost);
     }
+    // Parsing percent-encodes: the stored form must fit too.
+    if url.as_str().len() > 2000 {
+        return Err(Refusal::Malformed(
+            "longer than 2000 characters once encoded".into(),
+        ));
+    }
     Ok(url)
 }
 
@@ -299,6 +305,13 @@ mod tests {
             Err(Refusal::Malformed(_))
         ));
         assert!(check_form("https://example.com/hook?x=1", STRICT).is_ok());
+        // 700 characters that become 2,100 once percent-encoded.
+        let long = format!("https://example.com/{}", "é".repeat(700));
+        assert!(long.chars().count() < 2000);
+        assert!(matches!(
+            check_form(&long, STRICT),
+            Err(Refusal::Malformed(_))
+        ));
     }
 
     #[tokio::test]

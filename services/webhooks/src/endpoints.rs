@@ -80,6 +80,11 @@ pub fn event_types(raw: &[String]) -> Result<Vec<String>, Error> {
 
 pub fn description(raw: &str) -> Result<String, Error> {
     let d = raw.trim();
+    if d.contains('\0') {
+        return Err(Error::Validation(
+            "description: may not contain a NUL character".into(),
+        ));
+    }
     if d.chars().count() > MAX_DESCRIPTION {
         return Err(Error::Validation(format!(
             "description: at most {MAX_DESCRIPTION} characters"
@@ -238,5 +243,11 @@ mod tests {
         assert!(event_types(&raw(&["instance.exploded"])).is_err());
         assert!(event_types(&raw(&["webhook.test"])).is_err());
         assert!(event_types(&[]).unwrap().is_empty());
+        assert!(matches!(description("a\0b"), Err(Error::Validation(_))));
+        assert!(matches!(
+            description(&"x".repeat(501)),
+            Err(Error::Validation(_))
+        ));
+        assert_eq!(description("  ok ").unwrap(), "ok");
     }
 }

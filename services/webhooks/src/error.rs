@@ -22,8 +22,6 @@ pub enum Error {
     Database(#[from] diesel::result::Error),
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
-    #[error("http client: {0}")]
-    Client(#[from] reqwest::Error),
 }
 
 impl Error {
@@ -32,11 +30,9 @@ impl Error {
             Error::Validation(_) | Error::Refused(_) => ErrorCode::Validation,
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
-            Error::Config(_)
-            | Error::Platform(_)
-            | Error::Database(_)
-            | Error::Client(_)
-            | Error::Io(_) => ErrorCode::Internal,
+            Error::Config(_) | Error::Platform(_) | Error::Database(_) | Error::Io(_) => {
+                ErrorCode::Internal
+            }
         }
     }
 }

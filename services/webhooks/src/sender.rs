@@ -26,7 +26,8 @@ pub async fn run(config: Arc<Config>, settings: Arc<Settings>, db: Db) -> Result
     let policy = Policy {
         allow_local: settings.allow_local,
     };
-    let client = egress::client(policy, settings.request_timeout)?;
+    let client = egress::client(policy, settings.request_timeout)
+        .map_err(|e| Error::Config(format!("the delivery client: {e}")))?;
     let wake = Arc::new(Notify::new());
     if config.listen_notifications {
         tokio::spawn(platform::notify::listen(
