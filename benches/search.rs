@@ -119,7 +119,8 @@ async fn main() -> anyhow::Result<()> {
     config.ports.set("catalog", 0);
     // No agents run here: a day of grace keeps the filled heartbeats fresh
     // for the whole run, so every case sees the same live market.
-    config.heartbeat_grace_seconds = 86_400;
+    config
+        .update_settings(|s: &mut catalog::CatalogSettings| s.heartbeat_grace_seconds = 86_400)?;
     config.db_pool_size = 4;
     let url = config.database_url.clone();
     platform::db::create_database(&admin, &db_name)?;
@@ -147,7 +148,9 @@ async fn main() -> anyhow::Result<()> {
     );
     let market = catalog::Market {
         currency: config.currency.clone(),
-        heartbeat_grace_seconds: config.heartbeat_grace_seconds,
+        heartbeat_grace_seconds: config
+            .settings::<catalog::CatalogSettings>()?
+            .heartbeat_grace_seconds,
     };
 
     let mut rows = Vec::new();

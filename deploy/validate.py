@@ -2,9 +2,9 @@
 deploy/validate.sh with its virtualenv's Python (PyYAML, jsonschema,
 referencing come with check-jsonschema and kubernetes-validate).
 
-  python deploy/validate.py asyncapi   # spec vs libs/contracts, broker.rs, the
-                                       # host-agent protocol and the queues
-                                       # ordering and webhooks declare
+  python deploy/validate.py asyncapi   # spec vs libs/contracts, the host-agent
+                                       # protocol and the registry's topology
+                                       # (deploy/topology.json)
   python deploy/validate.py k8s        # references between the manifests
   python deploy/validate.py compose    # references inside compose.yaml
 
@@ -14,6 +14,7 @@ finds problems (after printing all of that group's problems).
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from datetime import datetime
@@ -61,13 +62,16 @@ def read(path: Path) -> str:
 
 
 def config_env_names() -> set[str]:
-    """Every GPUMARKET_* variable the binary reads: the platform's config,
-    main.rs, and the webhook service's own GPUMARKET_WEBHOOKS_* settings."""
+    """Every GPUMARKET_* variable the binary reads: the platform's shared
+    config, main.rs and dev.rs, and each service's and worker's own group
+    of settings (its crate's settings.rs)."""
     names: set[str] = set()
     for src in [
         ROOT / "libs/platform/src/config.rs",
         ROOT / "src/main.rs",
-        ROOT / "services/webhooks/src/settings.rs",
+        ROOT / "src/dev.rs",
+        *sorted(ROOT.glob("services/*/src/settings.rs")),
+        *sorted(ROOT.glob("workers/*/src/settings.rs")),
     ]:
         names |= set(re.findall(r'"(GPUMARKET_[A-Z0-9_]+)"', read(src)))
     # Each registered service's port and URL (Config::configure_service).
@@ -414,65 +418,29 @@ def check_asyncapi() -> None:
     p.check(len(agent_messages) == len(agent_kinds) + 1, f"{len(agent_messages)} agent messages for {len(agent_kinds)} report kinds and the command")
     p.report(f"asyncapi: host-agent protocol matches workers/host-agent ({len(protocol)} structs, {len(agent_kinds)} report kinds)")
 
-    # Topology as config.rs defaults and broker.rs declare it, plus the queues
-    # ordering and the webhook service declare themselves.
+    # Topology as the registry declares it: deploy/topology.json, which a
+    # test of src/services.rs keeps equal to every service's and the
+    # worker's queues (`Service::queues`) under the default configuration.
     p = Problems()
-    config = read(ROOT / "libs/platform/src/config.rs")
-    defaults = dict(re.findall(r'(\w+): var\(\s*"GPUMARKET_\w+",\s*"([^"]*)"', config))
-    limit = int(re.search(r'"GPUMARKET_DELIVERY_LIMIT",\s*(\d+)', config).group(1))
-    broker = read(ROOT / "libs/platform/src/broker.rs")
-    declared = re.findall(r'\(\s*&config\.(\w+),\s*&config\.(\w+),\s*"([^"]+)",?\s*\)', broker)
-    p.check(len(declared) >= 3, f"broker.rs: expected consumer queue bindings, parsed {len(declared)}")
-    # Queue -> its bindings in declaration order (a queue may have several).
-    bindings: dict[str, list[dict]] = {}
-    for queue_field, exchange_field, key in declared:
-        bindings.setdefault(defaults[queue_field], []).append({"exchange": defaults[exchange_field], "routingKey": key})
-    # Then metering's queue takes the instance events it acts on by name
-    # (METERING_INSTANCE_EVENTS, bound after the loop over the consumers).
-    named = re.search(r"const METERING_INSTANCE_EVENTS: \[&str; (\d+)\] = \[(.*?)\];", broker, re.S)
-    named_bind = re.search(
-        r"for key in METERING_INSTANCE_EVENTS \{\s*bind\(\s*channel,\s*&config\.(\w+),\s*&config\.(\w+),\s*key,?\s*\)",
-        broker,
-    )
-    p.check(named is not None and named_bind is not None, "broker.rs: expected METERING_INSTANCE_EVENTS and the loop binding them")
-    if named and named_bind:
-        consts = re.findall(r"contracts::events::(\w+)", named.group(2))
-        p.check(len(consts) == int(named.group(1)), f"broker.rs: METERING_INSTANCE_EVENTS declares {named.group(1)} keys, parsed {consts}")
-        for const in consts:
-            p.check(const in kinds, f"broker.rs: METERING_INSTANCE_EVENTS names {const}, no message type of events.rs")
-            bindings.setdefault(defaults[named_bind.group(1)], []).append(
-                {"exchange": defaults[named_bind.group(2)], "routingKey": kinds.get(const, const)}
+    topology = json.loads(read(DEPLOY / "topology.json"))
+    events_exchange, commands_exchange, dead_letter_exchange, agents_exchange = topology["exchanges"]
+    defaults = {
+        "events_exchange": events_exchange,
+        "commands_exchange": commands_exchange,
+        "dead_letter_exchange": dead_letter_exchange,
+        "agents_exchange": agents_exchange,
+    }
+    limit = topology["deliveryLimit"]
+    bindings: dict[str, list[dict]] = {q["name"]: q["bindings"] for q in topology["queues"]}
+    p.check(len(bindings) == len(topology["queues"]), "deploy/topology.json names a queue twice")
+    known_keys = set(kinds.values())
+    for queue, keys in bindings.items():
+        for b in keys:
+            key = b["routingKey"]
+            p.check(
+                "*" in key or "#" in key or key in known_keys,
+                f"{queue}: binding {key} is no message kind of contracts/src/events.rs",
             )
-    # Ordering declares its queue of provisioning steps itself.
-    ordering_events = read(ROOT / "services/ordering/src/events.rs")
-    steps_queue = re.search(r'pub const STEPS_QUEUE: &str = "([^"]+)";', ordering_events).group(1)
-    p.check("PROVISIONING_STEP.into()" in ordering_events, f"{steps_queue}: expected a binding to PROVISIONING_STEP in ordering's events.rs")
-    bindings[steps_queue] = [{"exchange": defaults["events_exchange"], "routingKey": kinds["PROVISIONING_STEP"]}]
-    # So does the webhook service (services/webhooks): its queue, from its
-    # own settings, bound to each key of catalog::BINDINGS in order.
-    webhooks = ROOT / "services/webhooks/src"
-    webhooks_settings = read(webhooks / "settings.rs")
-    webhooks_queue = re.search(r'var\("GPUMARKET_WEBHOOKS_QUEUE"\)\s*\.unwrap_or_else\(\|\| "([^"]+)"', webhooks_settings)
-    p.check(webhooks_queue is not None, "webhooks settings.rs: no default for GPUMARKET_WEBHOOKS_QUEUE")
-    webhooks_lib = re.sub(r"\s+", " ", read(webhooks / "lib.rs"))
-    p.check(
-        "declare_quorum( &channel, &settings.queue, Some(&config.dead_letter_exchange), config.delivery_limit, )" in webhooks_lib,
-        "webhooks lib.rs: expected declare_quorum of settings.queue with the dead-letter exchange and delivery limit",
-    )
-    p.check(
-        "for key in catalog::BINDINGS { platform::broker::bind(&channel, &settings.queue, &config.events_exchange, key)" in webhooks_lib,
-        "webhooks lib.rs: expected settings.queue bound to the events exchange for each of catalog::BINDINGS",
-    )
-    webhooks_bindings = re.search(r"pub const BINDINGS: \[&str; (\d+)\] = \[(.*?)\];", read(webhooks / "catalog.rs"), re.S)
-    p.check(webhooks_bindings is not None, "webhooks catalog.rs: no BINDINGS")
-    if webhooks_queue and webhooks_bindings:
-        consts = re.findall(r"\w+", webhooks_bindings.group(2))
-        p.check(len(consts) == int(webhooks_bindings.group(1)), f"webhooks catalog.rs: BINDINGS declares {webhooks_bindings.group(1)} keys, parsed {consts}")
-        for const in consts:
-            p.check(const in kinds, f"webhooks catalog.rs: BINDINGS names {const}, no message type of events.rs")
-        bindings[webhooks_queue.group(1)] = [
-            {"exchange": defaults["events_exchange"], "routingKey": kinds.get(const, const)} for const in consts
-        ]
     dlx = defaults["dead_letter_exchange"]
     queues = {
         c["bindings"]["amqp"]["queue"]["name"]: c
@@ -513,7 +481,26 @@ def check_asyncapi() -> None:
         exchanges == {defaults["events_exchange"], defaults["commands_exchange"], defaults["agents_exchange"]},
         f"routing-key channels use exchanges {sorted(exchanges)}",
     )
-    p.report(f"asyncapi: topology matches broker.rs, ordering and webhooks ({len(queues)} queues, delivery limit {limit})")
+    p.report(f"asyncapi: topology matches the registry's deploy/topology.json ({len(queues)} queues, delivery limit {limit})")
+
+    # Who publishes what: each send operation's title ("catalog publishes
+    # catalog.machine.rented", "ordering sends provisioner.jobs.stop",
+    # "provisioner workers publish ...") against each service's
+    # `publishes()` in deploy/topology.json.
+    p = Problems()
+    documented = set()
+    for name, op in doc["operations"].items():
+        if op.get("action") != "send":
+            continue
+        m = re.match(r"^(\w+)(?: workers?)? (?:publishes|publish|sends) ([\w.]+)$", op.get("title", ""))
+        if m:
+            documented.add((m.group(1), m.group(2)))
+    declared = {(svc, kind) for svc, kinds in topology["publishers"].items() for kind in kinds}
+    for svc, kind in sorted(declared - documented):
+        p.append(f"{svc} publishes {kind} (its Service::publishes) but no send operation of asyncapi.yaml says so")
+    for svc, kind in sorted(documented - declared):
+        p.append(f"asyncapi.yaml: {svc} publishes {kind}, which its Service::publishes does not list")
+    p.report(f"asyncapi: {len(declared)} published kinds match each service's publishes()")
 
 
 # ---------------------------------------------------------------- k8s
@@ -562,7 +549,7 @@ def check_k8s() -> None:
     })
     p.check({"gpumarket-app", "gpumarket-jwt", "gpumarket-stripe"} <= set(env_secrets), f"pods take {env_secrets} whole, expected the app, jwt and stripe Secrets")
     for key in list(cfg) + sorted(k for name in env_secrets for k in secrets.get(name, set())):
-        p.check(key in known_env, f"{key} is not read by libs/platform/src/config.rs")
+        p.check(key in known_env, f"{key} is not read by the platform config or any settings.rs")
         p.check(key != "GPUMARKET_RABBITMQ_MANAGEMENT_URL", f"{key} would reach every pod: mount it from its own Secret where it is read")
 
     workloads = {**by_kind.get("Deployment", {}), **by_kind.get("Job", {})}
@@ -580,7 +567,7 @@ def check_k8s() -> None:
                 if ref:
                     p.check(ref["key"] in secrets.get(ref["name"], set()), f"{where}: no key {ref['key']} in Secret {ref['name']}")
                 if e["name"].startswith("GPUMARKET_"):
-                    p.check(e["name"] in known_env, f"{where}: {e['name']} is not read by config.rs")
+                    p.check(e["name"] in known_env, f"{where}: {e['name']} is not read by the platform config or any settings.rs")
             args = c.get("args", [])
             if args[:1] == ["serve"] or args == ["worker", "provisioner"]:
                 svc = args[1]
@@ -603,7 +590,7 @@ def check_k8s() -> None:
         for v in pod.get("volumes", []):
             if "configMap" in v:
                 p.check(v["configMap"]["name"] in configmaps, f"{wname}: volume from missing ConfigMap {v['configMap']['name']}")
-    p.report("k8s: every ConfigMap, Secret and key a pod uses exists; env names are ones config.rs reads")
+    p.report("k8s: every ConfigMap, Secret and key a pod uses exists; env names are ones the config or a settings.rs reads")
 
     p = Problems()
     deployments = by_kind.get("Deployment", {})
@@ -664,7 +651,7 @@ def check_compose() -> None:
         env = s.get("environment", {})
         for key in env:
             if key.startswith("GPUMARKET_"):
-                p.check(key in known_env, f"{name}: {key} is not read by config.rs")
+                p.check(key in known_env, f"{name}: {key} is not read by the platform config or any settings.rs")
         cmd = s.get("command", [])
         if cmd[:1] == ["serve"]:
             svc = cmd[1]

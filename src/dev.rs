@@ -85,6 +85,47 @@ fn pool(config: &Config, service: &str) -> anyhow::Result<Db> {
         .with_context(|| format!("connecting {service} to the database"))
 }
 
+/// The settings of the host agents this process runs for the demo and the
+/// tests (`gpumarket dev`'s simulated machines), read once per process
+/// ([`platform::settings`]).
+#[derive(Debug, Clone)]
+pub struct AgentSettings {
+    /// How often each agent heartbeats (at least 1 s).
+    /// `GPUMARKET_AGENT_HEARTBEAT_SECONDS`.
+    pub heartbeat_seconds: u64,
+    /// Fixed utilisation (percent) the simulated GPUs report; unset, they
+    /// report random numbers. `GPUMARKET_SIM_GPU_UTILIZATION_PERCENT`.
+    pub sim_gpu_utilization_percent: Option<u32>,
+}
+
+impl platform::settings::ServiceSettings for AgentSettings {
+    fn from_env(_production: bool) -> Result<Self, platform::PlatformError> {
+        let utilization =
+            match platform::settings::optional("GPUMARKET_SIM_GPU_UTILIZATION_PERCENT") {
+                None => None,
+                Some(raw) => Some(
+                    raw.trim()
+                        .parse::<u32>()
+                        .ok()
+                        .filter(|p| *p <= 100)
+                        .ok_or_else(|| {
+                            platform::PlatformError::Config(format!(
+                                "GPUMARKET_SIM_GPU_UTILIZATION_PERCENT: {raw:?} is not a percentage"
+                            ))
+                        })?,
+                ),
+            };
+        Ok(Self {
+            heartbeat_seconds: platform::settings::parsed(
+                "GPUMARKET_AGENT_HEARTBEAT_SECONDS",
+                5u64,
+            )?
+            .max(1),
+            sim_gpu_utilization_percent: utilization,
+        })
+    }
+}
+
 fn local(port: u16) -> String {
     format!("http://127.0.0.1:{port}")
 }
@@ -97,13 +138,14 @@ pub fn spawn_agent(
     config: &Config,
     agent: &crate::seed::DemoAgent,
 ) -> anyhow::Result<JoinHandle<()>> {
+    let settings = config.settings::<AgentSettings>()?;
     let agent_config = host_agent::AgentConfig {
         // Small frames, as every connection of this process (see
         // `platform::broker::FRAME_MAX`).
         amqp_url: platform::broker::with_frame_max(&config.amqp_url_for_agents()?),
         machine_id: agent.machine_id,
         token: agent.token.clone(),
-        heartbeat_interval: std::time::Duration::from_secs(config.agent_heartbeat_seconds.max(1)),
+        heartbeat_interval: std::time::Duration::from_secs(settings.heartbeat_seconds),
         inventory: host_agent::Inventory::simulated(
             agent.gpu_count,
             &agent.gpu_model,
@@ -114,7 +156,7 @@ pub fn spawn_agent(
         hold_after_step: None,
     };
     let mut agent_config = agent_config;
-    agent_config.inventory.simulated_utilization_percent = config.sim_gpu_utilization_percent;
+    agent_config.inventory.simulated_utilization_percent = settings.sim_gpu_utilization_percent;
     let machine_id = agent.machine_id;
     let executor: std::sync::Arc<dyn host_agent::Executor> = std::sync::Arc::new(
         provisioner::SimulatedDriver::from_config(pool(config, "provisioner")?, config)?,
@@ -182,7 +224,10 @@ pub fn spawn_real_agent(
         "--vhost".into(),
         config.amqp_vhost()?,
         "--heartbeat-seconds".into(),
-        config.agent_heartbeat_seconds.max(1).to_string(),
+        config
+            .settings::<AgentSettings>()?
+            .heartbeat_seconds
+            .to_string(),
         "--simulate-gpus".into(),
         agent.gpu_count.to_string(),
         "--simulate-model".into(),
@@ -210,36 +255,22 @@ pub fn spawn_real_agent(
     }))
 }
 
-/// Starts `parts` with `config`. Migrations must have run.
+/// Starts `parts` with `config`: every service of the registry, each with
+/// its settings as `config` carries them (a test's, set beforehand) or as
+/// the environment says. Migrations must have run.
 pub async fn start(config: Config, parts: Parts) -> anyhow::Result<Stack> {
-    start_with(config, parts, &[]).await
-}
-
-/// [`start`] with some services replaced by `overrides` (matched by name):
-/// a test's webhook service with its own settings, say.
-pub async fn start_with(
-    config: Config,
-    parts: Parts,
-    overrides: &[&dyn Service],
-) -> anyhow::Result<Stack> {
     let mut config = config;
+    // The queues as the settings on `config` name them (a test may have
+    // changed them).
+    crate::services::configure_queues(&mut config)?;
     let mut servers = Vec::new();
     let mut tasks: Vec<JoinHandle<()>> = Vec::new();
-    let services: Vec<&dyn Service> = crate::services::SERVICES
-        .iter()
-        .map(|s| {
-            overrides
-                .iter()
-                .copied()
-                .find(|o| o.name() == s.name())
-                .unwrap_or(*s)
-        })
-        .collect();
+    let services: &[&dyn Service] = &crate::services::SERVICES;
 
     if parts.services {
         // In registry order: each service is told the addresses of those
         // started before it, which are the ones it calls.
-        for service in &services {
+        for service in services {
             let (server, port) = service
                 .server(Arc::new(config.clone()))
                 .map_err(|e| anyhow::anyhow!("starting {}: {e}", service.name()))?;
@@ -254,7 +285,7 @@ pub async fn start_with(
     }
     let config = Arc::new(config);
 
-    for service in &services {
+    for service in services {
         let wanted: Vec<Task> = service
             .tasks(config.clone())
             .map_err(|e| anyhow::anyhow!("starting {}'s tasks: {e}", service.name()))?

@@ -96,21 +96,20 @@ async fn run() -> anyhow::Result<()> {
         command => command,
     };
     let mut config = Config::from_env().context("reading configuration")?;
-    gpumarket::services::configure(&mut config).context("reading the services' ports")?;
+    gpumarket::services::configure(&mut config).context("reading the services' settings")?;
     platform::telemetry::init(&config.log_format);
     // In production (`GPUMARKET_ENV=production`) a process does not start
-    // with a published development secret among those it reads.
-    let secrets: &[Secret] = match &command {
-        Command::Dev(_) => &Secret::ALL,
-        Command::Serve { service } => gpumarket::services::find(service)
-            .map(|s| s.secrets())
-            .unwrap_or(&Secret::ALL),
-        Command::Worker { .. } => &[Secret::ServiceToken, Secret::RabbitmqManagement],
-        _ => &[],
+    // with a published development secret among those it reads: the shared
+    // ones each service names, and each service's own.
+    let found = match &command {
+        Command::Dev(_) => gpumarket::services::development_secrets(&config, None)?,
+        Command::Serve { service } => {
+            gpumarket::services::development_secrets(&config, Some(service))?
+        }
+        Command::Worker { .. } => config.development_secrets(&Secret::ALL),
+        _ => Vec::new(),
     };
-    config
-        .refuse_development_secrets(secrets)
-        .context("refusing to start")?;
+    platform::config::refuse_development_secrets(&found).context("refusing to start")?;
     match command {
         Command::Dev(real) => run_dev(config, real).await,
         Command::Migrate => migrate(&config).await,
@@ -223,12 +222,16 @@ impl Shutdown {
 async fn run_provisioner(config: Config) -> anyhow::Result<()> {
     let mut shutdown = Shutdown::install()?;
     let port_set = std::env::var_os("GPUMARKET_PROVISIONER_PORT").is_some();
+    let port = config
+        .settings::<provisioner::ProvisionerSettings>()
+        .context("reading the provisioner's settings")?
+        .port;
     let config = Arc::new(config);
     let db = Db::connect(&config.database_url_for("provisioner"), config.db_pool_size)?;
     let server = match platform::http::serve_named(
         "provisioner",
         &config.bind_host,
-        config.provisioner_port,
+        port,
         db.clone(),
         config.service_token.clone(),
         |_| {},
@@ -240,7 +243,7 @@ async fn run_provisioner(config: Config) -> anyhow::Result<()> {
         Err(error) if !port_set && error.kind() == std::io::ErrorKind::AddrInUse => {
             tracing::warn!(
                 %error,
-                port = config.provisioner_port,
+                port,
                 "the default metrics port is taken: running without /metrics, /healthz \
                  and /readyz; set GPUMARKET_PROVISIONER_PORT (0: any free port) to serve them"
             );
@@ -248,10 +251,7 @@ async fn run_provisioner(config: Config) -> anyhow::Result<()> {
         }
         Err(error) => {
             return Err(error).with_context(|| {
-                format!(
-                    "binding the provisioner's HTTP port {} (GPUMARKET_PROVISIONER_PORT)",
-                    config.provisioner_port
-                )
+                format!("binding the provisioner's HTTP port {port} (GPUMARKET_PROVISIONER_PORT)")
             });
         }
     };
@@ -305,7 +305,9 @@ async fn run_dev(mut config: Config, real: gpumarket::dev::RealEngine) -> anyhow
         // Every step goes to the machines' agents: the demo's simulated
         // agents carry theirs out on the simulated state, the real one on
         // the engine.
-        config.provisioner_driver = "agent".into();
+        config.update_settings(|s: &mut provisioner::ProvisionerSettings| {
+            s.driver = "agent".into();
+        })?;
     }
     migrate(&config).await?;
     let quota_db = Db::connect(&config.database_url_for("quota"), 1)?;

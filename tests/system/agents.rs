@@ -31,8 +31,16 @@ const HEARTBEAT: Duration = Duration::from_millis(200);
 
 async fn setup() -> (TestEnv, Stack, platform::Db) {
     let mut env = TestEnv::new().await;
-    env.config.heartbeat_grace_seconds = GRACE_SECONDS;
-    env.config.offline_sweep_ms = 200;
+    env.config
+        .update_settings(|s: &mut catalog::CatalogSettings| {
+            s.heartbeat_grace_seconds = GRACE_SECONDS
+        })
+        .expect("settings");
+    env.config
+        .update_settings(|s: &mut catalog::CatalogSettings| {
+            s.offline_sweep = std::time::Duration::from_millis(200)
+        })
+        .expect("settings");
     let stack = env
         .start(Parts {
             messaging: false,
@@ -205,7 +213,7 @@ fn catalog_url(stack: &Stack, path: &str) -> String {
 async fn internal_get(stack: &Stack, path: &str) -> reqwest::Response {
     reqwest::Client::new()
         .get(catalog_url(stack, path))
-        .header("x-service-token", &stack.config.service_token)
+        .header("x-service-token", stack.config.service_token.expose())
         .send()
         .await
         .expect("catalog")
@@ -214,7 +222,7 @@ async fn internal_get(stack: &Stack, path: &str) -> reqwest::Response {
 async fn internal_post(stack: &Stack, path: &str, body: Value) -> reqwest::Response {
     reqwest::Client::new()
         .post(catalog_url(stack, path))
-        .header("x-service-token", &stack.config.service_token)
+        .header("x-service-token", stack.config.service_token.expose())
         .json(&body)
         .send()
         .await
@@ -243,7 +251,7 @@ async fn heartbeats_keep_a_machine_online_and_silence_costs_reliability() {
     let (other_host, other_tenant) = sign_up(&api, &["HOST"]).await;
     drop(other_host);
     let (id, token) = machine(&host).await;
-    let access = AgentAccess::from_config(&stack.config);
+    let access = AgentAccess::from_config(&stack.config).expect("agent access");
     access.grant(id, &token).await.expect("grant");
     let consumer = tokio::spawn(catalog::heartbeats::run_consumer(
         stack.config.clone(),
@@ -440,7 +448,7 @@ async fn an_agent_cannot_report_for_another_machine() {
     let (host, _) = sign_up(&api, &["HOST"]).await;
     let (a, token_a) = machine(&host).await;
     let (b, token_b) = machine(&host).await;
-    let access = AgentAccess::from_config(&stack.config);
+    let access = AgentAccess::from_config(&stack.config).expect("agent access");
     access.grant(a, &token_a).await.expect("grant a");
     access.grant(b, &token_b).await.expect("grant b");
     let consumer = tokio::spawn(catalog::heartbeats::run_consumer(
@@ -576,7 +584,7 @@ async fn a_revoked_token_stops_working_at_once() {
     let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
     let (_, other_tenant) = sign_up(&api, &["HOST"]).await;
     let (id, token) = machine(&host).await;
-    let access = AgentAccess::from_config(&stack.config);
+    let access = AgentAccess::from_config(&stack.config).expect("agent access");
     access.grant(id, &token).await.expect("grant");
     let consumer = tokio::spawn(catalog::heartbeats::run_consumer(
         stack.config.clone(),
@@ -675,7 +683,7 @@ async fn rotating_a_token_closes_every_connection_of_the_old_one_however_young()
     let api = Client::new(&stack.gateway_url);
     let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
     let (id, token) = machine(&host).await;
-    let access = AgentAccess::from_config(&stack.config);
+    let access = AgentAccess::from_config(&stack.config).expect("agent access");
     access.grant(id, &token).await.expect("grant");
     let admin = Connection::connect(&stack.config.amqp_url, ConnectionProperties::default())
         .await
@@ -1142,7 +1150,7 @@ async fn agent_users_from_before_command_queues_are_migrated() {
         "before: the agent may not declare its queue"
     );
 
-    let access = AgentAccess::from_config(&stack.config);
+    let access = AgentAccess::from_config(&stack.config).expect("agent access");
     assert_eq!(access.migrate().await.expect("migrate"), (1, 1));
     assert!(!broker.has_legacy_queue().await, "the legacy queue is gone");
     declare(id).await.expect("the agent declares its queue");

@@ -37,7 +37,7 @@ const CHARGES: &str = "costSoFar billedSeconds charges { currency total gpuSecon
 async fn cost_so_far_and_billed_seconds_match_the_ledger_and_usage_names_its_run() {
     let mut env = TestEnv::new().await;
     // One posting per run, at its stop: the ledger holds exactly the runs.
-    env.config.settlement_interval_ms = 3_600_000;
+    env.settlement_interval_ms(3_600_000);
     let Rental {
         env,
         stack,

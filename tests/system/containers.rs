@@ -368,9 +368,17 @@ async fn wait_status(renter: &Client, id: &str, status: &str) -> Value {
 /// The stack with the `agent` driver, a real machine, and a renter with
 /// credit.
 async fn real_market(env: &mut TestEnv, gpus: i32) -> (Stack, RealMachine, Client, String) {
-    env.config.provisioner_driver = "agent".into();
-    env.config.agent_step_timeout_ms = 20_000;
-    env.config.agent_heartbeat_seconds = 1;
+    env.config
+        .update_settings(|s: &mut provisioner::ProvisionerSettings| s.driver = "agent".into())
+        .expect("settings");
+    env.config
+        .update_settings(|s: &mut provisioner::ProvisionerSettings| {
+            s.agent_step_timeout = std::time::Duration::from_millis(20_000)
+        })
+        .expect("settings");
+    env.config
+        .update_settings(|s: &mut gpumarket::dev::AgentSettings| s.heartbeat_seconds = 1)
+        .expect("settings");
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;
@@ -666,7 +674,7 @@ async fn containers_traffic_made_in_the_container_is_billed_as_bandwidth_by_the_
         return;
     }
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 300;
+    env.settlement_interval_ms(300);
     let (stack, machine, renter, _tenant) = real_market(&mut env, 1).await;
     env.exec(&format!(
         "UPDATE catalog.machines SET bandwidth_up_price_per_tb = 9.5, bandwidth_down_price_per_tb = 1.25, \
@@ -803,8 +811,12 @@ async fn containers_the_readmes_real_container_steps_work_on_make_run_real() {
     assert_eq!(shell[0], "make run-real");
 
     let mut env = TestEnv::new().await;
-    env.config.provisioner_driver = "agent".into();
-    env.config.agent_heartbeat_seconds = 1;
+    env.config
+        .update_settings(|s: &mut provisioner::ProvisionerSettings| s.driver = "agent".into())
+        .expect("settings");
+    env.config
+        .update_settings(|s: &mut gpumarket::dev::AgentSettings| s.heartbeat_seconds = 1)
+        .expect("settings");
     let quota_db = platform::Db::connect(&env.config.database_url, 1).expect("db");
     quota::create_operator(
         &quota_db,

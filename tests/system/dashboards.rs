@@ -137,7 +137,7 @@ fn point<'a>(series: &'a Value, bucket: &str, key: &str) -> &'a Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dashboard_series_and_earnings_add_up_to_the_ledger_exactly() {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 300;
+    env.settlement_interval_ms(300);
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let (host, host_tenant) = sign_up(&api, &["HOST"]).await;

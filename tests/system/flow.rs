@@ -34,7 +34,7 @@ async fn a_rental_is_billed_for_exactly_the_seconds_between_running_and_stop() {
     env.config.db_role_per_service = true;
     // One posting for the whole run, so the ledger can be compared line by
     // line; settlement in segments has its own tests (`system::settlement`).
-    env.config.settlement_interval_ms = 3_600_000;
+    env.settlement_interval_ms(3_600_000);
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
 
@@ -266,6 +266,9 @@ async fn a_rental_is_billed_for_exactly_the_seconds_between_running_and_stop() {
         env.count("SELECT count(*) AS n FROM provisioner.sim_resources WHERE kind = 'volume'"),
         1
     );
+    // Orders, running, usage, stops and provisioning steps went out, each
+    // through the outbox of a service that declares it publishes it.
+    assert!(env.assert_outboxes_hold_only_published_kinds() >= 5);
 
     stack.stop().await;
     env.cleanup().await;

@@ -105,6 +105,30 @@ impl TestEnv {
         }
     }
 
+    /// How often metering settles running intervals, which is also how
+    /// often billing watches spending (both read
+    /// `GPUMARKET_SETTLEMENT_INTERVAL_MS`).
+    pub fn settlement_interval_ms(&mut self, ms: u64) {
+        let every = Duration::from_millis(ms);
+        self.config
+            .update_settings(|s: &mut metering::MeteringSettings| s.settlement_interval = every)
+            .expect("metering settings");
+        self.config
+            .update_settings(|s: &mut billing::BillingSettings| s.spend_watch_interval = every)
+            .expect("billing settings");
+    }
+
+    /// The runway below which a renter is warned, by billing and in the
+    /// gateway's answers (both read `GPUMARKET_RUNWAY_WARNING_SECONDS`).
+    pub fn runway_warning_seconds(&mut self, seconds: i64) {
+        self.config
+            .update_settings(|s: &mut billing::BillingSettings| s.runway_warning_seconds = seconds)
+            .expect("billing settings");
+        self.config
+            .update_settings(|s: &mut gateway::GatewaySettings| s.runway_warning_seconds = seconds)
+            .expect("gateway settings");
+    }
+
     pub async fn start(&self, parts: Parts) -> Stack {
         dev::start(self.config.clone(), parts)
             .await
@@ -113,10 +137,9 @@ impl TestEnv {
 
     /// [`TestEnv::start`] with the webhook service's settings.
     pub async fn start_with_webhooks(&self, parts: Parts, settings: webhooks::Settings) -> Stack {
-        let service = webhooks::WebhooksService::with(settings);
-        dev::start_with(self.config.clone(), parts, &[&service])
-            .await
-            .expect("start stack")
+        let mut config = self.config.clone();
+        config.set_settings(settings);
+        dev::start(config, parts).await.expect("start stack")
     }
 
     pub fn conn(&self) -> PgConnection {
@@ -132,6 +155,46 @@ impl TestEnv {
         }
         let rows: Vec<N> = diesel::sql_query(sql).load(&mut self.conn()).expect(sql);
         rows.first().map(|r| r.n).unwrap_or(0)
+    }
+
+    /// Every message each service wrote to its outbox is of a kind the
+    /// service says it publishes (`Service::publishes`, and the worker's
+    /// `provisioner::PUBLISHES`): the registry's list, which
+    /// api-specs/asyncapi.yaml is checked against, is what the code sends.
+    /// Returns how many kinds were seen, so a test can tell it looked.
+    pub fn assert_outboxes_hold_only_published_kinds(&self) -> usize {
+        #[derive(diesel::QueryableByName)]
+        struct Key {
+            #[diesel(sql_type = diesel::sql_types::Text)]
+            routing_key: String,
+        }
+        let mut seen = 0;
+        for (service, kinds) in gpumarket::services::publishers() {
+            if self.count(&format!(
+                "SELECT count(*) AS n FROM information_schema.tables \
+                 WHERE table_schema = '{service}' AND table_name = 'outbox'"
+            )) == 0
+            {
+                assert!(
+                    kinds.is_empty(),
+                    "{service} publishes {kinds:?} but has no outbox"
+                );
+                continue;
+            }
+            let keys: Vec<Key> =
+                diesel::sql_query(format!("SELECT DISTINCT routing_key FROM {service}.outbox"))
+                    .load(&mut self.conn())
+                    .expect("outbox keys");
+            for key in keys {
+                assert!(
+                    kinds.contains(&key.routing_key.as_str()),
+                    "{service}'s outbox holds {}, which its Service::publishes does not list",
+                    key.routing_key
+                );
+                seen += 1;
+            }
+        }
+        seen
     }
 
     /// Runs a statement (test fixtures only).
@@ -560,7 +623,7 @@ pub fn worker_process(config: &Config, env: &[(&str, &str)]) -> std::process::Ch
         .env("GPUMARKET_DATABASE_URL", &config.database_url)
         .env("GPUMARKET_AMQP_URL", &config.amqp_url)
         .env("GPUMARKET_ORDERING_URL", config.url("ordering"))
-        .env("GPUMARKET_SERVICE_TOKEN", &config.service_token)
+        .env("GPUMARKET_SERVICE_TOKEN", config.service_token.expose())
         .env("GPUMARKET_DB_POOL_SIZE", "2")
         // Tests start several workers at once: each its own metrics port.
         .env("GPUMARKET_PROVISIONER_PORT", "0")

@@ -101,8 +101,12 @@ async fn every_keyed_mutation_replays_the_same_body_and_refuses_another() {
         .await
         .expect("Stripe double");
     let mut env = TestEnv::new().await;
-    env.config.stripe_api_base = stripe.url.clone();
-    env.config.stripe_secret_key = STRIPE_KEY.into();
+    env.config
+        .update_settings(|s: &mut billing::BillingSettings| s.stripe_api_base = stripe.url.clone())
+        .expect("settings");
+    env.config
+        .update_settings(|s: &mut billing::BillingSettings| s.stripe_secret_key = STRIPE_KEY.into())
+        .expect("settings");
     // No provisioner: the order stays where the saga leaves it, so no
     // settlement moves money while the balances are compared.
     let stack = env

@@ -60,7 +60,7 @@ fn only_invoice_of(run: &Value, total_invoices: usize) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn usage_is_invoiced_once_rounded_numbered_without_gaps_and_exported_in_focus() {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 300;
+    env.settlement_interval_ms(300);
     // 999.97 an hour: a second costs 0.277769444..., so the ledger holds
     // amounts far below the cent and the invoice has to round.
     let Rental {

@@ -202,7 +202,7 @@ async fn every_filter_and_sort_selects_and_orders_the_right_offers() {
     let db = platform::Db::connect(&m.env.config.database_url, 1).unwrap();
     catalog::reliability::sweep(
         &db,
-        catalog::reliability::Settings::from_config(&m.env.config),
+        catalog::reliability::Settings::from_config(&m.env.config).expect("settings"),
         &m.env.config.events_exchange,
     )
     .await

@@ -96,7 +96,7 @@ async fn market(
     bandwidth: Option<(&str, &str)>,
 ) -> (TestEnv, gpumarket::dev::Stack, Client, String) {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 300;
+    env.settlement_interval_ms(300);
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;
@@ -414,9 +414,15 @@ async fn meters_bandwidth_counts_true_bytes_through_resets_duplicates_and_reorde
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meters_a_simulated_agents_counters_are_billed_as_bandwidth() {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 300;
-    env.config.agent_heartbeat_seconds = 1;
-    env.config.sim_traffic_bytes_per_second = 1_000_000;
+    env.settlement_interval_ms(300);
+    env.config
+        .update_settings(|s: &mut gpumarket::dev::AgentSettings| s.heartbeat_seconds = 1)
+        .expect("settings");
+    env.config
+        .update_settings(|s: &mut provisioner::ProvisionerSettings| {
+            s.sim_traffic_bytes_per_second = 1_000_000
+        })
+        .expect("settings");
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;
@@ -542,7 +548,7 @@ async fn refused(stack: &gpumarket::dev::Stack, reason: &str) -> u64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meters_an_agent_cannot_bill_traffic_to_another_hosts_instance() {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 300;
+    env.settlement_interval_ms(300);
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let (host_h, _) = sign_up(&api, &["HOST"]).await;
@@ -659,7 +665,7 @@ fn instant_opt(env: &TestEnv, sql: &str) -> Option<DateTime<Utc>> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn meters_a_burst_of_samples_or_samples_after_the_destroy_stay_within_the_link() {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 300;
+    env.settlement_interval_ms(300);
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;

@@ -60,7 +60,7 @@ fn the_sample_reader_reads_what_prometheus_writes() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rental_shows_on_every_services_metrics() {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 300;
+    env.settlement_interval_ms(300);
     let Rental {
         env,
         stack,
@@ -163,12 +163,22 @@ async fn a_rental_shows_on_every_services_metrics() {
     );
 
     // Consumers: handled messages per queue and kind, with their latency.
+    let metering_queue = config
+        .settings::<metering::MeteringSettings>()
+        .unwrap()
+        .queue
+        .clone();
+    let provisioner_queue = config
+        .settings::<provisioner::ProvisionerSettings>()
+        .unwrap()
+        .queue
+        .clone();
     let metering = scrape(&config.url("metering")).await;
     assert!(
         sample(
             &metering,
             "gpumarket_messages_consumed_total",
-            &[("queue", &config.metering_queue), ("outcome", "ack")],
+            &[("queue", &metering_queue), ("outcome", "ack")],
         )
         .is_some_and(|n| n > 0.0),
         "{metering}"
@@ -177,7 +187,7 @@ async fn a_rental_shows_on_every_services_metrics() {
         sample(
             &metering,
             "gpumarket_message_handling_duration_seconds_count",
-            &[("queue", &config.metering_queue)],
+            &[("queue", &metering_queue)],
         )
         .is_some_and(|n| n > 0.0)
     );
@@ -192,12 +202,12 @@ async fn a_rental_shows_on_every_services_metrics() {
             let ready = sample(
                 &text,
                 "gpumarket_queue_messages_ready",
-                &[("queue", &config.provisioner_queue)],
+                &[("queue", &provisioner_queue)],
             );
             let consumers = sample(
                 &text,
                 "gpumarket_queue_consumers",
-                &[("queue", &config.metering_queue)],
+                &[("queue", &metering_queue)],
             );
             let up = sample(&text, "gpumarket_queue_stats_up", &[]);
             let backlog = ["ordering", "metering", "billing", "catalog", "provisioner"]
@@ -248,8 +258,10 @@ async fn one_order_is_followed_across_services_by_its_correlation_id() {
     // too (`system::settlement_correlation`), but here they would run out
     // the credit and stop the instance before the renter does; the usage
     // this test follows is the segment the renter's stop closes.
-    env.config.settlement_interval_ms = 3_600_000;
-    env.config.min_runway_seconds = 1;
+    env.settlement_interval_ms(3_600_000);
+    env.config
+        .update_settings(|s: &mut ordering::OrderingSettings| s.min_runway_seconds = 1)
+        .expect("settings");
     let stack = env.start(Parts::ALL).await;
     let api = gpumarket::client::Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;

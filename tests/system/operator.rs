@@ -99,9 +99,11 @@ async fn destroy(renter: &Client, id: &str) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_overview_matches_the_ledger_the_catalog_and_the_quotas() {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 300;
+    env.settlement_interval_ms(300);
     // The poor renter's order needs a second of runway, no more.
-    env.config.min_runway_seconds = 1;
+    env.config
+        .update_settings(|s: &mut ordering::OrderingSettings| s.min_runway_seconds = 1)
+        .expect("settings");
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let operator = env.operator(&api).await;
@@ -232,7 +234,10 @@ async fn the_overview_matches_the_ledger_the_catalog_and_the_quotas() {
     assert_eq!(credit["currency"], "USD");
     assert_eq!(
         credit["warnBelowSeconds"],
-        env.config.runway_warning_seconds
+        env.config
+            .settings::<billing::BillingSettings>()
+            .unwrap()
+            .runway_warning_seconds
     );
     let poor_row = listed(credit, &poor_tenant).unwrap_or_else(|| panic!("{credit}"));
     assert!(

@@ -62,7 +62,7 @@ impl Split {
             ("GPUMARKET_BIND_HOST".into(), "127.0.0.1".into()),
             (
                 "GPUMARKET_SERVICE_TOKEN".into(),
-                config.service_token.clone(),
+                config.service_token.expose().to_owned(),
             ),
             (
                 "GPUMARKET_OUTBOX_POLL_MS".into(),

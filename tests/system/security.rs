@@ -86,7 +86,11 @@ async fn forged_expired_unsigned_and_unknown_kid_tokens_are_unauthenticated() {
     let (user, tenant, _) = sign_up_with_token(&api, &["RENTER"]).await;
     let me = user.run("{ me { userId } }", json!({})).await.unwrap();
     let user_id = me["me"]["userId"].as_str().unwrap().to_owned();
-    let (kid, secret) = env.config.jwt_keys[0].clone();
+    let (kid, secret) = {
+        let gateway = env.config.settings::<gateway::GatewaySettings>().unwrap();
+        let (kid, secret) = &gateway.jwt_keys[0];
+        (kid.clone(), secret.expose().to_owned())
+    };
     let now = chrono::Utc::now().timestamp();
     let claims = |exp: i64| {
         json!({ "sub": user_id, "tid": tenant, "email": "x@test.dev", "roles": ["renter"],
@@ -920,8 +924,12 @@ async fn hostile_text_and_numbers_are_validation_errors_or_stored_verbatim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_rate_limits_each_caller_with_429_and_retry_after() {
     let mut env = TestEnv::new().await;
-    env.config.rate_limit_per_minute = 60;
-    env.config.rate_limit_burst = 5;
+    env.config
+        .update_settings(|s: &mut gateway::GatewaySettings| s.rate_limit_per_minute = 60)
+        .expect("settings");
+    env.config
+        .update_settings(|s: &mut gateway::GatewaySettings| s.rate_limit_burst = 5)
+        .expect("settings");
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let http = reqwest::Client::new();

@@ -56,7 +56,7 @@ async fn balance(renter: &gpumarket::client::Client) -> Decimal {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_instance_is_charged_as_it_runs_and_the_segments_add_up_exactly() {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 300;
+    env.settlement_interval_ms(300);
     let Rental {
         env,
         stack,
@@ -150,9 +150,11 @@ async fn a_running_instance_is_charged_as_it_runs_and_the_segments_add_up_exactl
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_renter_whose_balance_runs_out_is_stopped_within_a_settlement_interval() {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 500;
+    env.settlement_interval_ms(500);
     // The order needs a second of runway, no more.
-    env.config.min_runway_seconds = 1;
+    env.config
+        .update_settings(|s: &mut ordering::OrderingSettings| s.min_runway_seconds = 1)
+        .expect("settings");
     // 900 USD per GPU-hour: a quarter a second, so 0.75 lasts 3 s.
     let Rental {
         env,

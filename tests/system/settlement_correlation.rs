@@ -24,7 +24,7 @@ fn gpu_segments(env: &TestEnv, instance: &str, filter: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn periodic_settlement_segments_carry_the_orders_correlation_id() {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 300;
+    env.settlement_interval_ms(300);
     let stack = env.start(Parts::ALL).await;
     let api = gpumarket::client::Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;

@@ -31,7 +31,7 @@ fn spawn(env: &TestEnv, args: &[&str], port_var: &str, port: u16) -> Child {
             "GPUMARKET_RABBITMQ_MANAGEMENT_URL",
             &config.rabbitmq_management_url,
         )
-        .env("GPUMARKET_SERVICE_TOKEN", &config.service_token)
+        .env("GPUMARKET_SERVICE_TOKEN", config.service_token.expose())
         .env("GPUMARKET_BIND_HOST", "127.0.0.1")
         .env(port_var, port.to_string())
         .env("GPUMARKET_DB_POOL_SIZE", "2")

@@ -57,7 +57,7 @@ fn month_spend(env: &TestEnv, tenant: &str) -> Decimal {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_monthly_budget_lowered_under_a_running_rental_stops_it_at_the_budget() {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 500;
+    env.settlement_interval_ms(500);
     // 900 USD per GPU-hour: a quarter a second, from plenty of credit, so
     // only the budget can stop it.
     let Rental {
@@ -146,11 +146,13 @@ async fn a_monthly_budget_lowered_under_a_running_rental_stops_it_at_the_budget(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_low_runway_is_announced_once_and_clears_after_a_top_up() {
     let mut env = TestEnv::new().await;
-    env.config.settlement_interval_ms = 300;
-    env.config.runway_warning_seconds = 600;
+    env.settlement_interval_ms(300);
+    env.runway_warning_seconds(600);
     // Orders need a minute of runway here, so one can start under the
     // warning.
-    env.config.min_runway_seconds = 60;
+    env.config
+        .update_settings(|s: &mut ordering::OrderingSettings| s.min_runway_seconds = 60)
+        .expect("settings");
     // 900/h from 50: 200 s of runway, under the 600 s warning.
     let Rental {
         env,

@@ -326,6 +326,7 @@ async fn a_renter_receives_its_own_lifecycle_signed_retried_and_never_anothers()
         assert_eq!(ping["verified"], true, "signed for either secret: {ping}");
         assert_eq!(ping["type"], "webhook.test");
     }
+    assert!(env.assert_outboxes_hold_only_published_kinds() >= 5);
 
     drop(stack);
     env.cleanup().await;
@@ -483,6 +484,8 @@ async fn a_host_hears_its_machines_rented_and_released() {
         delivered[0]["data"]["allocation_id"],
         delivered[1]["data"]["allocation_id"]
     );
+    // Rented and released went out through the catalog's outbox.
+    assert!(env.assert_outboxes_hold_only_published_kinds() >= 2);
 
     drop(stack);
     env.cleanup().await;

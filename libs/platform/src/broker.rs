@@ -57,7 +57,65 @@ fn text(s: &str) -> AMQPValue {
     AMQPValue::LongString(LongString::from(s))
 }
 
-/// Declares exchanges, queues and bindings.
+/// A queue a service or worker consumes, as it describes it (its
+/// `Service::queues`): a durable quorum queue, dead-lettered after
+/// `delivery_limit` deliveries, with its bindings. The registry puts every
+/// process's queues on [`Config::queues`], and each process declares them
+/// all before it publishes or consumes: a message sent to an exchange with
+/// no queue bound yet would be dropped, so start order must not matter.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QueueSpec {
+    pub name: String,
+    pub bindings: Vec<Binding>,
+    /// Bindings an earlier version declared and this one removes (bindings
+    /// are durable: one stays until it is removed).
+    pub unbind: Vec<Binding>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub exchange: String,
+    pub key: String,
+}
+
+impl QueueSpec {
+    pub fn new(name: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            bindings: Vec::new(),
+            unbind: Vec::new(),
+        }
+    }
+
+    /// Adds a binding of `key` on `exchange`.
+    pub fn bind(mut self, exchange: &str, key: &str) -> Self {
+        self.bindings.push(Binding {
+            exchange: exchange.to_owned(),
+            key: key.to_owned(),
+        });
+        self
+    }
+
+    /// Adds a binding of each of `keys` on `exchange`.
+    pub fn bind_all(mut self, exchange: &str, keys: &[&str]) -> Self {
+        for key in keys {
+            self = self.bind(exchange, key);
+        }
+        self
+    }
+
+    /// Removes an old binding of `key` on `exchange` when declared.
+    pub fn unbind(mut self, exchange: &str, key: &str) -> Self {
+        self.unbind.push(Binding {
+            exchange: exchange.to_owned(),
+            key: key.to_owned(),
+        });
+        self
+    }
+}
+
+/// Declares the exchanges, the dead-letter queue, and every queue on
+/// [`Config::queues`] with its bindings. Idempotent.
 pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), PlatformError> {
     // Durable: exchanges survive a broker restart, so publishers never hit a
     // missing exchange after one.
@@ -89,133 +147,41 @@ pub async fn declare_topology(channel: &Channel, config: &Config) -> Result<(), 
     declare_quorum(channel, &dead_queue, None, 0).await?;
     bind(channel, &dead_queue, &config.dead_letter_exchange, "#").await?;
 
-    let consumers = [
-        (
-            &config.provisioner_queue,
-            &config.commands_exchange,
-            "provisioner.jobs.#",
-        ),
-        // Instances' network counters, vouched for by the catalog.
-        (
-            &config.metering_queue,
-            &config.events_exchange,
-            "catalog.instance.traffic",
-        ),
-        (
-            &config.billing_queue,
-            &config.events_exchange,
-            "metering.usage.*",
-        ),
-        // Downtime credits for rentals whose host went silent.
-        (
-            &config.billing_queue,
-            &config.events_exchange,
-            "ordering.instance.downtime",
-        ),
-        // Preemptions decided by the catalog, and renters out of money.
-        (
-            &config.ordering_queue,
-            &config.events_exchange,
-            "catalog.allocation.*",
-        ),
-        (
-            &config.ordering_queue,
-            &config.events_exchange,
-            "billing.balance.*",
-        ),
-        // Rentals' containers that stopped on their own, vouched for by the
-        // catalog.
-        (
-            &config.ordering_queue,
-            &config.events_exchange,
-            "catalog.instance.exited",
-        ),
-        // How much of its disk each rental uses, as its agent measured it.
-        (
-            &config.ordering_queue,
-            &config.events_exchange,
-            "catalog.instance.disk_usage",
-        ),
-        // Inventory, heartbeats and self-tests of every host agent (named
-        // kinds only: step results are the provisioners').
-        (
-            &config.agents_queue,
-            &config.agents_exchange,
-            "agent.*.inventory",
-        ),
-        (
-            &config.agents_queue,
-            &config.agents_exchange,
-            "agent.*.heartbeat",
-        ),
-        (
-            &config.agents_queue,
-            &config.agents_exchange,
-            "agent.*.self_test",
-        ),
-        // Host agents' answers to the `agent` driver's commands.
-        (
-            &config.agent_results_queue,
-            &config.agents_exchange,
-            "agent.*.step_result",
-        ),
-        // And how far their long steps got (image pulls).
-        (
-            &config.agent_results_queue,
-            &config.agents_exchange,
-            "agent.*.step_progress",
-        ),
-    ];
-    for (queue, exchange, key) in consumers {
-        declare_quorum(
-            channel,
-            queue,
-            Some(&config.dead_letter_exchange),
-            config.delivery_limit,
-        )
-        .await?;
-        bind(channel, queue, exchange, key).await?;
+    for queue in &config.queues {
+        declare_queue(channel, config, queue).await?;
     }
-    // Metering's queue (declared above) takes the instance events it acts
-    // on by name.
-    for key in METERING_INSTANCE_EVENTS {
-        bind(
-            channel,
-            &config.metering_queue,
-            &config.events_exchange,
-            key,
-        )
-        .await?;
+    Ok(())
+}
+
+/// Declares one consumer's queue, its bindings, and removes its old ones.
+pub async fn declare_queue(
+    channel: &Channel,
+    config: &Config,
+    queue: &QueueSpec,
+) -> Result<(), PlatformError> {
+    declare_quorum(
+        channel,
+        &queue.name,
+        Some(&config.dead_letter_exchange),
+        config.delivery_limit,
+    )
+    .await?;
+    for binding in &queue.bindings {
+        bind(channel, &queue.name, &binding.exchange, &binding.key).await?;
     }
-    // Bindings are durable: one an earlier version made stays until removed
-    // (RabbitMQ answers the unbinding of a missing binding with success).
-    for key in METERING_UNBOUND {
+    // RabbitMQ answers the unbinding of a missing binding with success.
+    for binding in &queue.unbind {
         channel
             .queue_unbind(
-                config.metering_queue.as_str().into(),
-                config.events_exchange.as_str().into(),
-                key.into(),
+                queue.name.as_str().into(),
+                binding.exchange.as_str().into(),
+                binding.key.as_str().into(),
                 FieldTable::default(),
             )
             .await?;
     }
     Ok(())
 }
-
-/// The four instance events metering acts on. A wildcard
-/// (`ordering.instance.*`) also matched `ordering.instance.event`, the
-/// renters' history feed (two per provisioning step), which metering took
-/// through its inbox only to ignore.
-const METERING_INSTANCE_EVENTS: [&str; 4] = [
-    contracts::events::INSTANCE_RUNNING,
-    contracts::events::INSTANCE_STOPPED,
-    contracts::events::INSTANCE_STORAGE_STARTED,
-    contracts::events::INSTANCE_STORAGE_ENDED,
-];
-
-/// Bindings of metering's queue that earlier versions declared and this one
-/// removes.
-const METERING_UNBOUND: [&str; 1] = ["ordering.instance.*"];
 
 /// A durable quorum queue (replicated, survives node loss; the broker counts
 /// deliveries and dead-letters past `x-delivery-limit`).

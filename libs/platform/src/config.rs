@@ -1,13 +1,18 @@
-//! Configuration from environment variables. Every default works on a
-//! developer machine with local Postgres and RabbitMQ; every name (database,
-//! roles, exchanges, queues, vhost) is configurable so a test can isolate
-//! itself.
+//! The configuration every process shares, from environment variables:
+//! where the database and the broker are, the exchanges, the bind address,
+//! each service's port and URL, the service token, the marketplace's
+//! currency and the run mode. Every default works on a developer machine
+//! with local Postgres and RabbitMQ; every name (database, roles, exchanges,
+//! vhost) is configurable so a test can isolate itself. A service's own
+//! settings are its own group ([`crate::settings`]), carried here by type.
 
 use std::collections::BTreeMap;
-use std::env;
-use std::str::FromStr;
+use std::sync::Arc;
 
 use crate::PlatformError;
+use crate::settings::{ServiceSettings, SettingsMap, parsed, placeholder, var};
+
+pub use crate::settings::SecretString;
 
 /// Its `Debug` shows no secret and no URL that may carry a password (see
 /// the impl below), so a configuration can be logged.
@@ -28,11 +33,9 @@ pub struct Config {
     pub events_exchange: String,
     pub commands_exchange: String,
     pub dead_letter_exchange: String,
-    pub provisioner_queue: String,
-    pub metering_queue: String,
-    pub billing_queue: String,
-    /// Ordering's queue of catalog events (preemptions).
-    pub ordering_queue: String,
+    /// Topic exchange host agents publish to (`agent.<machine_id>.<kind>`).
+    /// `GPUMARKET_AGENTS_EXCHANGE`.
+    pub agents_exchange: String,
     /// Deliveries of one message before the broker dead-letters it.
     pub delivery_limit: u32,
     /// Unacked deliveries a consumer holds at once.
@@ -47,39 +50,14 @@ pub struct Config {
     /// Bind address for every HTTP listener. `GPUMARKET_BIND_HOST`.
     pub bind_host: String,
     pub ports: Ports,
-    /// The provisioner worker's HTTP port (`/metrics`, `/healthz`,
-    /// `/readyz`; 0 = any free port). `GPUMARKET_PROVISIONER_PORT`. Not in
-    /// [`Ports`]: no service calls the worker, and `gpumarket dev` serves its
-    /// metrics on every service port instead.
-    pub provisioner_port: u16,
     /// Base URLs other services are reached at; default to the local ports.
     pub urls: Urls,
     /// Shared secret on internal calls (`X-Service-Token`).
-    pub service_token: String,
-    /// HMAC keys for JWTs as `kid:secret` pairs separated by commas; the first
-    /// signs, all verify (rotation). `GPUMARKET_JWT_KEYS`.
-    pub jwt_keys: Vec<(String, String)>,
-    pub jwt_ttl_seconds: i64,
-    /// Platform fee as a decimal fraction, e.g. `0.15`, kept as text here and
-    /// parsed by billing, the only service that uses it. `GPUMARKET_FEE_RATE`.
-    pub fee_rate: String,
-    /// Settlement currency (ISO 4217). `GPUMARKET_CURRENCY`.
+    /// `GPUMARKET_SERVICE_TOKEN`.
+    pub service_token: SecretString,
+    /// Settlement currency (ISO 4217) of the whole marketplace.
+    /// `GPUMARKET_CURRENCY`.
     pub currency: String,
-    /// Seconds of burn a renter's balance must cover to start an order.
-    pub min_runway_seconds: i64,
-    /// How often metering settles running intervals (posts their accrued
-    /// usage): the bound on how far a renter can overdraw.
-    /// `GPUMARKET_SETTLEMENT_INTERVAL_MS`.
-    pub settlement_interval_ms: u64,
-    /// A renter's runway (balance over the current burn) below this many
-    /// seconds is reported as low. `GPUMARKET_RUNWAY_WARNING_SECONDS`.
-    pub runway_warning_seconds: i64,
-    /// The published multiple of the hourly rate a renter is credited per
-    /// second of downtime of a lost host, charged to the host's earnings.
-    /// `GPUMARKET_DOWNTIME_CREDIT_MULTIPLE`.
-    pub downtime_credit_multiple: String,
-    /// GPUs a new tenant may hold at once until an operator changes it.
-    pub default_max_gpus: i32,
     /// How often the outbox relay looks for unsent messages without being
     /// woken: the relay is woken by the commit that wrote them (see
     /// `listen_notifications`), so this only bounds how late a message is
@@ -87,155 +65,33 @@ pub struct Config {
     pub outbox_poll_ms: u64,
     /// Whether the outbox relays and the provisioner's job runner hold a
     /// Postgres `LISTEN` connection and wake on the commits that give them
-    /// work (platform::notify); false leaves only the slow polls
-    /// (`outbox_poll_ms`, `job_poll_ms`). `GPUMARKET_LISTEN_NOTIFICATIONS`.
+    /// work (platform::notify); false leaves only the slow polls.
+    /// `GPUMARKET_LISTEN_NOTIFICATIONS`.
     pub listen_notifications: bool,
     /// How often a `LISTEN` connection is checked for notifications that
     /// arrived (a read of the socket's buffer, no query).
     /// `GPUMARKET_NOTIFICATION_CHECK_MS`.
     pub notification_check_ms: u64,
-    /// Per-step latency of the simulated driver, `step=ms,step=ms`.
-    pub sim_step_latency_ms: String,
-    /// Injected failures of the simulated driver, `step=n`: the first n
-    /// attempts of that step fail. `GPUMARKET_SIM_STEP_FAILURES`.
-    pub sim_step_failures: String,
-    /// Attempts of one provisioning step before the job fails.
-    pub step_attempts: u32,
-    /// `simulated` or `agent` (commands go to the host agent of the machine).
-    /// `GPUMARKET_PROVISIONER_DRIVER`.
-    pub provisioner_driver: String,
-    /// How long a worker's claim on a job lasts unless renewed; a killed
-    /// worker's jobs are taken over after it. `GPUMARKET_JOB_LEASE_MS`.
-    pub job_lease_ms: u64,
-    /// A job not finished this long after it arrived is failed (and its
-    /// command dead-lettered). `GPUMARKET_JOB_DEADLINE_SECONDS`.
-    pub job_deadline_seconds: i64,
-    /// How often an idle worker looks for runnable jobs. `GPUMARKET_JOB_POLL_MS`.
-    pub job_poll_ms: u64,
-    /// Jobs one worker process runs at once. `GPUMARKET_WORKER_CONCURRENCY`.
-    pub worker_concurrency: usize,
-    /// How long the `agent` driver waits for a host agent to answer a step.
-    /// `GPUMARKET_AGENT_STEP_TIMEOUT_MS`.
-    pub agent_step_timeout_ms: u64,
-    /// The provisioners' queue of host agents' step results, bound to
-    /// `agent.*.step_result`. `GPUMARKET_AGENT_RESULTS_QUEUE`.
-    pub agent_results_queue: String,
     /// `json` or `pretty`. `GPUMARKET_LOG_FORMAT`.
     pub log_format: String,
-    /// Topic exchange host agents publish to (`agent.<machine_id>.<kind>`).
-    /// `GPUMARKET_AGENTS_EXCHANGE`.
-    pub agents_exchange: String,
-    /// The catalog's queue of agent reports, bound to `agent.*.inventory`,
-    /// `agent.*.heartbeat` and `agent.*.self_test` (step results go to the
-    /// provisioners' own queue).
-    /// `GPUMARKET_AGENTS_QUEUE`.
-    pub agents_queue: String,
-    /// A machine is online iff its last heartbeat is younger than this; a
-    /// silence longer than this is a heartbeat gap (downtime).
-    /// `GPUMARKET_HEARTBEAT_GRACE_SECONDS`.
-    pub heartbeat_grace_seconds: i64,
-    /// How often an agent started by this process heartbeats.
-    /// `GPUMARKET_AGENT_HEARTBEAT_SECONDS`.
-    pub agent_heartbeat_seconds: u64,
-    /// The rolling window reliability is computed over.
-    /// `GPUMARKET_RELIABILITY_WINDOW_DAYS`.
-    pub reliability_window_days: i64,
-    /// How often the catalog looks for silent machines and recomputes
-    /// reliability. `GPUMARKET_OFFLINE_SWEEP_MS`.
-    pub offline_sweep_ms: u64,
-    /// How often ordering's rules task looks for instances whose lifecycle
-    /// rules are due. `GPUMARKET_RULES_TICK_MS`.
-    pub rules_tick_ms: u64,
-    /// How long before a lifecycle rule acts its `rule_warning` event is
-    /// published. `GPUMARKET_RULES_WARNING_LEAD_SECONDS`.
-    pub rules_warning_lead_seconds: i64,
-    /// How long catalog keeps per-heartbeat GPU utilisation; also the longest
-    /// idle-stop window a rule may ask for.
-    /// `GPUMARKET_GPU_ACTIVITY_RETENTION_SECONDS`.
-    pub gpu_activity_retention_seconds: i64,
-    /// Fixed utilisation (percent) for simulated agents started by this
-    /// process; unset, they report random numbers.
-    /// `GPUMARKET_SIM_GPU_UTILIZATION_PERCENT`.
-    pub sim_gpu_utilization_percent: Option<u32>,
-    /// Bytes per second each simulated container sends (it receives four
-    /// times as much), reported as its network counters with the simulated
-    /// agents' heartbeats; 0 (default) reports no traffic.
-    /// `GPUMARKET_SIM_TRAFFIC_BYTES_PER_SECOND`.
-    pub sim_traffic_bytes_per_second: u64,
-    /// How often ordering's reconciler compares instances with the catalog's
-    /// heartbeats and metering's intervals. `GPUMARKET_RECONCILE_INTERVAL_MS`.
-    pub reconcile_interval_ms: u64,
-    /// How old a change must be before the reconciler repairs what it should
-    /// have caused, so the normal outbox path gets there first.
-    /// `GPUMARKET_RECONCILE_SETTLE_SECONDS`.
-    pub reconcile_settle_seconds: i64,
-    /// Stripe (billing's prepaid top-ups). The secret API key; empty (the
-    /// default) means card payments are not configured, and the calls that
-    /// need Stripe answer `NOT_CONFIGURED` instead of trying a fake key.
-    /// `GPUMARKET_STRIPE_SECRET_KEY`.
-    pub stripe_secret_key: String,
-    /// Where the Stripe API is reached (tests point it at a test double).
-    /// `GPUMARKET_STRIPE_API_BASE`.
-    pub stripe_api_base: String,
-    /// Webhook signing secrets, newest first; a signature by any of them is
-    /// accepted, which is how a secret is rotated.
-    /// `GPUMARKET_STRIPE_WEBHOOK_SECRETS` (comma-separated).
-    pub stripe_webhook_secrets: Vec<String>,
-    /// How far a webhook's signed timestamp may be from now.
-    /// `GPUMARKET_STRIPE_WEBHOOK_TOLERANCE_SECONDS`.
-    pub stripe_webhook_tolerance_seconds: i64,
-    /// The publishable key (`pk_test_...`, `pk_live_...`) the web front end
-    /// gives Stripe.js, shown by the gateway's public `platform` query; unset,
-    /// the billing page says top-ups are not configured.
-    /// `GPUMARKET_STRIPE_PUBLISHABLE_KEY`.
-    pub stripe_publishable_key: Option<String>,
-    /// The address people open the web front ends at, without a trailing
-    /// slash; Stripe's hosted onboarding sends hosts back under it, so a
-    /// client cannot choose where. `GPUMARKET_PUBLIC_URL`.
-    pub public_url: String,
-    /// Smallest and largest top-up, in the settlement currency, as text
-    /// parsed by billing. `GPUMARKET_TOP_UP_MIN_AMOUNT`, `GPUMARKET_TOP_UP_MAX_AMOUNT`.
-    pub top_up_min_amount: String,
-    pub top_up_max_amount: String,
-    /// Renters' invoice period: `monthly` (calendar months, UTC), `weekly`
-    /// (ISO weeks) or `daily`, parsed by billing. `GPUMARKET_INVOICE_PERIOD`.
-    pub invoice_period: String,
-    /// Host payouts (Stripe Connect transfers): seconds between payout runs
-    /// of billing's loop, 0 for none (operators call `runPayouts`).
-    /// `GPUMARKET_PAYOUT_INTERVAL_SECS`.
-    pub payout_interval_secs: u64,
-    /// The smallest payout, in the settlement currency, as text parsed by
-    /// billing. `GPUMARKET_PAYOUT_MINIMUM`.
-    pub payout_minimum: String,
-    /// Earnings younger than this many seconds are held back from payouts,
-    /// so a downtime credit that follows can still be taken from them.
-    /// `GPUMARKET_PAYOUT_HOLD_SECONDS`.
-    pub payout_hold_seconds: i64,
-    /// Seconds between billing's checks for a period that ended and has
-    /// not been invoiced; 0 for none (operators call `runInvoices`).
-    /// `GPUMARKET_INVOICE_SCHEDULE_SECS`.
-    pub invoice_schedule_secs: u64,
-    /// The gateway's token bucket per API key, user token or (anonymous)
-    /// client address: sustained requests per minute (0 turns it off) and
-    /// how many may come at once. `GPUMARKET_RATE_LIMIT_PER_MINUTE`,
-    /// `GPUMARKET_RATE_LIMIT_BURST`.
-    pub rate_limit_per_minute: u32,
-    pub rate_limit_burst: u32,
-    /// The built web front end (`make web`), served by the gateway at
-    /// `/portal` and `/billing`; relative to the working directory.
-    /// `GPUMARKET_WEB_DIR`.
-    pub web_dir: String,
     /// `GPUMARKET_ENV`: `development` (the default) or `production`, which
-    /// refuses the development secrets below at start-up
-    /// ([`Config::refuse_development_secrets`]), turns GraphiQL off and keeps
-    /// introspection for logged-in callers.
+    /// refuses development secrets at start-up
+    /// ([`Config::development_secrets`] and each service's own), turns
+    /// GraphiQL off and keeps introspection for logged-in callers.
     pub production: bool,
+    /// Every queue a service or worker consumes, with its bindings, as
+    /// each describes it; the registry fills it, and every process declares
+    /// them all ([`crate::broker::declare_topology`]).
+    pub queues: Vec<crate::broker::QueueSpec>,
+    /// Each service's own group of settings, by type ([`crate::settings`]).
+    settings: SettingsMap,
 }
 
 impl std::fmt::Debug for Config {
-    /// The settings that say where and how the process runs; never the
-    /// service token, JWT keys, Stripe keys and webhook secrets, nor the
-    /// database, broker and management URLs (they may carry passwords).
+    /// The settings that say where and how the process runs, and each
+    /// service's group (whose secrets are [`SecretString`]s); never the
+    /// service token, nor the database, broker and management URLs (they
+    /// may carry passwords).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("production", &self.production)
@@ -247,45 +103,44 @@ impl std::fmt::Debug for Config {
             .field("events_exchange", &self.events_exchange)
             .field("commands_exchange", &self.commands_exchange)
             .field("currency", &self.currency)
-            .field("fee_rate", &self.fee_rate)
-            .field("provisioner_driver", &self.provisioner_driver)
-            .field("public_url", &self.public_url)
-            .field("stripe_configured", &!self.stripe_secret_key.is_empty())
+            .field("settings", &self.settings)
             .finish_non_exhaustive()
     }
 }
 
-/// The development defaults of the secrets, published in this repository:
-/// anyone can sign an operator's JWT or call a service with them.
-pub const DEV_JWT_SECRET: &str = "insecure-development-jwt-secret-change-me";
+/// The development defaults of the shared secrets, published in this
+/// repository: anyone can call a service with them.
 pub const DEV_SERVICE_TOKEN: &str = "dev-service-token";
-pub const DEV_STRIPE_WEBHOOK_SECRET: &str = "whsec_gpumarket_local_development";
-pub const DEV_STRIPE_SECRET_KEY: &str = "sk_test_gpumarket_local";
 const DEV_MANAGEMENT_URL: &str = "http://guest:guest@127.0.0.1:15672";
 
-/// A secret a process reads; each process names the ones it uses, and in
-/// production refuses to start while one of them has its development value.
+/// A shared secret a process reads; each service names the ones it uses
+/// (its own secrets are checked by the service), and in production a
+/// process refuses to start while one of them has its development value.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Secret {
-    /// `GPUMARKET_JWT_KEYS` (the gateway signs and verifies with them).
-    JwtKeys,
     /// `GPUMARKET_SERVICE_TOKEN` (every internal call).
     ServiceToken,
-    /// `GPUMARKET_STRIPE_WEBHOOK_SECRETS` and `GPUMARKET_STRIPE_SECRET_KEY`
-    /// (billing).
-    Stripe,
     /// The credentials in `GPUMARKET_RABBITMQ_MANAGEMENT_URL` (catalog makes
     /// the agents' broker users with them).
     RabbitmqManagement,
 }
 
 impl Secret {
-    pub const ALL: [Secret; 4] = [
-        Secret::JwtKeys,
-        Secret::ServiceToken,
-        Secret::Stripe,
-        Secret::RabbitmqManagement,
-    ];
+    pub const ALL: [Secret; 2] = [Secret::ServiceToken, Secret::RabbitmqManagement];
+}
+
+/// The message a production process exits with when `found` (variables
+/// with development values) is not empty.
+pub fn refuse_development_secrets(found: &[&'static str]) -> Result<(), PlatformError> {
+    if found.is_empty() {
+        return Ok(());
+    }
+    let mut found = found.to_vec();
+    found.dedup();
+    Err(PlatformError::Config(format!(
+        "GPUMARKET_ENV=production refuses development secrets; set {}",
+        found.join(", ")
+    )))
 }
 
 /// Each service's port, by the service's name. Platform knows no service:
@@ -315,40 +170,6 @@ impl Urls {
     }
 }
 
-fn var(name: &str, default: &str) -> String {
-    env::var(name).unwrap_or_else(|_| default.to_owned())
-}
-
-/// `GPUMARKET_STRIPE_PUBLISHABLE_KEY`, which the gateway shows to anyone:
-/// anything but a publishable key (a secret `sk_` or restricted `rk_` key
-/// pasted into the wrong variable) is refused rather than published.
-fn publishable_key(raw: Option<String>) -> Result<Option<String>, PlatformError> {
-    let Some(raw) = raw else {
-        return Ok(None);
-    };
-    let key = raw.trim();
-    if key.is_empty() {
-        return Ok(None);
-    }
-    if !key.starts_with("pk_") {
-        return Err(PlatformError::Config(
-            "GPUMARKET_STRIPE_PUBLISHABLE_KEY: not a publishable key (pk_...); it is shown publicly"
-                .into(),
-        ));
-    }
-    Ok(Some(key.to_owned()))
-}
-
-/// A value copied from a template without being filled in
-/// (deploy/k8s/secret.template.yaml's `REPLACE-ME`, the old compose
-/// defaults' `dev-only`).
-fn placeholder(value: &str) -> bool {
-    let lower = value.to_ascii_lowercase();
-    ["replace-me", "dev-only", "change-me"]
-        .iter()
-        .any(|marker| lower.contains(marker))
-}
-
 /// `GPUMARKET_ENV`: true for production.
 fn run_mode(raw: &str) -> Result<bool, PlatformError> {
     match raw.trim().to_ascii_lowercase().as_str() {
@@ -360,24 +181,8 @@ fn run_mode(raw: &str) -> Result<bool, PlatformError> {
     }
 }
 
-fn parsed<T: FromStr>(name: &str, default: T) -> Result<T, PlatformError> {
-    match env::var(name) {
-        Ok(raw) => raw
-            .parse()
-            .map_err(|_| PlatformError::Config(format!("{name}: cannot parse {raw:?}"))),
-        Err(_) => Ok(default),
-    }
-}
-
 impl Config {
     pub fn from_env() -> Result<Self, PlatformError> {
-        let bind_host = var("GPUMARKET_BIND_HOST", "127.0.0.1");
-        let ports = Ports::default();
-        let urls = Urls::default();
-        let jwt_keys = parse_jwt_keys(&var(
-            "GPUMARKET_JWT_KEYS",
-            &format!("dev-1:{DEV_JWT_SECRET}"),
-        ))?;
         Ok(Self {
             database_url: var(
                 "GPUMARKET_DATABASE_URL",
@@ -393,138 +198,65 @@ impl Config {
             events_exchange: var("GPUMARKET_EVENTS_EXCHANGE", "gpumarket.events"),
             commands_exchange: var("GPUMARKET_COMMANDS_EXCHANGE", "gpumarket.commands"),
             dead_letter_exchange: var("GPUMARKET_DEAD_LETTER_EXCHANGE", "gpumarket.dlx"),
-            provisioner_queue: var("GPUMARKET_PROVISIONER_QUEUE", "provisioner.jobs"),
-            metering_queue: var("GPUMARKET_METERING_QUEUE", "metering.lifecycle"),
-            billing_queue: var("GPUMARKET_BILLING_QUEUE", "billing.usage"),
-            ordering_queue: var("GPUMARKET_ORDERING_QUEUE", "ordering.catalog"),
+            agents_exchange: var("GPUMARKET_AGENTS_EXCHANGE", "gpumarket.agents"),
             delivery_limit: parsed("GPUMARKET_DELIVERY_LIMIT", 5)?,
             prefetch: parsed("GPUMARKET_PREFETCH", 16)?,
             batch_max: parsed("GPUMARKET_BATCH_MAX", 500)?,
             batch_wait_ms: parsed("GPUMARKET_BATCH_WAIT_MS", 50)?,
-            bind_host,
-            ports,
-            provisioner_port: parsed("GPUMARKET_PROVISIONER_PORT", 8086)?,
-            urls,
-            service_token: var("GPUMARKET_SERVICE_TOKEN", DEV_SERVICE_TOKEN),
-            jwt_keys,
-            jwt_ttl_seconds: parsed("GPUMARKET_JWT_TTL_SECONDS", 3600)?,
-            fee_rate: var("GPUMARKET_FEE_RATE", "0.15"),
+            bind_host: var("GPUMARKET_BIND_HOST", "127.0.0.1"),
+            ports: Ports::default(),
+            urls: Urls::default(),
+            service_token: var("GPUMARKET_SERVICE_TOKEN", DEV_SERVICE_TOKEN).into(),
             currency: var("GPUMARKET_CURRENCY", "USD"),
-            min_runway_seconds: parsed("GPUMARKET_MIN_RUNWAY_SECONDS", 600)?,
-            settlement_interval_ms: parsed("GPUMARKET_SETTLEMENT_INTERVAL_MS", 10_000)?,
-            runway_warning_seconds: parsed("GPUMARKET_RUNWAY_WARNING_SECONDS", 3600)?,
-            downtime_credit_multiple: var("GPUMARKET_DOWNTIME_CREDIT_MULTIPLE", "1"),
-            default_max_gpus: parsed("GPUMARKET_DEFAULT_MAX_GPUS", 16)?,
             outbox_poll_ms: parsed("GPUMARKET_OUTBOX_POLL_MS", 1000)?,
             listen_notifications: parsed("GPUMARKET_LISTEN_NOTIFICATIONS", true)?,
             notification_check_ms: parsed("GPUMARKET_NOTIFICATION_CHECK_MS", 1)?,
-            sim_step_latency_ms: var("GPUMARKET_SIM_STEP_LATENCY_MS", ""),
-            sim_step_failures: var("GPUMARKET_SIM_STEP_FAILURES", ""),
-            step_attempts: parsed("GPUMARKET_STEP_ATTEMPTS", 3)?,
-            provisioner_driver: var("GPUMARKET_PROVISIONER_DRIVER", "simulated"),
-            job_lease_ms: parsed("GPUMARKET_JOB_LEASE_MS", 10_000)?,
-            job_deadline_seconds: parsed("GPUMARKET_JOB_DEADLINE_SECONDS", 1800)?,
-            job_poll_ms: parsed("GPUMARKET_JOB_POLL_MS", 500)?,
-            worker_concurrency: parsed("GPUMARKET_WORKER_CONCURRENCY", 8)?,
-            agent_step_timeout_ms: parsed("GPUMARKET_AGENT_STEP_TIMEOUT_MS", 30_000)?,
-            agent_results_queue: var("GPUMARKET_AGENT_RESULTS_QUEUE", "provisioner.agent-results"),
             log_format: var("GPUMARKET_LOG_FORMAT", "pretty"),
-            agents_exchange: var("GPUMARKET_AGENTS_EXCHANGE", "gpumarket.agents"),
-            agents_queue: var("GPUMARKET_AGENTS_QUEUE", "catalog.agents"),
-            heartbeat_grace_seconds: parsed("GPUMARKET_HEARTBEAT_GRACE_SECONDS", 60)?,
-            agent_heartbeat_seconds: parsed("GPUMARKET_AGENT_HEARTBEAT_SECONDS", 5)?,
-            reliability_window_days: parsed("GPUMARKET_RELIABILITY_WINDOW_DAYS", 30)?,
-            offline_sweep_ms: parsed("GPUMARKET_OFFLINE_SWEEP_MS", 5000)?,
-            rules_tick_ms: parsed("GPUMARKET_RULES_TICK_MS", 1000)?,
-            rules_warning_lead_seconds: parsed("GPUMARKET_RULES_WARNING_LEAD_SECONDS", 300)?,
-            gpu_activity_retention_seconds: parsed(
-                "GPUMARKET_GPU_ACTIVITY_RETENTION_SECONDS",
-                172_800,
-            )?,
-            sim_gpu_utilization_percent: match env::var("GPUMARKET_SIM_GPU_UTILIZATION_PERCENT") {
-                Ok(raw) => Some(raw.parse().map_err(|_| {
-                    PlatformError::Config(format!(
-                        "GPUMARKET_SIM_GPU_UTILIZATION_PERCENT: cannot parse {raw:?}"
-                    ))
-                })?),
-                Err(_) => None,
-            },
-            sim_traffic_bytes_per_second: parsed("GPUMARKET_SIM_TRAFFIC_BYTES_PER_SECOND", 0)?,
-            reconcile_interval_ms: parsed("GPUMARKET_RECONCILE_INTERVAL_MS", 5000)?,
-            reconcile_settle_seconds: parsed("GPUMARKET_RECONCILE_SETTLE_SECONDS", 30)?,
-            stripe_secret_key: var("GPUMARKET_STRIPE_SECRET_KEY", ""),
-            stripe_api_base: var("GPUMARKET_STRIPE_API_BASE", "https://api.stripe.com/"),
-            stripe_webhook_secrets: var(
-                "GPUMARKET_STRIPE_WEBHOOK_SECRETS",
-                DEV_STRIPE_WEBHOOK_SECRET,
-            )
-            .split(',')
-            .map(|s| s.trim().to_owned())
-            .filter(|s| !s.is_empty())
-            .collect(),
-            stripe_webhook_tolerance_seconds: parsed(
-                "GPUMARKET_STRIPE_WEBHOOK_TOLERANCE_SECONDS",
-                300,
-            )?,
-            stripe_publishable_key: publishable_key(
-                env::var("GPUMARKET_STRIPE_PUBLISHABLE_KEY").ok(),
-            )?,
-            public_url: var("GPUMARKET_PUBLIC_URL", "http://127.0.0.1:8080")
-                .trim_end_matches('/')
-                .to_owned(),
-            top_up_min_amount: var("GPUMARKET_TOP_UP_MIN_AMOUNT", "5"),
-            top_up_max_amount: var("GPUMARKET_TOP_UP_MAX_AMOUNT", "10000"),
-            invoice_period: var("GPUMARKET_INVOICE_PERIOD", "monthly"),
-            payout_interval_secs: parsed("GPUMARKET_PAYOUT_INTERVAL_SECS", 86_400)?,
-            payout_minimum: var("GPUMARKET_PAYOUT_MINIMUM", "10.00"),
-            payout_hold_seconds: parsed("GPUMARKET_PAYOUT_HOLD_SECONDS", 86_400)?,
-            invoice_schedule_secs: parsed("GPUMARKET_INVOICE_SCHEDULE_SECS", 300)?,
-            rate_limit_per_minute: parsed("GPUMARKET_RATE_LIMIT_PER_MINUTE", 1200)?,
-            rate_limit_burst: parsed("GPUMARKET_RATE_LIMIT_BURST", 240)?,
-            web_dir: var("GPUMARKET_WEB_DIR", "web/dist"),
             production: run_mode(&var("GPUMARKET_ENV", "development"))?,
+            queues: Vec::new(),
+            settings: SettingsMap::default(),
         })
     }
 
-    /// In production, an error naming every secret of `secrets` that still
-    /// has its development value (or is empty); in development, Ok.
-    pub fn refuse_development_secrets(&self, secrets: &[Secret]) -> Result<(), PlatformError> {
+    /// The group `T` of a service's settings: the one set on this
+    /// configuration, else read from the environment.
+    pub fn settings<T: ServiceSettings>(&self) -> Result<Arc<T>, PlatformError> {
+        match self.settings.get::<T>() {
+            Some(found) => Ok(found),
+            None => T::from_env(self.production).map(Arc::new),
+        }
+    }
+
+    /// Sets the group `T` (a test's faster schedule, say).
+    pub fn set_settings<T: ServiceSettings>(&mut self, settings: T) {
+        self.settings.set(settings);
+    }
+
+    /// Changes the group `T` as it is now (set, or read from the
+    /// environment).
+    pub fn update_settings<T: ServiceSettings>(
+        &mut self,
+        change: impl FnOnce(&mut T),
+    ) -> Result<(), PlatformError> {
+        let mut settings = T::clone(&*self.settings::<T>()?);
+        change(&mut settings);
+        self.set_settings(settings);
+        Ok(())
+    }
+
+    /// The variables among `secrets` that still have their development
+    /// value (or a template's placeholder); empty in development.
+    pub fn development_secrets(&self, secrets: &[Secret]) -> Vec<&'static str> {
         if !self.production {
-            return Ok(());
+            return Vec::new();
         }
         let mut found = Vec::new();
         for secret in secrets {
             match secret {
-                Secret::JwtKeys => {
-                    if self
-                        .jwt_keys
-                        .iter()
-                        .any(|(_, key)| key == DEV_JWT_SECRET || key.len() < 32 || placeholder(key))
-                    {
-                        found.push("GPUMARKET_JWT_KEYS (the development key, or a key under 32 characters)");
-                    }
-                }
                 Secret::ServiceToken => {
-                    if self.service_token == DEV_SERVICE_TOKEN
-                        || self.service_token.len() < 16
-                        || placeholder(&self.service_token)
-                    {
+                    let token = self.service_token.expose();
+                    if token == DEV_SERVICE_TOKEN || token.len() < 16 || placeholder(token) {
                         found.push("GPUMARKET_SERVICE_TOKEN (the development token, or under 16 characters)");
-                    }
-                }
-                Secret::Stripe => {
-                    if self.stripe_webhook_secrets.is_empty()
-                        || self
-                            .stripe_webhook_secrets
-                            .iter()
-                            .any(|s| s == DEV_STRIPE_WEBHOOK_SECRET || placeholder(s))
-                    {
-                        found.push("GPUMARKET_STRIPE_WEBHOOK_SECRETS (the development secret)");
-                    }
-                    if self.stripe_secret_key == DEV_STRIPE_SECRET_KEY
-                        || placeholder(&self.stripe_secret_key)
-                    {
-                        found.push("GPUMARKET_STRIPE_SECRET_KEY (the development key)");
                     }
                 }
                 Secret::RabbitmqManagement => {
@@ -539,13 +271,7 @@ impl Config {
                 }
             }
         }
-        if found.is_empty() {
-            return Ok(());
-        }
-        Err(PlatformError::Config(format!(
-            "GPUMARKET_ENV=production refuses development secrets; set {}",
-            found.join(", ")
-        )))
+        found
     }
 
     /// Reads `service`'s port (`GPUMARKET_<NAME>_PORT`, else `default_port`)
@@ -676,24 +402,6 @@ pub fn percent_decode(raw: &str) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-fn parse_jwt_keys(raw: &str) -> Result<Vec<(String, String)>, PlatformError> {
-    let keys: Vec<(String, String)> = raw
-        .split(',')
-        .filter(|s| !s.trim().is_empty())
-        .map(|pair| {
-            pair.split_once(':')
-                .map(|(kid, secret)| (kid.trim().to_owned(), secret.trim().to_owned()))
-                .ok_or_else(|| {
-                    PlatformError::Config("GPUMARKET_JWT_KEYS: expected kid:secret".into())
-                })
-        })
-        .collect::<Result<_, _>>()?;
-    if keys.is_empty() {
-        return Err(PlatformError::Config("GPUMARKET_JWT_KEYS is empty".into()));
-    }
-    Ok(keys)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -702,28 +410,11 @@ mod tests {
     fn a_configuration_prints_no_secret() {
         let mut config = Config::from_env().unwrap();
         config.service_token = "tok-3f9a-secret".into();
-        config.jwt_keys = vec![("k1".into(), "jwt-9c1e-secret".into())];
-        config.stripe_secret_key = "sk_test_77aa-secret".into();
-        config.stripe_webhook_secrets = vec!["whsec_5b2d-secret".into()];
         config.database_url = "postgres://u:pg-4e7f-secret@db/x".into();
         config.amqp_url = "amqp://u:mq-1d2c-secret@mq/v".into();
         config.rabbitmq_management_url = "http://u:mgmt-8b8b-secret@mq:15672".into();
         let printed = format!("{config:?}");
         assert!(!printed.contains("-secret"), "{printed}");
-        assert!(printed.contains("stripe_configured: true"));
-    }
-
-    #[test]
-    fn only_a_publishable_stripe_key_is_published() {
-        assert_eq!(publishable_key(None).unwrap(), None);
-        assert_eq!(publishable_key(Some("  ".into())).unwrap(), None);
-        assert_eq!(
-            publishable_key(Some(" pk_test_123 ".into())).unwrap(),
-            Some("pk_test_123".into())
-        );
-        for secret in ["sk_live_123", "rk_test_123", "whsec_123"] {
-            assert!(publishable_key(Some(secret.into())).is_err(), "{secret}");
-        }
     }
 
     #[test]
@@ -765,78 +456,42 @@ mod tests {
     }
 
     #[test]
-    fn production_refuses_each_development_secret() {
+    fn production_refuses_each_shared_development_secret() {
         let mut config = Config::from_env().unwrap();
         config.production = false;
-        assert!(config.refuse_development_secrets(&Secret::ALL).is_ok());
-        config.production = true;
-        config.jwt_keys = vec![("dev-1".into(), DEV_JWT_SECRET.into())];
         config.service_token = DEV_SERVICE_TOKEN.into();
-        config.stripe_webhook_secrets = vec![DEV_STRIPE_WEBHOOK_SECRET.into()];
-        config.stripe_secret_key = DEV_STRIPE_SECRET_KEY.into();
         config.rabbitmq_management_url = DEV_MANAGEMENT_URL.into();
+        assert!(config.development_secrets(&Secret::ALL).is_empty());
+        config.production = true;
         for (secret, variable) in [
-            (Secret::JwtKeys, "GPUMARKET_JWT_KEYS"),
             (Secret::ServiceToken, "GPUMARKET_SERVICE_TOKEN"),
-            (Secret::Stripe, "GPUMARKET_STRIPE_WEBHOOK_SECRETS"),
             (
                 Secret::RabbitmqManagement,
                 "GPUMARKET_RABBITMQ_MANAGEMENT_URL",
             ),
         ] {
-            let err = config.refuse_development_secrets(&[secret]).unwrap_err();
+            let found = config.development_secrets(&[secret]);
+            let err = refuse_development_secrets(&found).unwrap_err();
             assert!(err.to_string().contains(variable), "{err}");
         }
         // A process is refused only for the secrets it reads.
         config.service_token = "a-long-random-service-token-0123".into();
         assert!(
             config
-                .refuse_development_secrets(&[Secret::ServiceToken])
-                .is_ok()
+                .development_secrets(&[Secret::ServiceToken])
+                .is_empty()
         );
-        // The development key is refused even as a second (verifying) key.
-        config.jwt_keys = vec![
-            ("k2".into(), "x".repeat(40)),
-            ("dev-1".into(), DEV_JWT_SECRET.into()),
-        ];
+        config.service_token = "REPLACE-ME-a-long-random-token".into();
         assert!(
-            config
-                .refuse_development_secrets(&[Secret::JwtKeys])
-                .is_err()
+            !config
+                .development_secrets(&[Secret::ServiceToken])
+                .is_empty()
         );
-        config.jwt_keys = vec![("k2".into(), "x".repeat(40))];
-        assert!(
-            config
-                .refuse_development_secrets(&[Secret::JwtKeys])
-                .is_ok()
-        );
-        // The Kubernetes template's placeholders are not secrets either.
-        config.jwt_keys = vec![(
-            "REPLACE-ME-kid-1".into(),
-            "REPLACE-ME-at-least-32-random-bytes".into(),
-        )];
-        assert!(
-            config
-                .refuse_development_secrets(&[Secret::JwtKeys])
-                .is_err()
-        );
-        config.jwt_keys = vec![("k2".into(), "x".repeat(40))];
         config.rabbitmq_management_url = "http://gpm:s3cret-pass@rabbit:15672".into();
         assert!(
             config
-                .refuse_development_secrets(&[Secret::RabbitmqManagement])
-                .is_ok()
+                .development_secrets(&[Secret::RabbitmqManagement])
+                .is_empty()
         );
-        config.stripe_webhook_secrets = vec!["whsec_real".into()];
-        config.stripe_secret_key = "sk_live_real".into();
-        assert!(config.refuse_development_secrets(&Secret::ALL).is_ok());
-    }
-
-    #[test]
-    fn jwt_keys_parse_in_order() {
-        let keys = parse_jwt_keys("a:one, b:two").unwrap();
-        assert_eq!(keys[0], ("a".into(), "one".into()));
-        assert_eq!(keys[1], ("b".into(), "two".into()));
-        assert!(parse_jwt_keys("nokid").is_err());
     }
 }

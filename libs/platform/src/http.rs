@@ -200,7 +200,7 @@ pub fn serve<F>(
     host: &str,
     port: u16,
     db: Db,
-    service_token: String,
+    service_token: crate::settings::SecretString,
     configure: F,
 ) -> std::io::Result<(actix_web::dev::Server, u16)>
 where
@@ -215,7 +215,7 @@ pub fn serve_named<F>(
     host: &str,
     port: u16,
     db: Db,
-    service_token: String,
+    service_token: crate::settings::SecretString,
     configure: F,
 ) -> std::io::Result<(actix_web::dev::Server, u16)>
 where
@@ -224,7 +224,9 @@ where
     let name = web::Data::new(ServiceName(service));
     let (listener, port) = listen(host, port)?;
     let db = web::Data::new(db);
-    let token = web::Data::new(crate::internal::ServiceToken(service_token));
+    let token = web::Data::new(crate::internal::ServiceToken(
+        service_token.expose().to_owned(),
+    ));
     let server = actix_web::HttpServer::new(move || {
         actix_web::App::new()
             .wrap(actix_web::middleware::from_fn(correlation))

@@ -15,6 +15,7 @@ pub mod notify;
 pub mod outbox;
 pub mod rabbitmq_admin;
 pub mod service;
+pub mod settings;
 pub mod telemetry;
 pub mod test_db;
 

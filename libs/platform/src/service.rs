@@ -1,8 +1,9 @@
 //! What a service is, said once by the service itself: its name (which is
 //! also its `gpumarket serve` argument, its database role and schema, and
 //! the stem of its `GPUMARKET_<NAME>_*` variables), the secrets it reads,
-//! its HTTP server and its background tasks (outbox relay, consumers,
-//! schedules). `gpumarket dev`, `gpumarket serve`, `gpumarket services`
+//! the queues it consumes and their bindings, its HTTP server and its
+//! background tasks (outbox relay, consumers, schedules). Its own group of
+//! settings is a type of its crate ([`crate::settings`]). `gpumarket dev`, `gpumarket serve`, `gpumarket services`
 //! (which run-split and the deploy checks read) and the test harness take
 //! the list of services from the registry in `src/services.rs`, one line
 //! per service, and nothing else: adding a service is its own crate and
@@ -72,6 +73,28 @@ pub trait Service: Send + Sync {
     /// The secrets it reads; production refuses to start while one of them
     /// has its development value.
     fn secrets(&self) -> &'static [Secret];
+
+    /// The variables among its secrets (the shared ones it names in
+    /// [`Service::secrets`], and its own) that still have development
+    /// values; a production process exits naming them.
+    fn development_secrets(&self, config: &Config) -> Result<Vec<&'static str>, StartError> {
+        Ok(config.development_secrets(self.secrets()))
+    }
+
+    /// The queues it consumes, with their bindings; every process declares
+    /// every service's ([`crate::broker::declare_topology`]), so none of
+    /// them misses a message published before it started.
+    fn queues(&self, _config: &Config) -> Result<Vec<crate::broker::QueueSpec>, StartError> {
+        Ok(Vec::new())
+    }
+
+    /// The message kinds (routing keys) it publishes, through its outbox.
+    /// `deploy/topology.json` lists them, `deploy/validate.py` holds
+    /// api-specs/asyncapi.yaml's send operations to them, and the system
+    /// tests check that no service's outbox carries another kind.
+    fn publishes(&self) -> &'static [&'static str] {
+        &[]
+    }
 
     /// The port it listens on unless `GPUMARKET_<NAME>_PORT` says otherwise.
     fn default_port(&self) -> u16;

@@ -18,6 +18,7 @@ mod metrics;
 pub mod payouts;
 mod routes;
 pub mod schedule;
+pub mod settings;
 pub mod spend;
 pub mod statements;
 pub mod stripe;
@@ -30,6 +31,7 @@ use rust_decimal::Decimal;
 
 pub use error::Error;
 pub use ingest::apply_batch;
+pub use settings::BillingSettings;
 pub use usage::apply_event;
 
 pub const SCHEMA: &str = "billing";
@@ -48,10 +50,11 @@ pub struct Settings {
 
 impl Settings {
     pub fn from_config(config: &Config) -> Result<Self, Error> {
-        let fee_rate: Decimal = config.fee_rate.parse().map_err(|_| {
+        let billing = config.settings::<BillingSettings>()?;
+        let fee_rate: Decimal = billing.fee_rate.parse().map_err(|_| {
             Error::Validation(format!(
                 "GPUMARKET_FEE_RATE: {:?} is not a decimal",
-                config.fee_rate
+                billing.fee_rate
             ))
         })?;
         if fee_rate < Decimal::ZERO || fee_rate >= Decimal::ONE {
@@ -63,7 +66,7 @@ impl Settings {
             fee_rate,
             currency: config.currency.clone(),
             events_exchange: config.events_exchange.clone(),
-            downtime_credit_multiple: parse_multiple(&config.downtime_credit_multiple)?,
+            downtime_credit_multiple: parse_multiple(&billing.downtime_credit_multiple)?,
         })
     }
 }
@@ -82,8 +85,9 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     let settings = actix_web::web::Data::new(Settings::from_config(&config)?);
     let stripe_settings = actix_web::web::Data::new(stripe::StripeSettings::from_config(&config)?);
     let stripe_api = actix_web::web::Data::new(stripe::client::StripeApi::from_config(&config)?);
-    let invoice_period =
-        actix_web::web::Data::new(invoices::InvoicePeriod::parse(&config.invoice_period)?);
+    let invoice_period = actix_web::web::Data::new(invoices::InvoicePeriod::parse(
+        &config.settings::<BillingSettings>()?.invoice_period,
+    )?);
     let payout_settings = actix_web::web::Data::new(payouts::PayoutSettings::from_config(&config)?);
     let connect_api = actix_web::web::Data::new(stripe::connect::ConnectApi::from_config(&config)?);
     Ok(platform::http::serve_named(
@@ -108,7 +112,7 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
 /// prefetched batch per transaction.
 pub async fn run_consumer(config: Arc<Config>, db: Db) -> Result<(), Error> {
     let settings = Settings::from_config(&config)?;
-    let queue = config.billing_queue.clone();
+    let queue = config.settings::<BillingSettings>()?.queue.clone();
     platform::consumer::run_inbox_batch(config, db, queue, SCHEMA, move |conn, envelopes| {
         apply_batch(conn, envelopes, &settings)
     })
@@ -135,15 +139,54 @@ impl platform::service::Service for BillingService {
 
     fn secrets(&self) -> &'static [platform::config::Secret] {
         use platform::config::Secret;
-        &[
-            Secret::ServiceToken,
-            Secret::Stripe,
-            Secret::RabbitmqManagement,
-        ]
+        // And its own Stripe secrets ([`BillingSettings::development_secrets`]).
+        &[Secret::ServiceToken, Secret::RabbitmqManagement]
     }
 
     fn default_port(&self) -> u16 {
         8085
+    }
+
+    fn development_secrets(
+        &self,
+        config: &Config,
+    ) -> Result<Vec<&'static str>, platform::service::StartError> {
+        let mut found = config.development_secrets(self.secrets());
+        if config.production {
+            found.extend(config.settings::<BillingSettings>()?.development_secrets());
+        }
+        Ok(found)
+    }
+
+    fn publishes(&self) -> &'static [&'static str] {
+        use contracts::events::*;
+        &[
+            BALANCE_EXHAUSTED,
+            INVOICE_FINALIZED,
+            INVOICE_PAID,
+            PAYOUT_FAILED,
+            PAYOUT_PAID,
+            RUNWAY_LOW,
+            SPEND_CAP_REACHED,
+            STATEMENT_FINALIZED,
+            TOP_UP_SUCCEEDED,
+        ]
+    }
+
+    fn queues(
+        &self,
+        config: &Config,
+    ) -> Result<Vec<platform::broker::QueueSpec>, platform::service::StartError> {
+        let settings = config.settings::<BillingSettings>()?;
+        Ok(vec![
+            platform::broker::QueueSpec::new(&settings.queue)
+                .bind(&config.events_exchange, "metering.usage.*")
+                // Downtime credits for rentals whose host went silent.
+                .bind(
+                    &config.events_exchange,
+                    contracts::events::INSTANCE_DOWNTIME,
+                ),
+        ])
     }
 
     fn server(

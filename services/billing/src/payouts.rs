@@ -46,7 +46,8 @@ pub struct PayoutSettings {
 
 impl PayoutSettings {
     pub fn from_config(config: &Config) -> Result<Self, Error> {
-        let minimum = config
+        let settings = config.settings::<crate::BillingSettings>()?;
+        let minimum = settings
             .payout_minimum
             .parse::<Decimal>()
             .ok()
@@ -54,19 +55,19 @@ impl PayoutSettings {
             .ok_or_else(|| {
                 Error::Validation(format!(
                     "GPUMARKET_PAYOUT_MINIMUM: {:?} is not a positive decimal",
-                    config.payout_minimum
+                    settings.payout_minimum
                 ))
             })?;
-        if config.payout_hold_seconds < 0 {
+        if settings.payout_hold_seconds < 0 {
             return Err(Error::Validation(
                 "GPUMARKET_PAYOUT_HOLD_SECONDS: must not be negative".into(),
             ));
         }
         Ok(Self {
             minimum,
-            hold_seconds: config.payout_hold_seconds,
-            interval: (config.payout_interval_secs > 0)
-                .then(|| Duration::from_secs(config.payout_interval_secs)),
+            hold_seconds: settings.payout_hold_seconds,
+            interval: (settings.payout_interval_secs > 0)
+                .then(|| Duration::from_secs(settings.payout_interval_secs)),
         })
     }
 }

@@ -37,12 +37,13 @@ pub fn due(
 /// ended period (a no-op when it is done), so a restart across a period end
 /// misses nothing.
 pub async fn run_invoice_schedule(config: Arc<Config>, db: Db) -> Result<(), Error> {
-    if config.invoice_schedule_secs == 0 {
+    let billing = config.settings::<crate::BillingSettings>()?;
+    if billing.invoice_schedule_secs == 0 {
         return Ok(());
     }
     let settings = Settings::from_config(&config)?;
-    let period = InvoicePeriod::parse(&config.invoice_period)?;
-    let mut ticker = tokio::time::interval(Duration::from_secs(config.invoice_schedule_secs));
+    let period = InvoicePeriod::parse(&billing.invoice_period)?;
+    let mut ticker = tokio::time::interval(Duration::from_secs(billing.invoice_schedule_secs));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_run_for = None;
     loop {

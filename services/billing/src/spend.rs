@@ -421,7 +421,8 @@ pub async fn watch_once(
 pub async fn run_watch(config: Arc<Config>, db: Db) -> Result<(), Error> {
     let settings = Settings::from_config(&config)?;
     let peers = Peers::from_config(&config);
-    let interval = Duration::from_millis(config.settlement_interval_ms.max(100));
+    let billing = config.settings::<crate::BillingSettings>()?;
+    let interval = billing.spend_watch_interval;
     let mut ticker = tokio::time::interval(interval);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -430,7 +431,7 @@ pub async fn run_watch(config: Arc<Config>, db: Db) -> Result<(), Error> {
             &db,
             &settings,
             &peers,
-            config.runway_warning_seconds,
+            billing.runway_warning_seconds,
             interval,
         )
         .instrument(tracing::info_span!("spend_watch"));

@@ -84,13 +84,13 @@ impl AgentAccess {
     /// Uses `rabbitmq_management_url`, the vhost of `amqp_url` and
     /// `agents_exchange`. A malformed URL surfaces as an error of the first
     /// call, so building the service never fails on it.
-    pub fn from_config(config: &Config) -> Self {
-        Self {
+    pub fn from_config(config: &Config) -> Result<Self, platform::PlatformError> {
+        Ok(Self {
             admin: RabbitAdmin::new(&config.rabbitmq_management_url).map_err(|e| e.to_string()),
             vhost: config.amqp_vhost().map_err(|e| e.to_string()),
             exchange: config.agents_exchange.clone(),
-            settings: Settings::from_config(config),
-        }
+            settings: Settings::from_config(config)?,
+        })
     }
 
     /// The heartbeat grace and reliability window this catalog runs with.

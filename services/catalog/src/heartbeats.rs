@@ -217,21 +217,22 @@ fn decode<'a, T: Deserialize<'a>>(
 }
 
 /// Consumes `catalog.agents` forever.
-pub async fn run_consumer(config: Arc<Config>, db: Db) {
-    let settings = Settings::from_config(&config);
-    let queue = config.agents_queue.clone();
-    let retention = config.gpu_activity_retention_seconds;
+pub async fn run_consumer(config: Arc<Config>, db: Db) -> Result<(), platform::PlatformError> {
+    let catalog = config.settings::<crate::CatalogSettings>()?;
+    let settings = Settings::from(&*catalog);
+    let queue = catalog.agents_queue.clone();
+    let retention = catalog.gpu_activity_retention_seconds;
     let events: Arc<str> = config.events_exchange.as_str().into();
     platform::consumer::run_raw(config, queue, move |message: RawMessage| {
         let db = db.clone();
         let events = events.clone();
         async move { handle_report(&db, settings, retention, &events, message).await }
     })
-    .await
+    .await;
+    Ok(())
 }
 
-/// How long GPU utilisation is kept when no configuration says otherwise.
-pub const DEFAULT_GPU_ACTIVITY_RETENTION_SECONDS: i64 = 172_800;
+pub use crate::settings::DEFAULT_GPU_ACTIVITY_RETENTION_SECONDS;
 
 /// Applies one agent report.
 pub async fn handle(db: &Db, settings: Settings, message: RawMessage) -> Result<(), HandlerError> {

@@ -16,6 +16,7 @@ pub mod offers;
 pub mod preemption;
 pub mod reliability;
 mod routes;
+pub mod settings;
 mod supply;
 
 use std::sync::Arc;
@@ -24,16 +25,18 @@ use platform::{Config, Db};
 
 pub use error::Error;
 pub use market::Market;
+pub use settings::CatalogSettings;
 
 pub const SCHEMA: &str = "catalog";
 
 /// Starts the catalog's HTTP API; returns the server and its port.
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
+    let settings = config.settings::<CatalogSettings>()?;
     let market = actix_web::web::Data::new(Market {
         currency: config.currency.clone(),
-        heartbeat_grace_seconds: config.heartbeat_grace_seconds,
+        heartbeat_grace_seconds: settings.heartbeat_grace_seconds,
     });
-    let agents = actix_web::web::Data::new(agents::AgentAccess::from_config(&config));
+    let agents = actix_web::web::Data::new(agents::AgentAccess::from_config(&config)?);
     migrate_agent_access(agents.get_ref().clone());
     let events = actix_web::web::Data::new(allocations::Events(config.events_exchange.clone()));
     Ok(platform::http::serve_named(
@@ -95,6 +98,40 @@ impl platform::service::Service for CatalogService {
         8081
     }
 
+    fn publishes(&self) -> &'static [&'static str] {
+        use contracts::events::*;
+        &[
+            ALLOCATION_PREEMPTED,
+            HOST_VERIFICATION,
+            INSTANCE_DISK_USAGE,
+            INSTANCE_EXITED,
+            INSTANCE_TRAFFIC,
+            MACHINE_OFFLINE,
+            MACHINE_ONLINE,
+            MACHINE_RELEASED,
+            MACHINE_RENTED,
+        ]
+    }
+
+    fn queues(
+        &self,
+        config: &Config,
+    ) -> Result<Vec<platform::broker::QueueSpec>, platform::service::StartError> {
+        let settings = config.settings::<CatalogSettings>()?;
+        // Inventory, heartbeats and self-tests of every host agent (named
+        // kinds only: step results are the provisioners').
+        Ok(vec![
+            platform::broker::QueueSpec::new(&settings.agents_queue).bind_all(
+                &config.agents_exchange,
+                &[
+                    "agent.*.inventory",
+                    "agent.*.heartbeat",
+                    "agent.*.self_test",
+                ],
+            ),
+        ])
+    }
+
     fn server(
         &self,
         config: Arc<Config>,
@@ -110,12 +147,12 @@ impl platform::service::Service for CatalogService {
         #[allow(unused_imports)]
         use platform::service::{Task, TaskKind, pool};
         Ok(vec![
-            Task::new(
+            Task::fallible(
                 "catalog heartbeats consumer",
                 TaskKind::Messaging,
                 heartbeats::run_consumer(config.clone(), pool(&config, SCHEMA)?),
             ),
-            Task::new(
+            Task::fallible(
                 "catalog offline sweeper",
                 TaskKind::Messaging,
                 reliability::run_offline_sweeper(config.clone(), pool(&config, SCHEMA)?),

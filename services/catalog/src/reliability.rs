@@ -12,7 +12,6 @@
 //! window. docs/host-agent.md states it for hosts.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use contracts::events::{MACHINE_OFFLINE, MACHINE_ONLINE, MachineLiveness};
@@ -33,10 +32,17 @@ pub struct Settings {
 }
 
 impl Settings {
-    pub fn from_config(config: &Config) -> Self {
+    /// The catalog's settings' heartbeat grace and reliability window.
+    pub fn from_config(config: &Config) -> Result<Self, platform::PlatformError> {
+        Ok(Self::from(&*config.settings::<crate::CatalogSettings>()?))
+    }
+}
+
+impl From<&crate::CatalogSettings> for Settings {
+    fn from(settings: &crate::CatalogSettings) -> Self {
         Self {
-            grace_seconds: config.heartbeat_grace_seconds.max(1),
-            window_days: config.reliability_window_days.max(1),
+            grace_seconds: settings.heartbeat_grace_seconds.max(1),
+            window_days: settings.reliability_window_days.max(1),
         }
     }
 }
@@ -264,9 +270,13 @@ pub fn announce_liveness(
 /// Sweeps every `offline_sweep_ms` forever: finds listed machines silent
 /// past the grace period, opens their gaps (so the downtime counts while it
 /// lasts) and recomputes reliability (which also moves as the window slides).
-pub async fn run_offline_sweeper(config: Arc<Config>, db: Db) {
-    let settings = Settings::from_config(&config);
-    let every = Duration::from_millis(config.offline_sweep_ms.max(100));
+pub async fn run_offline_sweeper(
+    config: Arc<Config>,
+    db: Db,
+) -> Result<(), platform::PlatformError> {
+    let catalog = config.settings::<crate::CatalogSettings>()?;
+    let settings = Settings::from(&*catalog);
+    let every = catalog.offline_sweep;
     tracing::info!(
         grace_seconds = settings.grace_seconds,
         window_days = settings.window_days,

@@ -10,6 +10,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
 use uuid::Uuid;
 
+use platform::settings::SecretString;
+
 use crate::clients::Clients;
 use crate::error::GatewayError;
 
@@ -62,7 +64,7 @@ pub struct JwtKeys {
 }
 
 impl JwtKeys {
-    pub fn new(keys: &[(String, String)], ttl_seconds: i64) -> Result<Self, GatewayError> {
+    pub fn new(keys: &[(String, SecretString)], ttl_seconds: i64) -> Result<Self, GatewayError> {
         // jsonwebtoken panics on first use when no crypto backend is selected;
         // find that out at start-up instead of on a request.
         if jsonwebtoken::crypto::CryptoProvider::try_get_default().is_none() {
@@ -78,12 +80,12 @@ impl JwtKeys {
             return Err(GatewayError::Config("JWT TTL must be positive".into()));
         }
         let bad_key = |kid: &str| GatewayError::Config(format!("JWT key {kid:?} is empty"));
-        let signing = EncodingKey::from_secret(signing_secret.as_bytes())
+        let signing = EncodingKey::from_secret(signing_secret.expose().as_bytes())
             .map_err(|_| bad_key(signing_kid))?;
         let verifying = keys
             .iter()
             .map(|(kid, secret)| {
-                DecodingKey::from_secret(secret.as_bytes())
+                DecodingKey::from_secret(secret.expose().as_bytes())
                     .map(|key| (kid.clone(), key))
                     .map_err(|_| bad_key(kid))
             })
@@ -392,9 +394,9 @@ mod tests {
     }
 
     fn keys(pairs: &[(&str, &str)]) -> JwtKeys {
-        let pairs: Vec<(String, String)> = pairs
+        let pairs: Vec<(String, SecretString)> = pairs
             .iter()
-            .map(|(k, s)| (k.to_string(), s.to_string()))
+            .map(|(k, s)| (k.to_string(), (*s).into()))
             .collect();
         JwtKeys::new(&pairs, 3600).unwrap()
     }
@@ -512,7 +514,7 @@ mod tests {
     #[test]
     fn key_configuration_is_checked() {
         assert!(JwtKeys::new(&[], 3600).is_err());
-        assert!(JwtKeys::new(&[("k".into(), String::new())], 3600).is_err());
+        assert!(JwtKeys::new(&[("k".into(), SecretString::default())], 3600).is_err());
         assert!(JwtKeys::new(&[("k".into(), "s".into())], 0).is_err());
     }
 

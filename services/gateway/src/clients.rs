@@ -20,7 +20,7 @@ pub struct Clients {
 }
 
 impl Clients {
-    pub fn new(config: &Config) -> Self {
+    pub fn new(config: &Config, settings: &crate::GatewaySettings) -> Self {
         let client =
             |base: &str| InternalClient::new(base.trim_end_matches('/'), &config.service_token);
         Self {
@@ -30,7 +30,7 @@ impl Clients {
             metering: client(&config.url("metering")),
             billing: client(&config.url("billing")),
             webhooks: client(&config.url("webhooks")),
-            runway_warning_seconds: config.runway_warning_seconds,
+            runway_warning_seconds: settings.runway_warning_seconds,
         }
     }
 

@@ -39,8 +39,11 @@ struct AppState {
 }
 
 pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
-    let keys = JwtKeys::new(&config.jwt_keys, config.jwt_ttl_seconds)?;
-    let clients = Clients::new(&config);
+    let settings = config
+        .settings::<crate::GatewaySettings>()
+        .map_err(|e| GatewayError::Config(e.to_string()))?;
+    let keys = JwtKeys::new(&settings.jwt_keys, settings.jwt_ttl_seconds)?;
+    let clients = Clients::new(&config, &settings);
     // Live instance events for `instanceEvents`, fed from the broker.
     let hub = Arc::new(schema::events::Hub::default());
     tokio::spawn(schema::events::run_hub(config.clone(), hub.clone()));
@@ -50,7 +53,7 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
     }
     let state = web::Data::new(AppState {
         quota: clients.quota.clone(),
-        limiter: RateLimiter::new(config.rate_limit_per_minute, config.rate_limit_burst),
+        limiter: RateLimiter::new(settings.rate_limit_per_minute, settings.rate_limit_burst),
         keys: keys.clone(),
         clients: clients.clone(),
         bad_credentials: BadCredentials::default(),
@@ -62,9 +65,9 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
             .data(Arc::new(ConcurrencyGate::default()))
             .data(hub)
             .data(schema::platform::StripePublishableKey(
-                config.stripe_publishable_key.clone(),
+                settings.stripe_publishable_key.clone(),
             ))
-            .data(schema::payouts::PublicUrl(config.public_url.clone()))
+            .data(schema::payouts::PublicUrl(settings.public_url.clone()))
             .finish(),
     });
 
@@ -77,7 +80,7 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
         .map_err(listen_error)?;
     let stripe_forward =
         web::Data::new(crate::webhooks::StripeForward::new(&config.url("billing")));
-    let web_dir = std::path::PathBuf::from(&config.web_dir);
+    let web_dir = std::path::PathBuf::from(&settings.web_dir);
     let server = HttpServer::new(move || {
         App::new()
             .app_data(state.clone())

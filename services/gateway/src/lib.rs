@@ -12,6 +12,7 @@ mod introspection;
 mod over_http;
 mod rate_limit;
 mod schema;
+pub mod settings;
 mod validate;
 mod web;
 mod webhooks;
@@ -19,6 +20,7 @@ mod webhooks;
 use std::sync::Arc;
 
 pub use error::GatewayError;
+pub use settings::GatewaySettings;
 
 /// Binds `config.bind_host:config.ports.get("gateway")` (0 picks a free port) and
 /// returns the running server, not yet awaited, with the port it bound.
@@ -45,7 +47,19 @@ impl platform::service::Service for GatewayService {
 
     fn secrets(&self) -> &'static [platform::config::Secret] {
         use platform::config::Secret;
-        &[Secret::JwtKeys, Secret::ServiceToken]
+        // And its own JWT keys ([`GatewaySettings::development_secrets`]).
+        &[Secret::ServiceToken]
+    }
+
+    fn development_secrets(
+        &self,
+        config: &platform::Config,
+    ) -> Result<Vec<&'static str>, platform::service::StartError> {
+        let mut found = config.development_secrets(self.secrets());
+        if config.production {
+            found.extend(config.settings::<GatewaySettings>()?.development_secrets());
+        }
+        Ok(found)
     }
 
     fn default_port(&self) -> u16 {

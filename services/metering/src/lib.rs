@@ -18,6 +18,7 @@ mod intervals;
 pub mod meters;
 mod metrics;
 mod routes;
+pub mod settings;
 
 use std::sync::Arc;
 
@@ -26,6 +27,7 @@ use tracing::Instrument;
 
 pub use error::Error;
 pub use intervals::{apply_event, settle_open};
+pub use settings::MeteringSettings;
 
 pub const SCHEMA: &str = "metering";
 
@@ -33,7 +35,8 @@ pub const SCHEMA: &str = "metering";
 /// the server and its port.
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
     metrics::init();
-    tokio::spawn(settle_forever(config.clone(), db.clone()));
+    let settings = config.settings::<MeteringSettings>()?;
+    tokio::spawn(settle_forever(config.clone(), settings, db.clone()));
     Ok(platform::http::serve_named(
         "metering",
         &config.bind_host,
@@ -45,18 +48,30 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
 }
 
 /// Consumes lifecycle events forever (idempotently, through the inbox).
-pub async fn run_consumer(config: Arc<Config>, db: Db) {
+pub async fn run_consumer(config: Arc<Config>, db: Db) -> Result<(), Error> {
     let events = config.events_exchange.clone();
-    let queue = config.metering_queue.clone();
+    let queue = config.settings::<MeteringSettings>()?.queue.clone();
     platform::consumer::run_inbox(config, db, queue, SCHEMA, move |conn, envelope| {
         apply_event(conn, envelope, &events)
     })
-    .await
+    .await;
+    Ok(())
 }
 
+/// The four instance events metering acts on. A wildcard
+/// (`ordering.instance.*`) also matched `ordering.instance.event`, the
+/// renters' history feed (two per provisioning step), which metering took
+/// through its inbox only to ignore.
+const INSTANCE_EVENTS: [&str; 4] = [
+    contracts::events::INSTANCE_RUNNING,
+    contracts::events::INSTANCE_STOPPED,
+    contracts::events::INSTANCE_STORAGE_STARTED,
+    contracts::events::INSTANCE_STORAGE_ENDED,
+];
+
 /// Settles running intervals every `settlement_interval_ms`.
-async fn settle_forever(config: Arc<Config>, db: Db) {
-    let tick = std::time::Duration::from_millis(config.settlement_interval_ms.max(100));
+async fn settle_forever(config: Arc<Config>, settings: Arc<MeteringSettings>, db: Db) {
+    let tick = settings.settlement_interval;
     loop {
         tokio::time::sleep(tick).await;
         let now = contracts::time::now();
@@ -97,6 +112,24 @@ impl platform::service::Service for MeteringService {
         8084
     }
 
+    fn publishes(&self) -> &'static [&'static str] {
+        &[contracts::events::USAGE_RECORDED]
+    }
+
+    fn queues(
+        &self,
+        config: &Config,
+    ) -> Result<Vec<platform::broker::QueueSpec>, platform::service::StartError> {
+        let settings = config.settings::<MeteringSettings>()?;
+        Ok(vec![
+            platform::broker::QueueSpec::new(&settings.queue)
+                // Instances' network counters, vouched for by the catalog.
+                .bind(&config.events_exchange, contracts::events::INSTANCE_TRAFFIC)
+                .bind_all(&config.events_exchange, &INSTANCE_EVENTS)
+                .unbind(&config.events_exchange, "ordering.instance.*"),
+        ])
+    }
+
     fn server(
         &self,
         config: Arc<Config>,
@@ -117,7 +150,7 @@ impl platform::service::Service for MeteringService {
                 TaskKind::Messaging,
                 platform::outbox::run_relay(pool(&config, SCHEMA)?, config.clone(), SCHEMA),
             ),
-            Task::new(
+            Task::fallible(
                 "metering consumer",
                 TaskKind::Messaging,
                 run_consumer(config.clone(), pool(&config, SCHEMA)?),

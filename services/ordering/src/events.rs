@@ -16,13 +16,9 @@
 use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
-use contracts::events::{
-    INSTANCE_EVENT, InstanceEvent, PROVISIONING_STEP, ProvisioningStep, RuleNotice,
-};
+use contracts::events::{INSTANCE_EVENT, InstanceEvent, ProvisioningStep, RuleNotice};
 use contracts::{Envelope, api};
 use diesel::prelude::*;
-use lapin::options::{QueueBindOptions, QueueDeclareOptions};
-use lapin::types::{AMQPValue, FieldTable, LongString, ShortString};
 use platform::consumer::HandlerError;
 use platform::{Config, Db};
 use schema::ordering::{instance_events, instances};
@@ -280,55 +276,9 @@ fn apply_step(conn: &mut PgConnection, envelope: &Envelope) -> Result<(), Handle
     Ok(())
 }
 
-async fn declare_steps_queue(config: &Config) -> Result<(), platform::PlatformError> {
-    let conn = platform::broker::connect(&config.amqp_url).await;
-    let channel = conn.create_channel().await?;
-    platform::broker::declare_topology(&channel, config).await?;
-    let mut args = FieldTable::default();
-    let text = |s: &str| AMQPValue::LongString(LongString::from(s));
-    args.insert(ShortString::from("x-queue-type"), text("quorum"));
-    args.insert(
-        ShortString::from("x-dead-letter-exchange"),
-        text(&config.dead_letter_exchange),
-    );
-    args.insert(
-        ShortString::from("x-delivery-limit"),
-        AMQPValue::LongInt(config.delivery_limit as i32),
-    );
-    channel
-        .queue_declare(
-            STEPS_QUEUE.into(),
-            QueueDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            args,
-        )
-        .await?;
-    channel
-        .queue_bind(
-            STEPS_QUEUE.into(),
-            config.events_exchange.as_str().into(),
-            PROVISIONING_STEP.into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await?;
-    let _ = conn.close(200, "declared".into()).await;
-    Ok(())
-}
-
-/// Records the workers' provisioning steps forever.
+/// Records the workers' provisioning steps forever (the queue is declared
+/// with the rest of the topology: [`crate::OrderingService`]'s queues).
 pub async fn run_step_consumer(config: Arc<Config>, db: Db) {
-    loop {
-        match declare_steps_queue(&config).await {
-            Ok(()) => break,
-            Err(error) => {
-                tracing::warn!(%error, "declaring the steps queue failed; retrying");
-                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-            }
-        }
-    }
     platform::consumer::run_inbox(config, db, STEPS_QUEUE.to_owned(), SCHEMA, apply_step).await
 }
 

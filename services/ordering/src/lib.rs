@@ -19,6 +19,7 @@ mod replacement;
 mod routes;
 pub mod rules;
 mod saga;
+pub mod settings;
 pub mod state;
 
 use std::sync::Arc;
@@ -27,6 +28,7 @@ use platform::internal::InternalClient;
 use platform::{Config, Db};
 
 pub use error::Error;
+pub use settings::OrderingSettings;
 
 pub const SCHEMA: &str = "ordering";
 
@@ -34,26 +36,28 @@ pub const SCHEMA: &str = "ordering";
 #[derive(Clone)]
 pub struct Deps {
     pub config: Arc<Config>,
+    pub settings: Arc<OrderingSettings>,
     pub catalog: InternalClient,
     pub quota: InternalClient,
     pub billing: InternalClient,
 }
 
 impl Deps {
-    pub fn new(config: Arc<Config>) -> Self {
+    pub fn new(config: Arc<Config>) -> Result<Self, platform::PlatformError> {
         let client = |base: &str| InternalClient::new(base, config.service_token.clone());
-        Self {
+        Ok(Self {
             catalog: client(&config.url("catalog")),
             quota: client(&config.url("quota")),
             billing: client(&config.url("billing")),
+            settings: config.settings::<OrderingSettings>()?,
             config,
-        }
+        })
     }
 }
 
 /// Starts the ordering service's HTTP API; returns the server and its port.
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
-    let deps = actix_web::web::Data::new(Deps::new(config.clone()));
+    let deps = actix_web::web::Data::new(Deps::new(config.clone())?);
     events::configure(&config);
     // Background work of this service: the lifecycle rules, the deadline of
     // orders whose request died mid-saga, the reconciler and the record of
@@ -95,6 +99,45 @@ impl platform::service::Service for OrderingService {
         8082
     }
 
+    fn publishes(&self) -> &'static [&'static str] {
+        use contracts::events::*;
+        &[
+            INSTANCE_DOWNTIME,
+            INSTANCE_EVENT,
+            INSTANCE_FAILED,
+            INSTANCE_RUNNING,
+            INSTANCE_STOPPED,
+            INSTANCE_STORAGE_ENDED,
+            INSTANCE_STORAGE_STARTED,
+            // Commands to the provisioning workers.
+            PROVISION_INSTANCE,
+            STOP_INSTANCE,
+            DEPROVISION_INSTANCE,
+        ]
+    }
+
+    fn queues(
+        &self,
+        config: &Config,
+    ) -> Result<Vec<platform::broker::QueueSpec>, platform::service::StartError> {
+        use contracts::events::{INSTANCE_DISK_USAGE, INSTANCE_EXITED, PROVISIONING_STEP};
+        use platform::broker::QueueSpec;
+        let settings = config.settings::<OrderingSettings>()?;
+        let events = &config.events_exchange;
+        Ok(vec![
+            QueueSpec::new(&settings.queue)
+                // Preemptions decided by the catalog, and renters out of money.
+                .bind(events, "catalog.allocation.*")
+                .bind(events, "billing.balance.*")
+                // Rentals' containers that stopped on their own, and how much
+                // of its disk each rental uses, vouched for by the catalog.
+                .bind(events, INSTANCE_EXITED)
+                .bind(events, INSTANCE_DISK_USAGE),
+            // The workers' provisioning steps, recorded as instance history.
+            QueueSpec::new(events::STEPS_QUEUE).bind(events, PROVISIONING_STEP),
+        ])
+    }
+
     fn server(
         &self,
         config: Arc<Config>,
@@ -116,7 +159,7 @@ impl platform::service::Service for OrderingService {
                 platform::outbox::run_relay(pool(&config, SCHEMA)?, config.clone(), SCHEMA),
             ),
             // The catalog's preemptions, applied to the instances they hit.
-            Task::new(
+            Task::fallible(
                 "ordering preemption consumer",
                 TaskKind::Messaging,
                 preemption::run_consumer(config.clone(), pool(&config, SCHEMA)?),

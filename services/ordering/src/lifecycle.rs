@@ -189,7 +189,7 @@ async fn take_holdings(
         )
         .await?;
     let hourly = row.price_per_gpu_hour * Decimal::from(row.gpu_count);
-    let required = contracts::money::rate(deps.config.min_runway_seconds, hourly);
+    let required = contracts::money::rate(deps.settings.min_runway_seconds, hourly);
     let balance: Balance = deps
         .billing
         .post(
@@ -204,7 +204,7 @@ async fn take_holdings(
     let runway = crate::funds::Runway {
         balance: balance.amount,
         currency: balance.currency,
-        runway_seconds: deps.config.min_runway_seconds,
+        runway_seconds: deps.settings.min_runway_seconds,
     };
     let _: Allocation = deps
         .catalog

@@ -35,15 +35,16 @@ use crate::{Deps, Error, SCHEMA};
 /// Consumes ordering's queue forever: the catalog's preemptions and
 /// containers that exited ([`crate::exits`]), and
 /// billing's exhausted balances and reached spend caps ([`crate::funds`]).
-pub async fn run_consumer(config: Arc<Config>, db: Db) {
-    let deps = Deps::new(config.clone());
-    let queue = config.ordering_queue.clone();
+pub async fn run_consumer(config: Arc<Config>, db: Db) -> Result<(), Error> {
+    let deps = Deps::new(config.clone())?;
+    let queue = deps.settings.queue.clone();
     platform::consumer::run(config, queue, move |envelope: Envelope| {
         let db = db.clone();
         let deps = deps.clone();
         async move { handle(&db, &deps, envelope).await }
     })
-    .await
+    .await;
+    Ok(())
 }
 
 async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), HandlerError> {

@@ -321,7 +321,7 @@ pub fn spawn(deps: Deps, db: Db) -> tokio::task::JoinHandle<()> {
 }
 
 async fn run(r: Reconciler) {
-    let every = Duration::from_millis(r.deps.config.reconcile_interval_ms.max(50));
+    let every = r.deps.settings.reconcile_interval;
     loop {
         let span = tracing::info_span!("reconcile");
         pass(&r).instrument(span).await;
@@ -448,8 +448,8 @@ async fn liveness_pass(r: &Reconciler) -> Result<usize, Error> {
 }
 
 async fn meter_pass(r: &Reconciler) -> Result<usize, Error> {
-    let settle = TimeDelta::seconds(r.deps.config.reconcile_settle_seconds.max(0));
-    let backoff = Duration::from_secs(r.deps.config.reconcile_settle_seconds.max(1) as u64);
+    let settle = TimeDelta::seconds(r.deps.settings.reconcile_settle_seconds);
+    let backoff = Duration::from_secs(r.deps.settings.reconcile_settle_seconds.max(1) as u64);
     let since = contracts::time::now() - RECENT;
     pages(r, Scope::Metered(since), |rows| async move {
         let instance_ids: Vec<Uuid> = rows.iter().map(|row| row.id).collect();

@@ -59,7 +59,7 @@ async fn create_order(
     let CreateOrderWithRules { order, rules } = body.into_inner();
     // Bad rules must fail the order before it takes anything.
     if let Some(rules) = &rules {
-        rules::validate(rules, deps.config.gpu_activity_retention_seconds)?;
+        rules::validate(rules, deps.settings.gpu_activity_retention_seconds)?;
     }
     let tenant_id = order.tenant_id;
     let instance = saga::create_order(&db, &deps, order).await?;

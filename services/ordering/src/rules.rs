@@ -22,8 +22,6 @@
 //! Utilisation is per machine: another renter's busy GPU on the same machine
 //! keeps the instance running, never the reverse.
 
-use std::time::Duration;
-
 use chrono::{DateTime, TimeDelta, Utc};
 use contracts::api::{self, GpuActivity, InstanceRules};
 use contracts::events::RuleNotice;
@@ -192,7 +190,7 @@ pub async fn set(
     tenant_id: Uuid,
     rules: InstanceRules,
 ) -> Result<InstanceRules, Error> {
-    validate(&rules, deps.config.gpu_activity_retention_seconds)?;
+    validate(&rules, deps.settings.gpu_activity_retention_seconds)?;
     db.tx(move |conn| {
         let row = crate::instances::lock(conn, id)?;
         if row.tenant_id != tenant_id {
@@ -408,7 +406,7 @@ fn candidates(
 
 /// Runs the rules every `rules_tick_ms` forever.
 pub async fn run(deps: Deps, db: Db) {
-    let tick = Duration::from_millis(deps.config.rules_tick_ms.max(50));
+    let tick = deps.settings.rules_tick;
     loop {
         if let Err(error) = round(&db, &deps).await {
             tracing::warn!(%error, "lifecycle rules round failed");
@@ -486,7 +484,7 @@ async fn consider(
     // The threshold and start of the window the activity was asked for.
     activity: Option<(i32, DateTime<Utc>, GpuActivity)>,
 ) -> Result<(), Error> {
-    let lead = TimeDelta::seconds(deps.config.rules_warning_lead_seconds.max(0));
+    let lead = deps.settings.rules_warning_lead;
     let act = db
         .tx(move |conn| -> Result<Option<(Candidate, Due)>, Error> {
             let locked = instances::table

@@ -599,7 +599,7 @@ async fn run_steps(
     };
     let funds = FundsCheckRequest {
         tenant_id: req.tenant_id,
-        required: contracts::money::rate(deps.config.min_runway_seconds, hourly),
+        required: contracts::money::rate(deps.settings.min_runway_seconds, hourly),
     };
     let (reservation, balance) = tokio::join!(
         deps.quota
@@ -616,7 +616,7 @@ async fn run_steps(
     let runway = crate::funds::Runway {
         balance: balance.amount,
         currency: balance.currency,
-        runway_seconds: deps.config.min_runway_seconds,
+        runway_seconds: deps.settings.min_runway_seconds,
     };
     if !crate::funds::admit(db, req.tenant_id, order_id, hourly, runway).await? {
         return Err(expired());

@@ -10,6 +10,7 @@ mod passwords;
 mod pressure;
 mod reservations;
 mod routes;
+pub mod settings;
 mod teams;
 mod tenants;
 
@@ -20,6 +21,7 @@ use platform::{Config, Db};
 pub use api_keys::create_api_key;
 pub use error::Error;
 pub use reservations::{release, reserve, set_quota};
+pub use settings::QuotaSettings;
 pub use tenants::{create_operator, sign_up};
 
 pub const SCHEMA: &str = "quota";
@@ -27,7 +29,7 @@ pub const SCHEMA: &str = "quota";
 /// Starts the quota service's HTTP API; returns the server and its port.
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
     let state = actix_web::web::Data::new(routes::State {
-        default_max_gpus: config.default_max_gpus,
+        default_max_gpus: config.settings::<QuotaSettings>()?.default_max_gpus,
         currency: config.currency.clone(),
     });
     Ok(platform::http::serve_named(

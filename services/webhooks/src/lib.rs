@@ -49,29 +49,6 @@ pub fn build(
     )?)
 }
 
-/// Declares the service's queue on the events exchange and its bindings
-/// (one per event kind it translates).
-async fn declare(config: &Config, settings: &Settings) -> Result<(), Error> {
-    let conn = platform::broker::connect(&config.amqp_url).await;
-    let channel = conn
-        .create_channel()
-        .await
-        .map_err(platform::PlatformError::from)?;
-    platform::broker::declare_topology(&channel, config).await?;
-    platform::broker::declare_quorum(
-        &channel,
-        &settings.queue,
-        Some(&config.dead_letter_exchange),
-        config.delivery_limit,
-    )
-    .await?;
-    for key in catalog::BINDINGS {
-        platform::broker::bind(&channel, &settings.queue, &config.events_exchange, key).await?;
-    }
-    let _ = conn.close(0, "declared".into()).await;
-    Ok(())
-}
-
 /// Consumes the events the service translates, forever: each broker
 /// message is recorded in the inbox together with the messages and
 /// deliveries it made, so a redelivery makes nothing twice.
@@ -80,7 +57,6 @@ pub async fn run_consumer(
     settings: Arc<Settings>,
     db: Db,
 ) -> Result<(), Error> {
-    declare(&config, &settings).await?;
     platform::consumer::run_inbox(config, db, settings.queue.clone(), SCHEMA, apply).await;
     Ok(())
 }
@@ -110,29 +86,10 @@ pub async fn run_sender(config: Arc<Config>, settings: Arc<Settings>, db: Db) ->
 
 // ---------------------------------------------------------------- service
 
-/// This service, as the registry (`src/services.rs`) runs it: with its
-/// settings from the environment ([`SERVICE`]) or given ([`WebhooksService::with`],
-/// a test's retry schedule and local receivers).
-pub struct WebhooksService {
-    settings: Option<Settings>,
-}
-
-pub static SERVICE: WebhooksService = WebhooksService { settings: None };
-
-impl WebhooksService {
-    pub fn with(settings: Settings) -> Self {
-        Self {
-            settings: Some(settings),
-        }
-    }
-
-    fn settings(&self, config: &Config) -> Result<Arc<Settings>, Error> {
-        match &self.settings {
-            Some(s) => Ok(Arc::new(s.clone())),
-            None => Ok(Arc::new(Settings::from_env(config.production)?)),
-        }
-    }
-}
+/// This service, as the registry (`src/services.rs`) runs it, with its
+/// [`Settings`] from the configuration (set by a test) or the environment.
+pub struct WebhooksService;
+pub static SERVICE: WebhooksService = WebhooksService;
 
 impl platform::service::Service for WebhooksService {
     fn name(&self) -> &'static str {
@@ -149,11 +106,23 @@ impl platform::service::Service for WebhooksService {
         8087
     }
 
+    fn queues(
+        &self,
+        config: &Config,
+    ) -> Result<Vec<platform::broker::QueueSpec>, platform::service::StartError> {
+        let settings = config.settings::<Settings>()?;
+        // One binding per event kind it translates.
+        Ok(vec![
+            platform::broker::QueueSpec::new(&settings.queue)
+                .bind_all(&config.events_exchange, &catalog::BINDINGS),
+        ])
+    }
+
     fn server(
         &self,
         config: Arc<Config>,
     ) -> Result<(actix_web::dev::Server, u16), platform::service::StartError> {
-        let settings = self.settings(&config)?;
+        let settings = config.settings::<Settings>()?;
         let db = platform::service::pool(&config, SCHEMA)?;
         Ok(build(config, settings, db)?)
     }
@@ -163,7 +132,7 @@ impl platform::service::Service for WebhooksService {
         config: Arc<Config>,
     ) -> Result<Vec<platform::service::Task>, platform::service::StartError> {
         use platform::service::{Task, TaskKind, pool};
-        let settings = self.settings(&config)?;
+        let settings = config.settings::<Settings>()?;
         Ok(vec![
             Task::fallible(
                 "webhooks consumer",

@@ -79,8 +79,18 @@ pub fn parse_schedule(raw: &str) -> Result<Vec<Duration>, Error> {
         .collect()
 }
 
+impl platform::settings::ServiceSettings for Settings {
+    fn from_env(production: bool) -> Result<Self, platform::PlatformError> {
+        Self::load(production).map_err(|e| match e {
+            Error::Config(message) => platform::PlatformError::Config(message),
+            other => platform::PlatformError::Config(other.to_string()),
+        })
+    }
+}
+
 impl Settings {
-    pub fn from_env(production: bool) -> Result<Self, Error> {
+    /// Reads the group from `GPUMARKET_WEBHOOKS_*`.
+    pub fn load(production: bool) -> Result<Self, Error> {
         let schedule = match var("GPUMARKET_WEBHOOKS_RETRY_SCHEDULE") {
             Some(raw) => parse_schedule(&raw)?,
             None => DEFAULT_SCHEDULE

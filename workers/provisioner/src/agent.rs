@@ -53,13 +53,15 @@ pub struct AgentDriver {
 }
 
 impl AgentDriver {
-    pub fn new(db: Db, config: &Config) -> Self {
-        Self {
+    pub fn new(db: Db, config: &Config) -> Result<Self, Error> {
+        Ok(Self {
             db,
             amqp_url: config.amqp_url.clone(),
-            timeout: Duration::from_millis(config.agent_step_timeout_ms.max(1)),
+            timeout: config
+                .settings::<crate::ProvisionerSettings>()?
+                .agent_step_timeout,
             link: Mutex::new(None),
-        }
+        })
     }
 
     /// A confirming channel, reconnected after a failure.
@@ -523,7 +525,13 @@ pub async fn record_progress(
 
 /// Consumes the agents' step results and progress reports forever.
 pub async fn run_results_consumer(config: Arc<Config>, db: Db) {
-    let queue = config.agent_results_queue.clone();
+    let queue = match config.settings::<crate::ProvisionerSettings>() {
+        Ok(settings) => settings.agent_results_queue.clone(),
+        Err(error) => {
+            tracing::error!(%error, "the agents' results consumer cannot start");
+            return;
+        }
+    };
     let exchange = config.events_exchange.clone();
     platform::consumer::run_raw(config, queue, move |message: RawMessage| {
         let db = db.clone();

@@ -11,6 +11,7 @@ pub mod agent;
 pub mod driver;
 pub mod error;
 mod jobs;
+pub mod settings;
 pub mod simulated;
 
 use std::sync::Arc;
@@ -23,15 +24,17 @@ use uuid::Uuid;
 pub use agent::AgentDriver;
 pub use driver::{Driver, Step};
 pub use error::Error;
+pub use settings::ProvisionerSettings;
 pub use simulated::SimulatedDriver;
 
 pub const SCHEMA: &str = "provisioner";
 
 /// The driver `GPUMARKET_PROVISIONER_DRIVER` names.
 pub fn driver_from_config(config: &Config, db: Db) -> Result<Arc<dyn Driver>, Error> {
-    match config.provisioner_driver.as_str() {
+    let settings = config.settings::<ProvisionerSettings>()?;
+    match settings.driver.as_str() {
         "simulated" => Ok(Arc::new(SimulatedDriver::from_config(db, config)?)),
-        "agent" => Ok(Arc::new(AgentDriver::new(db, config))),
+        "agent" => Ok(Arc::new(AgentDriver::new(db, config)?)),
         other => Err(Error::Config(format!(
             "GPUMARKET_PROVISIONER_DRIVER: {other:?} is not simulated or agent"
         ))),
@@ -42,20 +45,16 @@ pub fn driver_from_config(config: &Config, db: Db) -> Result<Arc<dyn Driver>, Er
 /// runner (with its deadline reconciler), the agents' results consumer and
 /// the outbox relay of step events and dead letters.
 pub async fn run(config: Arc<Config>, db: Db) -> Result<(), Error> {
+    let settings = config.settings::<ProvisionerSettings>()?;
     let driver = driver_from_config(&config, db.clone())?;
-    if config.job_lease_ms < 300 {
-        return Err(Error::Config(
-            "GPUMARKET_JOB_LEASE_MS must be at least 300".into(),
-        ));
-    }
     let worker = jobs::Worker {
         db: db.clone(),
         driver,
         ordering: InternalClient::new(config.url("ordering"), config.service_token.clone()),
         settings: Arc::new(jobs::Settings {
-            step_attempts: config.step_attempts.max(1),
-            lease: Duration::from_millis(config.job_lease_ms),
-            poll: Duration::from_millis(config.job_poll_ms.max(10)),
+            step_attempts: settings.step_attempts,
+            lease: settings.job_lease,
+            poll: settings.job_poll,
             listen: config
                 .listen_notifications
                 .then(|| platform::notify::Listener {
@@ -63,17 +62,17 @@ pub async fn run(config: Arc<Config>, db: Db) -> Result<(), Error> {
                     channel: jobs::JOBS_CHANNEL.to_owned(),
                     check: Duration::from_millis(config.notification_check_ms),
                 }),
-            deadline: chrono::Duration::seconds(config.job_deadline_seconds.max(1)),
-            concurrency: config.worker_concurrency.max(1),
+            deadline: chrono::Duration::seconds(settings.job_deadline_seconds),
+            concurrency: settings.concurrency,
             events_exchange: config.events_exchange.clone(),
             dead_letter_exchange: config.dead_letter_exchange.clone(),
         }),
         id: format!("worker-{}-{}", std::process::id(), Uuid::now_v7().simple()).into(),
         wake: Arc::new(tokio::sync::Notify::new()),
     };
-    tracing::info!(worker.id = %worker.id, driver = %config.provisioner_driver, "provisioner starting");
+    tracing::info!(worker.id = %worker.id, driver = %settings.driver, "provisioner starting");
     let runner = worker.clone().run_jobs();
-    let queue = config.provisioner_queue.clone();
+    let queue = settings.queue.clone();
     let consumer = platform::consumer::run(config.clone(), queue, move |envelope| {
         let worker = worker.clone();
         async move { worker.accept(envelope).await }
@@ -83,4 +82,25 @@ pub async fn run(config: Arc<Config>, db: Db) -> Result<(), Error> {
     // All four run forever; ending this future (a stack shutdown) ends them all.
     tokio::join!(runner, consumer, relay, results);
     Ok(())
+}
+
+/// The message kinds the worker publishes through its outbox (its
+/// commands to host agents go to their own queues, not an exchange).
+pub const PUBLISHES: &[&str] = &[contracts::events::PROVISIONING_STEP];
+
+/// The worker's queues: the provisioning commands, and the host agents'
+/// step results and progress. The registry adds them to every process's
+/// topology, so a command sent before a worker started is kept.
+pub fn queues(config: &Config) -> Result<Vec<platform::broker::QueueSpec>, Error> {
+    use platform::broker::QueueSpec;
+    let settings = config.settings::<ProvisionerSettings>()?;
+    Ok(vec![
+        QueueSpec::new(&settings.queue).bind(&config.commands_exchange, "provisioner.jobs.#"),
+        // Host agents' answers to the `agent` driver's commands, and how far
+        // their long steps got (image pulls).
+        QueueSpec::new(&settings.agent_results_queue).bind_all(
+            &config.agents_exchange,
+            &["agent.*.step_result", "agent.*.step_progress"],
+        ),
+    ])
 }

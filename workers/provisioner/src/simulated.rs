@@ -57,11 +57,15 @@ fn parse_map(raw: &str, what: &str) -> Result<HashMap<Step, u64>, Error> {
 
 impl SimulatedDriver {
     pub fn from_config(db: Db, config: &Config) -> Result<Self, Error> {
-        let latency = parse_map(&config.sim_step_latency_ms, "GPUMARKET_SIM_STEP_LATENCY_MS")?
-            .into_iter()
-            .map(|(step, ms)| (step, Duration::from_millis(ms)))
-            .collect();
-        let failures = parse_map(&config.sim_step_failures, "GPUMARKET_SIM_STEP_FAILURES")?
+        let settings = config.settings::<crate::ProvisionerSettings>()?;
+        let latency = parse_map(
+            &settings.sim_step_latency_ms,
+            "GPUMARKET_SIM_STEP_LATENCY_MS",
+        )?
+        .into_iter()
+        .map(|(step, ms)| (step, Duration::from_millis(ms)))
+        .collect();
+        let failures = parse_map(&settings.sim_step_failures, "GPUMARKET_SIM_STEP_FAILURES")?
             .into_iter()
             .map(|(step, n)| (step, n as u32))
             .collect();
@@ -69,7 +73,7 @@ impl SimulatedDriver {
             db,
             latency,
             failures: Mutex::new(failures),
-            traffic_bytes_per_second: config.sim_traffic_bytes_per_second,
+            traffic_bytes_per_second: settings.sim_traffic_bytes_per_second,
         })
     }
 

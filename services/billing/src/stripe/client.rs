@@ -42,18 +42,19 @@ pub struct NewPaymentIntent<'a> {
 /// without a secret key, so that the calls answer `NOT_CONFIGURED` rather
 /// than sending a key Stripe can only refuse.
 pub(crate) fn client_from_config(config: &Config) -> Result<Option<stripe::Client>, Error> {
-    if config.stripe_secret_key.trim().is_empty() {
+    let settings = config.settings::<crate::BillingSettings>()?;
+    if settings.stripe_secret_key.is_empty() {
         tracing::info!(
             "GPUMARKET_STRIPE_SECRET_KEY is empty: card top-ups and payouts are not configured"
         );
         return Ok(None);
     }
     // async-stripe appends `v1/...` to the base as given.
-    let mut base = config.stripe_api_base.clone();
+    let mut base = settings.stripe_api_base.clone();
     if !base.ends_with('/') {
         base.push('/');
     }
-    ClientBuilder::new(config.stripe_secret_key.clone())
+    ClientBuilder::new(settings.stripe_secret_key.expose())
         .url(base)
         .timeout(TIMEOUT)
         .app_info(

@@ -29,6 +29,7 @@ pub struct StripeSettings {
 
 impl StripeSettings {
     pub fn from_config(config: &Config) -> Result<Self, Error> {
+        let settings = config.settings::<crate::BillingSettings>()?;
         let amount = |name: &str, raw: &str| -> Result<Decimal, Error> {
             raw.parse::<Decimal>()
                 .ok()
@@ -37,19 +38,19 @@ impl StripeSettings {
                     Error::Validation(format!("{name}: {raw:?} is not a positive decimal"))
                 })
         };
-        let min_amount = amount("GPUMARKET_TOP_UP_MIN_AMOUNT", &config.top_up_min_amount)?;
-        let max_amount = amount("GPUMARKET_TOP_UP_MAX_AMOUNT", &config.top_up_max_amount)?;
+        let min_amount = amount("GPUMARKET_TOP_UP_MIN_AMOUNT", &settings.top_up_min_amount)?;
+        let max_amount = amount("GPUMARKET_TOP_UP_MAX_AMOUNT", &settings.top_up_max_amount)?;
         if min_amount > max_amount {
             return Err(Error::Validation(
                 "GPUMARKET_TOP_UP_MIN_AMOUNT is above GPUMARKET_TOP_UP_MAX_AMOUNT".into(),
             ));
         }
-        if config.stripe_webhook_tolerance_seconds <= 0 {
+        if settings.stripe_webhook_tolerance_seconds <= 0 {
             return Err(Error::Validation(
                 "GPUMARKET_STRIPE_WEBHOOK_TOLERANCE_SECONDS: must be positive".into(),
             ));
         }
-        if config.stripe_webhook_secrets.is_empty() {
+        if settings.stripe_webhook_secrets.is_empty() {
             // Not fatal: the rest of billing works, and every webhook is
             // refused until a secret is configured.
             tracing::warn!(
@@ -57,8 +58,12 @@ impl StripeSettings {
             );
         }
         Ok(Self {
-            webhook_secrets: config.stripe_webhook_secrets.clone(),
-            tolerance_seconds: config.stripe_webhook_tolerance_seconds,
+            webhook_secrets: settings
+                .stripe_webhook_secrets
+                .iter()
+                .map(|s| s.expose().to_owned())
+                .collect(),
+            tolerance_seconds: settings.stripe_webhook_tolerance_seconds,
             min_amount,
             max_amount,
         })
