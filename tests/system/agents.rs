@@ -332,6 +332,18 @@ async fn heartbeats_keep_a_machine_online_and_silence_costs_reliability() {
             "{kind}"
         );
     }
+    // Numbered per machine (webhook ordering): online after offline.
+    env.assert_sequenced("catalog", &MACHINE_EVENTS, MACHINE_RESOURCE);
+    let sequence_of = |kind: &str| {
+        env.count(&format!(
+            "SELECT (body->'payload'->>'sequence')::bigint AS n FROM catalog.outbox \
+             WHERE routing_key = '{kind}' AND body->'payload'->>'machine_id' = '{id}'"
+        ))
+    };
+    assert!(
+        0 < sequence_of("catalog.machine.offline")
+            && sequence_of("catalog.machine.offline") < sequence_of("catalog.machine.online")
+    );
     let reliability_back = back.reliability.expect("reliability");
     assert!(reliability_back < Decimal::ONE, "{reliability_back}");
 

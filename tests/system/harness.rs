@@ -11,6 +11,24 @@ use platform::Config;
 use platform::rabbitmq_admin::RabbitAdmin;
 use serde_json::{Value, json};
 
+/// The events numbered by a renter's balance (`tenant:<id>`), and by a
+/// machine (`machine:<id>`), with the SQL of their resource keys
+/// ([`TestEnv::assert_sequenced`]).
+pub const BALANCE_EVENTS: [&str; 4] = [
+    "billing.runway.low",
+    "billing.balance.exhausted",
+    "billing.balance.cap_reached",
+    "billing.top_up.succeeded",
+];
+pub const BALANCE_RESOURCE: &str = "'tenant:' || (body->'payload'->>'tenant_id')";
+pub const MACHINE_EVENTS: [&str; 4] = [
+    "catalog.machine.online",
+    "catalog.machine.offline",
+    "catalog.machine.rented",
+    "catalog.machine.released",
+];
+pub const MACHINE_RESOURCE: &str = "'machine:' || (body->'payload'->>'machine_id')";
+
 pub const PASSWORD: &str = "correct horse battery";
 
 pub struct TestEnv {
@@ -157,6 +175,7 @@ impl TestEnv {
         rows.first().map(|r| r.n).unwrap_or(0)
     }
 
+<<<<<<< HEAD
     /// Every message each service wrote to its outbox is of a kind the
     /// service says it publishes (`Service::publishes`, and the worker's
     /// `provisioner::PUBLISHES`): the registry's list, which
@@ -195,6 +214,45 @@ impl TestEnv {
             }
         }
         seen
+=======
+    /// The events of `routing_keys` in `<schema>.outbox` are numbered per
+    /// resource (`resource`, an SQL expression over the row, e.g.
+    /// `'invoice:' || (body->'payload'->>'invoice_id')`): each resource's
+    /// events, in the order they were written (under the resource's
+    /// counter lock, so in commit order), carry `sequence` 1, 2, 3, ...,
+    /// and its counter in `<schema>.resource_sequences` ends at the last.
+    /// Returns how many events were checked.
+    pub fn assert_sequenced(&self, schema: &str, routing_keys: &[&str], resource: &str) -> i64 {
+        let keys = routing_keys
+            .iter()
+            .map(|k| format!("'{k}'"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        let events = format!(
+            "SELECT {resource} AS resource, (body->'payload'->>'sequence')::bigint AS s, \
+                    row_number() OVER (PARTITION BY {resource} ORDER BY seq) AS r \
+             FROM {schema}.outbox WHERE routing_key IN ({keys})"
+        );
+        let misnumbered = self.count(&format!(
+            "SELECT count(*) AS n FROM ({events}) e WHERE e.s IS DISTINCT FROM e.r"
+        ));
+        assert_eq!(
+            misnumbered, 0,
+            "{schema} {routing_keys:?}: events out of sequence"
+        );
+        let counters_behind = self.count(&format!(
+            "SELECT count(*) AS n FROM (SELECT resource, max(r) AS last FROM ({events}) e GROUP BY resource) e \
+             LEFT JOIN {schema}.resource_sequences c ON c.resource = e.resource \
+             WHERE c.seq IS DISTINCT FROM e.last"
+        ));
+        assert_eq!(
+            counters_behind, 0,
+            "{schema} {routing_keys:?}: counters disagree"
+        );
+        self.count(&format!(
+            "SELECT count(*) AS n FROM {schema}.outbox WHERE routing_key IN ({keys})"
+        ))
+>>>>>>> seq
     }
 
     /// Runs a statement (test fixtures only).

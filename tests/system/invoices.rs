@@ -749,4 +749,23 @@ pub fn assert_invoices_announced(env: &TestEnv) {
         ));
         assert_eq!((announced, rows), (invoices, invoices), "{kind}");
     }
+    // Numbered per invoice (webhook ordering): finalized 1, paid 2.
+    env.assert_sequenced(
+        "billing",
+        &["billing.invoice.finalized", "billing.invoice.paid"],
+        "'invoice:' || (body->'payload'->>'invoice_id')",
+    );
+    for (kind, sequence) in [
+        ("billing.invoice.finalized", 1),
+        ("billing.invoice.paid", 2),
+    ] {
+        assert_eq!(
+            env.count(&format!(
+                "SELECT count(*) AS n FROM billing.outbox WHERE routing_key = '{kind}' \
+                 AND (body->'payload'->>'sequence')::bigint <> {sequence}"
+            )),
+            0,
+            "{kind}"
+        );
+    }
 }

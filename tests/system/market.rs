@@ -747,6 +747,11 @@ async fn host_profiles_are_kept_and_only_operators_verify() {
         )),
         1
     );
+    m.env.assert_sequenced(
+        "catalog",
+        &["catalog.host.verification"],
+        "'host:' || (body->'payload'->>'host_tenant_id')",
+    );
     let seen = m
         .host
         .run(

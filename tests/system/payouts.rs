@@ -622,6 +622,15 @@ async fn hosts_get_statements_and_are_paid_once_through_stripe_connect() {
         ),
         1
     );
+    // Each payout settles once: its one event is number 1 of the payout.
+    assert_eq!(
+        env.assert_sequenced(
+            "billing",
+            &["billing.payout.paid", "billing.payout.failed"],
+            "'payout:' || (body->'payload'->>'payout_id')",
+        ),
+        4
+    );
     let transferred: i64 = stripe
         .transfers()
         .iter()
@@ -657,6 +666,11 @@ async fn hosts_get_statements_and_are_paid_once_through_stripe_connect() {
     assert_eq!(
         env.count("SELECT count(*) AS n FROM billing.outbox WHERE routing_key = 'billing.statement.finalized'"),
         env.count("SELECT count(*) AS n FROM billing.statements WHERE status = 'finalized'"),
+    );
+    env.assert_sequenced(
+        "billing",
+        &["billing.statement.finalized"],
+        "'statement:' || (body->'payload'->>'statement_id')",
     );
     env.cleanup().await;
 }

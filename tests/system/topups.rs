@@ -261,6 +261,16 @@ async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
         env.count("SELECT count(*) AS n FROM billing.outbox WHERE routing_key = 'billing.top_up.succeeded'"),
         1
     );
+    // Numbered within the renter's balance events (webhook ordering): the
+    // first, as nothing else was announced for this renter.
+    assert_eq!(
+        env.count(&format!(
+            "SELECT (body->'payload'->>'sequence')::bigint AS n FROM billing.outbox \
+             WHERE routing_key = 'billing.top_up.succeeded' AND body->'payload'->>'tenant_id' = '{tenant}'"
+        )),
+        1
+    );
+    env.assert_sequenced("billing", &BALANCE_EVENTS, BALANCE_RESOURCE);
     assert_eq!(
         env.count(&format!(
             "SELECT count(*) AS n FROM billing.entries e JOIN billing.accounts a ON a.id = e.account_id

@@ -486,6 +486,24 @@ async fn a_host_hears_its_machines_rented_and_released() {
     );
     // Rented and released went out through the catalog's outbox.
     assert!(env.assert_outboxes_hold_only_published_kinds() >= 2);
+    // The machine's own numbers order them, whatever order they came in.
+    let sequence_of = |kind: &str| {
+        delivered
+            .iter()
+            .find(|b| b["type"] == kind)
+            .and_then(|b| b["data"]["sequence"].as_i64())
+            .unwrap()
+    };
+    assert!(
+        0 < sequence_of("machine.rented")
+            && sequence_of("machine.rented") < sequence_of("machine.released"),
+        "{delivered:#?}"
+    );
+    env.assert_sequenced(
+        "catalog",
+        &harness::MACHINE_EVENTS,
+        harness::MACHINE_RESOURCE,
+    );
 
     drop(stack);
     env.cleanup().await;
@@ -610,6 +628,8 @@ async fn an_endpoint_that_keeps_failing_is_disabled_and_its_owner_told() {
     .await;
     assert_eq!(told["verified"], true);
     assert_eq!(data_of(&told)["data"]["endpoint_id"], bad.as_str());
+    // The endpoint's first numbered event.
+    assert_eq!(data_of(&told)["data"]["sequence"], 1);
     // One attempt and two retries, all refused.
     assert_eq!(failing.received().await.len(), 3);
     let listed = renter

@@ -119,6 +119,11 @@ pub struct BalanceExhausted {
     pub balance: Decimal,
     pub currency: String,
     pub at: DateTime<Utc>,
+    /// The event's number within its resource, the renter's balance, [`resource::tenant`]: from 1,
+    /// increasing in the order the changes committed (0 in events from
+    /// before it was carried).
+    #[serde(default)]
+    pub sequence: i64,
 }
 
 /// Command to the provisioning workers: make this instance user-ready.
@@ -314,6 +319,11 @@ pub struct RunwayLow {
     pub runway_seconds: i64,
     pub warn_below_seconds: i64,
     pub at: DateTime<Utc>,
+    /// The event's number within its resource, the renter's balance, [`resource::tenant`]: from 1,
+    /// increasing in the order the changes committed (0 in events from
+    /// before it was carried).
+    #[serde(default)]
+    pub sequence: i64,
 }
 
 pub const SPEND_CAP_REACHED: &str = "billing.balance.cap_reached";
@@ -331,6 +341,11 @@ pub struct SpendCapReached {
     pub monthly_cap: Decimal,
     pub currency: String,
     pub at: DateTime<Utc>,
+    /// The event's number within its resource, the renter's balance, [`resource::tenant`]: from 1,
+    /// increasing in the order the changes committed (0 in events from
+    /// before it was carried).
+    #[serde(default)]
+    pub sequence: i64,
 }
 
 pub const INSTANCE_STORAGE_STARTED: &str = "ordering.instance.storage_started";
@@ -474,6 +489,11 @@ pub struct TopUpSucceeded {
     pub amount: Decimal,
     pub currency: String,
     pub at: DateTime<Utc>,
+    /// The event's number within its resource, the renter's balance, [`resource::tenant`]: from 1,
+    /// increasing in the order the changes committed (0 in events from
+    /// before it was carried).
+    #[serde(default)]
+    pub sequence: i64,
 }
 
 pub const PAYOUT_PAID: &str = "billing.payout.paid";
@@ -492,6 +512,11 @@ pub struct PayoutSettled {
     pub stripe_transfer_id: Option<String>,
     pub failure_reason: Option<String>,
     pub at: DateTime<Utc>,
+    /// The event's number within its resource, the payout, [`resource::payout`]: from 1,
+    /// increasing in the order the changes committed (0 in events from
+    /// before it was carried).
+    #[serde(default)]
+    pub sequence: i64,
 }
 
 pub const MACHINE_RENTED: &str = "catalog.machine.rented";
@@ -510,6 +535,11 @@ pub struct MachineRental {
     /// On a release: whether it was a preemption.
     pub preempted: bool,
     pub at: DateTime<Utc>,
+    /// The event's number within its resource, the machine, [`resource::machine`] (shared with its liveness events): from 1,
+    /// increasing in the order the changes committed (0 in events from
+    /// before it was carried).
+    #[serde(default)]
+    pub sequence: i64,
 }
 
 pub const MACHINE_OFFLINE: &str = "catalog.machine.offline";
@@ -529,6 +559,11 @@ pub struct MachineLiveness {
     /// On `online`: the heartbeat that ended the silence.
     pub back_at: Option<DateTime<Utc>>,
     pub at: DateTime<Utc>,
+    /// The event's number within its resource, the machine, [`resource::machine`] (shared with its rental events): from 1,
+    /// increasing in the order the changes committed (0 in events from
+    /// before it was carried).
+    #[serde(default)]
+    pub sequence: i64,
 }
 
 pub const INVOICE_FINALIZED: &str = "billing.invoice.finalized";
@@ -548,6 +583,11 @@ pub struct InvoiceChanged {
     pub period_start: DateTime<Utc>,
     pub period_end: DateTime<Utc>,
     pub at: DateTime<Utc>,
+    /// The event's number within its resource, the invoice, [`resource::invoice`] (finalized 1, paid 2, or both in one run: 1 then 2): from 1,
+    /// increasing in the order the changes committed (0 in events from
+    /// before it was carried).
+    #[serde(default)]
+    pub sequence: i64,
 }
 
 pub const STATEMENT_FINALIZED: &str = "billing.statement.finalized";
@@ -564,6 +604,11 @@ pub struct StatementFinalized {
     pub period_start: DateTime<Utc>,
     pub period_end: DateTime<Utc>,
     pub at: DateTime<Utc>,
+    /// The event's number within its resource, the statement, [`resource::statement`]: from 1,
+    /// increasing in the order the changes committed (0 in events from
+    /// before it was carried).
+    #[serde(default)]
+    pub sequence: i64,
 }
 
 pub const HOST_VERIFICATION: &str = "catalog.host.verification";
@@ -576,4 +621,54 @@ pub struct HostVerification {
     pub verification: String,
     pub reason: String,
     pub at: DateTime<Utc>,
+    /// The event's number within its resource, the host, [`resource::host`]: from 1,
+    /// increasing in the order the changes committed (0 in events from
+    /// before it was carried).
+    #[serde(default)]
+    pub sequence: i64,
+}
+
+/// The resources billing's and the catalog's webhook-facing events are
+/// numbered by (their `sequence`, platform::sequence): one counter per
+/// key, so a receiver orders the events of one key by it.
+pub mod resource {
+    use uuid::Uuid;
+
+    /// A renter's prepaid balance and spend: [`super::RunwayLow`],
+    /// [`super::BalanceExhausted`], [`super::SpendCapReached`] and
+    /// [`super::TopUpSucceeded`].
+    pub fn tenant(tenant_id: Uuid) -> String {
+        format!("tenant:{tenant_id}")
+    }
+
+    /// One invoice: [`super::InvoiceChanged`].
+    pub fn invoice(invoice_id: Uuid) -> String {
+        format!("invoice:{invoice_id}")
+    }
+
+    /// One host statement: [`super::StatementFinalized`].
+    pub fn statement(statement_id: Uuid) -> String {
+        format!("statement:{statement_id}")
+    }
+
+    /// One payout: [`super::PayoutSettled`].
+    pub fn payout(payout_id: Uuid) -> String {
+        format!("payout:{payout_id}")
+    }
+
+    /// One machine, its liveness and its rentals together:
+    /// [`super::MachineLiveness`] and [`super::MachineRental`].
+    pub fn machine(machine_id: Uuid) -> String {
+        format!("machine:{machine_id}")
+    }
+
+    /// A host's verification: [`super::HostVerification`].
+    pub fn host(host_tenant_id: Uuid) -> String {
+        format!("host:{host_tenant_id}")
+    }
+
+    /// A webhook endpoint (the webhook service's own `endpoint.disabled`).
+    pub fn endpoint(endpoint_id: Uuid) -> String {
+        format!("endpoint:{endpoint_id}")
+    }
 }

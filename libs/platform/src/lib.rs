@@ -14,6 +14,7 @@ pub mod metrics;
 pub mod notify;
 pub mod outbox;
 pub mod rabbitmq_admin;
+pub mod sequence;
 pub mod service;
 pub mod settings;
 pub mod telemetry;

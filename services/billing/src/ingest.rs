@@ -488,6 +488,7 @@ fn announce_exhausted(
             None => charged.push((s.usage.tenant_id, s.correlation_id.clone())),
         }
     }
+    let mut exhausted: Vec<(Uuid, Decimal, Option<String>)> = Vec::new();
     for (tenant_id, correlation_id) in charged {
         let account = accounts.id(AccountKind::RenterBalance, Some(tenant_id))?;
         let Some(&balance) = balances.get(&account) else {
@@ -496,11 +497,25 @@ fn announce_exhausted(
         if balance >= Decimal::ZERO {
             continue;
         }
+        exhausted.push((tenant_id, balance, correlation_id));
+    }
+    if exhausted.is_empty() {
+        return Ok(());
+    }
+    // The renters' balance events are numbered (webhook ordering) only when
+    // one is announced, in one statement for the batch: never per charge.
+    let resources: Vec<String> = exhausted
+        .iter()
+        .map(|(tenant_id, _, _)| contracts::events::resource::tenant(*tenant_id))
+        .collect();
+    let sequences = platform::sequence::next_many(conn, crate::SCHEMA, &resources)?;
+    for ((tenant_id, balance, correlation_id), sequence) in exhausted.into_iter().zip(sequences) {
         let exhausted = BalanceExhausted {
             tenant_id,
             balance,
             currency: settings.currency.clone(),
             at: contracts::time::now(),
+            sequence,
         };
         let envelope = Envelope::new(
             BALANCE_EXHAUSTED,

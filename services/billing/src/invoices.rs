@@ -512,12 +512,15 @@ impl Finalized {
             period_start: self.period_start,
             period_end: self.period_end,
             at: contracts::time::now(),
+            // Numbered by `announce`.
+            sequence: 0,
         }
     }
 }
 
 /// `billing.invoice.finalized` for each invoice, and `billing.invoice.paid`
-/// for those paid now, in one statement (renters' webhooks).
+/// for those paid now, in one statement (renters' webhooks), each numbered
+/// within its invoice (an invoice paid at finalization: 1 then 2).
 fn announce(
     conn: &mut PgConnection,
     settings: &Settings,
@@ -533,6 +536,14 @@ fn announce(
         if i.status == "paid" {
             events.push((INVOICE_PAID, i.tenant_id, i.event(currency)));
         }
+    }
+    let resources: Vec<String> = events
+        .iter()
+        .map(|(_, _, e)| contracts::events::resource::invoice(e.invoice_id))
+        .collect();
+    let sequences = platform::sequence::next_many(conn, crate::SCHEMA, &resources)?;
+    for ((_, _, event), sequence) in events.iter_mut().zip(sequences) {
+        event.sequence = sequence;
     }
     crate::events::publish_all(conn, &settings.events_exchange, &events)
 }

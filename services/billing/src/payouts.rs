@@ -471,6 +471,11 @@ fn announce(conn: &mut PgConnection, settings: &Settings, row: &PayoutRow) -> Re
         stripe_transfer_id: row.stripe_transfer_id.clone(),
         failure_reason: row.failure_reason.clone(),
         at: contracts::time::now(),
+        sequence: platform::sequence::next(
+            conn,
+            crate::SCHEMA,
+            &contracts::events::resource::payout(row.id),
+        )?,
     };
     crate::events::publish(
         conn,

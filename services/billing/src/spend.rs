@@ -175,6 +175,7 @@ fn announce_cap(
         monthly_cap: cap,
         currency: settings.currency.clone(),
         at,
+        sequence: next_sequence(conn, tenant_id)?,
     };
     enqueue(
         conn,
@@ -187,6 +188,20 @@ fn announce_cap(
     tracing::warn!(tenant.id = %tenant_id, %spent, %cap, "monthly spend cap reached; the tenant's instances will be stopped");
     crate::metrics::spend_cap_reached();
     Ok(true)
+}
+
+/// The next number of the renter's balance events (webhook ordering,
+/// docs/webhooks.md), in the caller's transaction: only when an event is
+/// published, never per charge.
+pub fn next_sequence(
+    conn: &mut PgConnection,
+    tenant_id: Uuid,
+) -> Result<i64, diesel::result::Error> {
+    platform::sequence::next(
+        conn,
+        crate::SCHEMA,
+        &contracts::events::resource::tenant(tenant_id),
+    )
 }
 
 fn enqueue<T: serde::Serialize>(
@@ -341,6 +356,7 @@ pub async fn apply_observed(
                         runway_seconds: seconds,
                         warn_below_seconds,
                         at: now,
+                        sequence: next_sequence(conn, tenant_id)?,
                     };
                     enqueue(conn, &settings, RUNWAY_LOW, tenant_id, None, &event)?;
                     tracing::warn!(tenant.id = %tenant_id, %balance, runway_seconds = seconds, "runway low");

@@ -724,9 +724,15 @@ fn write_statements(
     }
     // Hosts' webhooks: one `billing.statement.finalized` each, one statement.
     let at = contracts::time::now();
+    let resources: Vec<String> = finalized
+        .iter()
+        .map(|f| contracts::events::resource::statement(f.id))
+        .collect();
+    let sequences = platform::sequence::next_many(conn, crate::SCHEMA, &resources)?;
     let events: Vec<_> = finalized
         .iter()
-        .map(|f| {
+        .zip(sequences)
+        .map(|(f, sequence)| {
             (
                 contracts::events::STATEMENT_FINALIZED,
                 f.host_tenant_id,
@@ -739,6 +745,7 @@ fn write_statements(
                     period_start: f.period_start,
                     period_end: f.period_end,
                     at,
+                    sequence,
                 },
             )
         })

@@ -208,13 +208,14 @@ fn take(
             conn,
             exchange,
             MACHINE_RELEASED,
-            &MachineRental {
+            MachineRental {
                 host_tenant_id: m.host_tenant_id,
                 machine_id: req.machine_id,
                 allocation_id: victim.order_id,
                 gpu_count: victim.gpu_count,
                 preempted: true,
                 at,
+                sequence: 0,
             },
         )?;
     }
@@ -250,13 +251,14 @@ fn take(
         conn,
         exchange,
         MACHINE_RENTED,
-        &MachineRental {
+        MachineRental {
             host_tenant_id: m.host_tenant_id,
             machine_id: req.machine_id,
             allocation_id: req.order_id,
             gpu_count: req.gpu_count,
             preempted: false,
             at,
+            sequence: 0,
         },
     )?;
     Ok(Allocation {
@@ -360,13 +362,14 @@ pub async fn release(db: &Db, events: &Events, order_id: Uuid) -> Result<(), Err
                 conn,
                 &exchange,
                 MACHINE_RELEASED,
-                &MachineRental {
+                MachineRental {
                     host_tenant_id,
                     machine_id,
                     allocation_id: order_id,
                     gpu_count,
                     preempted: false,
                     at: contracts::time::now(),
+                    sequence: 0,
                 },
             )?;
         }
@@ -376,19 +379,22 @@ pub async fn release(db: &Db, events: &Events, order_id: Uuid) -> Result<(), Err
 }
 
 /// `catalog.machine.rented` or `.released`, for the host (its webhooks,
-/// docs/webhooks.md), in the caller's transaction.
+/// docs/webhooks.md), in the caller's transaction (which holds the
+/// machine's row lock), with the machine's next event number (its
+/// `sequence`; the caller's value is replaced).
 fn announce(
     conn: &mut PgConnection,
     exchange: &str,
     kind: &str,
-    event: &MachineRental,
+    mut event: MachineRental,
 ) -> Result<(), Error> {
+    event.sequence = crate::reliability::machine_sequence(conn, event.machine_id)?;
     let envelope = contracts::Envelope::new(
         kind,
         event.at,
         Some(event.host_tenant_id),
         platform::http::current_correlation_id(),
-        event,
+        &event,
     )
     .map_err(platform::PlatformError::from)?;
     platform::outbox::enqueue(conn, crate::SCHEMA, exchange, kind, &envelope)?;

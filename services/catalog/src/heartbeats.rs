@@ -584,13 +584,14 @@ fn apply_heartbeat(
         reliability::announce_liveness(
             conn,
             events,
-            &MachineLiveness {
+            MachineLiveness {
                 host_tenant_id: locked.host_tenant_id,
                 machine_id,
                 online: true,
                 silent_since: started,
                 back_at: Some(t),
                 at: contracts::time::now(),
+                sequence: 0,
             },
         )
         .map_err(HandlerError::from)

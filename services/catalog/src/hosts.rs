@@ -156,6 +156,11 @@ pub async fn set_verification(
             verification: state.to_owned(),
             reason: reason.clone(),
             at: contracts::time::now(),
+            sequence: platform::sequence::next(
+                conn,
+                crate::SCHEMA,
+                &contracts::events::resource::host(tenant_id),
+            )?,
         };
         let envelope = contracts::Envelope::new(
             contracts::events::HOST_VERIFICATION,

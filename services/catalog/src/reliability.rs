@@ -228,13 +228,14 @@ pub async fn sweep(
             announce_liveness(
                 conn,
                 &exchange,
-                &MachineLiveness {
+                MachineLiveness {
                     host_tenant_id: gap.host_tenant_id,
                     machine_id: gap.machine_id,
                     online: false,
                     silent_since: gap.started_at,
                     back_at: None,
                     at: contracts::time::now(),
+                    sequence: 0,
                 },
             )?;
         }
@@ -245,12 +246,14 @@ pub async fn sweep(
 }
 
 /// `catalog.machine.offline` or `.online`, for the host (its webhooks,
-/// docs/webhooks.md), in the caller's transaction.
+/// docs/webhooks.md), in the caller's transaction, with the machine's next
+/// event number (its `sequence`; the caller's value is replaced).
 pub fn announce_liveness(
     conn: &mut PgConnection,
     exchange: &str,
-    event: &MachineLiveness,
+    mut event: MachineLiveness,
 ) -> Result<(), PlatformError> {
+    event.sequence = machine_sequence(conn, event.machine_id)?;
     let kind = if event.online {
         MACHINE_ONLINE
     } else {
@@ -261,10 +264,25 @@ pub fn announce_liveness(
         event.at,
         Some(event.host_tenant_id),
         platform::http::current_correlation_id(),
-        event,
+        &event,
     )?;
     platform::outbox::enqueue(conn, crate::SCHEMA, exchange, kind, &envelope)?;
     Ok(())
+}
+
+/// The next number of a machine's webhook-facing events, liveness and
+/// rentals alike (so a receiver orders a machine's online, offline, rented
+/// and released by it), in the caller's transaction. Every caller holds the
+/// machine's row lock already, so taking the counter adds no lock order.
+pub fn machine_sequence(
+    conn: &mut PgConnection,
+    machine_id: uuid::Uuid,
+) -> Result<i64, diesel::result::Error> {
+    platform::sequence::next(
+        conn,
+        crate::SCHEMA,
+        &contracts::events::resource::machine(machine_id),
+    )
 }
 
 /// Sweeps every `offline_sweep_ms` forever: finds listed machines silent

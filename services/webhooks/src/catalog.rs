@@ -52,7 +52,11 @@ fn undecodable(kind: &str, e: serde_json::Error) -> HandlerError {
     HandlerError::Permanent(format!("{kind}: {e}"))
 }
 
-/// The webhook event a broker message is, if any.
+/// The webhook event a broker message is, if any. `sequence` is the
+/// publisher's number of the event within its resource (the instance, the
+/// invoice, the machine, the renter's balance, ...: contracts::events::resource),
+/// increasing in the order the changes committed, so a receiver orders one
+/// resource's events by it whatever order they are delivered in.
 pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> {
     match envelope.kind.as_str() {
         INSTANCE_EVENT => {
@@ -74,7 +78,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "runway_seconds": e.runway_seconds,
                     "warn_below_seconds": e.warn_below_seconds,
                     "at": e.at,
-                    "sequence": e.at.timestamp_micros(),
+                    "sequence": e.sequence,
                 }),
             }))
         }
@@ -90,7 +94,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "balance": e.balance,
                     "currency": e.currency,
                     "at": e.at,
-                    "sequence": e.at.timestamp_micros(),
+                    "sequence": e.sequence,
                 }),
             }))
         }
@@ -108,7 +112,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "monthly_cap": e.monthly_cap,
                     "currency": e.currency,
                     "at": e.at,
-                    "sequence": e.at.timestamp_micros(),
+                    "sequence": e.sequence,
                 }),
             }))
         }
@@ -125,7 +129,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "amount": e.amount,
                     "currency": e.currency,
                     "at": e.at,
-                    "sequence": e.at.timestamp_micros(),
+                    "sequence": e.sequence,
                 }),
             }))
         }
@@ -149,7 +153,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "period_start": e.period_start,
                     "period_end": e.period_end,
                     "at": e.at,
-                    "sequence": e.at.timestamp_micros(),
+                    "sequence": e.sequence,
                 }),
             }))
         }
@@ -165,7 +169,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "verification": e.verification,
                     "reason": e.reason,
                     "at": e.at,
-                    "sequence": e.at.timestamp_micros(),
+                    "sequence": e.sequence,
                 }),
             }))
         }
@@ -185,7 +189,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "period_start": e.period_start,
                     "period_end": e.period_end,
                     "at": e.at,
-                    "sequence": e.at.timestamp_micros(),
+                    "sequence": e.sequence,
                 }),
             }))
         }
@@ -206,7 +210,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "silent_since": e.silent_since,
                     "back_at": e.back_at,
                     "at": e.at,
-                    "sequence": e.at.timestamp_micros(),
+                    "sequence": e.sequence,
                 }),
             }))
         }
@@ -227,7 +231,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "gpu_count": e.gpu_count,
                     "preempted": e.preempted,
                     "at": e.at,
-                    "sequence": e.at.timestamp_micros(),
+                    "sequence": e.sequence,
                 }),
             }))
         }
@@ -250,7 +254,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "stripe_transfer_id": e.stripe_transfer_id,
                     "failure_reason": e.failure_reason,
                     "at": e.at,
-                    "sequence": e.at.timestamp_micros(),
+                    "sequence": e.sequence,
                 }),
             }))
         }
@@ -442,6 +446,7 @@ mod money_and_host_events {
             amount: Decimal::new(2500, 2),
             currency: "USD".into(),
             at,
+            sequence: 4,
         };
         let out = translate(&envelope(TOP_UP_SUCCEEDED, &top_up))
             .unwrap()
@@ -451,6 +456,8 @@ mod money_and_host_events {
             (renter, EventType::TopUpSucceeded)
         );
         assert_eq!(out.data["amount"], "25.00");
+        // The publisher's per-resource number, not a timestamp.
+        assert_eq!(out.data["sequence"], 4);
 
         let rental = MachineRental {
             host_tenant_id: host,
@@ -459,6 +466,7 @@ mod money_and_host_events {
             gpu_count: 2,
             preempted: true,
             at,
+            sequence: 7,
         };
         let out = translate(&envelope(MACHINE_RELEASED, &rental))
             .unwrap()
@@ -468,6 +476,7 @@ mod money_and_host_events {
             (host, EventType::MachineReleased)
         );
         assert_eq!(out.data["preempted"], true);
+        assert_eq!(out.data["sequence"], 7);
         let out = translate(&envelope(MACHINE_RENTED, &rental))
             .unwrap()
             .unwrap();
@@ -482,6 +491,7 @@ mod money_and_host_events {
             stripe_transfer_id: None,
             failure_reason: Some("account closed".into()),
             at,
+            sequence: 1,
         };
         let out = translate(&envelope(PAYOUT_FAILED, &payout))
             .unwrap()
@@ -491,6 +501,7 @@ mod money_and_host_events {
             (host, EventType::PayoutFailed)
         );
         assert_eq!(out.data["failure_reason"], "account closed");
+        assert_eq!(out.data["sequence"], 1);
         assert!(
             translate(&envelope("billing.something.else", &payout))
                 .unwrap()
@@ -500,5 +511,21 @@ mod money_and_host_events {
             translate(&envelope(PAYOUT_PAID, &json!({"nope": 1}))),
             Err(HandlerError::Permanent(_))
         ));
+    }
+
+    /// A message published before the sequence was carried (still in a
+    /// queue across the upgrade) decodes with sequence 0.
+    #[test]
+    fn an_older_message_without_a_sequence_has_sequence_zero() {
+        let old = json!({
+            "host_tenant_id": Uuid::now_v7(), "machine_id": Uuid::now_v7(),
+            "online": false, "silent_since": "2026-12-06T00:00:00Z",
+            "back_at": null, "at": "2026-12-06T00:01:00Z"
+        });
+        let out = translate(&envelope(MACHINE_OFFLINE, &old))
+            .unwrap()
+            .unwrap();
+        assert_eq!(out.event_type, EventType::MachineOffline);
+        assert_eq!(out.data["sequence"], 0);
     }
 }

@@ -159,6 +159,13 @@ fn give_up(
     if deliveries::disable(conn, endpoint_id, &reason)? {
         tracing::warn!(endpoint.id = %endpoint_id, %reason, "webhook endpoint disabled");
         crate::metrics::disabled();
+        // The endpoint's own number (webhook ordering), taken under its row
+        // lock, which `disable` holds.
+        let sequence = platform::sequence::next(
+            conn,
+            crate::SCHEMA,
+            &contracts::events::resource::endpoint(endpoint_id),
+        )?;
         deliveries::fan_out(
             conn,
             tenant_id,
@@ -168,7 +175,7 @@ fn give_up(
                 "endpoint_id": endpoint_id,
                 "tenant_id": tenant_id,
                 "reason": reason,
-                "sequence": Utc::now().timestamp_micros(),
+                "sequence": sequence,
             }),
             None,
             Some(endpoint_id),

@@ -270,6 +270,7 @@ fn credit(
         .execute(conn)?;
     if posted {
         crate::invoices::pay_open_invoices(conn, top_up.tenant_id, settings)?;
+        let sequence = crate::spend::next_sequence(conn, top_up.tenant_id)?;
         crate::events::publish(
             conn,
             &settings.events_exchange,
@@ -282,6 +283,7 @@ fn credit(
                 amount,
                 currency: currency.to_owned(),
                 at: contracts::time::now(),
+                sequence,
             },
         )?;
         tracing::info!(tenant.id = %top_up.tenant_id, top_up.id = %top_up.id, %amount, "top-up credited");

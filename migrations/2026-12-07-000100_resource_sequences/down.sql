@@ -1,0 +1,3 @@
+DROP TABLE webhooks.resource_sequences;
+DROP TABLE catalog.resource_sequences;
+DROP TABLE billing.resource_sequences;
