@@ -175,7 +175,6 @@ impl TestEnv {
         rows.first().map(|r| r.n).unwrap_or(0)
     }
 
-<<<<<<< HEAD
     /// Every message each service wrote to its outbox is of a kind the
     /// service says it publishes (`Service::publishes`, and the worker's
     /// `provisioner::PUBLISHES`): the registry's list, which
@@ -214,7 +213,8 @@ impl TestEnv {
             }
         }
         seen
-=======
+    }
+
     /// The events of `routing_keys` in `<schema>.outbox` are numbered per
     /// resource (`resource`, an SQL expression over the row, e.g.
     /// `'invoice:' || (body->'payload'->>'invoice_id')`): each resource's
@@ -252,7 +252,6 @@ impl TestEnv {
         self.count(&format!(
             "SELECT count(*) AS n FROM {schema}.outbox WHERE routing_key IN ({keys})"
         ))
->>>>>>> seq
     }
 
     /// Runs a statement (test fixtures only).
