@@ -74,14 +74,11 @@ impl TestEnv {
             amqp.port().unwrap_or(5672)
         );
 
-        let (url, db_url, admin) = (
-            config.database_url.clone(),
-            db_name.clone(),
-            admin_url.clone(),
-        );
+        let (db_url, admin) = (db_name.clone(), admin_url.clone());
         tokio::task::spawn_blocking(move || {
-            platform::db::create_database(&admin, &db_url).expect("create database");
-            platform::db::migrate(&url).expect("migrate");
+            // A copy of the migrated template (platform::db::TEMPLATE_DATABASE).
+            platform::db::create_migrated_database(&admin, &db_url)
+                .expect("create migrated database");
         })
         .await
         .expect("join");

@@ -17,20 +17,18 @@ pub struct TestDb {
 }
 
 impl TestDb {
-    /// Creates and migrates `gpumarket_test_<tag>_<unique>`.
+    /// Creates `gpumarket_test_<tag>_<unique>`, migrated (a copy of the
+    /// migrated template).
     pub fn new(tag: &str) -> Result<Self, PlatformError> {
         let base = Config::from_env()?;
         let name = format!("gpumarket_test_{tag}_{}", Uuid::now_v7().simple());
         let admin = crate::config::replace_db_name(&base.database_url, "postgres");
-        crate::db::create_database(&admin, &name)?;
-        let db = Self {
+        crate::db::create_migrated_database(&admin, &name)?;
+        Ok(Self {
             url: base.with_database(&name).database_url,
             admin,
             name,
-        };
-        // Dropped again (by `db`) if the migration fails.
-        crate::db::migrate(&db.url)?;
-        Ok(db)
+        })
     }
 
     /// A new connection to it.

@@ -94,18 +94,25 @@ enum Work {
 }
 
 impl Work {
-    fn decode(kind: &str, payload: &serde_json::Value) -> Result<Work, serde_json::Error> {
+    /// The work of a job row; an unknown kind is an error (the job dies
+    /// and its command is dead-lettered), never a guess.
+    fn decode(kind: &str, payload: &serde_json::Value) -> Result<Work, String> {
         let payload = payload.clone();
-        Ok(if kind.starts_with("provision") {
-            let mut run: ProvisionRun = serde_json::from_value(payload)?;
-            run.attempt = provision_attempt(kind);
-            Work::Provision(run)
-        } else if kind == DEPROVISION_KIND {
-            Work::Deprovision(serde_json::from_value(payload)?)
-        } else if kind.starts_with(CLEANUP_KIND) {
-            Work::Cleanup(serde_json::from_value(payload)?)
-        } else {
-            Work::Stop(serde_json::from_value(payload)?)
+        let bad = |e: serde_json::Error| format!("{kind} payload: {e}");
+        Ok(match JobKind::parse(kind) {
+            Some(JobKind::Provision(attempt)) => {
+                let mut run: ProvisionRun = serde_json::from_value(payload).map_err(bad)?;
+                run.attempt = attempt;
+                Work::Provision(run)
+            }
+            Some(JobKind::Deprovision) => {
+                Work::Deprovision(serde_json::from_value(payload).map_err(bad)?)
+            }
+            Some(JobKind::Cleanup(_)) => {
+                Work::Cleanup(serde_json::from_value(payload).map_err(bad)?)
+            }
+            Some(JobKind::Stop(_)) => Work::Stop(serde_json::from_value(payload).map_err(bad)?),
+            None => return Err(format!("unknown job kind {kind:?}")),
         })
     }
 
@@ -126,32 +133,55 @@ impl Work {
     }
 }
 
-/// The job kind of a provisioning attempt: the order's keeps the plain kind,
-/// each start after a stop gets its own job (and step log).
-fn provision_kind(attempt: i32) -> String {
-    if attempt <= 1 {
-        "provision".to_owned()
-    } else {
-        format!("provision:{attempt}")
+/// A job's kind, as `provisioner.jobs.kind` stores it (with the instance,
+/// the job's unique key; the database refuses any other text, migration
+/// 2026-12-07-000200). Parsed, never guessed: a row of another kind dies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum JobKind {
+    /// A provisioning attempt: the order's first keeps the plain kind
+    /// (`provision`), each start after a stop gets its own job and step
+    /// log (`provision:<attempt>`).
+    Provision(i32),
+    /// The instance's destroy (`deprovision`).
+    Deprovision,
+    /// A dead never-run attempt's cleanup, one per attempt (`cleanup`,
+    /// `cleanup:<attempt>`): a re-placed order's attempts ran on different
+    /// machines.
+    Cleanup(i32),
+    /// One stop decision (`stop:<command id>`): an instance is stopped once
+    /// per run.
+    Stop(Uuid),
+}
+
+impl JobKind {
+    fn parse(raw: &str) -> Option<Self> {
+        // Attempt 1 is the plain kind, so `provision:1` is not a kind.
+        let later = |n: &str| n.parse::<i32>().ok().filter(|n| *n >= 2);
+        match raw.split_once(':') {
+            None => match raw {
+                "provision" => Some(Self::Provision(1)),
+                "deprovision" => Some(Self::Deprovision),
+                "cleanup" => Some(Self::Cleanup(1)),
+                _ => None,
+            },
+            Some(("provision", n)) => later(n).map(Self::Provision),
+            Some(("cleanup", n)) => later(n).map(Self::Cleanup),
+            Some(("stop", id)) => Uuid::parse_str(id).ok().map(Self::Stop),
+            Some(_) => None,
+        }
     }
 }
 
-fn provision_attempt(kind: &str) -> i32 {
-    kind.strip_prefix("provision:")
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(1)
-}
-
-const DEPROVISION_KIND: &str = "deprovision";
-const CLEANUP_KIND: &str = "cleanup";
-
-/// A dead never-run attempt's cleanup, one per attempt: a re-placed order's
-/// attempts ran on different machines.
-fn cleanup_kind(attempt: i32) -> String {
-    if attempt <= 1 {
-        CLEANUP_KIND.to_owned()
-    } else {
-        format!("{CLEANUP_KIND}:{attempt}")
+impl std::fmt::Display for JobKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Provision(attempt) if *attempt <= 1 => f.write_str("provision"),
+            Self::Provision(attempt) => write!(f, "provision:{attempt}"),
+            Self::Deprovision => f.write_str("deprovision"),
+            Self::Cleanup(attempt) if *attempt <= 1 => f.write_str("cleanup"),
+            Self::Cleanup(attempt) => write!(f, "cleanup:{attempt}"),
+            Self::Stop(id) => write!(f, "stop:{id}"),
+        }
     }
 }
 
@@ -242,7 +272,7 @@ impl Worker {
                 run.attempt = run.attempt.max(1);
                 let payload = serde_json::to_value(&run).map_err(bad)?;
                 (
-                    provision_kind(run.attempt),
+                    JobKind::Provision(run.attempt),
                     run.instance.instance_id,
                     run.instance.machine_id,
                     payload,
@@ -252,7 +282,7 @@ impl Worker {
                 let job: DeprovisionInstance = envelope.payload().map_err(bad)?;
                 let payload = serde_json::to_value(&job).map_err(bad)?;
                 (
-                    DEPROVISION_KIND.to_owned(),
+                    JobKind::Deprovision,
                     job.instance_id,
                     job.machine_id,
                     payload,
@@ -267,20 +297,16 @@ impl Worker {
                 })
                 .map_err(bad)?;
                 // One job per stop decision: an instance is stopped once per run.
-                (
-                    format!("stop:{}", envelope.id),
-                    instance_id,
-                    machine_id,
-                    payload,
-                )
+                (JobKind::Stop(envelope.id), instance_id, machine_id, payload)
             }
             other => return Err(HandlerError::Permanent(format!("unknown command {other}"))),
         };
         let command = serde_json::to_value(&envelope).map_err(bad)?;
         let routing_key = envelope.kind.clone();
         let deadline = Utc::now() + self.settings.deadline;
-        let deprovision = kind == DEPROVISION_KIND;
-        let provision = kind.starts_with("provision");
+        let deprovision = kind == JobKind::Deprovision;
+        let provision = matches!(kind, JobKind::Provision(_));
+        let kind = kind.to_string();
         self.db
             .tx(move |conn| -> Result<(), HandlerError> {
                 // A provisioning command that arrives after its instance's
@@ -290,7 +316,7 @@ impl Worker {
                     && diesel::select(diesel::dsl::exists(
                         jobs::table
                             .filter(jobs::instance_id.eq(instance_id))
-                            .filter(jobs::kind.eq(DEPROVISION_KIND)),
+                            .filter(jobs::kind.eq(JobKind::Deprovision.to_string())),
                     ))
                     .get_result::<bool>(conn)?;
                 let inserted = diesel::insert_into(jobs::table)
@@ -467,7 +493,7 @@ impl Worker {
             Ok(work) => work,
             Err(e) => {
                 // Our own row, unreadable: retrying cannot help.
-                let reason = format!("undecodable job payload: {e}");
+                let reason = format!("undecodable job: {e}");
                 self.fenced(job.id, {
                     let dlx = self.settings.dead_letter_exchange.clone();
                     let id = job.id;
@@ -1019,9 +1045,9 @@ fn die(
         ))
         .for_update()
         .first(conn)?;
-    if kind.starts_with("provision")
+    if let Some(JobKind::Provision(attempt)) = JobKind::parse(&kind)
         && let Ok(run) = serde_json::from_value::<ProvisionRun>(payload)
-        && (kind == provision_kind(1) || run.never_ran)
+        && (attempt <= 1 || run.never_ran)
     {
         let cleanup = DeprovisionInstance {
             instance_id: run.instance.instance_id,
@@ -1034,7 +1060,7 @@ fn die(
             .values((
                 jobs::id.eq(Uuid::now_v7()),
                 jobs::instance_id.eq(cleanup.instance_id),
-                jobs::kind.eq(cleanup_kind(provision_attempt(&kind))),
+                jobs::kind.eq(JobKind::Cleanup(attempt).to_string()),
                 jobs::machine_id.eq(cleanup.machine_id),
                 jobs::payload.eq(cleanup_payload),
                 jobs::status.eq("running"),
@@ -1121,12 +1147,50 @@ mod tests {
     use super::*;
 
     #[test]
-    fn provisioning_attempts_map_to_kinds_and_back() {
-        assert_eq!(provision_kind(0), "provision");
-        assert_eq!(provision_kind(1), "provision");
-        assert_eq!(provision_kind(3), "provision:3");
-        assert_eq!(provision_attempt("provision"), 1);
-        assert_eq!(provision_attempt("provision:3"), 3);
+    fn job_kinds_map_to_text_and_back() {
+        assert_eq!(JobKind::Provision(0).to_string(), "provision");
+        assert_eq!(JobKind::Provision(1).to_string(), "provision");
+        assert_eq!(JobKind::Provision(3).to_string(), "provision:3");
+        assert_eq!(JobKind::Cleanup(1).to_string(), "cleanup");
+        let id = Uuid::now_v7();
+        for kind in [
+            JobKind::Provision(1),
+            JobKind::Provision(3),
+            JobKind::Deprovision,
+            JobKind::Cleanup(1),
+            JobKind::Cleanup(4),
+            JobKind::Stop(id),
+        ] {
+            assert_eq!(JobKind::parse(&kind.to_string()), Some(kind), "{kind}");
+        }
+    }
+
+    /// A kind this worker does not know is refused, never run as something
+    /// else (it used to become a stop).
+    #[test]
+    fn an_unknown_job_kind_is_refused_not_guessed() {
+        for raw in [
+            "reboot",
+            "stop",
+            "stop:not-a-uuid",
+            "provision:1",
+            "provision:x",
+            "provisioning",
+            "deprovision:2",
+            "",
+        ] {
+            assert_eq!(JobKind::parse(raw), None, "{raw:?}");
+        }
+        let stop = serde_json::json!({
+            "command": {
+                "instance_id": Uuid::now_v7(),
+                "machine_id": Uuid::now_v7(),
+                "tenant_id": Uuid::now_v7(),
+            },
+            "issued_at": Utc::now(),
+        });
+        let err = Work::decode("reboot", &stop).err().expect("refused");
+        assert!(err.contains("unknown job kind"), "{err}");
     }
 
     #[test]

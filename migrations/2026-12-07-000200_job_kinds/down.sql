@@ -1,0 +1,1 @@
+ALTER TABLE provisioner.jobs DROP CONSTRAINT jobs_kind_known;
