@@ -56,11 +56,24 @@ struct OrderRow {
 
 impl OrderRow {
     /// The quote the order was recorded at (its price snapshot and model).
-    fn quote(&self) -> Quote {
-        Quote {
-            price: self.price_per_gpu_hour.unwrap_or_default(),
-            currency: self.currency.clone().unwrap_or_default(),
-            gpu_model: self.gpu_model.clone().unwrap_or_default(),
+    /// An order without one (a row from before quotes were recorded) is
+    /// refused, never resumed at a price of zero: the runway admission
+    /// would then let it start on any balance.
+    fn quote(&self) -> Result<Quote, Error> {
+        match (
+            self.price_per_gpu_hour,
+            self.currency.clone(),
+            self.gpu_model.clone(),
+        ) {
+            (Some(price), Some(currency), Some(gpu_model)) => Ok(Quote {
+                price,
+                currency,
+                gpu_model,
+            }),
+            _ => Err(Error::Conflict(format!(
+                "order {} has no recorded quote and cannot be resumed; place a new order with another idempotencyKey",
+                self.id
+            ))),
         }
     }
 
@@ -356,7 +369,7 @@ pub async fn create_order(
                 // searched again when placement comes (they may have moved).
                 Placed {
                     order_id: order.id,
-                    quote: order.quote(),
+                    quote: order.quote()?,
                     candidates: None,
                 }
             }
@@ -978,7 +991,7 @@ async fn insert_order(
                 "idempotencyKey: already used for a different order".into(),
             ));
         }
-        Ok((other.id, other.quote()))
+        Ok((other.id, other.quote()?))
     })
     .await
 }
@@ -1029,6 +1042,27 @@ fn failure(code: Option<&str>, reason: Option<String>) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A resumed order without a recorded price is refused, never priced
+    /// at zero (issue 19: `unwrap_or_default` used to make it free).
+    #[test]
+    fn an_order_without_a_recorded_quote_is_refused_not_free() {
+        let row = |price: Option<Decimal>| OrderRow {
+            id: Uuid::now_v7(),
+            request_fingerprint: String::new(),
+            state: InstanceState::Pending.as_str().into(),
+            failure_code: None,
+            failure_reason: None,
+            expired_at: None,
+            price_per_gpu_hour: price,
+            currency: Some("USD".into()),
+            gpu_model: Some("H100".into()),
+        };
+        let err = row(None).quote().err().expect("refused");
+        assert_eq!(err.code(), ErrorCode::Conflict, "{err}");
+        let quote = row(Some("2.5".parse().unwrap())).quote().expect("quote");
+        assert_eq!(quote.price, "2.5".parse::<Decimal>().unwrap());
+    }
 
     fn request() -> CreateOrderRequest {
         CreateOrderRequest {
