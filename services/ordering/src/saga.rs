@@ -1058,7 +1058,7 @@ mod tests {
             currency: Some("USD".into()),
             gpu_model: Some("H100".into()),
         };
-        let err = row(None).quote().err().expect("refused");
+        let err = row(None).quote().expect_err("refused");
         assert_eq!(err.code(), ErrorCode::Conflict, "{err}");
         let quote = row(Some("2.5".parse().unwrap())).quote().expect("quote");
         assert_eq!(quote.price, "2.5".parse::<Decimal>().unwrap());
