@@ -31,16 +31,10 @@ const HEARTBEAT: Duration = Duration::from_millis(200);
 
 async fn setup() -> (TestEnv, Stack, platform::Db) {
     let mut env = TestEnv::new().await;
-    env.config
-        .update_settings(|s: &mut catalog::CatalogSettings| {
-            s.heartbeat_grace_seconds = GRACE_SECONDS
-        })
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut catalog::CatalogSettings| {
-            s.offline_sweep = std::time::Duration::from_millis(200)
-        })
-        .expect("settings");
+    env.settings(|s: &mut catalog::CatalogSettings| {
+        s.heartbeat_grace_seconds = GRACE_SECONDS;
+        s.offline_sweep = std::time::Duration::from_millis(200);
+    });
     let stack = env
         .start(Parts {
             messaging: false,

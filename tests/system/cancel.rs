@@ -27,16 +27,10 @@ async fn destroy(renter: &Client, id: &str) -> Value {
 async fn an_instance_still_provisioning_is_cancelled_by_destroy_and_gives_everything_back() {
     let mut env = TestEnv::new().await;
     // The readiness check takes 4 s: the destroy lands in the middle of it.
-    env.config
-        .update_settings(|s: &mut provisioner::ProvisionerSettings| {
-            s.sim_step_latency_ms = "readiness_check=4000".into()
-        })
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut provisioner::ProvisionerSettings| {
-            s.job_lease = std::time::Duration::from_millis(900)
-        })
-        .expect("settings");
+    env.settings(|s: &mut provisioner::ProvisionerSettings| {
+        s.sim_step_latency_ms = "readiness_check=4000".into();
+        s.job_lease = std::time::Duration::from_millis(900);
+    });
     let Rental {
         env,
         stack,

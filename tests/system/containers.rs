@@ -368,17 +368,11 @@ async fn wait_status(renter: &Client, id: &str, status: &str) -> Value {
 /// The stack with the `agent` driver, a real machine, and a renter with
 /// credit.
 async fn real_market(env: &mut TestEnv, gpus: i32) -> (Stack, RealMachine, Client, String) {
-    env.config
-        .update_settings(|s: &mut provisioner::ProvisionerSettings| s.driver = "agent".into())
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut provisioner::ProvisionerSettings| {
-            s.agent_step_timeout = std::time::Duration::from_millis(20_000)
-        })
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut gpumarket::dev::AgentSettings| s.heartbeat_seconds = 1)
-        .expect("settings");
+    env.settings(|s: &mut provisioner::ProvisionerSettings| {
+        s.driver = "agent".into();
+        s.agent_step_timeout = std::time::Duration::from_millis(20_000);
+    });
+    env.settings(|s: &mut gpumarket::dev::AgentSettings| s.heartbeat_seconds = 1);
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;
@@ -811,12 +805,8 @@ async fn containers_the_readmes_real_container_steps_work_on_make_run_real() {
     assert_eq!(shell[0], "make run-real");
 
     let mut env = TestEnv::new().await;
-    env.config
-        .update_settings(|s: &mut provisioner::ProvisionerSettings| s.driver = "agent".into())
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut gpumarket::dev::AgentSettings| s.heartbeat_seconds = 1)
-        .expect("settings");
+    env.settings(|s: &mut provisioner::ProvisionerSettings| s.driver = "agent".into());
+    env.settings(|s: &mut gpumarket::dev::AgentSettings| s.heartbeat_seconds = 1);
     let quota_db = platform::Db::connect(&env.config.database_url, 1).expect("db");
     quota::create_operator(
         &quota_db,

@@ -15,17 +15,17 @@ use serde_json::{Value, json};
 /// machine (`machine:<id>`), with the SQL of their resource keys
 /// ([`TestEnv::assert_sequenced`]).
 pub const BALANCE_EVENTS: [&str; 4] = [
-    "billing.runway.low",
-    "billing.balance.exhausted",
-    "billing.balance.cap_reached",
-    "billing.top_up.succeeded",
+    contracts::events::RUNWAY_LOW,
+    contracts::events::BALANCE_EXHAUSTED,
+    contracts::events::SPEND_CAP_REACHED,
+    contracts::events::TOP_UP_SUCCEEDED,
 ];
 pub const BALANCE_RESOURCE: &str = "'tenant:' || (body->'payload'->>'tenant_id')";
 pub const MACHINE_EVENTS: [&str; 4] = [
-    "catalog.machine.online",
-    "catalog.machine.offline",
-    "catalog.machine.rented",
-    "catalog.machine.released",
+    contracts::events::MACHINE_ONLINE,
+    contracts::events::MACHINE_OFFLINE,
+    contracts::events::MACHINE_RENTED,
+    contracts::events::MACHINE_RELEASED,
 ];
 pub const MACHINE_RESOURCE: &str = "'machine:' || (body->'payload'->>'machine_id')";
 
@@ -120,28 +120,28 @@ impl TestEnv {
         }
     }
 
+    /// Changes one service's group of settings before the stack starts.
+    pub fn settings<T: platform::settings::ServiceSettings>(
+        &mut self,
+        change: impl FnOnce(&mut T),
+    ) {
+        self.config.update_settings(change).expect("settings");
+    }
+
     /// How often metering settles running intervals, which is also how
     /// often billing watches spending (both read
     /// `GPUMARKET_SETTLEMENT_INTERVAL_MS`).
     pub fn settlement_interval_ms(&mut self, ms: u64) {
         let every = Duration::from_millis(ms);
-        self.config
-            .update_settings(|s: &mut metering::MeteringSettings| s.settlement_interval = every)
-            .expect("metering settings");
-        self.config
-            .update_settings(|s: &mut billing::BillingSettings| s.spend_watch_interval = every)
-            .expect("billing settings");
+        self.settings(|s: &mut metering::MeteringSettings| s.settlement_interval = every);
+        self.settings(|s: &mut billing::BillingSettings| s.spend_watch_interval = every);
     }
 
     /// The runway below which a renter is warned, by billing and in the
     /// gateway's answers (both read `GPUMARKET_RUNWAY_WARNING_SECONDS`).
     pub fn runway_warning_seconds(&mut self, seconds: i64) {
-        self.config
-            .update_settings(|s: &mut billing::BillingSettings| s.runway_warning_seconds = seconds)
-            .expect("billing settings");
-        self.config
-            .update_settings(|s: &mut gateway::GatewaySettings| s.runway_warning_seconds = seconds)
-            .expect("gateway settings");
+        self.settings(|s: &mut billing::BillingSettings| s.runway_warning_seconds = seconds);
+        self.settings(|s: &mut gateway::GatewaySettings| s.runway_warning_seconds = seconds);
     }
 
     pub async fn start(&self, parts: Parts) -> Stack {

@@ -101,12 +101,10 @@ async fn every_keyed_mutation_replays_the_same_body_and_refuses_another() {
         .await
         .expect("Stripe double");
     let mut env = TestEnv::new().await;
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.stripe_api_base = stripe.url.clone())
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.stripe_secret_key = STRIPE_KEY.into())
-        .expect("settings");
+    env.settings(|s: &mut billing::BillingSettings| {
+        s.stripe_api_base = stripe.url.clone();
+        s.stripe_secret_key = STRIPE_KEY.into();
+    });
     // No provisioner: the order stays where the saga leaves it, so no
     // settlement moves money while the balances are compared.
     let stack = env

@@ -245,11 +245,9 @@ async fn stop_start_stop_destroy_bills_each_run_and_returns_a_clean_machine() {
 async fn a_machine_that_fails_the_clean_check_keeps_its_gpus_out_of_the_market() {
     let mut env = TestEnv::new().await;
     // The first wipe silently leaves the volume behind.
-    env.config
-        .update_settings(|s: &mut provisioner::ProvisionerSettings| {
-            s.sim_step_failures = "wipe_volume=1".into()
-        })
-        .expect("settings");
+    env.settings(|s: &mut provisioner::ProvisionerSettings| {
+        s.sim_step_failures = "wipe_volume=1".into()
+    });
     let Rental {
         env,
         stack,

@@ -109,9 +109,7 @@ async fn a_flood_of_made_up_tokens_is_refused_401_then_429_and_never_served() {
 async fn wrong_password_logins_are_throttled_per_account_and_per_address() {
     let mut env = TestEnv::new().await;
     // The per-caller request limit off: what is seen is the login throttle.
-    env.config
-        .update_settings(|s: &mut gateway::GatewaySettings| s.rate_limit_per_minute = 0)
-        .expect("settings");
+    env.settings(|s: &mut gateway::GatewaySettings| s.rate_limit_per_minute = 0);
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let (user, _) = sign_up(&api, &["RENTER"]).await;

@@ -415,14 +415,10 @@ async fn meters_bandwidth_counts_true_bytes_through_resets_duplicates_and_reorde
 async fn meters_a_simulated_agents_counters_are_billed_as_bandwidth() {
     let mut env = TestEnv::new().await;
     env.settlement_interval_ms(300);
-    env.config
-        .update_settings(|s: &mut gpumarket::dev::AgentSettings| s.heartbeat_seconds = 1)
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut provisioner::ProvisionerSettings| {
-            s.sim_traffic_bytes_per_second = 1_000_000
-        })
-        .expect("settings");
+    env.settings(|s: &mut gpumarket::dev::AgentSettings| s.heartbeat_seconds = 1);
+    env.settings(|s: &mut provisioner::ProvisionerSettings| {
+        s.sim_traffic_bytes_per_second = 1_000_000
+    });
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;

@@ -259,9 +259,7 @@ async fn one_order_is_followed_across_services_by_its_correlation_id() {
     // the credit and stop the instance before the renter does; the usage
     // this test follows is the segment the renter's stop closes.
     env.settlement_interval_ms(3_600_000);
-    env.config
-        .update_settings(|s: &mut ordering::OrderingSettings| s.min_runway_seconds = 1)
-        .expect("settings");
+    env.settings(|s: &mut ordering::OrderingSettings| s.min_runway_seconds = 1);
     let stack = env.start(Parts::ALL).await;
     let api = gpumarket::client::Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;

@@ -101,9 +101,7 @@ async fn the_overview_matches_the_ledger_the_catalog_and_the_quotas() {
     let mut env = TestEnv::new().await;
     env.settlement_interval_ms(300);
     // The poor renter's order needs a second of runway, no more.
-    env.config
-        .update_settings(|s: &mut ordering::OrderingSettings| s.min_runway_seconds = 1)
-        .expect("settings");
+    env.settings(|s: &mut ordering::OrderingSettings| s.min_runway_seconds = 1);
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let operator = env.operator(&api).await;

@@ -177,26 +177,14 @@ async fn hosts_get_statements_and_are_paid_once_through_stripe_connect() {
         .expect("Stripe double");
     let mut env = TestEnv::new().await;
     env.settlement_interval_ms(300);
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.stripe_api_base = stripe.url.clone())
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.stripe_secret_key = SECRET_KEY.into())
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.payout_minimum = "0.10".into())
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.payout_hold_seconds = 0)
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.payout_interval_secs = 0)
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut gateway::GatewaySettings| {
-            s.public_url = "https://market.test".into()
-        })
-        .expect("settings");
+    env.settings(|s: &mut billing::BillingSettings| {
+        s.stripe_api_base = stripe.url.clone();
+        s.stripe_secret_key = SECRET_KEY.into();
+        s.payout_minimum = "0.10".into();
+        s.payout_hold_seconds = 0;
+        s.payout_interval_secs = 0;
+    });
+    env.settings(|s: &mut gateway::GatewaySettings| s.public_url = "https://market.test".into());
     // Billing on its own database role: the new tables must be granted to it.
     env.config.db_role_per_service = true;
     let stack = env.start(Parts::ALL).await;

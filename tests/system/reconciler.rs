@@ -20,17 +20,11 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// with a 2 s heartbeat grace.
 async fn env() -> TestEnv {
     let mut env = TestEnv::new().await;
-    env.config
-        .update_settings(|s: &mut ordering::OrderingSettings| {
-            s.reconcile_interval = std::time::Duration::from_millis(200)
-        })
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut ordering::OrderingSettings| s.reconcile_settle_seconds = 1)
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut catalog::CatalogSettings| s.heartbeat_grace_seconds = 2)
-        .expect("settings");
+    env.settings(|s: &mut ordering::OrderingSettings| {
+        s.reconcile_interval = std::time::Duration::from_millis(200);
+        s.reconcile_settle_seconds = 1;
+    });
+    env.settings(|s: &mut catalog::CatalogSettings| s.heartbeat_grace_seconds = 2);
     env
 }
 
@@ -412,11 +406,9 @@ async fn reconciler_closes_an_interval_left_open_after_a_stop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn destroying_an_instance_on_a_lost_host_frees_the_quota_not_the_unvalidated_gpus() {
     let mut env = env().await;
-    env.config
-        .update_settings(|s: &mut provisioner::ProvisionerSettings| {
-            s.sim_step_failures = "validate_clean=100".into()
-        })
-        .expect("settings");
+    env.settings(|s: &mut provisioner::ProvisionerSettings| {
+        s.sim_step_failures = "validate_clean=100".into()
+    });
     let r = rental(env, Parts::ALL, "RTX 4090", 2, "0.40", "100").await;
     heard_from_for_an_hour(&r.env);
     let (id, _) = ordered_and_running(&r.renter, &r.offer, "lost-destroy").await;

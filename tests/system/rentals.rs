@@ -186,9 +186,7 @@ fn instant(v: &Value) -> DateTime<Utc> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rental_runs_what_was_ordered_and_says_how_to_log_in() {
     let mut env = TestEnv::new().await;
-    env.config
-        .update_settings(|s: &mut gpumarket::dev::AgentSettings| s.heartbeat_seconds = 1)
-        .expect("settings");
+    env.settings(|s: &mut gpumarket::dev::AgentSettings| s.heartbeat_seconds = 1);
     let stack = env.start(NO_WORKER).await;
     let api = Client::new(&stack.gateway_url);
     let (host, _) = sign_up(&api, &["HOST"]).await;

@@ -101,9 +101,7 @@ fn left_on(env: &TestEnv, machine: &str, instance: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_first_run_that_fails_on_its_host_runs_on_the_next_with_its_quota_held() {
     let mut env = TestEnv::new().await;
-    env.config
-        .update_settings(|s: &mut provisioner::ProvisionerSettings| s.step_attempts = 2)
-        .expect("settings");
+    env.settings(|s: &mut provisioner::ProvisionerSettings| s.step_attempts = 2);
     let stack = env.start(ALL).await;
     let api = Client::new(&stack.gateway_url);
     // The quota is exactly the order: a move that re-admitted the new hold
@@ -202,9 +200,7 @@ async fn a_first_run_that_fails_on_its_host_runs_on_the_next_with_its_quota_held
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_named_offer_or_an_order_out_of_machines_fails_and_holds_nothing() {
     let mut env = TestEnv::new().await;
-    env.config
-        .update_settings(|s: &mut provisioner::ProvisionerSettings| s.step_attempts = 2)
-        .expect("settings");
+    env.settings(|s: &mut provisioner::ProvisionerSettings| s.step_attempts = 2);
     let stack = env.start(ALL).await;
     let api = Client::new(&stack.gateway_url);
     let (host, renter) = setup(&env, &api, 8).await;

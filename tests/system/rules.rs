@@ -15,16 +15,10 @@ const LIMIT: Duration = Duration::from_secs(60);
 /// A stack whose rules look every 200 ms and warn one second ahead.
 async fn env() -> TestEnv {
     let mut env = TestEnv::new().await;
-    env.config
-        .update_settings(|s: &mut ordering::OrderingSettings| {
-            s.rules_tick = std::time::Duration::from_millis(200)
-        })
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut ordering::OrderingSettings| {
-            s.rules_warning_lead = chrono::TimeDelta::seconds(1)
-        })
-        .expect("settings");
+    env.settings(|s: &mut ordering::OrderingSettings| {
+        s.rules_tick = std::time::Duration::from_millis(200);
+        s.rules_warning_lead = chrono::TimeDelta::seconds(1);
+    });
     env
 }
 
@@ -264,14 +258,10 @@ async fn a_stopped_instance_is_destroyed_after_its_rule_and_bad_rules_are_refuse
 async fn gpus_idle_for_the_window_stop_the_instance() {
     let mut env = env().await;
     // The simulated agent reports every GPU at 0 % every second.
-    env.config
-        .update_settings(|s: &mut gpumarket::dev::AgentSettings| {
-            s.sim_gpu_utilization_percent = Some(0)
-        })
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut gpumarket::dev::AgentSettings| s.heartbeat_seconds = 1)
-        .expect("settings");
+    env.settings(|s: &mut gpumarket::dev::AgentSettings| {
+        s.sim_gpu_utilization_percent = Some(0);
+        s.heartbeat_seconds = 1;
+    });
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let (host, _) = harness::sign_up(&api, &["HOST"]).await;

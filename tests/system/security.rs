@@ -924,12 +924,10 @@ async fn hostile_text_and_numbers_are_validation_errors_or_stored_verbatim() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_rate_limits_each_caller_with_429_and_retry_after() {
     let mut env = TestEnv::new().await;
-    env.config
-        .update_settings(|s: &mut gateway::GatewaySettings| s.rate_limit_per_minute = 60)
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut gateway::GatewaySettings| s.rate_limit_burst = 5)
-        .expect("settings");
+    env.settings(|s: &mut gateway::GatewaySettings| {
+        s.rate_limit_per_minute = 60;
+        s.rate_limit_burst = 5;
+    });
     let stack = env.start(Parts::ALL).await;
     let api = Client::new(&stack.gateway_url);
     let http = reqwest::Client::new();

@@ -152,9 +152,7 @@ async fn a_renter_whose_balance_runs_out_is_stopped_within_a_settlement_interval
     let mut env = TestEnv::new().await;
     env.settlement_interval_ms(500);
     // The order needs a second of runway, no more.
-    env.config
-        .update_settings(|s: &mut ordering::OrderingSettings| s.min_runway_seconds = 1)
-        .expect("settings");
+    env.settings(|s: &mut ordering::OrderingSettings| s.min_runway_seconds = 1);
     // 900 USD per GPU-hour: a quarter a second, so 0.75 lasts 3 s.
     let Rental {
         env,

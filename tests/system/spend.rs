@@ -150,9 +150,7 @@ async fn a_low_runway_is_announced_once_and_clears_after_a_top_up() {
     env.runway_warning_seconds(600);
     // Orders need a minute of runway here, so one can start under the
     // warning.
-    env.config
-        .update_settings(|s: &mut ordering::OrderingSettings| s.min_runway_seconds = 60)
-        .expect("settings");
+    env.settings(|s: &mut ordering::OrderingSettings| s.min_runway_seconds = 60);
     // 900/h from 50: 200 s of runway, under the 600 s warning.
     let Rental {
         env,

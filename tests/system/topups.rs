@@ -75,17 +75,11 @@ async fn a_top_up_through_stripe_raises_the_balance_exactly_once() {
         .await
         .expect("Stripe double");
     let mut env = TestEnv::new().await;
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.stripe_api_base = stripe.url.clone())
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.stripe_secret_key = SECRET_KEY.into())
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| {
-            s.stripe_webhook_secrets = vec![NEW_SECRET.into(), OLD_SECRET.into()]
-        })
-        .expect("settings");
+    env.settings(|s: &mut billing::BillingSettings| {
+        s.stripe_api_base = stripe.url.clone();
+        s.stripe_secret_key = SECRET_KEY.into();
+        s.stripe_webhook_secrets = vec![NEW_SECRET.into(), OLD_SECRET.into()];
+    });
     // Billing on its own database role: the new tables must be granted to it.
     env.config.db_role_per_service = true;
     let stack = env.start(SERVICES).await;
@@ -356,19 +350,11 @@ async fn an_unreachable_stripe_is_unavailable_and_the_retry_succeeds() {
         .expect("Stripe double");
     let mut env = TestEnv::new().await;
     // Nothing listens on port 1.
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| {
-            s.stripe_api_base = "http://127.0.0.1:1/".into()
-        })
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.stripe_secret_key = SECRET_KEY.into())
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| {
-            s.stripe_webhook_secrets = vec![NEW_SECRET.into()]
-        })
-        .expect("settings");
+    env.settings(|s: &mut billing::BillingSettings| {
+        s.stripe_api_base = "http://127.0.0.1:1/".into();
+        s.stripe_secret_key = SECRET_KEY.into();
+        s.stripe_webhook_secrets = vec![NEW_SECRET.into()];
+    });
     let stack = env.start(SERVICES).await;
     let api = Client::new(&stack.gateway_url);
     let (renter, _, token) = sign_up_with_token(&api, &["RENTER"]).await;
@@ -399,9 +385,7 @@ async fn an_unreachable_stripe_is_unavailable_and_the_retry_succeeds() {
 
     // Stripe answers again (billing restarted pointing at it): the same key
     // completes the same top-up.
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.stripe_api_base = stripe.url.clone())
-        .expect("settings");
+    env.settings(|s: &mut billing::BillingSettings| s.stripe_api_base = stripe.url.clone());
     let stack = env.start(SERVICES).await;
     let api = Client::new(&stack.gateway_url);
     let renter = api.with_token(&token);
@@ -459,11 +443,7 @@ async fn stripe_not_configured_is_not_configured_and_leaves_no_top_up() {
             .stripe_secret_key
             .is_empty()
     );
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| {
-            s.stripe_secret_key = Default::default()
-        })
-        .expect("settings");
+    env.settings(|s: &mut billing::BillingSettings| s.stripe_secret_key = Default::default());
     let stack = env.start(SERVICES).await;
     let api = Client::new(&stack.gateway_url);
     let (renter, _) = sign_up(&api, &["RENTER"]).await;
@@ -509,17 +489,11 @@ async fn a_top_up_that_covers_an_overdraft_pays_the_open_invoice() {
         .await
         .expect("Stripe double");
     let mut env = TestEnv::new().await;
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.stripe_api_base = stripe.url.clone())
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.stripe_secret_key = SECRET_KEY.into())
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| {
-            s.stripe_webhook_secrets = vec![NEW_SECRET.into()]
-        })
-        .expect("settings");
+    env.settings(|s: &mut billing::BillingSettings| {
+        s.stripe_api_base = stripe.url.clone();
+        s.stripe_secret_key = SECRET_KEY.into();
+        s.stripe_webhook_secrets = vec![NEW_SECRET.into()];
+    });
     let stack = env.start(SERVICES).await;
     let api = Client::new(&stack.gateway_url);
     let webhook = format!("{}/webhooks/stripe", stack.gateway_url);
@@ -610,14 +584,10 @@ async fn a_top_up_that_covers_an_overdraft_pays_the_open_invoice() {
 async fn the_platform_terms_are_public_and_come_from_billing() {
     const PLATFORM: &str = "{ platform { currency platformFeeRate stripePublishableKey } }";
     let mut env = TestEnv::new().await;
-    env.config
-        .update_settings(|s: &mut billing::BillingSettings| s.fee_rate = "0.2".into())
-        .expect("settings");
-    env.config
-        .update_settings(|s: &mut gateway::GatewaySettings| {
-            s.stripe_publishable_key = Some("pk_test_double_4242".into())
-        })
-        .expect("settings");
+    env.settings(|s: &mut billing::BillingSettings| s.fee_rate = "0.2".into());
+    env.settings(|s: &mut gateway::GatewaySettings| {
+        s.stripe_publishable_key = Some("pk_test_double_4242".into())
+    });
     let stack = env.start(SERVICES).await;
     let api = Client::new(&stack.gateway_url);
 
@@ -638,9 +608,7 @@ async fn the_platform_terms_are_public_and_come_from_billing() {
     stack.stop().await;
 
     // Without a publishable key top-ups cannot be paid in a browser: null.
-    env.config
-        .update_settings(|s: &mut gateway::GatewaySettings| s.stripe_publishable_key = None)
-        .expect("settings");
+    env.settings(|s: &mut gateway::GatewaySettings| s.stripe_publishable_key = None);
     let stack = env.start(SERVICES).await;
     let api = Client::new(&stack.gateway_url);
     let data = api.run(PLATFORM, json!({})).await.expect("platform");

@@ -135,8 +135,6 @@ pub fn refuse_development_secrets(found: &[&'static str]) -> Result<(), Platform
     if found.is_empty() {
         return Ok(());
     }
-    let mut found = found.to_vec();
-    found.dedup();
     Err(PlatformError::Config(format!(
         "GPUMARKET_ENV=production refuses development secrets; set {}",
         found.join(", ")

@@ -87,11 +87,11 @@ impl From<String> for SecretString {
 }
 
 trait AnySettings: Any + Send + Sync + fmt::Debug {
-    fn as_any(&self) -> &dyn Any;
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync>;
 }
 
 impl<T: ServiceSettings> AnySettings for T {
-    fn as_any(&self) -> &dyn Any {
+    fn into_any(self: Arc<Self>) -> Arc<dyn Any + Send + Sync> {
         self
     }
 }
@@ -109,10 +109,7 @@ impl fmt::Debug for SettingsMap {
 impl SettingsMap {
     pub(crate) fn get<T: ServiceSettings>(&self) -> Option<Arc<T>> {
         let found = self.0.get(&TypeId::of::<T>())?;
-        found
-            .as_any()
-            .downcast_ref::<T>()
-            .map(|s| Arc::new(s.clone()))
+        Arc::clone(found).into_any().downcast::<T>().ok()
     }
 
     pub(crate) fn set<T: ServiceSettings>(&mut self, settings: T) {

@@ -49,17 +49,13 @@ pub struct Settings {
     pub queue: String,
 }
 
-fn var(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.trim().is_empty())
-}
+use platform::settings::optional as var;
 
+/// `name` parsed; unset or blank, `default`.
 fn parsed<T: std::str::FromStr>(name: &str, default: T) -> Result<T, Error> {
     match var(name) {
         None => Ok(default),
-        Some(raw) => raw
-            .trim()
-            .parse()
-            .map_err(|_| Error::Config(format!("{name}: cannot parse {raw:?}"))),
+        Some(_) => Ok(platform::settings::parsed(name, default)?),
     }
 }
 
@@ -82,7 +78,7 @@ pub fn parse_schedule(raw: &str) -> Result<Vec<Duration>, Error> {
 impl platform::settings::ServiceSettings for Settings {
     fn from_env(production: bool) -> Result<Self, platform::PlatformError> {
         Self::load(production).map_err(|e| match e {
-            Error::Config(message) => platform::PlatformError::Config(message),
+            Error::Platform(inner) => inner,
             other => platform::PlatformError::Config(other.to_string()),
         })
     }

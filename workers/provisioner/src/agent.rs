@@ -524,14 +524,7 @@ pub async fn record_progress(
 }
 
 /// Consumes the agents' step results and progress reports forever.
-pub async fn run_results_consumer(config: Arc<Config>, db: Db) {
-    let queue = match config.settings::<crate::ProvisionerSettings>() {
-        Ok(settings) => settings.agent_results_queue.clone(),
-        Err(error) => {
-            tracing::error!(%error, "the agents' results consumer cannot start");
-            return;
-        }
-    };
+pub async fn run_results_consumer(config: Arc<Config>, db: Db, queue: String) {
     let exchange = config.events_exchange.clone();
     platform::consumer::run_raw(config, queue, move |message: RawMessage| {
         let db = db.clone();

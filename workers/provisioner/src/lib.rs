@@ -78,7 +78,8 @@ pub async fn run(config: Arc<Config>, db: Db) -> Result<(), Error> {
         async move { worker.accept(envelope).await }
     });
     let relay = platform::outbox::run_relay(db.clone(), config.clone(), SCHEMA);
-    let results = agent::run_results_consumer(config.clone(), db);
+    let results =
+        agent::run_results_consumer(config.clone(), db, settings.agent_results_queue.clone());
     // All four run forever; ending this future (a stack shutdown) ends them all.
     tokio::join!(runner, consumer, relay, results);
     Ok(())
