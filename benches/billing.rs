@@ -56,7 +56,7 @@ fn usage_events(n: usize, tenants: &[Uuid], host: Uuid) -> anyhow::Result<Vec<En
                 instance_id: Uuid::now_v7(),
                 tenant_id: tenant,
                 host_tenant_id: host,
-                meter: "gpu".into(),
+                meter: contracts::states::Meter::Gpu,
                 started_at: now - chrono::Duration::seconds(seconds),
                 ended_at: now,
                 seconds,

@@ -101,6 +101,22 @@ RUST_TYPES = {
 }
 
 
+def wire_enums() -> dict[str, list[str]]:
+    """The wire enums of libs/contracts/src/states.rs (`wire_enum!`): each
+    is a JSON string, one of its names. `JobKind` is a string of its own
+    grammar (`provision:2`), checked as a plain string."""
+    source = read(ROOT / "libs/contracts/src/states.rs")
+    enums = {
+        name: re.findall(r'= "([^"]+)",', body)
+        for name, body in re.findall(r'\n\s*(\w+), "[^"]+" \{([^}]*)\}', source)
+    }
+    enums["JobKind"] = []
+    return enums
+
+
+WIRE_ENUMS = wire_enums()
+
+
 class Field(tuple):
     """(json name, Rust type, has #[serde(default)], is #[serde(flatten)])."""
 
@@ -187,6 +203,16 @@ def type_problem(doc: dict, structs: dict, prop: dict, rust_type: str, names: di
             return f"must $ref #/components/schemas/{schema}"
         return None
     if rust_type == "serde_json::Value":
+        return None
+    if rust_type in WIRE_ENUMS:
+        resolved = resolve(doc, prop["$ref"]) if "$ref" in prop else prop
+        if resolved.get("type") != "string":
+            return f"a {rust_type} is a string, is {resolved}"
+        names = WIRE_ENUMS[rust_type]
+        # The schema may list fewer (the values a message of this kind can
+        # carry), never one the enum does not name.
+        if "enum" in resolved and names and not set(resolved["enum"]) <= set(names):
+            return f"a {rust_type} is one of {names}, the schema lists {resolved['enum']}"
         return None
     if rust_type not in RUST_TYPES:
         return f"Rust type {rust_type} unknown to validate.py"

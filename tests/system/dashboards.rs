@@ -189,7 +189,7 @@ async fn dashboard_series_and_earnings_add_up_to_the_ledger_exactly() {
         instance_id: a.parse().unwrap(),
         tenant_id,
         host_tenant_id: host_id,
-        meter: "gpu".into(),
+        meter: contracts::states::Meter::Gpu,
         started_at: at(start),
         ended_at: at(end),
         seconds,

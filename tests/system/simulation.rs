@@ -169,7 +169,7 @@ fn simulate(env: &TestEnv, db: &platform::Db, rt: &tokio::runtime::Handle, seed:
             machine_id: Uuid::now_v7(),
             gpu_model: "RTX_4090".into(),
             gpu_count: 1,
-            rental_type: "on_demand".into(),
+            rental_type: contracts::api::RentalType::OnDemand,
             price_per_gpu_hour: run.price_per_hour,
             currency: "USD".into(),
             run_seq: 1,

@@ -267,7 +267,7 @@ async fn the_charge_that_reaches_the_cap_announces_it_once() {
             instance_id: Uuid::nil(),
             tenant_id: tenant,
             host_tenant_id: host,
-            meter: "gpu".into(),
+            meter: contracts::states::Meter::Gpu,
             started_at: Utc::now(),
             ended_at: Utc::now(),
             seconds,

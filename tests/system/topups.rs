@@ -509,7 +509,7 @@ async fn a_top_up_that_covers_an_overdraft_pays_the_open_invoice() {
         instance_id: uuid::Uuid::now_v7(),
         tenant_id,
         host_tenant_id: uuid::Uuid::now_v7(),
-        meter: "gpu".into(),
+        meter: contracts::states::Meter::Gpu,
         started_at: start,
         ended_at: start + chrono::Duration::hours(2),
         seconds: 7200,

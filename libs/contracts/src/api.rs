@@ -7,6 +7,8 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::states::{InstanceAction, InstanceState, InvoiceStatus, PayoutStatus, StatementStatus};
+
 // ---------------------------------------------------------------- quota
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -454,28 +456,7 @@ pub struct MachineLiveInstances {
     pub live_instances: i64,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
-#[serde(rename_all = "snake_case")]
-pub enum RentalType {
-    #[default]
-    OnDemand,
-    Interruptible,
-}
-
-impl RentalType {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            RentalType::OnDemand => "on_demand",
-            RentalType::Interruptible => "interruptible",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Self> {
-        [RentalType::OnDemand, RentalType::Interruptible]
-            .into_iter()
-            .find(|r| r.as_str() == s)
-    }
-}
+pub use crate::states::RentalType;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
@@ -925,7 +906,7 @@ pub struct Instance {
     pub machine_id: Uuid,
     pub gpu_model: String,
     pub gpu_count: i32,
-    pub rental_type: String,
+    pub rental_type: RentalType,
     /// The billed GPU rate: the on-demand price committed at allocation, or
     /// the bid for interruptible rentals.
     pub price_per_gpu_hour: Decimal,
@@ -942,9 +923,9 @@ pub struct Instance {
     /// When the catalog took the GPUs back for a higher-priority order.
     #[serde(default)]
     pub preempted_at: Option<DateTime<Utc>>,
-    pub status: String,
+    pub status: InstanceState,
     pub status_reason: Option<String>,
-    pub allowed_actions: Vec<String>,
+    pub allowed_actions: Vec<InstanceAction>,
     pub image: String,
     pub run_seq: i32,
     pub running_at: Option<DateTime<Utc>>,
@@ -1120,6 +1101,8 @@ pub struct PlatformTerms {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct InvoiceLine {
     pub instance_id: Uuid,
+    /// A [`crate::states::Meter`], or `unknown` for usage posted before
+    /// postings carried their meter.
     pub meter: String,
     /// Whole seconds, corrections included.
     pub quantity: i64,
@@ -1149,7 +1132,7 @@ pub struct Invoice {
     /// Per tenant, from 1, without gaps.
     pub number: Option<i64>,
     /// `draft` (a preview), `finalized`, `paid` or `void`.
-    pub status: String,
+    pub status: InvoiceStatus,
     pub period_start: DateTime<Utc>,
     pub period_end: DateTime<Utc>,
     pub currency: String,
@@ -1368,6 +1351,8 @@ pub struct StatementLine {
     /// None for usage that predates the dimension (before migration 000021).
     pub machine_id: Option<Uuid>,
     pub gpu_model: Option<String>,
+    /// A [`crate::states::Meter`], or `unknown` for usage posted before
+    /// postings carried their meter.
     pub meter: String,
     pub earlier_period: bool,
     /// Whole seconds, corrections included.
@@ -1393,7 +1378,7 @@ pub struct Statement {
     /// Per host, from 1, without gaps.
     pub number: Option<i64>,
     /// `draft` (a preview) or `finalized`.
-    pub status: String,
+    pub status: StatementStatus,
     pub period_start: DateTime<Utc>,
     pub period_end: DateTime<Utc>,
     pub currency: String,
@@ -1479,7 +1464,7 @@ pub struct Payout {
     pub amount: Decimal,
     pub currency: String,
     /// `pending`, `paid` or `failed`.
-    pub status: String,
+    pub status: PayoutStatus,
     pub stripe_transfer_id: Option<String>,
     /// The ledger posting `payout:{id}`, once paid.
     pub transaction_id: Option<String>,

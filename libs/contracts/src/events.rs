@@ -7,6 +7,11 @@ use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::states::{
+    InstanceEventKind, InstanceState, InvoiceStatus, JobKind, LifecycleRule, Meter, PayoutStatus,
+    RuleAction, StepStatus,
+};
+
 pub const INSTANCE_RUNNING: &str = "ordering.instance.running";
 pub const INSTANCE_STOPPED: &str = "ordering.instance.stopped";
 pub const INSTANCE_FAILED: &str = "ordering.instance.failed";
@@ -27,7 +32,7 @@ pub struct InstanceRunning {
     #[serde(default)]
     pub gpu_model: String,
     pub gpu_count: i32,
-    pub rental_type: String,
+    pub rental_type: crate::states::RentalType,
     pub price_per_gpu_hour: Decimal,
     pub currency: String,
     pub run_seq: i32,
@@ -59,7 +64,7 @@ pub struct UsageRecorded {
     pub instance_id: Uuid,
     pub tenant_id: Uuid,
     pub host_tenant_id: Uuid,
-    pub meter: String,
+    pub meter: Meter,
     pub started_at: DateTime<Utc>,
     pub ended_at: DateTime<Utc>,
     pub seconds: i64,
@@ -225,12 +230,13 @@ pub const PROVISIONING_STEP: &str = "provisioner.instance.step";
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ProvisioningStep {
     pub instance_id: Uuid,
-    /// `provision`, `provision:N` (a start after a stop) or `deprovision`.
-    pub job_kind: String,
+    /// `provision`, `provision:N` (a start after a stop), `deprovision`,
+    /// `cleanup[:N]` or `stop:<command id>`.
+    pub job_kind: JobKind,
     pub step: String,
     /// `started`, `finished`, `failed` or `progress` (a long step's
     /// report of how far it got, in `detail`).
-    pub status: String,
+    pub status: StepStatus,
     pub attempt: i32,
     pub duration_ms: Option<i64>,
     pub error: Option<String>,
@@ -279,9 +285,9 @@ pub struct InstanceEvent {
     pub instance_id: Uuid,
     pub tenant_id: Uuid,
     pub seq: i32,
-    pub kind: String,
-    pub from_state: Option<String>,
-    pub to_state: Option<String>,
+    pub kind: InstanceEventKind,
+    pub from_state: Option<InstanceState>,
+    pub to_state: Option<InstanceState>,
     pub reason: Option<String>,
     /// Set on `provisioning_step` events.
     pub step: Option<ProvisioningStep>,
@@ -297,9 +303,9 @@ pub struct InstanceEvent {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RuleNotice {
     /// `max_duration`, `idle` or `auto_destroy`.
-    pub rule: String,
+    pub rule: LifecycleRule,
     /// `stop` or `destroy`.
-    pub action: String,
+    pub action: RuleAction,
     pub due_at: DateTime<Utc>,
 }
 
@@ -508,7 +514,7 @@ pub struct PayoutSettled {
     pub amount: Decimal,
     pub currency: String,
     /// `paid` or `failed`.
-    pub status: String,
+    pub status: PayoutStatus,
     pub stripe_transfer_id: Option<String>,
     pub failure_reason: Option<String>,
     pub at: DateTime<Utc>,
@@ -579,7 +585,7 @@ pub struct InvoiceChanged {
     pub number: i64,
     pub total: Decimal,
     pub currency: String,
-    pub status: String,
+    pub status: InvoiceStatus,
     pub period_start: DateTime<Utc>,
     pub period_end: DateTime<Utc>,
     pub at: DateTime<Utc>,

@@ -12,6 +12,7 @@ pub mod meters;
 pub mod money;
 pub mod offer_query;
 pub mod operator;
+pub mod states;
 pub mod time;
 pub mod webhooks;
 

@@ -183,7 +183,7 @@ pub fn apply_batch(
     let balances = crate::ledger::move_balances(conn, &deltas)?;
     for s in &segments {
         tracing::debug!(instance.id = %s.usage.instance_id, amount = %s.amount, "usage posted");
-        crate::metrics::usage_posted(&s.usage.meter, s.amount);
+        crate::metrics::usage_posted(s.usage.meter.as_str(), s.amount);
     }
     for c in &credits {
         tracing::info!(instance.id = %c.instance_id, amount = %c.amount, seconds = c.seconds, "downtime credited");

@@ -15,6 +15,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Datelike, Days, Months, NaiveTime, SubsecRound, TimeZone, Utc};
 use contracts::events::{INVOICE_FINALIZED, INVOICE_PAID, InvoiceChanged};
+use contracts::states::InvoiceStatus;
 use contracts::{api, money};
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
@@ -256,7 +257,7 @@ struct InvoiceRow {
     number: i64,
     period_start: DateTime<Utc>,
     period_end: DateTime<Utc>,
-    status: String,
+    status: InvoiceStatus,
     currency: String,
     subtotal: Decimal,
     total: Decimal,
@@ -493,7 +494,7 @@ struct Finalized {
     #[diesel(sql_type = Numeric)]
     total: Decimal,
     #[diesel(sql_type = Text)]
-    status: String,
+    status: InvoiceStatus,
     #[diesel(sql_type = Timestamptz)]
     period_start: DateTime<Utc>,
     #[diesel(sql_type = Timestamptz)]
@@ -508,7 +509,7 @@ impl Finalized {
             number: self.number,
             total: self.total,
             currency: currency.to_owned(),
-            status: self.status.clone(),
+            status: self.status,
             period_start: self.period_start,
             period_end: self.period_end,
             at: contracts::time::now(),
@@ -533,7 +534,7 @@ fn announce(
         if finalized {
             events.push((INVOICE_FINALIZED, i.tenant_id, i.event(currency)));
         }
-        if i.status == "paid" {
+        if i.status == InvoiceStatus::Paid {
             events.push((INVOICE_PAID, i.tenant_id, i.event(currency)));
         }
     }
@@ -1069,7 +1070,7 @@ pub async fn preview(
             id: None,
             tenant_id,
             number: None,
-            status: "draft".into(),
+            status: InvoiceStatus::Draft,
             period_start,
             period_end,
             currency,
@@ -1093,7 +1094,7 @@ pub async fn list(db: &Db, tenant_id: Uuid) -> Result<Vec<api::Invoice>, Error> 
     db.run(move |conn| {
         let rows = invoices::table
             .filter(invoices::tenant_id.eq(tenant_id))
-            .filter(invoices::status.ne("draft"))
+            .filter(invoices::status.ne(InvoiceStatus::Draft))
             .order(invoices::number.desc())
             .limit(LIST_LIMIT)
             .select(InvoiceRow::as_select())
@@ -1109,16 +1110,16 @@ pub async fn mark_paid(db: &Db, settings: &Settings, id: Uuid) -> Result<api::In
     let currency = settings.currency.clone();
     let settings = settings.clone();
     db.tx(move |conn| {
-        let (tenant_id, status): (Uuid, String) = invoices::table
+        let (tenant_id, status): (Uuid, InvoiceStatus) = invoices::table
             .find(id)
             .select((invoices::tenant_id, invoices::status))
             .for_update()
             .first(conn)
             .optional()?
             .ok_or_else(|| Error::NotFound(format!("invoice {id} not found")))?;
-        match status.as_str() {
-            "paid" => return find(conn, tenant_id, id),
-            "finalized" => {}
+        match status {
+            InvoiceStatus::Paid => return find(conn, tenant_id, id),
+            InvoiceStatus::Finalized => {}
             other => {
                 return Err(Error::Conflict(format!(
                     "invoice {id} is {other} and cannot be paid"
@@ -1155,7 +1156,7 @@ fn credit_note_in(
     req: &api::CreditNoteRequest,
 ) -> Result<api::CreditNote, Error> {
     let currency = settings.currency.as_str();
-    let (tenant_id, status, total): (Uuid, String, Decimal) = invoices::table
+    let (tenant_id, status, total): (Uuid, InvoiceStatus, Decimal) = invoices::table
         .find(req.invoice_id)
         .select((invoices::tenant_id, invoices::status, invoices::total))
         .first(conn)
@@ -1188,7 +1189,7 @@ fn credit_note_in(
         }
         return Ok(note.into());
     }
-    if status != "finalized" && status != "paid" {
+    if !matches!(status, InvoiceStatus::Finalized | InvoiceStatus::Paid) {
         return Err(Error::Conflict(format!(
             "invoice {} is {status}: nothing to credit",
             req.invoice_id
@@ -1288,16 +1289,16 @@ pub async fn void(
     }
     let settings = settings.clone();
     db.tx(move |conn| {
-        let (tenant_id, status, total): (Uuid, String, Decimal) = invoices::table
+        let (tenant_id, status, total): (Uuid, InvoiceStatus, Decimal) = invoices::table
             .find(id)
             .select((invoices::tenant_id, invoices::status, invoices::total))
             .for_update()
             .first(conn)
             .optional()?
             .ok_or_else(|| Error::NotFound(format!("invoice {id} not found")))?;
-        match status.as_str() {
-            "void" => return find(conn, tenant_id, id),
-            "finalized" | "paid" => {}
+        match status {
+            InvoiceStatus::Void => return find(conn, tenant_id, id),
+            InvoiceStatus::Finalized | InvoiceStatus::Paid => {}
             other => {
                 return Err(Error::Conflict(format!("invoice {id} is {other}")));
             }
@@ -1321,7 +1322,7 @@ pub async fn void(
         }
         diesel::update(invoices::table.find(id))
             .set((
-                invoices::status.eq("void"),
+                invoices::status.eq(InvoiceStatus::Void),
                 invoices::voided_at.eq(Some(Utc::now())),
                 invoices::void_reason.eq(Some(&reason)),
             ))
@@ -1489,7 +1490,7 @@ mod tests {
                 id: Some(Uuid::nil()),
                 tenant_id: Uuid::nil(),
                 number: Some(1),
-                status: "paid".into(),
+                status: InvoiceStatus::Paid,
                 period_start: at(period_start),
                 period_end: at(period_start + 1),
                 currency: currency.into(),

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use contracts::states::PayoutStatus;
 use contracts::{api, money};
 use diesel::prelude::*;
 use platform::{Config, Db};
@@ -109,7 +110,7 @@ struct PayoutRow {
     amount: Decimal,
     amount_minor: i64,
     currency: String,
-    status: String,
+    status: PayoutStatus,
     stripe_transfer_id: Option<String>,
     transaction_id: Option<String>,
     failure_reason: Option<String>,
@@ -334,7 +335,7 @@ fn intent(
     // account row, so with the lock above no such commit falls in between.
     let pending: Option<PayoutRow> = payouts::table
         .filter(payouts::host_tenant_id.eq(host))
-        .filter(payouts::status.eq("pending"))
+        .filter(payouts::status.eq(PayoutStatus::Pending))
         .select(PayoutRow::as_select())
         .first(conn)
         .optional()?;
@@ -380,7 +381,7 @@ fn intent(
             payouts::amount.eq(amount),
             payouts::amount_minor.eq(amount_minor),
             payouts::currency.eq(currency),
-            payouts::status.eq("pending"),
+            payouts::status.eq(PayoutStatus::Pending),
         ))
         .returning(PayoutRow::as_returning())
         .get_result(conn)?;
@@ -412,7 +413,7 @@ fn mark_paid(
         .select(PayoutRow::as_select())
         .for_update()
         .first(conn)?;
-    if row.status != "pending" {
+    if row.status != PayoutStatus::Pending {
         return Ok(row);
     }
     let currency = settings.currency.as_str();
@@ -442,7 +443,7 @@ fn mark_paid(
     )?;
     let paid: PayoutRow = diesel::update(payouts::table.find(id))
         .set((
-            payouts::status.eq("paid"),
+            payouts::status.eq(PayoutStatus::Paid),
             payouts::stripe_transfer_id.eq(Some(transfer_id)),
             payouts::transaction_id.eq(Some(&txn)),
             payouts::paid_at.eq(Some(Utc::now())),
@@ -457,7 +458,7 @@ fn mark_paid(
 /// `billing.payout.paid` or `billing.payout.failed`, in the transaction
 /// that settled the payout (its hosts' webhooks, docs/webhooks.md).
 fn announce(conn: &mut PgConnection, settings: &Settings, row: &PayoutRow) -> Result<(), Error> {
-    let kind = if row.status == "paid" {
+    let kind = if row.status == PayoutStatus::Paid {
         contracts::events::PAYOUT_PAID
     } else {
         contracts::events::PAYOUT_FAILED
@@ -467,7 +468,7 @@ fn announce(conn: &mut PgConnection, settings: &Settings, row: &PayoutRow) -> Re
         payout_id: row.id,
         amount: row.amount,
         currency: row.currency.clone(),
-        status: row.status.clone(),
+        status: row.status,
         stripe_transfer_id: row.stripe_transfer_id.clone(),
         failure_reason: row.failure_reason.clone(),
         at: contracts::time::now(),
@@ -499,12 +500,12 @@ fn mark_failed(
         .select(PayoutRow::as_select())
         .for_update()
         .first(conn)?;
-    if row.status != "pending" {
+    if row.status != PayoutStatus::Pending {
         return Ok(row);
     }
     let failed: PayoutRow = diesel::update(payouts::table.find(id))
         .set((
-            payouts::status.eq("failed"),
+            payouts::status.eq(PayoutStatus::Failed),
             payouts::failure_reason.eq(Some(reason)),
             payouts::updated_at.eq(diesel::dsl::now),
         ))
@@ -600,10 +601,10 @@ pub async fn pay_host(
     };
     Ok(api::PayoutOutcome {
         host_tenant_id: host,
-        outcome: if row.status == "pending" {
+        outcome: if row.status == PayoutStatus::Pending {
             outcome.to_owned()
         } else {
-            row.status.clone()
+            row.status.to_string()
         },
         available,
         payout: Some(row.into()),

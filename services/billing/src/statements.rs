@@ -20,6 +20,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, SubsecRound, Utc};
 use contracts::api;
+use contracts::states::StatementStatus;
 use diesel::connection::SimpleConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Numeric, Text, Timestamptz};
@@ -235,7 +236,7 @@ struct StatementRow {
     number: i64,
     period_start: DateTime<Utc>,
     period_end: DateTime<Utc>,
-    status: String,
+    status: StatementStatus,
     currency: String,
     seconds: i64,
     gross: Decimal,
@@ -364,7 +365,7 @@ fn find(conn: &mut PgConnection, host_tenant_id: Uuid, id: Uuid) -> Result<api::
 fn last_closing(conn: &mut PgConnection, host_tenant_id: Uuid) -> QueryResult<Decimal> {
     Ok(statements::table
         .filter(statements::host_tenant_id.eq(host_tenant_id))
-        .filter(statements::status.eq("finalized"))
+        .filter(statements::status.eq(StatementStatus::Finalized))
         .order(statements::number.desc())
         .select(statements::closing_balance)
         .first::<Decimal>(conn)
@@ -869,7 +870,7 @@ pub async fn preview(
             id: None,
             host_tenant_id,
             number: None,
-            status: "draft".into(),
+            status: StatementStatus::Draft,
             period_start,
             period_end,
             currency,
@@ -895,7 +896,7 @@ pub async fn list(db: &Db, host_tenant_id: Uuid) -> Result<Vec<api::Statement>, 
     db.run(move |conn| {
         let rows = statements::table
             .filter(statements::host_tenant_id.eq(host_tenant_id))
-            .filter(statements::status.ne("draft"))
+            .filter(statements::status.ne(StatementStatus::Draft))
             .order(statements::number.desc())
             .limit(LIST_LIMIT)
             .select(StatementRow::as_select())

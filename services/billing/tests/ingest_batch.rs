@@ -31,7 +31,7 @@ fn usage(tenant: Uuid, host: Uuid, interval: Uuid, seconds: i64) -> Envelope {
         instance_id: interval,
         tenant_id: tenant,
         host_tenant_id: host,
-        meter: "gpu".into(),
+        meter: contracts::states::Meter::Gpu,
         started_at: now - chrono::Duration::seconds(seconds),
         ended_at: now,
         seconds,

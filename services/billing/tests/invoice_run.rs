@@ -27,7 +27,7 @@ fn usage(conn: &mut PgConnection, tenant: Uuid, instance: Uuid, seconds: i64, pr
         instance_id: instance,
         tenant_id: tenant,
         host_tenant_id: Uuid::from_u128(7),
-        meter: "gpu".into(),
+        meter: contracts::states::Meter::Gpu,
         started_at: now - chrono::Duration::seconds(seconds),
         ended_at: now,
         seconds,

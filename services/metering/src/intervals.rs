@@ -217,7 +217,14 @@ pub(crate) fn announce(
             instance_id: row.instance_id,
             tenant_id: row.tenant_id,
             host_tenant_id: host,
-            meter: row.meter.clone(),
+            // The column takes only these names (its CHECK); a row with any
+            // other is a broken database, not a message to guess at.
+            meter: row
+                .meter
+                .parse()
+                .map_err(|e: contracts::states::UnknownName| {
+                    diesel::result::Error::DeserializationError(Box::new(e))
+                })?,
             started_at,
             ended_at,
             seconds: to - from,

@@ -17,6 +17,7 @@ use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
 use contracts::events::{INSTANCE_EVENT, InstanceEvent, ProvisioningStep, RuleNotice};
+use contracts::states::{InstanceEventKind, InstanceState, StepStatus};
 use contracts::{Envelope, api};
 use diesel::prelude::*;
 use platform::consumer::HandlerError;
@@ -48,8 +49,8 @@ pub const STEPS_QUEUE: &str = "ordering.instance-steps";
 /// What one event says besides its kind.
 #[derive(Default)]
 pub(crate) struct Detail<'a> {
-    pub from_state: Option<&'a str>,
-    pub to_state: Option<&'a str>,
+    pub from_state: Option<InstanceState>,
+    pub to_state: Option<InstanceState>,
     pub reason: Option<&'a str>,
     pub step: Option<&'a ProvisioningStep>,
     pub rule: Option<&'a RuleNotice>,
@@ -61,9 +62,9 @@ pub(crate) struct Detail<'a> {
 struct EventRow {
     instance_id: Uuid,
     seq: i32,
-    kind: String,
-    from_state: Option<String>,
-    to_state: Option<String>,
+    kind: InstanceEventKind,
+    from_state: Option<InstanceState>,
+    to_state: Option<InstanceState>,
     reason: Option<String>,
     detail: Option<serde_json::Value>,
     snapshot: serde_json::Value,
@@ -72,9 +73,11 @@ struct EventRow {
 
 fn to_event(row: EventRow, tenant_id: Uuid) -> Result<InstanceEvent, Error> {
     let bad = |e: serde_json::Error| Error::Conflict(format!("stored instance event: {e}"));
-    let (step, rule) = match (row.kind.as_str(), row.detail) {
-        ("provisioning_step", Some(d)) => (Some(serde_json::from_value(d).map_err(bad)?), None),
-        ("rule_warning" | "rule_enforced", Some(d)) => {
+    let (step, rule) = match (row.kind, row.detail) {
+        (InstanceEventKind::ProvisioningStep, Some(d)) => {
+            (Some(serde_json::from_value(d).map_err(bad)?), None)
+        }
+        (InstanceEventKind::RuleWarning | InstanceEventKind::RuleEnforced, Some(d)) => {
             (None, Some(serde_json::from_value(d).map_err(bad)?))
         }
         _ => (None, None),
@@ -100,7 +103,7 @@ fn to_event(row: EventRow, tenant_id: Uuid) -> Result<InstanceEvent, Error> {
 pub(crate) fn record(
     conn: &mut PgConnection,
     id: Uuid,
-    kind: &str,
+    kind: InstanceEventKind,
     detail: Detail<'_>,
     at: DateTime<Utc>,
 ) -> Result<Option<InstanceEvent>, Error> {
@@ -149,9 +152,9 @@ pub(crate) fn record(
         instance_id: id,
         tenant_id,
         seq,
-        kind: kind.to_owned(),
-        from_state: detail.from_state.map(str::to_owned),
-        to_state: detail.to_state.map(str::to_owned),
+        kind,
+        from_state: detail.from_state,
+        to_state: detail.to_state,
         reason: detail.reason.map(str::to_owned),
         step: detail.step.cloned(),
         rule: detail.rule.cloned(),
@@ -174,13 +177,13 @@ pub(crate) fn record(
 pub(crate) fn created(
     conn: &mut PgConnection,
     id: Uuid,
-    to: &str,
+    to: InstanceState,
     at: DateTime<Utc>,
 ) -> Result<(), Error> {
     record(
         conn,
         id,
-        "state_changed",
+        InstanceEventKind::StateChanged,
         Detail {
             to_state: Some(to),
             reason: Some("order placed"),
@@ -232,7 +235,7 @@ pub fn step_key(step: &ProvisioningStep) -> String {
     );
     // A step reports progress many times: each report is its own event
     // (a redelivered one has the same instant).
-    if step.status == "progress" {
+    if step.status == StepStatus::Progress {
         format!("{key}:{}", step.at.timestamp_micros())
     } else {
         key
@@ -260,7 +263,7 @@ fn apply_step(conn: &mut PgConnection, envelope: &Envelope) -> Result<(), Handle
     record(
         conn,
         step.instance_id,
-        "provisioning_step",
+        InstanceEventKind::ProvisioningStep,
         Detail {
             reason: reason.as_deref(),
             step: Some(&step),
@@ -290,9 +293,9 @@ mod tests {
     fn a_step_is_keyed_by_job_step_status_and_attempt() {
         let step = ProvisioningStep {
             instance_id: Uuid::now_v7(),
-            job_kind: "provision".into(),
+            job_kind: contracts::states::JobKind::Provision(1),
             step: "image".into(),
-            status: "finished".into(),
+            status: StepStatus::Finished,
             attempt: 2,
             duration_ms: Some(5),
             error: None,

@@ -27,8 +27,8 @@ use schema::ordering::instances;
 use crate::instances::{
     InstanceRow, attempt, current_holding_key, lock, publish, publish_stopped, transition,
 };
-use crate::state::InstanceState;
 use crate::{Deps, Error, SCHEMA};
+use contracts::states::InstanceState;
 
 /// Handles one `catalog.instance.exited` from ordering's queue.
 pub async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), HandlerError> {

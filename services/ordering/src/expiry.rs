@@ -29,8 +29,8 @@ use schema::ordering::{instances, orders};
 use tracing::Instrument;
 use uuid::Uuid;
 
-use crate::state::InstanceState;
 use crate::{Deps, Error};
+use contracts::states::InstanceState;
 
 /// Longer than any `createOrder` request can take (internal calls time out
 /// well before, and placement tries a bounded number of offers).
@@ -104,10 +104,7 @@ async fn expire_page(db: &Db) -> Result<usize, Error> {
     db.tx(|conn| {
         let cutoff = contracts::time::now() - chrono::Duration::seconds(DEADLINE_SECONDS);
         let ids: Vec<Uuid> = orders::table
-            .filter(orders::state.eq_any([
-                InstanceState::Pending.as_str(),
-                InstanceState::Allocating.as_str(),
-            ]))
+            .filter(orders::state.eq_any([InstanceState::Pending, InstanceState::Allocating]))
             .filter(orders::updated_at.lt(cutoff))
             .select(orders::id)
             .limit(PAGE)
@@ -119,7 +116,7 @@ async fn expire_page(db: &Db) -> Result<usize, Error> {
         }
         diesel::update(orders::table.filter(orders::id.eq_any(&ids)))
             .set((
-                orders::state.eq(InstanceState::Failed.as_str()),
+                orders::state.eq(InstanceState::Failed),
                 orders::failure_code.eq(contracts::ErrorCode::Conflict.as_str()),
                 orders::failure_reason.eq(crate::saga::expired().to_string()),
                 orders::expired_at.eq(diesel::dsl::now),
@@ -140,7 +137,7 @@ async fn finish_stops(db: &Db, deps: &Deps) -> Result<(), Error> {
         .run(|conn| {
             let cutoff = contracts::time::now() - chrono::Duration::seconds(STOP_DEADLINE_SECONDS);
             instances::table
-                .filter(instances::state.eq(InstanceState::Stopping.as_str()))
+                .filter(instances::state.eq(InstanceState::Stopping))
                 .filter(instances::updated_at.lt(cutoff))
                 .select((instances::id, instances::tenant_id))
                 .limit(PAGE)

@@ -31,8 +31,8 @@ use rust_decimal::Decimal;
 use schema::ordering::{instances, orders};
 use uuid::Uuid;
 
-use crate::state::InstanceState;
 use crate::{Deps, Error};
+use contracts::states::InstanceState;
 
 const REASON: &str = "stopped: prepaid balance exhausted";
 const CAP_REASON: &str = "stopped: monthly spend cap reached";
@@ -60,7 +60,7 @@ pub(crate) async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(
         .run(move |conn| {
             instances::table
                 .filter(instances::tenant_id.eq(tenant_id))
-                .filter(instances::state.eq(InstanceState::Running.as_str()))
+                .filter(instances::state.eq(InstanceState::Running))
                 .select(instances::id)
                 .load(conn)
                 .map_err(Error::from)
@@ -144,7 +144,7 @@ pub(crate) fn committed_burn(
     .bind::<diesel::sql_types::Uuid, _>(tenant_id)
     .bind::<diesel::sql_types::Array<Text>, _>(burning)
     .bind::<diesel::sql_types::Nullable<diesel::sql_types::Uuid>, _>(except_instance)
-    .bind::<Text, _>(InstanceState::Allocating.as_str())
+    .bind::<Text, _>(InstanceState::Allocating)
     .bind::<diesel::sql_types::Nullable<diesel::sql_types::Uuid>, _>(except_order)
     .get_result::<Burn>(conn)
     .map(|b| b.burn)
@@ -217,11 +217,11 @@ pub(crate) async fn admit(
         }
         diesel::update(orders::table.find(order_id))
             .filter(orders::state.eq_any([
-                InstanceState::Pending.as_str(),
-                InstanceState::Allocating.as_str(),
+                InstanceState::Pending,
+                InstanceState::Allocating,
             ]))
             .set((
-                orders::state.eq(InstanceState::Allocating.as_str()),
+                orders::state.eq(InstanceState::Allocating),
                 orders::updated_at.eq(diesel::dsl::now),
             ))
             .execute(conn)

@@ -17,8 +17,8 @@ use schema::ordering::{instance_transitions, instances};
 use serde::Serialize;
 use uuid::Uuid;
 
-use crate::state::InstanceState;
 use crate::{Deps, Error, SCHEMA};
+use contracts::states::{InstanceState, RentalType};
 
 #[derive(Queryable, Selectable, Clone)]
 #[diesel(table_name = instances)]
@@ -30,11 +30,11 @@ pub struct InstanceRow {
     pub machine_id: Uuid,
     pub gpu_model: String,
     pub gpu_count: i32,
-    pub rental_type: String,
+    pub rental_type: RentalType,
     pub price_per_gpu_hour: Decimal,
     pub currency: String,
     pub image: String,
-    pub state: String,
+    pub state: InstanceState,
     pub status_reason: Option<String>,
     pub version: i32,
     pub run_seq: i32,
@@ -57,8 +57,8 @@ pub struct InstanceRow {
 
 impl InstanceRow {
     pub fn state(&self) -> Result<InstanceState, Error> {
-        InstanceState::parse(&self.state)
-            .ok_or_else(|| Error::Conflict(format!("instance in unknown state {}", self.state)))
+        // A text no state names fails the row's load (`contracts::states`).
+        Ok(self.state)
     }
 }
 
@@ -85,7 +85,7 @@ pub fn holding_key(order_id: Uuid, attempt: i32) -> Uuid {
 pub fn attempt(conn: &mut PgConnection, id: Uuid) -> QueryResult<i32> {
     let starts: i64 = instance_transitions::table
         .filter(instance_transitions::instance_id.eq(id))
-        .filter(instance_transitions::to_state.eq(InstanceState::Provisioning.as_str()))
+        .filter(instance_transitions::to_state.eq(InstanceState::Provisioning))
         .count()
         .get_result(conn)?;
     Ok(1 + starts as i32)
@@ -116,12 +116,10 @@ pub fn current_holding_key(conn: &mut PgConnection, row: &InstanceRow) -> QueryR
 
 impl From<InstanceRow> for api::Instance {
     fn from(row: InstanceRow) -> Self {
-        let allowed_actions = InstanceState::parse(&row.state)
-            .map(InstanceState::allowed_actions)
-            .unwrap_or_default();
+        let allowed_actions = row.state.allowed_actions();
         // Only a running instance can be logged in to; a stale column
         // (cleared with the run's end anyway) never shows.
-        let connection = if row.state == InstanceState::Running.as_str() {
+        let connection = if row.state == InstanceState::Running {
             row.connection
                 .clone()
                 .and_then(|c| serde_json::from_value(c).ok())
@@ -221,7 +219,7 @@ pub fn publish_running(
             machine_id: row.machine_id,
             gpu_model: row.gpu_model.clone(),
             gpu_count: row.gpu_count,
-            rental_type: row.rental_type.clone(),
+            rental_type: row.rental_type,
             price_per_gpu_hour: row.price_per_gpu_hour,
             currency: row.currency.clone(),
             run_seq,
@@ -498,10 +496,10 @@ pub fn transition(
     crate::events::record(
         conn,
         row.id,
-        "state_changed",
+        contracts::states::InstanceEventKind::StateChanged,
         crate::events::Detail {
-            from_state: Some(current.as_str()),
-            to_state: Some(next.as_str()),
+            from_state: Some(current),
+            to_state: Some(next),
             reason,
             ..Default::default()
         },
@@ -549,10 +547,7 @@ pub async fn live_on_machine(
             instances::table
                 .filter(instances::machine_id.eq(machine_id))
                 .filter(instances::host_tenant_id.eq(host_tenant_id))
-                .filter(instances::state.ne_all([
-                    InstanceState::Destroyed.as_str(),
-                    InstanceState::Failed.as_str(),
-                ]))
+                .filter(instances::state.ne_all([InstanceState::Destroyed, InstanceState::Failed]))
                 .count()
                 .get_result::<i64>(conn)
                 .map_err(Error::from)
@@ -774,13 +769,14 @@ mod tests {
 
     #[test]
     fn renters_are_offered_start_and_destroy_where_they_work() {
+        use contracts::states::InstanceAction;
         assert_eq!(
             InstanceState::Running.allowed_actions(),
-            vec!["stop", "destroy"]
+            vec![InstanceAction::Stop, InstanceAction::Destroy]
         );
         assert_eq!(
             InstanceState::Stopped.allowed_actions(),
-            vec!["start", "destroy"]
+            vec![InstanceAction::Start, InstanceAction::Destroy]
         );
         assert!(InstanceState::Deprovisioning.allowed_actions().is_empty());
         assert!(InstanceState::Destroyed.allowed_actions().is_empty());

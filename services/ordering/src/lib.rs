@@ -20,7 +20,6 @@ mod routes;
 pub mod rules;
 mod saga;
 pub mod settings;
-pub mod state;
 
 use std::sync::Arc;
 

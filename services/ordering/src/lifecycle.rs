@@ -39,8 +39,8 @@ use crate::instances::{
     InstanceRow, attempt, current_holding_key, holding_key, load, lock, publish, publish_attempt,
     transition,
 };
-use crate::state::InstanceState;
 use crate::{Deps, Error};
+use contracts::states::InstanceState;
 
 fn owned(row: Option<InstanceRow>, id: Uuid, tenant_id: Uuid) -> Result<InstanceRow, Error> {
     row.filter(|row| row.tenant_id == tenant_id)
@@ -217,9 +217,8 @@ async fn take_holdings(
                 gpu_count: row.gpu_count,
                 // The instance keeps its rental type and its billed rate (an
                 // interruptible one bids it again).
-                rental_type: contracts::api::RentalType::parse(&row.rental_type)
-                    .unwrap_or_default(),
-                bid_per_gpu_hour: (row.rental_type == "interruptible")
+                rental_type: row.rental_type,
+                bid_per_gpu_hour: (row.rental_type == contracts::api::RentalType::Interruptible)
                     .then_some(row.price_per_gpu_hour),
                 max_price_per_gpu_hour: None,
                 instance_id: Some(row.id),
@@ -351,14 +350,14 @@ fn destroy_in_tx(
 /// into `deprovisioning` came from there).
 fn host_lost_before(conn: &mut PgConnection, id: Uuid) -> QueryResult<bool> {
     use schema::ordering::instance_transitions as t;
-    let from: Option<Option<String>> = t::table
+    let from: Option<Option<InstanceState>> = t::table
         .filter(t::instance_id.eq(id))
-        .filter(t::to_state.eq(InstanceState::Deprovisioning.as_str()))
+        .filter(t::to_state.eq(InstanceState::Deprovisioning))
         .order(t::at.desc())
         .select(t::from_state)
         .first(conn)
         .optional()?;
-    Ok(from.flatten().as_deref() == Some(InstanceState::HostLost.as_str()))
+    Ok(from.flatten() == Some(InstanceState::HostLost))
 }
 
 /// The provisioner's report. Clean: GPUs (if still held) and quota go back,

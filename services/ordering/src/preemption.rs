@@ -29,8 +29,8 @@ use schema::ordering::{instances, orders, preemptions};
 use uuid::Uuid;
 
 use crate::instances::{InstanceRow, current_holding_key, lock, publish, transition};
-use crate::state::InstanceState;
 use crate::{Deps, Error, SCHEMA};
+use contracts::states::InstanceState;
 
 /// Consumes ordering's queue forever: the catalog's preemptions and
 /// containers that exited ([`crate::exits`]), and

@@ -60,8 +60,8 @@ use tracing::Instrument;
 use uuid::Uuid;
 
 use crate::instances::{InstanceRow, publish_running, publish_stopped, transition};
-use crate::state::InstanceState;
 use crate::{Deps, Error};
+use contracts::states::InstanceState;
 
 /// Instances are read, and looked up elsewhere, in pages of this many.
 const PAGE: i64 = contracts::api::RECONCILE_LOOKUP_MAX as i64;
@@ -363,10 +363,7 @@ fn page(
     scope: Scope,
     after: Option<Uuid>,
 ) -> QueryResult<Vec<InstanceRow>> {
-    let live = [
-        InstanceState::Running.as_str(),
-        InstanceState::HostLost.as_str(),
-    ];
+    let live = [InstanceState::Running, InstanceState::HostLost];
     let mut query = instances::table
         .select(InstanceRow::as_select())
         .order(instances::id)

@@ -37,8 +37,8 @@ use uuid::Uuid;
 use crate::instances::{
     InstanceRow, attempt, holding_key, load, lock, publish_attempt, transition,
 };
-use crate::state::InstanceState;
 use crate::{Deps, Error};
+use contracts::states::InstanceState;
 
 /// Machines a first run is tried on before the order fails.
 pub const MAX_MACHINES: usize = 3;

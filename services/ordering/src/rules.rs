@@ -31,8 +31,8 @@ use schema::ordering::{instance_rules, instances};
 use uuid::Uuid;
 
 use crate::events::{Detail, record};
-use crate::state::InstanceState;
 use crate::{Deps, Error};
+use contracts::states::{InstanceEventKind, InstanceState, LifecycleRule, RuleAction};
 
 /// Ten years: longer durations are certainly a unit mistake.
 const MAX_SECONDS: i64 = 10 * 365 * 24 * 3600;
@@ -171,7 +171,7 @@ fn write(
     record(
         conn,
         id,
-        "rules_changed",
+        InstanceEventKind::RulesChanged,
         Detail {
             reason: Some(&reason),
             ..Detail::default()
@@ -254,8 +254,8 @@ pub async fn get(db: &Db, id: Uuid, tenant_id: Uuid) -> Result<InstanceRules, Er
 /// What a rule will do to an instance, and when.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Due {
-    pub rule: &'static str,
-    pub action: &'static str,
+    pub rule: LifecycleRule,
+    pub action: RuleAction,
     pub due_at: DateTime<Utc>,
     /// Idle only: the newest heartbeat, which must reach `due_at` before
     /// the rule acts.
@@ -296,8 +296,8 @@ pub fn next_due(c: &Candidate, activity: Option<&GpuActivity>) -> Option<Due> {
         "running" => {
             if let (Some(max), Some(t0)) = (c.rules.max_duration_seconds, c.running_at) {
                 dues.push(Due {
-                    rule: "max_duration",
-                    action: "stop",
+                    rule: LifecycleRule::MaxDuration,
+                    action: RuleAction::Stop,
                     due_at: t0 + secs(max),
                     confirmed_until: None,
                 });
@@ -309,8 +309,8 @@ pub fn next_due(c: &Candidate, activity: Option<&GpuActivity>) -> Option<Due> {
                     .last_busy_at
                     .map_or(idle_from(c), |busy| busy.max(idle_from(c)));
                 dues.push(Due {
-                    rule: "idle",
-                    action: "stop",
+                    rule: LifecycleRule::Idle,
+                    action: RuleAction::Stop,
                     due_at: idle_since + secs(window),
                     confirmed_until: Some(last_sample),
                 });
@@ -319,8 +319,8 @@ pub fn next_due(c: &Candidate, activity: Option<&GpuActivity>) -> Option<Due> {
         "stopped" => {
             if let Some(after) = c.rules.auto_destroy_after_stopped_seconds {
                 dues.push(Due {
-                    rule: "auto_destroy",
-                    action: "destroy",
+                    rule: LifecycleRule::AutoDestroy,
+                    action: RuleAction::Destroy,
                     due_at: c.since + secs(after),
                     confirmed_until: None,
                 });
@@ -516,15 +516,15 @@ async fn consider(
                 return Ok(None);
             }
             let notice = RuleNotice {
-                rule: due.rule.into(),
-                action: due.action.into(),
+                rule: due.rule,
+                action: due.action,
                 due_at: due.due_at,
             };
             let stamp = due.due_at.timestamp_micros();
             let warned_now = record(
                 conn,
                 id,
-                "rule_warning",
+                InstanceEventKind::RuleWarning,
                 Detail {
                     reason: Some(&format!(
                         "rule {} will {} the instance at {}",
@@ -547,7 +547,7 @@ async fn consider(
             record(
                 conn,
                 id,
-                "rule_enforced",
+                InstanceEventKind::RuleEnforced,
                 Detail {
                     reason: Some(&format!("rule {} acts: {}", due.rule, due.action)),
                     rule: Some(&notice),
@@ -562,9 +562,9 @@ async fn consider(
     let Some((c, due)) = act else {
         return Ok(());
     };
-    tracing::info!(instance.id = %id, rule = due.rule, action = due.action, "lifecycle rule enforced");
+    tracing::info!(instance.id = %id, rule = %due.rule, action = %due.action, "lifecycle rule enforced");
     let _: api::Instance = match due.rule {
-        "max_duration" => {
+        LifecycleRule::MaxDuration => {
             crate::instances::stop_because(
                 db,
                 deps,
@@ -574,11 +574,11 @@ async fn consider(
             )
             .await?
         }
-        "idle" => {
+        LifecycleRule::Idle => {
             crate::instances::stop_because(db, deps, id, c.tenant_id, "stopped by rule: GPUs idle")
                 .await?
         }
-        _ => crate::lifecycle::destroy(db, deps, id, c.tenant_id).await?,
+        LifecycleRule::AutoDestroy => crate::lifecycle::destroy(db, deps, id, c.tenant_id).await?,
     };
     Ok(())
 }
@@ -617,7 +617,7 @@ mod tests {
             ..Default::default()
         });
         let due = next_due(&c, None).unwrap();
-        assert_eq!((due.rule, due.due_at), ("max_duration", at(60)));
+        assert_eq!((due.rule, due.due_at), (LifecycleRule::MaxDuration, at(60)));
         assert!(due.may_act(at(60)) && !due.may_act(at(59)));
     }
 
@@ -634,7 +634,7 @@ mod tests {
             last_busy_at: Some(at(20)),
         };
         let due = next_due(&c, Some(&busy)).unwrap();
-        assert_eq!((due.rule, due.due_at), ("idle", at(50)));
+        assert_eq!((due.rule, due.due_at), (LifecycleRule::Idle, at(50)));
         // Time has passed, but no heartbeat has shown the GPUs idle until then.
         assert!(!due.may_act(at(55)));
         let confirmed = GpuActivity {
@@ -665,13 +665,13 @@ mod tests {
             last_sample_at: Some(at(31)),
             last_busy_at: None,
         };
-        assert_eq!(next_due(&c, Some(&idle)).unwrap().rule, "idle");
+        assert_eq!(next_due(&c, Some(&idle)).unwrap().rule, LifecycleRule::Idle);
         c.state = "stopped".into();
         c.since = at(200);
         let due = next_due(&c, Some(&idle)).unwrap();
         assert_eq!(
             (due.rule, due.action, due.due_at),
-            ("auto_destroy", "destroy", at(205))
+            (LifecycleRule::AutoDestroy, RuleAction::Destroy, at(205))
         );
     }
 

@@ -23,8 +23,8 @@ use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
 use crate::instances::{InstanceRow, publish};
-use crate::state::InstanceState;
 use crate::{Deps, Error};
+use contracts::states::InstanceState;
 
 const DEFAULT_IMAGE: &str = "nvidia/cuda:12.4.1-runtime-ubuntu22.04";
 /// Offers an order by constraints tries before it gives up: each lost race
@@ -45,7 +45,8 @@ fn remote(code: ErrorCode, message: String) -> Error {
 struct OrderRow {
     id: Uuid,
     request_fingerprint: String,
-    state: String,
+    /// An order moves through the first states of its instance.
+    state: InstanceState,
     failure_code: Option<String>,
     failure_reason: Option<String>,
     expired_at: Option<chrono::DateTime<chrono::Utc>>,
@@ -82,7 +83,7 @@ impl OrderRow {
     /// refused, so repeating it with its key is a fresh attempt rather than
     /// a replay of that failure.
     fn failed_on_a_dependency(&self) -> bool {
-        self.state == InstanceState::Failed.as_str()
+        self.state == InstanceState::Failed
             && self.expired_at.is_none()
             && self.failure_code.as_deref() == Some(ErrorCode::Unavailable.as_str())
     }
@@ -362,7 +363,7 @@ pub async fn create_order(
                 supersede(db, order.id, req.idempotency_key.clone()).await?;
                 tracing::info!(order.id = %order.id, "order failed on a dependency; retried as a fresh attempt");
                 place_fresh(db, deps, &req, &print).await?
-            } else if order.state == InstanceState::Failed.as_str() {
+            } else if order.state == InstanceState::Failed {
                 return Err(failure(order.failure_code.as_deref(), order.failure_reason));
             } else {
                 // Resumed: the quote it was recorded at; the candidates are
@@ -449,7 +450,7 @@ async fn place_fresh(
 async fn supersede(db: &Db, order_id: Uuid, key: String) -> Result<(), Error> {
     db.run(move |conn| {
         diesel::update(orders::table.find(order_id))
-            .filter(orders::state.eq(InstanceState::Failed.as_str()))
+            .filter(orders::state.eq(InstanceState::Failed))
             .filter(orders::idempotency_key.eq(&key))
             .set((
                 orders::idempotency_key.eq(format!("{key}#superseded:{order_id}")),
@@ -764,7 +765,7 @@ async fn create_instance(
         .tx(move |conn| {
             // Locked as the preemption consumer locks it: either it sees this
             // instance and preempts it, or this sees its record and stops.
-            let state: String = orders::table
+            let state: InstanceState = orders::table
                 .find(order_id)
                 .select(orders::state)
                 .for_update()
@@ -779,7 +780,7 @@ async fn create_instance(
             }
             // Expired while its request was away: the expiry task gives (or
             // gave) its holdings back, so no instance may use them.
-            if state == InstanceState::Failed.as_str() {
+            if state == InstanceState::Failed {
                 return Err(expired());
             }
             if allocation.released || crate::preemption::preempted(conn, order_id)? {
@@ -821,15 +822,15 @@ async fn create_instance(
                         .iter()
                         .map(|&p| i32::from(p))
                         .collect::<Vec<_>>()),
-                    instances::state.eq(InstanceState::Provisioning.as_str()),
+                    instances::state.eq(InstanceState::Provisioning),
                     instances::created_at.eq(at),
                     instances::updated_at.eq(at),
                 ))
                 .execute(conn)?;
-            crate::events::created(conn, id, InstanceState::Provisioning.as_str(), at)?;
+            crate::events::created(conn, id, InstanceState::Provisioning, at)?;
             diesel::update(orders::table.find(order_id))
                 .set((
-                    orders::state.eq(InstanceState::Provisioning.as_str()),
+                    orders::state.eq(InstanceState::Provisioning),
                     orders::machine_id.eq(allocation.machine_id),
                     // The committed rate replaces the quote.
                     orders::price_per_gpu_hour.eq(allocation.price_per_gpu_hour),
@@ -971,7 +972,7 @@ async fn insert_order(
                 orders::bid_per_gpu_hour.eq(req.bid_per_gpu_hour),
                 orders::constraints.eq(constraints),
                 orders::disk_gib.eq(req.disk_gib),
-                orders::state.eq(InstanceState::Pending.as_str()),
+                orders::state.eq(InstanceState::Pending),
             ))
             .on_conflict((orders::tenant_id, orders::idempotency_key))
             .do_nothing()
@@ -1010,11 +1011,11 @@ async fn fail_order(db: &Db, order_id: Uuid, error: &Error) -> Result<(), Error>
     let reason = error.to_string();
     db.run(move |conn| {
         diesel::update(orders::table.find(order_id))
-            .filter(orders::state.ne(InstanceState::Provisioning.as_str()))
+            .filter(orders::state.ne(InstanceState::Provisioning))
             // An expired order keeps the reason it expired for.
             .filter(orders::expired_at.is_null())
             .set((
-                orders::state.eq(InstanceState::Failed.as_str()),
+                orders::state.eq(InstanceState::Failed),
                 orders::failure_code.eq(code),
                 orders::failure_reason.eq(reason),
                 orders::updated_at.eq(diesel::dsl::now),
@@ -1050,7 +1051,7 @@ mod tests {
         let row = |price: Option<Decimal>| OrderRow {
             id: Uuid::now_v7(),
             request_fingerprint: String::new(),
-            state: InstanceState::Pending.as_str().into(),
+            state: InstanceState::Pending,
             failure_code: None,
             failure_reason: None,
             expired_at: None,

@@ -12,6 +12,7 @@ use contracts::events::{
     PAYOUT_FAILED, PAYOUT_PAID, PayoutSettled, RUNWAY_LOW, RunwayLow, SPEND_CAP_REACHED,
     STATEMENT_FINALIZED, SpendCapReached, StatementFinalized, TOP_UP_SUCCEEDED, TopUpSucceeded,
 };
+use contracts::states::{InstanceEventKind, InstanceState};
 use contracts::webhooks::EventType;
 use platform::consumer::HandlerError;
 use serde_json::{Value, json};
@@ -264,25 +265,25 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
 
 /// States an instance has not been placed in yet: failing there is the
 /// order failing.
-const UNPLACED: [&str; 2] = ["pending", "allocating"];
+const UNPLACED: [InstanceState; 2] = [InstanceState::Pending, InstanceState::Allocating];
 
 /// A state change of an instance, as its webhook type; other instance
 /// events (provisioning steps, rule notices) and passing states
 /// (`allocating`, `stopping`, ...) send nothing.
 fn instance(event: &InstanceEvent) -> Option<Outgoing> {
-    if event.kind != "state_changed" {
+    if event.kind != InstanceEventKind::StateChanged {
         return None;
     }
-    let to = event.to_state.as_deref()?;
-    let event_type = match (event.from_state.as_deref(), to) {
+    let to = event.to_state?;
+    let event_type = match (event.from_state, to) {
         (None, _) => EventType::InstanceCreated,
-        (_, "running") => EventType::InstanceRunning,
-        (_, "stopped") => EventType::InstanceStopped,
-        (_, "preempted") => EventType::InstancePreempted,
-        (_, "host_lost") => EventType::InstanceHostLost,
-        (Some(from), "failed") if UNPLACED.contains(&from) => EventType::OrderFailed,
-        (_, "failed") => EventType::InstanceFailed,
-        (_, "destroyed") => EventType::InstanceDestroyed,
+        (_, InstanceState::Running) => EventType::InstanceRunning,
+        (_, InstanceState::Stopped) => EventType::InstanceStopped,
+        (_, InstanceState::Preempted) => EventType::InstancePreempted,
+        (_, InstanceState::HostLost) => EventType::InstanceHostLost,
+        (Some(from), InstanceState::Failed) if UNPLACED.contains(&from) => EventType::OrderFailed,
+        (_, InstanceState::Failed) => EventType::InstanceFailed,
+        (_, InstanceState::Destroyed) => EventType::InstanceDestroyed,
         _ => return None,
     };
     let i = &event.instance;
@@ -356,9 +357,9 @@ mod tests {
             instance_id: Uuid::nil(),
             tenant_id: Uuid::nil(),
             seq: 3,
-            kind: "state_changed".into(),
-            from_state: from.map(str::to_owned),
-            to_state: Some(to.to_owned()),
+            kind: InstanceEventKind::StateChanged,
+            from_state: from.map(|s| InstanceState::parse(s).expect("a state")),
+            to_state: Some(InstanceState::parse(to).expect("a state")),
             reason: None,
             step: None,
             rule: None,
@@ -411,7 +412,7 @@ mod tests {
             assert_eq!(got, expected, "{from:?} -> {to}");
         }
         let mut step = event(Some("provisioning"), "running");
-        step.kind = "provisioning_step".into();
+        step.kind = InstanceEventKind::ProvisioningStep;
         assert_eq!(instance(&step), None);
     }
 
@@ -487,7 +488,7 @@ mod money_and_host_events {
             payout_id: Uuid::now_v7(),
             amount: Decimal::new(10_000, 2),
             currency: "USD".into(),
-            status: "failed".into(),
+            status: contracts::states::PayoutStatus::Failed,
             stripe_transfer_id: None,
             failure_reason: Some("account closed".into()),
             at,

@@ -479,6 +479,10 @@ pub async fn record_progress(
             let Some((job_id, kind, command)) = job else {
                 return Ok(false);
             };
+            // The database refuses any other kind (migration 2026-12-07-000200).
+            let Some(kind) = contracts::states::JobKind::parse(&kind) else {
+                return Ok(false);
+            };
             let attempt: i32 = job_steps::table
                 .find((job_id, step.as_str()))
                 .select(job_steps::attempts)
@@ -497,7 +501,7 @@ pub async fn record_progress(
                 instance_id,
                 job_kind: kind,
                 step,
-                status: "progress".into(),
+                status: contracts::states::StepStatus::Progress,
                 attempt,
                 duration_ms: None,
                 error: None,

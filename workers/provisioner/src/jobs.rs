@@ -33,6 +33,7 @@ use contracts::events::{
     DEPROVISION_INSTANCE, DeprovisionInstance, PROVISION_INSTANCE, PROVISIONING_STEP, ProvisionRun,
     ProvisioningStep, STOP_INSTANCE, StopInstance,
 };
+use contracts::states::{JobKind, StepStatus};
 use contracts::{Envelope, ErrorCode};
 use diesel::pg::PgConnection;
 use diesel::prelude::*;
@@ -129,58 +130,6 @@ impl Work {
             Work::Provision(run) => driver.run_attempt_step(step, run).await,
             Work::Deprovision(job) | Work::Cleanup(job) => driver.deprovision_step(step, job).await,
             Work::Stop(stop) => driver.stop(&stop.command, stop.issued_at).await,
-        }
-    }
-}
-
-/// A job's kind, as `provisioner.jobs.kind` stores it (with the instance,
-/// the job's unique key; the database refuses any other text, migration
-/// 2026-12-07-000200). Parsed, never guessed: a row of another kind dies.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum JobKind {
-    /// A provisioning attempt: the order's first keeps the plain kind
-    /// (`provision`), each start after a stop gets its own job and step
-    /// log (`provision:<attempt>`).
-    Provision(i32),
-    /// The instance's destroy (`deprovision`).
-    Deprovision,
-    /// A dead never-run attempt's cleanup, one per attempt (`cleanup`,
-    /// `cleanup:<attempt>`): a re-placed order's attempts ran on different
-    /// machines.
-    Cleanup(i32),
-    /// One stop decision (`stop:<command id>`): an instance is stopped once
-    /// per run.
-    Stop(Uuid),
-}
-
-impl JobKind {
-    fn parse(raw: &str) -> Option<Self> {
-        // Attempt 1 is the plain kind, so `provision:1` is not a kind.
-        let later = |n: &str| n.parse::<i32>().ok().filter(|n| *n >= 2);
-        match raw.split_once(':') {
-            None => match raw {
-                "provision" => Some(Self::Provision(1)),
-                "deprovision" => Some(Self::Deprovision),
-                "cleanup" => Some(Self::Cleanup(1)),
-                _ => None,
-            },
-            Some(("provision", n)) => later(n).map(Self::Provision),
-            Some(("cleanup", n)) => later(n).map(Self::Cleanup),
-            Some(("stop", id)) => Uuid::parse_str(id).ok().map(Self::Stop),
-            Some(_) => None,
-        }
-    }
-}
-
-impl std::fmt::Display for JobKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            Self::Provision(attempt) if *attempt <= 1 => f.write_str("provision"),
-            Self::Provision(attempt) => write!(f, "provision:{attempt}"),
-            Self::Deprovision => f.write_str("deprovision"),
-            Self::Cleanup(attempt) if *attempt <= 1 => f.write_str("cleanup"),
-            Self::Cleanup(attempt) => write!(f, "cleanup:{attempt}"),
-            Self::Stop(id) => write!(f, "stop:{id}"),
         }
     }
 }
@@ -580,7 +529,7 @@ impl Worker {
                 }
             }
         }
-        let event = self.event_base(job);
+        let event = self.event_base(job)?;
         let exchange = self.settings.events_exchange.clone();
         self.fenced(job.id, {
             let id = job.id;
@@ -681,7 +630,7 @@ impl Worker {
         finished: Option<Finished>,
     ) -> Result<Started, Halt> {
         let max = self.settings.step_attempts as i32;
-        let event = self.event_base(job);
+        let event = self.event_base(job)?;
         let exchange = self.settings.events_exchange.clone();
         let job_id = job.id;
         self.fenced(job_id, move |conn| {
@@ -718,7 +667,15 @@ impl Worker {
                 ))
                 .returning(job_steps::attempts)
                 .get_result(conn)?;
-            event.emit(conn, &exchange, step, "started", attempt, None, None)?;
+            event.emit(
+                conn,
+                &exchange,
+                step,
+                StepStatus::Started,
+                attempt,
+                None,
+                None,
+            )?;
             Ok(Started::Attempt(attempt))
         })
         .await
@@ -737,7 +694,7 @@ impl Worker {
         dead: bool,
         delay: Duration,
     ) -> Result<(), Halt> {
-        let event = self.event_base(job);
+        let event = self.event_base(job)?;
         let exchange = self.settings.events_exchange.clone();
         let dlx = self.settings.dead_letter_exchange.clone();
         let job_id = job.id;
@@ -753,7 +710,7 @@ impl Worker {
                 conn,
                 &exchange,
                 step,
-                "failed",
+                StepStatus::Failed,
                 attempt,
                 Some(duration_ms),
                 Some(reason.clone()),
@@ -920,13 +877,16 @@ impl Worker {
             .await
     }
 
-    fn event_base(&self, job: &Claimed) -> EventBase {
-        EventBase {
+    fn event_base(&self, job: &Claimed) -> Result<EventBase, Halt> {
+        // Decoded before any step ran (`Work::decode`), so this holds.
+        let job_kind = JobKind::parse(&job.kind)
+            .ok_or_else(|| Halt::Broken(format!("unknown job kind {:?}", job.kind)))?;
+        Ok(EventBase {
             instance_id: job.instance_id,
-            job_kind: job.kind.clone(),
+            job_kind,
             tenant_id: job.tenant_id(),
             correlation_id: job.correlation_id(),
-        }
+        })
     }
 }
 
@@ -962,7 +922,7 @@ impl Finished {
             conn,
             exchange,
             self.step,
-            "finished",
+            StepStatus::Finished,
             self.attempt,
             Some(self.duration_ms),
             None,
@@ -973,7 +933,7 @@ impl Finished {
 /// What every step event of one job shares.
 struct EventBase {
     instance_id: Uuid,
-    job_kind: String,
+    job_kind: JobKind,
     tenant_id: Option<Uuid>,
     correlation_id: Option<String>,
 }
@@ -985,7 +945,7 @@ impl EventBase {
         conn: &mut PgConnection,
         exchange: &str,
         step: Step,
-        status: &str,
+        status: StepStatus,
         attempt: i32,
         duration_ms: Option<i64>,
         error: Option<String>,
@@ -993,9 +953,9 @@ impl EventBase {
         let at = contracts::time::now();
         let payload = ProvisioningStep {
             instance_id: self.instance_id,
-            job_kind: self.job_kind.clone(),
+            job_kind: self.job_kind,
             step: step.as_str().to_owned(),
-            status: status.to_owned(),
+            status,
             attempt,
             duration_ms,
             error,

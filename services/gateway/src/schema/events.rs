@@ -20,7 +20,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_graphql::{Context, ID, InputObject, Object, SimpleObject, Subscription};
+use chrono::{DateTime, Utc};
 use contracts::events::{self, INSTANCE_EVENT, PROVISIONING_STEP};
+use contracts::states::{
+    InstanceEventKind, InstanceState, JobType, LifecycleRule, RuleAction, StepStatus,
+};
 use contracts::{Envelope, api};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
@@ -157,16 +161,24 @@ async fn consume(config: &Config, hub: &Hub) -> Result<(), platform::PlatformErr
 /// One provisioning or deprovisioning step of a worker job.
 #[derive(SimpleObject, Clone)]
 pub struct ProvisioningStep {
-    /// `provision`, `provision:N` (a start after a stop) or `deprovision`.
+    /// `provision`, `provision:N` (a start after a stop), `deprovision`,
+    /// `cleanup[:N]` or `stop:<command id>`: the job's key.
     job_kind: String,
+    /// What the job does (its kind without the attempt or command id).
+    job: JobType,
     step: String,
-    /// `started`, `finished`, `failed` or `progress` (how far a long step
-    /// got, in `detail`: an image pull's bytes).
+    /// `started`, `finished`, `failed` or `progress`.
+    #[graphql(deprecation = "a String: use `state`, a StepStatus")]
     status: String,
+    /// `PROGRESS` reports how far a long step got, in `detail` (an image
+    /// pull's bytes).
+    state: StepStatus,
     attempt: i32,
     duration_ms: Option<i64>,
     error: Option<String>,
+    #[graphql(deprecation = "a String: use `atUtc`, a DateTime")]
     at: String,
+    at_utc: DateTime<Utc>,
     /// A `progress` event's message.
     detail: Option<String>,
 }
@@ -174,13 +186,16 @@ pub struct ProvisioningStep {
 impl From<events::ProvisioningStep> for ProvisioningStep {
     fn from(s: events::ProvisioningStep) -> Self {
         Self {
-            job_kind: s.job_kind,
+            job_kind: s.job_kind.to_string(),
+            job: s.job_kind.job_type(),
             step: s.step,
-            status: s.status,
+            status: s.status.to_string(),
+            state: s.status,
             attempt: s.attempt,
             duration_ms: s.duration_ms,
             error: s.error,
             at: instant(s.at),
+            at_utc: s.at,
             detail: s.detail,
         }
     }
@@ -190,10 +205,16 @@ impl From<events::ProvisioningStep> for ProvisioningStep {
 #[derive(SimpleObject)]
 pub struct RuleNotice {
     /// `max_duration`, `idle` or `auto_destroy`.
+    #[graphql(deprecation = "a String: use `lifecycleRule`, a LifecycleRule")]
     rule: String,
+    lifecycle_rule: LifecycleRule,
     /// `stop` or `destroy`.
+    #[graphql(deprecation = "a String: use `ruleAction`, a RuleAction")]
     action: String,
+    rule_action: RuleAction,
+    #[graphql(deprecation = "a String: use `dueAtUtc`, a DateTime")]
     due_at: String,
+    due_at_utc: DateTime<Utc>,
 }
 
 /// One change of an instance.
@@ -204,34 +225,51 @@ pub struct InstanceEvent {
     seq: Option<i32>,
     /// `state_changed`, `provisioning_step`, `rule_warning`,
     /// `rule_enforced` or `rules_changed`.
+    #[graphql(deprecation = "a String: use `eventKind`, an InstanceEventKind")]
     kind: String,
+    event_kind: InstanceEventKind,
+    #[graphql(deprecation = "a String: use `from`, an InstanceState")]
     from_state: Option<String>,
+    #[graphql(deprecation = "a String: use `to`, an InstanceState")]
     to_state: Option<String>,
+    /// The state left (state changes; null when the instance was created).
+    from: Option<InstanceState>,
+    /// The state entered (state changes).
+    to: Option<InstanceState>,
     reason: Option<String>,
     step: Option<ProvisioningStep>,
     rule: Option<RuleNotice>,
     /// The instance after the event, with its rental type and billed rates
     /// (null on a step streamed live).
     instance: Option<Instance>,
+    #[graphql(deprecation = "a String: use `atUtc`, a DateTime")]
     at: String,
+    at_utc: DateTime<Utc>,
 }
 
 impl From<events::InstanceEvent> for InstanceEvent {
     fn from(e: events::InstanceEvent) -> Self {
         Self {
             seq: Some(e.seq),
-            kind: e.kind,
-            from_state: e.from_state,
-            to_state: e.to_state,
+            kind: e.kind.to_string(),
+            event_kind: e.kind,
+            from_state: e.from_state.map(|s| s.to_string()),
+            to_state: e.to_state.map(|s| s.to_string()),
+            from: e.from_state,
+            to: e.to_state,
             reason: e.reason,
             step: e.step.map(Into::into),
             rule: e.rule.map(|r| RuleNotice {
-                rule: r.rule,
-                action: r.action,
+                rule: r.rule.to_string(),
+                lifecycle_rule: r.rule,
+                action: r.action.to_string(),
+                rule_action: r.action,
                 due_at: instant(r.due_at),
+                due_at_utc: r.due_at,
             }),
             instance: Some(e.instance.into()),
             at: instant(e.at),
+            at_utc: e.at,
         }
     }
 }
@@ -269,12 +307,16 @@ impl Streamed {
                 }
                 Some(InstanceEvent {
                     seq: None,
-                    kind: "provisioning_step".into(),
+                    kind: InstanceEventKind::ProvisioningStep.to_string(),
+                    event_kind: InstanceEventKind::ProvisioningStep,
                     from_state: None,
                     to_state: None,
+                    from: None,
+                    to: None,
                     reason: step.error.clone(),
                     instance: None,
                     at: instant(step.at),
+                    at_utc: step.at,
                     step: Some(step.into()),
                     rule: None,
                 })
@@ -507,9 +549,9 @@ mod tests {
     fn step(status: &str, attempt: i32) -> events::ProvisioningStep {
         events::ProvisioningStep {
             instance_id: Uuid::nil(),
-            job_kind: "provision".into(),
+            job_kind: contracts::states::JobKind::Provision(1),
             step: "image".into(),
-            status: status.into(),
+            status: status.parse().expect("a step status"),
             attempt,
             duration_ms: None,
             error: None,

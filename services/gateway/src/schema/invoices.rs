@@ -4,7 +4,9 @@
 //! in the caller's token): another tenant's invoice is NOT_FOUND.
 
 use async_graphql::{Context, ID, Object, SimpleObject};
+use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::states::InvoiceStatus;
 use rust_decimal::Decimal;
 
 use super::instant;
@@ -108,9 +110,16 @@ pub struct Invoice {
     id: ID,
     number: i64,
     /// `finalized` (open: the balance was overdrawn), `paid` or `void`.
+    #[graphql(deprecation = "a String: use `state`, an InvoiceStatus")]
     status: String,
+    /// `FINALIZED` (open: the balance was overdrawn), `PAID` or `VOID`.
+    state: InvoiceStatus,
+    #[graphql(deprecation = "a String: use `periodStartUtc`, a DateTime")]
     period_start: String,
+    period_start_utc: DateTime<Utc>,
+    #[graphql(deprecation = "a String: use `periodEndUtc`, a DateTime")]
     period_end: String,
+    period_end_utc: DateTime<Utc>,
     currency: String,
     subtotal: Decimal,
     total: Decimal,
@@ -118,9 +127,15 @@ pub struct Invoice {
     /// rounding account.
     exact_total: Decimal,
     rounding: Decimal,
+    #[graphql(deprecation = "a String: use `finalizedAtUtc`, a DateTime")]
     finalized_at: Option<String>,
+    finalized_at_utc: Option<DateTime<Utc>>,
+    #[graphql(deprecation = "a String: use `paidAtUtc`, a DateTime")]
     paid_at: Option<String>,
+    paid_at_utc: Option<DateTime<Utc>>,
+    #[graphql(deprecation = "a String: use `voidedAtUtc`, a DateTime")]
     voided_at: Option<String>,
+    voided_at_utc: Option<DateTime<Utc>>,
     void_reason: Option<String>,
     lines: Vec<InvoiceLine>,
     /// Refunds and credits against this invoice, oldest first.
@@ -139,17 +154,23 @@ impl TryFrom<api::Invoice> for Invoice {
         Ok(Self {
             id: id.into(),
             number,
-            status: i.status,
+            status: i.status.to_string(),
+            state: i.status,
             period_start: instant(i.period_start),
+            period_start_utc: i.period_start,
             period_end: instant(i.period_end),
+            period_end_utc: i.period_end,
             currency: i.currency,
             subtotal: i.subtotal,
             total: i.total,
             exact_total: i.exact_total,
             rounding: i.rounding,
             finalized_at: i.finalized_at.map(instant),
+            finalized_at_utc: i.finalized_at,
             paid_at: i.paid_at.map(instant),
+            paid_at_utc: i.paid_at,
             voided_at: i.voided_at.map(instant),
+            voided_at_utc: i.voided_at,
             void_reason: i.void_reason,
             lines: i.lines.into_iter().map(Into::into).collect(),
             credit_notes: i.credit_notes.into_iter().map(Into::into).collect(),

@@ -11,20 +11,7 @@ use crate::validate;
 const DEFAULT_PAGE: i32 = 20;
 const MAX_PAGE: i32 = 100;
 
-#[derive(Enum, Clone, Copy, PartialEq, Eq)]
-pub enum RentalType {
-    OnDemand,
-    Interruptible,
-}
-
-impl From<RentalType> for api::RentalType {
-    fn from(r: RentalType) -> Self {
-        match r {
-            RentalType::OnDemand => api::RentalType::OnDemand,
-            RentalType::Interruptible => api::RentalType::Interruptible,
-        }
-    }
-}
+pub use contracts::states::RentalType;
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
 pub enum OfferSort {
@@ -120,7 +107,7 @@ impl OfferFilter {
             gpu_count: self.gpu_count.or(self.min_gpus),
             min_vram_gib: self.min_vram_gib,
             max_price_per_gpu_hour: self.max_price_per_gpu_hour,
-            rental_type: self.rental_type.map(Into::into),
+            rental_type: self.rental_type,
             countries: self.countries.unwrap_or_default(),
             regions: self.regions.unwrap_or_default(),
             datacenter_only: self.datacenter_only,

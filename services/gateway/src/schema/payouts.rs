@@ -5,7 +5,9 @@
 //! another host's statement is NOT_FOUND.
 
 use async_graphql::{Context, ID, Object, SimpleObject};
+use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::states::{PayoutStatus, StatementStatus};
 use rust_decimal::Decimal;
 
 use super::instant;
@@ -68,9 +70,16 @@ pub struct Statement {
     id: Option<ID>,
     number: Option<i64>,
     /// `finalized`, or `draft` for the preview.
+    #[graphql(deprecation = "a String: use `state`, a StatementStatus")]
     status: String,
+    /// `FINALIZED`, or `DRAFT` for the preview.
+    state: StatementStatus,
+    #[graphql(deprecation = "a String: use `periodStartUtc`, a DateTime")]
     period_start: String,
+    period_start_utc: DateTime<Utc>,
+    #[graphql(deprecation = "a String: use `periodEndUtc`, a DateTime")]
     period_end: String,
+    period_end_utc: DateTime<Utc>,
     currency: String,
     seconds: i64,
     gross: Decimal,
@@ -87,7 +96,9 @@ pub struct Statement {
     opening_balance: Decimal,
     /// `openingBalance + earnings + adjustments − payouts`.
     closing_balance: Decimal,
+    #[graphql(deprecation = "a String: use `finalizedAtUtc`, a DateTime")]
     finalized_at: Option<String>,
+    finalized_at_utc: Option<DateTime<Utc>>,
     lines: Vec<StatementLine>,
 }
 
@@ -96,9 +107,12 @@ impl From<api::Statement> for Statement {
         Self {
             id: s.id.map(Into::into),
             number: s.number,
-            status: s.status,
+            status: s.status.to_string(),
+            state: s.status,
             period_start: instant(s.period_start),
+            period_start_utc: s.period_start,
             period_end: instant(s.period_end),
+            period_end_utc: s.period_end,
             currency: s.currency,
             seconds: s.seconds,
             gross: s.gross,
@@ -111,6 +125,7 @@ impl From<api::Statement> for Statement {
             opening_balance: s.opening_balance,
             closing_balance: s.closing_balance,
             finalized_at: s.finalized_at.map(instant),
+            finalized_at_utc: s.finalized_at,
             lines: s.lines.into_iter().map(Into::into).collect(),
         }
     }
@@ -170,14 +185,21 @@ pub struct Payout {
     amount: Decimal,
     currency: String,
     /// `pending` (Stripe not answered yet), `paid` or `failed`.
+    #[graphql(deprecation = "a String: use `state`, a PayoutStatus")]
     status: String,
+    /// `PENDING` (Stripe not answered yet), `PAID` or `FAILED`.
+    state: PayoutStatus,
     stripe_account_id: String,
     stripe_transfer_id: Option<String>,
     /// The ledger posting (`payout:{id}`), once paid.
     posting_id: Option<String>,
     failure_reason: Option<String>,
+    #[graphql(deprecation = "a String: use `createdAtUtc`, a DateTime")]
     created_at: String,
+    created_at_utc: DateTime<Utc>,
+    #[graphql(deprecation = "a String: use `paidAtUtc`, a DateTime")]
     paid_at: Option<String>,
+    paid_at_utc: Option<DateTime<Utc>>,
 }
 
 impl From<api::Payout> for Payout {
@@ -186,13 +208,16 @@ impl From<api::Payout> for Payout {
             id: p.id.into(),
             amount: p.amount,
             currency: p.currency,
-            status: p.status,
+            status: p.status.to_string(),
+            state: p.status,
             stripe_account_id: p.stripe_account_id,
             stripe_transfer_id: p.stripe_transfer_id,
             posting_id: p.transaction_id,
             failure_reason: p.failure_reason,
             created_at: instant(p.created_at),
+            created_at_utc: p.created_at,
             paid_at: p.paid_at.map(instant),
+            paid_at_utc: p.paid_at,
         }
     }
 }

@@ -1,7 +1,9 @@
 //! Orders, the instances they start, and their metered usage.
 
 use async_graphql::{ComplexObject, Context, ID, InputObject, Object, SimpleObject};
+use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::states::{InstanceAction, InstanceState, RentalType};
 use rust_decimal::Decimal;
 
 use super::instant;
@@ -19,7 +21,9 @@ pub struct Instance {
     gpu_model: String,
     gpu_count: i32,
     /// `on_demand` or `interruptible`.
+    #[graphql(deprecation = "a String: use `rental`, a RentalType")]
     rental_type: String,
+    rental: RentalType,
     /// The billed GPU rate, committed when the GPUs were allocated: the
     /// on-demand price, or the bid of an interruptible rental.
     price_per_gpu_hour: Decimal,
@@ -33,18 +37,38 @@ pub struct Instance {
     currency: String,
     /// When the GPUs were taken back for a higher-priority order; billing
     /// ended at this instant.
+    #[graphql(deprecation = "a String: use `preemptedAtUtc`, a DateTime")]
     preempted_at: Option<String>,
+    /// When the GPUs were taken back for a higher-priority order; billing
+    /// ended at this instant.
+    preempted_at_utc: Option<DateTime<Utc>>,
+    #[graphql(deprecation = "a String: use `state`, an InstanceState")]
     status: String,
+    /// Where the instance is in its lifecycle (docs/instance-lifecycle.md).
+    state: InstanceState,
     status_reason: Option<String>,
     /// What the caller may do next.
+    #[graphql(deprecation = "Strings: use `actions`, InstanceActions")]
     allowed_actions: Vec<String>,
+    /// What the caller may do next.
+    actions: Vec<InstanceAction>,
     image: String,
     /// When billing started.
+    #[graphql(deprecation = "a String: use `runningAtUtc`, a DateTime")]
     running_at: Option<String>,
+    /// When billing started.
+    running_at_utc: Option<DateTime<Utc>>,
     /// When billing ended.
+    #[graphql(deprecation = "a String: use `stoppedAtUtc`, a DateTime")]
     stopped_at: Option<String>,
+    /// When billing ended.
+    stopped_at_utc: Option<DateTime<Utc>>,
+    #[graphql(deprecation = "a String: use `createdAtUtc`, a DateTime")]
     created_at: String,
+    created_at_utc: DateTime<Utc>,
+    #[graphql(deprecation = "a String: use `updatedAtUtc`, a DateTime")]
     updated_at: String,
+    updated_at_utc: DateTime<Utc>,
     /// How to log in: null unless the instance is `running` on a machine
     /// whose host agent reported it (simulated machines have none).
     connection: Option<InstanceConnection>,
@@ -54,7 +78,10 @@ pub struct Instance {
     /// simulated machines and before the first measurement.
     disk_used_gib: Option<Decimal>,
     /// When `diskUsedGib` was measured.
+    #[graphql(deprecation = "a String: use `diskMeasuredAtUtc`, a DateTime")]
     disk_measured_at: Option<String>,
+    /// When `diskUsedGib` was measured.
+    disk_measured_at_utc: Option<DateTime<Utc>>,
     #[graphql(skip)]
     uuid: uuid::Uuid,
     /// Fetched ahead for a whole list (see `instances`); else on demand.
@@ -171,7 +198,8 @@ impl From<api::Instance> for Instance {
             machine_id: i.machine_id.into(),
             gpu_model: i.gpu_model,
             gpu_count: i.gpu_count,
-            rental_type: i.rental_type,
+            rental_type: i.rental_type.to_string(),
+            rental: i.rental_type,
             price_per_gpu_hour: i.price_per_gpu_hour,
             price_per_hour_total: i.price_per_hour_total,
             storage_price_per_gb_month: i.storage_price_per_gb_month,
@@ -179,14 +207,21 @@ impl From<api::Instance> for Instance {
             bandwidth_down_price_per_tb: i.bandwidth_down_price_per_tb,
             currency: i.currency,
             preempted_at: i.preempted_at.map(instant),
-            status: i.status,
+            preempted_at_utc: i.preempted_at,
+            status: i.status.to_string(),
+            state: i.status,
             status_reason: i.status_reason,
-            allowed_actions: i.allowed_actions,
+            allowed_actions: i.allowed_actions.iter().map(|a| a.to_string()).collect(),
+            actions: i.allowed_actions,
             image: i.image,
             running_at: i.running_at.map(instant),
+            running_at_utc: i.running_at,
             stopped_at: i.stopped_at.map(instant),
+            stopped_at_utc: i.stopped_at,
             created_at: instant(i.created_at),
+            created_at_utc: i.created_at,
             updated_at: instant(i.updated_at),
+            updated_at_utc: i.updated_at,
             connection: i.connection.map(Into::into),
             disk_used_gib: i.disk_used_bytes.map(|b| {
                 (Decimal::from(b) / Decimal::from(1u64 << 30))
@@ -194,6 +229,7 @@ impl From<api::Instance> for Instance {
                     .normalize()
             }),
             disk_measured_at: i.disk_measured_at.map(instant),
+            disk_measured_at_utc: i.disk_measured_at,
             uuid: i.id,
             charged: None,
         }
@@ -472,7 +508,7 @@ impl RentalsMutation {
             constraints: input.constraints.map(Into::into),
             gpu_count: input.gpu_count,
             max_price_per_gpu_hour: input.max_price_per_gpu_hour,
-            rental_type: input.rental_type.map(Into::into).unwrap_or_default(),
+            rental_type: input.rental_type.unwrap_or_default(),
             bid_per_gpu_hour: input.bid_per_gpu_hour,
             ssh_public_key: input.ssh_public_key.filter(|k| !k.trim().is_empty()),
             image: input.image.filter(|i| !i.trim().is_empty()),
