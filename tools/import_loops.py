@@ -48,7 +48,9 @@ def modules(src: Path) -> dict[str, list[Path]]:
 
 
 def without_tests(text: str) -> str:
-    m = re.search(r"#\[cfg\(test\)\]\s*(pub\s+)?mod\s+tests\b", text)
+    # Any test module (`mod tests`, `mod connection_tests`, with more
+    # attributes between) up to the end of the file.
+    m = re.search(r"#\[cfg\(test\)\]\s*(#\[[^\]]*\]\s*)*(pub\s+)?mod\s+\w+\s*\{", text)
     return text[: m.start()] if m else text
 
 

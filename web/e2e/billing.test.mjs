@@ -118,7 +118,7 @@ test('a renter sees its balance, a running instance whose cost grows, and the in
   await page.setViewportSize({ width: 1100, height: 900 });
 
   // Stopped through the API: the page shows it stopped, with its cost fixed.
-  await gql('mutation($id: ID!) { stopInstance(id: $id) { id status } }', { id: ordered.id }, renter.token);
+  await gql('mutation($id: ID!) { stopInstance(id: $id) { id state } }', { id: ordered.id }, renter.token);
   await row.getByText('stopped', { exact: true }).waitFor();
   // Storage is billed while stopped: the burn is the disk's alone.
   await page.getByText(/^0 running instances$/).waitFor();

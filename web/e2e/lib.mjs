@@ -243,7 +243,7 @@ export function stopAgents() {
  * A renter rents one GPU of the machine once it is online and offered, and
  * waits for the instance to run.
  * @param {string} renterToken @param {string} machineId @param {string} idempotencyKey @param {number} [every] polling interval (ms)
- * @returns {Promise<{ id: string, status: string }>}
+ * @returns {Promise<{ id: string, state: string }>}
  */
 export async function rentOneGpu(renterToken, machineId, idempotencyKey, every = 500) {
   const offer = await until(
@@ -257,13 +257,13 @@ export async function rentOneGpu(renterToken, machineId, idempotencyKey, every =
   );
   const ordered = (
     await gql(
-      'mutation($input: CreateOrderInput!) { createOrder(input: $input) { id status } }',
+      'mutation($input: CreateOrderInput!) { createOrder(input: $input) { id state } }',
       { input: { offerId: offer.id, gpuCount: 1, idempotencyKey } },
       renterToken,
     )
   ).createOrder;
   await until(
-    async () => (await gql('query($id: ID!) { instance(id: $id) { status } }', { id: ordered.id }, renterToken)).instance.status === 'running',
+    async () => (await gql('query($id: ID!) { instance(id: $id) { state } }', { id: ordered.id }, renterToken)).instance.state === 'RUNNING',
     'the instance running',
     30_000,
     every,

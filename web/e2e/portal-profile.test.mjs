@@ -315,7 +315,7 @@ test('a new host saves its profile (an invalid country first) and sets up payout
   await context.close();
 });
 
-const STATEMENT = `id number status periodStart periodEnd currency seconds fee earnings openingBalance closingBalance payouts adjustments
+const STATEMENT = `id number state periodStartUtc periodEndUtc currency seconds fee earnings openingBalance closingBalance payouts adjustments
   lines { machineId gpuModel meter seconds amount }`;
 
 test('a host opens the current period and a finalized statement: the lines add up to its earnings', { skip: !AGENT_BIN && 'GPUMARKET_E2E_AGENT_BIN is not set' }, async () => {
@@ -402,7 +402,7 @@ test('a host opens the current period and a finalized statement: the lines add u
   // The current period so far: not stored, with the usage on its lines.
   await earnings.getByRole('button', { name: 'Current period so far' }).click();
   const preview = (await gql(`{ statementPreview { ${STATEMENT} } }`, {}, host.token)).statementPreview;
-  assert.equal(preview.status, 'draft');
+  assert.equal(preview.state, 'DRAFT');
   const previewSum = await checkStatement('Current period so far (draft)', preview);
   assert.equal(previewSum, dec(total), "the preview's lines add up to the host's earnings");
   await shot(page, '25-statement-preview');

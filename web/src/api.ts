@@ -121,6 +121,14 @@ export async function request<TResult, TVariables>(
   return body.data;
 }
 
+/**
+ * An enum value of the API as its wire name, the lower-case text the pages
+ * show (`HOST_LOST` is `host_lost`).
+ */
+export function wireName(value: string): string {
+  return value.toLowerCase();
+}
+
 export function errorText(e: unknown): string {
   if (e instanceof ApiError) return e.errors.map((x) => `${x.message} (${x.code})`).join('; ');
   return String(e);

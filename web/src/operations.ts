@@ -223,9 +223,9 @@ export const HostStatementsAndPayouts = graphql(`
     statements {
       id
       number
-      status
-      periodStart
-      periodEnd
+      state
+      periodStartUtc
+      periodEndUtc
       currency
       earnings
       payouts
@@ -234,10 +234,10 @@ export const HostStatementsAndPayouts = graphql(`
       id
       amount
       currency
-      status
+      state
       failureReason
-      createdAt
-      paidAt
+      createdAtUtc
+      paidAtUtc
     }
   }
 `);
@@ -246,9 +246,9 @@ export const StatementFieldsFragment = graphql(`
   fragment StatementFields on Statement {
     id
     number
-    status
-    periodStart
-    periodEnd
+    state
+    periodStartUtc
+    periodEndUtc
     currency
     seconds
     gross
@@ -260,7 +260,7 @@ export const StatementFieldsFragment = graphql(`
     payouts
     openingBalance
     closingBalance
-    finalizedAt
+    finalizedAtUtc
     lines {
       machineId
       gpuModel

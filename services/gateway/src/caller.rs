@@ -114,7 +114,7 @@ fn login_limited(wait: Duration) -> GatewayError {
 }
 
 /// How many expensive requests each caller has running
-/// (`crate::schema::limits`).
+/// (`crate::graphql::extensions::limits`).
 #[derive(Default)]
 pub struct ConcurrencyGate {
     running: Mutex<HashMap<CallerKey, usize>>,

@@ -16,9 +16,9 @@ use crate::auth::{Credential, JwtKeys, RequestAuth};
 use crate::caller::{self, BadCredentials, ClientAddress, ConcurrencyGate, LoginThrottle};
 use crate::clients::Clients;
 use crate::error::GatewayError;
+use crate::graphql::{self, GatewaySchema};
 use crate::over_http;
 use crate::rate_limit::{RateLimiter, retry_after_seconds};
-use crate::schema::{self, GatewaySchema};
 
 /// A readiness probe must answer well before the orchestrator's own timeout.
 const READY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -45,9 +45,9 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
     let keys = JwtKeys::new(&settings.jwt_keys, settings.jwt_ttl_seconds)?;
     let clients = Clients::new(&config, &settings);
     // Live instance events for `instanceEvents`, fed from the broker.
-    let hub = Arc::new(schema::events::Hub::default());
-    tokio::spawn(schema::events::run_hub(config.clone(), hub.clone()));
-    let mut builder = schema::builder();
+    let hub = Arc::new(crate::hub::Hub::default());
+    tokio::spawn(crate::hub::run_hub(config.clone(), hub.clone()));
+    let mut builder = graphql::builder();
     if config.production {
         builder = builder.extension(crate::introspection::LoggedInOnly);
     }
@@ -64,10 +64,10 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
             .data(LoginThrottle::default())
             .data(Arc::new(ConcurrencyGate::default()))
             .data(hub)
-            .data(schema::platform::StripePublishableKey(
+            .data(graphql::platform::StripePublishableKey(
                 settings.stripe_publishable_key.clone(),
             ))
-            .data(schema::payouts::PublicUrl(settings.public_url.clone()))
+            .data(graphql::payouts::PublicUrl(settings.public_url.clone()))
             .finish(),
     });
 
@@ -165,7 +165,7 @@ async fn run(state: &AppState, req: &HttpRequest, request: async_graphql::Reques
         "graphql",
         operation = request.operation_name.as_deref().unwrap_or("")
     );
-    let response = schema::execute(&state.schema, request, auth)
+    let response = graphql::execute(&state.schema, request, auth)
         .instrument(span)
         .await;
     over_http::respond(response, media)
@@ -210,7 +210,7 @@ async fn graphql_get(
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    GraphQLSubscription::new(schema::events::CodedExecutor(state.schema.clone()))
+    GraphQLSubscription::new(crate::ws::CodedExecutor(state.schema.clone()))
         .on_connection_init(move |init: serde_json::Value| async move {
             let from_payload = ["authorization", "Authorization"]
                 .iter()

@@ -7,15 +7,17 @@ mod auth;
 mod caller;
 mod clients;
 mod error;
+mod graphql;
 mod http;
+mod hub;
 mod introspection;
 mod over_http;
 mod rate_limit;
-mod schema;
 pub mod settings;
 mod validate;
 mod web;
 mod webhooks;
+mod ws;
 
 use std::sync::Arc;
 
@@ -30,7 +32,7 @@ pub fn build(config: Arc<platform::Config>) -> Result<(actix_web::dev::Server, u
 
 /// The schema in SDL, as checked in at `api-specs/graphql/schema.graphql`.
 pub fn sdl() -> String {
-    schema::builder().finish().sdl()
+    graphql::builder().finish().sdl()
 }
 
 // ---------------------------------------------------------------- service

@@ -208,3 +208,79 @@ async fn request_faults_are_told_in_plain_words() {
         assert_eq!(body["errors"][0]["extensions"]["code"], "VALIDATION");
     }
 }
+
+/// Every kind of refusal a client can meet before a service is called, as
+/// the client receives it (status and body), in one snapshot
+/// (`tests/snapshots/`; `cargo insta review` or `INSTA_UPDATE=always` after
+/// an intended change). The correlation id varies and is redacted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn error_payloads_are_as_snapshotted() {
+    let base = gateway(&fake_quota());
+    let http = reqwest::Client::new();
+    let bomb = {
+        let mut q = String::from("{ me { ...f20 } }\nfragment f0 on Me { email }\n");
+        for i in 1..=20 {
+            q.push_str(&format!(
+                "fragment f{i} on Me {{ ...f{p} ...f{p} }}\n",
+                p = i - 1
+            ));
+        }
+        q
+    };
+    let cases: Vec<(&str, Option<&str>, Value)> = vec![
+        (
+            "unauthenticated",
+            None,
+            json!({ "query": "{ me { email } }" }),
+        ),
+        (
+            "bad token",
+            Some("Bearer nope"),
+            json!({ "query": "{ me { email } }" }),
+        ),
+        ("syntax error", None, json!({ "query": "{ me { " })),
+        ("unknown field", None, json!({ "query": "{ nope }" })),
+        (
+            "NUL in a variable",
+            None,
+            json!({
+                "query": "query($q: String) { offers(query: $q) { nodes { id } } }",
+                "variables": { "q": "a\u{0}b" }
+            }),
+        ),
+        (
+            "inexact number",
+            None,
+            json!({
+                "query": "{ offers(filter: { maxPricePerGpuHour: 0.0000000001 }) { nodes { id } } }"
+            }),
+        ),
+        ("fragment bomb", None, json!({ "query": bomb })),
+        (
+            "too many expensive fields",
+            None,
+            json!({
+                "query": "{ a: offers { nodes { id } } b: offers { nodes { id } } c: offers { nodes { id } } d: offers { nodes { id } } e: offers { nodes { id } } f: offers { nodes { id } } g: offers { nodes { id } } h: offers { nodes { id } } i: offers { nodes { id } } j: offers { nodes { id } } k: offers { nodes { id } } l: offers { nodes { id } } m: offers { nodes { id } } n: offers { nodes { id } } o: offers { nodes { id } } p: offers { nodes { id } } q: offers { nodes { id } } r: offers { nodes { id } } s: offers { nodes { id } } t: offers { nodes { id } } u: offers { nodes { id } } }"
+            }),
+        ),
+        (
+            "batch",
+            None,
+            json!([{ "query": "{ gpuModels { name } }" }, { "query": "{ gpuModels { name } }" }]),
+        ),
+    ];
+    let mut answers = Vec::new();
+    for (case, auth, body) in cases {
+        let mut req = http.post(format!("{base}/graphql")).json(&body);
+        if let Some(auth) = auth {
+            req = req.header("authorization", auth);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        let body: Value = resp.json().await.unwrap();
+        answers.push(json!({ "case": case, "status": status, "body": body }));
+    }
+    insta::assert_json_snapshot!("error_payloads", answers, {
+        "[].body.errors[].extensions.correlationId" => "[correlation id]",
+    });
+}

@@ -26,3 +26,28 @@ fn checked_in_sdl_matches_the_code() {
         path.display()
     );
 }
+
+/// What the API deprecates, with each replacement, as one reviewed snapshot
+/// (`tests/snapshots/`): a field is deprecated or undeprecated only on
+/// purpose (api-specs/README.md, "Evolving the GraphQL API").
+#[test]
+fn deprecations_are_as_snapshotted() {
+    let sdl = gpumarket_gateway::sdl();
+    let mut owner = "";
+    let mut deprecated = Vec::new();
+    for line in sdl.lines() {
+        if let Some(rest) = line
+            .strip_prefix("type ")
+            .or_else(|| line.strip_prefix("input "))
+            .or_else(|| line.strip_prefix("interface "))
+        {
+            owner = rest.split_whitespace().next().unwrap_or_default();
+        }
+        if let Some((field, reason)) = line.trim().split_once(" @deprecated(reason: ") {
+            let name = field.split([':', '(']).next().unwrap_or_default();
+            deprecated.push(format!("{owner}.{name}: {}", reason.trim_end_matches(')')));
+        }
+    }
+    deprecated.sort();
+    insta::assert_snapshot!("deprecations", deprecated.join("\n"));
+}

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useMemo, useState, type FormEvent, type MouseEvent } from 'react';
-import { request } from '../api';
+import { request, wireName } from '../api';
 import { useSession } from '../session';
 import type {
   BillingInstancesQuery,
@@ -321,9 +321,9 @@ function InstancesCard({ data, error }: { data: BillingInstancesQuery | null; er
     for (const u of data?.usage ?? []) m.set(u.instanceId, [...(m.get(u.instanceId) ?? []), u]);
     return m;
   }, [data]);
-  const shown = (data?.instances ?? []).filter((i) => i.status !== 'destroyed');
-  const running = shown.filter((i) => i.status === 'running');
-  const others = shown.filter((i) => i.status !== 'running');
+  const shown = (data?.instances ?? []).filter((i) => i.state !== 'DESTROYED');
+  const running = shown.filter((i) => i.state === 'RUNNING');
+  const others = shown.filter((i) => i.state !== 'RUNNING');
   return (
     <section aria-labelledby="billing-instances-title" className="card">
       <h2 id="billing-instances-title">Instances</h2>
@@ -379,11 +379,11 @@ function InstanceLine({ instance: i, cost }: { instance: InstanceRow; cost: Cost
         {i.gpuCount}× {i.gpuModel}
         <br />
         <small>
-          <code>{i.id.slice(0, 8)}</code> {i.rentalType.replace('_', '-')}
+          <code>{i.id.slice(0, 8)}</code> {wireName(i.rental).replace('_', '-')}
         </small>
       </th>
       <td>
-        <span className={`badge billing-status-${i.status}`}>{i.status}</span>
+        <span className={`badge billing-status-${wireName(i.state)}`}>{wireName(i.state)}</span>
         {i.statusReason && (
           <>
             <br />
@@ -435,8 +435,8 @@ function InvoicesCard({ invoices, error }: { invoices: BillingInvoicesQuery['inv
                   aria-controls={`billing-inv-${inv.id}`}
                   onClick={() => setOpen(expanded ? null : inv.id)}
                 >
-                  Invoice #{inv.number} · {inv.periodStart.slice(0, 10)} to {inv.periodEnd.slice(0, 10)} ·{' '}
-                  <span className={`badge billing-status-${inv.status}`}>{inv.status}</span> ·{' '}
+                  Invoice #{inv.number} · {inv.periodStartUtc.slice(0, 10)} to {inv.periodEndUtc.slice(0, 10)} ·{' '}
+                  <span className={`badge billing-status-${wireName(inv.state)}`}>{wireName(inv.state)}</span> ·{' '}
                   <strong>{formatMoney(inv.total, inv.currency)}</strong>
                 </button>
                 {expanded && (

@@ -52,16 +52,16 @@ export const BillingInstances = graphql(`
       id
       gpuModel
       gpuCount
-      rentalType
+      rental
       pricePerGpuHour
       pricePerHourTotal
       storagePricePerGbMonth
       currency
-      status
+      state
       statusReason
-      runningAt
-      stoppedAt
-      createdAt
+      runningAtUtc
+      stoppedAtUtc
+      createdAtUtc
       costSoFar
       billedSeconds
     }
@@ -83,16 +83,16 @@ export const BillingInvoices = graphql(`
     invoices {
       id
       number
-      status
-      periodStart
-      periodEnd
+      state
+      periodStartUtc
+      periodEndUtc
       currency
       subtotal
       total
       exactTotal
       rounding
-      finalizedAt
-      paidAt
+      finalizedAtUtc
+      paidAtUtc
       lines {
         instanceId
         meter

@@ -50,6 +50,39 @@ export type HostProfileInput = {
   payoutCurrency: string;
 };
 
+/**
+ * An instance's lifecycle state (DESIGN section 4). Every transition
+ * ordering makes is checked against [`InstanceState::can_become`].
+ */
+export type InstanceState =
+  | 'ALLOCATING'
+  | 'DEPROVISIONING'
+  | 'DESTROYED'
+  | 'FAILED'
+  | 'HOST_LOST'
+  | 'PENDING'
+  | 'PREEMPTED'
+  | 'PROVISIONING'
+  | 'RUNNING'
+  | 'STOPPED'
+  | 'STOPPING';
+
+/**
+ * A renter's invoice: a `draft` is a preview and never stored;
+ * `finalized` may become `paid` or `void`, and nothing else changes.
+ */
+export type InvoiceStatus =
+  | 'DRAFT'
+  | 'FINALIZED'
+  | 'PAID'
+  | 'VOID';
+
+/** A host's payout: `pending` until Stripe's transfer answered. */
+export type PayoutStatus =
+  | 'FAILED'
+  | 'PAID'
+  | 'PENDING';
+
 export type RegisterMachineInput = {
   /** ISO 3166-1 alpha-2. */
   country: string;
@@ -74,6 +107,14 @@ export type RegisterMachineInput = {
   vramGib?: number | null | undefined;
 };
 
+/**
+ * How GPUs are rented: at the on-demand price until the renter stops,
+ * or interruptible at a bid, preempted by any order of higher priority.
+ */
+export type RentalType =
+  | 'INTERRUPTIBLE'
+  | 'ON_DEMAND';
+
 export type Scope =
   | 'ADMIN'
   | 'BILLING'
@@ -89,6 +130,11 @@ export type SignUpInput = {
   roles: Array<TenantRole>;
   tenantName: string;
 };
+
+/** A host's statement: a `draft` is a preview and never stored. */
+export type StatementStatus =
+  | 'DRAFT'
+  | 'FINALIZED';
 
 export type TenantRole =
   | 'HOST'
@@ -140,12 +186,12 @@ export type BillingSpendSeriesQuery = { usageSeries: { from: string, to: string,
 export type BillingInstancesQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type BillingInstancesQuery = { instances: Array<{ id: string, gpuModel: string, gpuCount: number, rentalType: string, pricePerGpuHour: string, pricePerHourTotal: string, storagePricePerGbMonth: string, currency: string, status: string, statusReason: string | null, runningAt: string | null, stoppedAt: string | null, createdAt: string, costSoFar: string, billedSeconds: number }>, usage: Array<{ id: string, instanceId: string, meter: string, startedAt: string | null, endedAt: string | null, billedSeconds: number | null, pricePerHour: string, currency: string }> };
+export type BillingInstancesQuery = { instances: Array<{ id: string, gpuModel: string, gpuCount: number, rental: RentalType, pricePerGpuHour: string, pricePerHourTotal: string, storagePricePerGbMonth: string, currency: string, state: InstanceState, statusReason: string | null, runningAtUtc: string | null, stoppedAtUtc: string | null, createdAtUtc: string, costSoFar: string, billedSeconds: number }>, usage: Array<{ id: string, instanceId: string, meter: string, startedAt: string | null, endedAt: string | null, billedSeconds: number | null, pricePerHour: string, currency: string }> };
 
 export type BillingInvoicesQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type BillingInvoicesQuery = { invoices: Array<{ id: string, number: number, status: string, periodStart: string, periodEnd: string, currency: string, subtotal: string, total: string, exactTotal: string, rounding: string, finalizedAt: string | null, paidAt: string | null, lines: Array<{ instanceId: string, meter: string, quantity: number, unit: string, unitPrice: string, pricingUnit: string, pricingQuantity: string, earlierPeriod: boolean, amount: string, exactAmount: string }> }> };
+export type BillingInvoicesQuery = { invoices: Array<{ id: string, number: number, state: InvoiceStatus, periodStartUtc: string, periodEndUtc: string, currency: string, subtotal: string, total: string, exactTotal: string, rounding: string, finalizedAtUtc: string | null, paidAtUtc: string | null, lines: Array<{ instanceId: string, meter: string, quantity: number, unit: string, unitPrice: string, pricingUnit: string, pricingQuantity: string, earlierPeriod: boolean, amount: string, exactAmount: string }> }> };
 
 export type BillingUsageCsvQueryVariables = Exact<{
   invoiceId: string | number;
@@ -309,21 +355,21 @@ export type HostEarningsOverviewQuery = { hostEarnings: { total: string, currenc
 export type HostStatementsAndPayoutsQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type HostStatementsAndPayoutsQuery = { statements: Array<{ id: string | null, number: number | null, status: string, periodStart: string, periodEnd: string, currency: string, earnings: string, payouts: string }>, payouts: Array<{ id: string, amount: string, currency: string, status: string, failureReason: string | null, createdAt: string, paidAt: string | null }> };
+export type HostStatementsAndPayoutsQuery = { statements: Array<{ id: string | null, number: number | null, state: StatementStatus, periodStartUtc: string, periodEndUtc: string, currency: string, earnings: string, payouts: string }>, payouts: Array<{ id: string, amount: string, currency: string, state: PayoutStatus, failureReason: string | null, createdAtUtc: string, paidAtUtc: string | null }> };
 
-export type StatementFieldsFragment = { id: string | null, number: number | null, status: string, periodStart: string, periodEnd: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAt: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> };
+export type StatementFieldsFragment = { id: string | null, number: number | null, state: StatementStatus, periodStartUtc: string, periodEndUtc: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAtUtc: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> };
 
 export type HostStatementQueryVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type HostStatementQuery = { statement: { id: string | null, number: number | null, status: string, periodStart: string, periodEnd: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAt: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> } };
+export type HostStatementQuery = { statement: { id: string | null, number: number | null, state: StatementStatus, periodStartUtc: string, periodEndUtc: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAtUtc: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> } };
 
 export type HostStatementPreviewQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type HostStatementPreviewQuery = { statementPreview: { id: string | null, number: number | null, status: string, periodStart: string, periodEnd: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAt: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> } };
+export type HostStatementPreviewQuery = { statementPreview: { id: string | null, number: number | null, state: StatementStatus, periodStartUtc: string, periodEndUtc: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAtUtc: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> } };
 
 export type ApiKeyFieldsFragment = { id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAt: string, lastUsedAt: string | null, revokedAt: string | null };
 
@@ -476,9 +522,9 @@ export const StatementFieldsFragmentDoc = new TypedDocumentString(`
     fragment StatementFields on Statement {
   id
   number
-  status
-  periodStart
-  periodEnd
+  state
+  periodStartUtc
+  periodEndUtc
   currency
   seconds
   gross
@@ -490,7 +536,7 @@ export const StatementFieldsFragmentDoc = new TypedDocumentString(`
   payouts
   openingBalance
   closingBalance
-  finalizedAt
+  finalizedAtUtc
   lines {
     machineId
     gpuModel
@@ -601,16 +647,16 @@ export const BillingInstancesDocument = new TypedDocumentString(`
     id
     gpuModel
     gpuCount
-    rentalType
+    rental
     pricePerGpuHour
     pricePerHourTotal
     storagePricePerGbMonth
     currency
-    status
+    state
     statusReason
-    runningAt
-    stoppedAt
-    createdAt
+    runningAtUtc
+    stoppedAtUtc
+    createdAtUtc
     costSoFar
     billedSeconds
   }
@@ -631,16 +677,16 @@ export const BillingInvoicesDocument = new TypedDocumentString(`
   invoices {
     id
     number
-    status
-    periodStart
-    periodEnd
+    state
+    periodStartUtc
+    periodEndUtc
     currency
     subtotal
     total
     exactTotal
     rounding
-    finalizedAt
-    paidAt
+    finalizedAtUtc
+    paidAtUtc
     lines {
       instanceId
       meter
@@ -1074,9 +1120,9 @@ export const HostStatementsAndPayoutsDocument = new TypedDocumentString(`
   statements {
     id
     number
-    status
-    periodStart
-    periodEnd
+    state
+    periodStartUtc
+    periodEndUtc
     currency
     earnings
     payouts
@@ -1085,10 +1131,10 @@ export const HostStatementsAndPayoutsDocument = new TypedDocumentString(`
     id
     amount
     currency
-    status
+    state
     failureReason
-    createdAt
-    paidAt
+    createdAtUtc
+    paidAtUtc
   }
 }
     `) as unknown as TypedDocumentString<HostStatementsAndPayoutsQuery, HostStatementsAndPayoutsQueryVariables>;
@@ -1101,9 +1147,9 @@ export const HostStatementDocument = new TypedDocumentString(`
     fragment StatementFields on Statement {
   id
   number
-  status
-  periodStart
-  periodEnd
+  state
+  periodStartUtc
+  periodEndUtc
   currency
   seconds
   gross
@@ -1115,7 +1161,7 @@ export const HostStatementDocument = new TypedDocumentString(`
   payouts
   openingBalance
   closingBalance
-  finalizedAt
+  finalizedAtUtc
   lines {
     machineId
     gpuModel
@@ -1139,9 +1185,9 @@ export const HostStatementPreviewDocument = new TypedDocumentString(`
     fragment StatementFields on Statement {
   id
   number
-  status
-  periodStart
-  periodEnd
+  state
+  periodStartUtc
+  periodEndUtc
   currency
   seconds
   gross
@@ -1153,7 +1199,7 @@ export const HostStatementPreviewDocument = new TypedDocumentString(`
   payouts
   openingBalance
   closingBalance
-  finalizedAt
+  finalizedAtUtc
   lines {
     machineId
     gpuModel

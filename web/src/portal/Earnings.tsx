@@ -1,5 +1,5 @@
 import { useEffect, useId, useRef, useState } from 'react';
-import { request } from '../api';
+import { request, wireName } from '../api';
 import type {
   HostEarningsOverviewQuery,
   HostStatementsAndPayoutsQuery,
@@ -239,13 +239,13 @@ function StatementsAndPayouts({ machines }: { machines: MachineFieldsFragment[] 
           ) : (
             <ul className="plain" aria-labelledby="statements-title">
               {data.statements.map((s) => (
-                <li key={s.id ?? s.periodEnd}>
+                <li key={s.id ?? s.periodEndUtc}>
                   {s.id ? (
                     <button {...opener({ id: s.id })}>{statementName(s)}</button>
                   ) : (
                     statementName(s)
                   )}
-                  : {formatMoney(s.earnings, s.currency)} ({s.status})
+                  : {formatMoney(s.earnings, s.currency)} ({wireName(s.state)})
                 </li>
               ))}
             </ul>
@@ -263,7 +263,8 @@ function StatementsAndPayouts({ machines }: { machines: MachineFieldsFragment[] 
             <ul className="plain">
               {data.payouts.map((p) => (
                 <li key={p.id}>
-                  {new Date(p.createdAt).toLocaleDateString()}: {moneyFromMinorUnits(p.amount, p.currency)} ({p.status}
+                  {new Date(p.createdAtUtc).toLocaleDateString()}: {moneyFromMinorUnits(p.amount, p.currency)} (
+                  {wireName(p.state)}
                   {p.failureReason ? `: ${p.failureReason}` : ''})
                 </li>
               ))}

@@ -21,8 +21,8 @@ function instant(iso: string): string {
 }
 
 /** A statement's period, half-open as the API has it, in UTC. */
-export function periodText(s: { periodStart: string; periodEnd: string }): string {
-  return `${instant(s.periodStart)} until ${instant(s.periodEnd)} UTC`;
+export function periodText(s: { periodStartUtc: string; periodEndUtc: string }): string {
+  return `${instant(s.periodStartUtc)} until ${instant(s.periodEndUtc)} UTC`;
 }
 
 /** The API's statement amounts carry 9 decimals. */
@@ -99,9 +99,9 @@ function StatementBody({ statement: s, machines }: { statement: Statement; machi
     <>
       <p className="muted">
         From {periodText(s)}, in {cur}.{' '}
-        {s.status === 'draft'
+        {s.state === 'DRAFT'
           ? 'Not final: usage still to come in this period is added until the statement is finalized.'
-          : `Finalized${s.finalizedAt ? ` ${new Date(s.finalizedAt).toLocaleString()}` : ''}; it never changes.`}
+          : `Finalized${s.finalizedAtUtc ? ` ${new Date(s.finalizedAtUtc).toLocaleString()}` : ''}; it never changes.`}
       </p>
       <dl className="figures totals" data-testid="statement-totals">
         <div>

@@ -377,7 +377,7 @@ pub struct CreateOrderInput {
     /// `connection.ports` says where.
     ports: Option<Vec<i32>>,
     /// Lifecycle rules the server enforces (see `setInstanceRules`).
-    rules: Option<super::events::InstanceRulesInput>,
+    rules: Option<super::rules::InstanceRulesInput>,
     /// A team (project) of your tenant: the order counts against its quota
     /// as well as the tenant's.
     team_id: Option<ID>,

@@ -307,7 +307,7 @@ impl MarketQuery {
     /// Machines listed for rent. Needs no login. Constrain with `filter`, or
     /// with `query` in the compact language (`gpu_name=RTX_4090 num_gpus>=2
     /// dph<=0.6 country in [US,CA]`, see docs/cli.md), not both.
-    #[graphql(complexity = "super::limits::EXPENSIVE_FIELD + child_complexity")]
+    #[graphql(complexity = "super::extensions::limits::EXPENSIVE_FIELD + child_complexity")]
     async fn offers(
         &self,
         ctx: &Context<'_>,

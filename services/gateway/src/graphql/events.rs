@@ -1,162 +1,37 @@
 //! `instanceEvents(instanceId)`: every state change, provisioning step and
 //! lifecycle-rule notice of one instance, over WebSocket
-//! (graphql-transport-ws), and the lifecycle rules themselves
-//! (`setInstanceRules`, `instanceRules`).
+//! (graphql-transport-ws; the lifecycle rules themselves are in `rules`).
 //!
-//! Live delivery: each gateway process consumes the events exchange through
-//! its own exclusive, auto-delete queue bound to `ordering.instance.event`
-//! and `provisioner.instance.step`, and fans the messages out through a
-//! broadcast channel per instance ([`Hub`]). A subscription first joins the
+//! Live delivery comes from the process's event hub ([`crate::hub`]): a
+//! broadcast channel per instance. A subscription first joins the
 //! channel, then asks ordering for the history and streams it, then the live
 //! events it has not streamed yet: instance events by `seq`, provisioning
 //! steps by (job kind, step, status, attempt), the same key ordering records
 //! them under. Nothing is missed between the history and the first live
 //! event, and nothing is streamed twice. A subscriber that falls more than
-//! [`CHANNEL_CAPACITY`] events behind has its subscription completed; it
+//! [`crate::hub::CHANNEL_CAPACITY`] events behind has its subscription completed; it
 //! subscribes again and the history fills the gap.
 
-use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::collections::HashSet;
+use std::sync::Arc;
 
-use async_graphql::{Context, ID, InputObject, Object, SimpleObject, Subscription};
+use async_graphql::{Context, ID, SimpleObject, Subscription};
 use chrono::{DateTime, Utc};
-use contracts::events::{self, INSTANCE_EVENT, PROVISIONING_STEP};
+use contracts::events;
 use contracts::states::{
     InstanceEventKind, InstanceState, JobType, LifecycleRule, RuleAction, StepStatus,
 };
-use contracts::{Envelope, api};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
-use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions};
-use lapin::types::FieldTable;
-use platform::Config;
 use tokio::sync::broadcast;
-use uuid::Uuid;
 
 use super::instant;
 use super::rentals::Instance;
 use crate::auth::{self, Access};
 use crate::clients;
 use crate::error::{GatewayError, GqlResult};
+use crate::hub::{Hub, Live};
 use crate::validate;
-
-/// Events buffered per instance for a slow subscriber.
-pub const CHANNEL_CAPACITY: usize = 256;
-
-/// A message about one instance, as it came off the broker.
-#[derive(Debug, Clone)]
-pub enum Live {
-    Instance(Box<events::InstanceEvent>),
-    Step(events::ProvisioningStep),
-}
-
-/// Broadcast channels per instance, created by the first subscriber and
-/// dropped once the last one left.
-#[derive(Default)]
-pub struct Hub {
-    channels: Mutex<HashMap<Uuid, broadcast::Sender<Live>>>,
-}
-
-impl Hub {
-    pub fn subscribe(&self, instance_id: Uuid) -> broadcast::Receiver<Live> {
-        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        // Channels whose subscribers all left go here, not only on their
-        // next event: an instance that never changes again sends none.
-        channels.retain(|_, sender| sender.receiver_count() > 0);
-        channels
-            .entry(instance_id)
-            .or_insert_with(|| broadcast::channel(CHANNEL_CAPACITY).0)
-            .subscribe()
-    }
-
-    fn publish(&self, instance_id: Uuid, event: Live) {
-        let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(sender) = channels.get(&instance_id)
-            && sender.send(event).is_err()
-        {
-            // Nobody listens any more.
-            channels.remove(&instance_id);
-        }
-    }
-
-    /// Hands one broker message to the subscribers of its instance.
-    pub fn dispatch(&self, routing_key: &str, body: &[u8]) {
-        let Ok(envelope) = serde_json::from_slice::<Envelope>(body) else {
-            tracing::warn!(routing_key, "undecodable event ignored");
-            return;
-        };
-        let decoded = match routing_key {
-            INSTANCE_EVENT => serde_json::from_value::<events::InstanceEvent>(envelope.payload)
-                .map(|e| (e.instance_id, Live::Instance(Box::new(e)))),
-            PROVISIONING_STEP => {
-                serde_json::from_value::<events::ProvisioningStep>(envelope.payload)
-                    .map(|s| (s.instance_id, Live::Step(s)))
-            }
-            _ => return,
-        };
-        match decoded {
-            Ok((id, live)) => self.publish(id, live),
-            Err(error) => tracing::warn!(routing_key, %error, "undecodable event payload ignored"),
-        }
-    }
-}
-
-/// Consumes instance events into `hub` forever, reconnecting after broker
-/// errors. The queue is this process's own (exclusive, deleted with the
-/// connection): live fan-out only; the history lives in ordering.
-pub async fn run_hub(config: Arc<Config>, hub: Arc<Hub>) {
-    loop {
-        if let Err(error) = consume(&config, &hub).await {
-            tracing::warn!(%error, "instance event fan-out restarting");
-        }
-        tokio::time::sleep(Duration::from_millis(500)).await;
-    }
-}
-
-async fn consume(config: &Config, hub: &Hub) -> Result<(), platform::PlatformError> {
-    let conn = platform::broker::connect(&config.amqp_url).await;
-    let channel = conn.create_channel().await?;
-    platform::broker::declare_topology(&channel, config).await?;
-    let queue = channel
-        .queue_declare(
-            "".into(),
-            QueueDeclareOptions {
-                exclusive: true,
-                auto_delete: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await?;
-    for key in [INSTANCE_EVENT, PROVISIONING_STEP] {
-        channel
-            .queue_bind(
-                queue.name().clone(),
-                config.events_exchange.as_str().into(),
-                key.into(),
-                QueueBindOptions::default(),
-                FieldTable::default(),
-            )
-            .await?;
-    }
-    let mut deliveries = channel
-        .basic_consume(
-            queue.name().clone(),
-            "gateway-instance-events".into(),
-            BasicConsumeOptions {
-                no_ack: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await?;
-    while let Some(delivery) = deliveries.next().await {
-        let delivery = delivery?;
-        hub.dispatch(delivery.routing_key.as_str(), &delivery.data);
-    }
-    Ok(())
-}
 
 /// One provisioning or deprovisioning step of a worker job.
 #[derive(SimpleObject, Clone)]
@@ -405,144 +280,10 @@ async fn instance_events(
     }
 }
 
-/// The schema as the WebSocket transport runs it: every error in a
-/// subscription's responses carries an `extensions.code`, as over HTTP.
-#[derive(Clone)]
-pub struct CodedExecutor(pub super::GatewaySchema);
-
-impl async_graphql::Executor for CodedExecutor {
-    fn execute(
-        &self,
-        request: async_graphql::Request,
-    ) -> impl std::future::Future<Output = async_graphql::Response> + Send {
-        let schema = self.0.clone();
-        async move {
-            if let Some(refused) = super::refused(&request) {
-                return refused;
-            }
-            let mut response = schema.execute(request).await;
-            crate::error::ensure_codes(&mut response);
-            response
-        }
-    }
-
-    fn execute_stream(
-        &self,
-        request: async_graphql::Request,
-        session_data: Option<Arc<async_graphql::Data>>,
-    ) -> BoxStream<'static, async_graphql::Response> {
-        // The same door as over HTTP: validation would walk the bomb.
-        if let Some(refused) = super::refused(&request) {
-            return futures_util::stream::once(async move { refused }).boxed();
-        }
-        async_graphql::Executor::execute_stream(&self.0, request, session_data)
-            .map(|mut response| {
-                crate::error::ensure_codes(&mut response);
-                response
-            })
-            .boxed()
-    }
-}
-
-/// Lifecycle rules of an instance; durations in seconds, an absent field is
-/// no rule.
-#[derive(SimpleObject)]
-pub struct InstanceRules {
-    /// Stop once a run has lasted this long (from its `runningAt`).
-    max_duration_seconds: Option<i64>,
-    /// Stop once every GPU of the machine stayed below
-    /// `idleThresholdPercent` utilisation for this long.
-    idle_stop_after_seconds: Option<i64>,
-    idle_threshold_percent: Option<i32>,
-    /// Destroy once stopped for this long.
-    auto_destroy_after_stopped_seconds: Option<i64>,
-}
-
-impl From<api::InstanceRules> for InstanceRules {
-    fn from(r: api::InstanceRules) -> Self {
-        Self {
-            max_duration_seconds: r.max_duration_seconds,
-            idle_stop_after_seconds: r.idle_stop_after_seconds,
-            idle_threshold_percent: r.idle_threshold_percent,
-            auto_destroy_after_stopped_seconds: r.auto_destroy_after_stopped_seconds,
-        }
-    }
-}
-
-/// Lifecycle rules to set; each is announced by a `rule_warning` event
-/// before it acts. Idle-stop needs both its fields.
-#[derive(InputObject, Clone)]
-pub struct InstanceRulesInput {
-    max_duration_seconds: Option<i64>,
-    idle_stop_after_seconds: Option<i64>,
-    /// 1 to 100.
-    idle_threshold_percent: Option<i32>,
-    auto_destroy_after_stopped_seconds: Option<i64>,
-}
-
-impl From<InstanceRulesInput> for api::InstanceRules {
-    fn from(r: InstanceRulesInput) -> Self {
-        Self {
-            max_duration_seconds: r.max_duration_seconds,
-            idle_stop_after_seconds: r.idle_stop_after_seconds,
-            idle_threshold_percent: r.idle_threshold_percent,
-            auto_destroy_after_stopped_seconds: r.auto_destroy_after_stopped_seconds,
-        }
-    }
-}
-
-#[derive(Default)]
-pub struct LifecycleQuery;
-
-#[Object]
-impl LifecycleQuery {
-    /// The lifecycle rules of one of the caller's instances.
-    async fn instance_rules(&self, ctx: &Context<'_>, instance_id: ID) -> GqlResult<InstanceRules> {
-        let principal = auth::authorize(ctx, Access::Instances).await?;
-        let id = validate::id("instanceId", &instance_id)?;
-        let rules: api::InstanceRules = clients::from_context(ctx)?
-            .ordering
-            .get_query(
-                &format!("/internal/instances/{id}/rules"),
-                &[("tenant_id", principal.tenant_id)],
-            )
-            .await?;
-        Ok(rules.into())
-    }
-}
-
-#[derive(Default)]
-pub struct LifecycleMutation;
-
-#[Object]
-impl LifecycleMutation {
-    /// Replaces the lifecycle rules of an instance (absent fields clear
-    /// theirs). Setting the same rules again changes nothing.
-    async fn set_instance_rules(
-        &self,
-        ctx: &Context<'_>,
-        instance_id: ID,
-        rules: InstanceRulesInput,
-    ) -> GqlResult<InstanceRules> {
-        let principal = auth::authorize(ctx, Access::Rent).await?;
-        let id = validate::id("instanceId", &instance_id)?;
-        let rules: api::InstanceRules = clients::from_context(ctx)?
-            .ordering
-            .put(
-                &format!("/internal/instances/{id}/rules"),
-                &api::SetInstanceRulesRequest {
-                    tenant_id: principal.tenant_id,
-                    rules: rules.into(),
-                },
-            )
-            .await?;
-        Ok(rules.into())
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use chrono::Utc;
+    use uuid::Uuid;
 
     use super::*;
 

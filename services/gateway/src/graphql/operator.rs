@@ -301,7 +301,7 @@ impl MarketplaceOverview {
     }
 
     /// Volume and fees per bucket over `[from, to)` (billing's ledger).
-    #[graphql(complexity = "super::limits::EXPENSIVE_FIELD + child_complexity")]
+    #[graphql(complexity = "super::extensions::limits::EXPENSIVE_FIELD + child_complexity")]
     async fn volume(&self, ctx: &Context<'_>) -> GqlResult<MarketVolume> {
         let query = MarketVolumeQuery {
             bucket: SeriesBucket::from(self.bucket),
@@ -317,7 +317,7 @@ impl MarketplaceOverview {
     }
 
     /// GPUs listed, online and rented now, per model (the catalog).
-    #[graphql(complexity = "super::limits::EXPENSIVE_FIELD + child_complexity")]
+    #[graphql(complexity = "super::extensions::limits::EXPENSIVE_FIELD + child_complexity")]
     async fn gpu_supply(&self, ctx: &Context<'_>) -> GqlResult<GpuSupply> {
         let supply: ApiGpuSupply = clients::from_context(ctx)?
             .catalog
@@ -329,7 +329,7 @@ impl MarketplaceOverview {
 
     /// Tenants with a quota dimension at or above `nearQuotaPercent` of its
     /// limit now (quota).
-    #[graphql(complexity = "super::limits::EXPENSIVE_FIELD + child_complexity")]
+    #[graphql(complexity = "super::extensions::limits::EXPENSIVE_FIELD + child_complexity")]
     async fn near_quota(&self, ctx: &Context<'_>) -> GqlResult<NearQuota> {
         let pressure: QuotaPressure = clients::from_context(ctx)?
             .quota

@@ -1,27 +1,32 @@
 //! The GraphQL schema, one root per area merged into `Query` and `Mutation`.
 //! It knows nothing of HTTP: the caller's credential arrives as request data.
+//! Layers, as in Sui's GraphQL server: [`extensions`] hold what a request
+//! must stay within (guards before parsing, depth and cost limits, plain
+//! error messages); [`scalars`] how instants, money and ids look; the other
+//! modules are the types and resolvers of one area each. The transports
+//! (HTTP in `crate::http`, WebSocket in `crate::ws`, the live-event hub in
+//! `crate::hub`) sit outside.
 
 mod dashboards;
-pub mod events;
+mod events;
+pub mod extensions;
 mod hosting;
 mod identity;
 mod invoices;
-pub mod limits;
 mod market;
 mod money;
-mod numbers;
 mod operator;
 pub mod payouts;
 pub mod platform;
 mod quotas;
 mod rentals;
+mod rules;
+mod scalars;
 mod webhooks;
 
-use std::collections::{HashMap, HashSet};
+use scalars::instant;
 
-use async_graphql::parser::types::{ExecutableDocument, Selection, SelectionSet};
 use async_graphql::{MergedObject, MergedSubscription, Request, Response, Schema, SchemaBuilder};
-use chrono::{DateTime, Utc};
 
 use crate::auth::RequestAuth;
 use crate::error::ensure_codes;
@@ -36,7 +41,7 @@ pub struct QueryRoot(
     money::MoneyQuery,
     invoices::InvoicesQuery,
     payouts::PayoutsQuery,
-    events::LifecycleQuery,
+    rules::LifecycleQuery,
     quotas::QuotasQuery,
     dashboards::DashboardsQuery,
     platform::PlatformQuery,
@@ -53,7 +58,7 @@ pub struct MutationRoot(
     money::MoneyMutation,
     invoices::InvoicesMutation,
     payouts::PayoutsMutation,
-    events::LifecycleMutation,
+    rules::LifecycleMutation,
     quotas::QuotasMutation,
     webhooks::WebhooksMutation,
 );
@@ -72,188 +77,19 @@ pub fn builder() -> SchemaBuilder<QueryRoot, MutationRoot, SubscriptionRoot> {
         MutationRoot::default(),
         SubscriptionRoot::default(),
     )
-    // Depth and cost are checked by `Limits`, which says by how much a
-    // request is over.
-    .extension(limits::Limits)
+    // Refused before parsing: NUL, inexact numbers, fragment bombs and
+    // too many expensive fields (`Guards`); depth and cost are checked by
+    // `Limits`, which says by how much a request is over.
+    .extension(extensions::guards::Guards)
+    .extension(extensions::limits::Limits)
 }
-
-/// The most fields a request may select once its fragments are expanded:
-/// the complexity limit, with room for introspection.
-const MAX_EXPANDED_FIELDS: u64 = 5000;
 
 /// Runs one request on behalf of `auth`'s caller; every error in the
 /// response carries a code.
 pub async fn execute(schema: &GatewaySchema, request: Request, auth: RequestAuth) -> Response {
-    if let Some(refused) = refused(&request) {
-        return refused;
-    }
     let mut response = schema.execute(request.data(auth)).await;
     ensure_codes(&mut response);
     response
-}
-
-/// The coded error for a request refused before execution, over HTTP or a
-/// WebSocket: one whose fragments expand past the field limit, that selects
-/// more expensive fields than the cost limit allows (counted here, before
-/// async-graphql's validation, whose work grows with the aliases), or that
-/// carries NUL.
-pub(crate) fn refused(request: &Request) -> Option<Response> {
-    let message = if has_nul(request) {
-        // No stored text can hold NUL (Postgres refuses it), so it would
-        // fail deep in a service as an internal error.
-        "text inputs may not contain the NUL character".to_owned()
-    } else if let Some(message) = numbers::inexact(request) {
-        message
-    } else {
-        match expanded_fields(&request.query) {
-            Some(count) if count.fields > MAX_EXPANDED_FIELDS => format!(
-                "query selects {} fields once its fragments are expanded, over the limit of {MAX_EXPANDED_FIELDS}",
-                count.fields
-            ),
-            Some(count)
-                if count
-                    .expensive
-                    .saturating_mul(limits::EXPENSIVE_FIELD as u64)
-                    > limits::MAX_COMPLEXITY as u64 =>
-            {
-                format!(
-                    "query is too complex: it selects {} expensive fields (series, offer \
-                     searches, the operator overview; {} each), the limit is {}",
-                    count.expensive,
-                    limits::EXPENSIVE_FIELD,
-                    limits::MAX_COMPLEXITY
-                )
-            }
-            _ => return None,
-        }
-    };
-    let mut response = Response::from_errors(vec![async_graphql::ServerError::new(message, None)]);
-    ensure_codes(&mut response);
-    Some(response)
-}
-
-/// Whether the request carries a NUL character in its query (raw, or as the
-/// GraphQL escape `\u0000`) or in any variable.
-fn has_nul(request: &Request) -> bool {
-    fn in_value(value: &async_graphql::Value) -> bool {
-        match value {
-            async_graphql::Value::String(s) => s.contains('\0'),
-            async_graphql::Value::List(items) => items.iter().any(in_value),
-            async_graphql::Value::Object(fields) => fields
-                .iter()
-                .any(|(name, v)| name.contains('\0') || in_value(v)),
-            _ => false,
-        }
-    }
-    request.query.contains('\0')
-        || request.query.contains("\\u0000")
-        || request.variables.values().any(in_value)
-}
-
-/// The fields that cost [`limits::EXPENSIVE_FIELD`] (their resolvers carry
-/// that complexity); matched by name wherever they appear, which can only
-/// overcount.
-const EXPENSIVE_FIELDS: [&str; 7] = [
-    "usageSeries",
-    "earningsByMachine",
-    "balanceHistory",
-    "offers",
-    "volume",
-    "gpuSupply",
-    "nearQuota",
-];
-
-/// Fields selected with every fragment spread expanded, and how many of
-/// them are expensive.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct FieldCount {
-    fields: u64,
-    expensive: u64,
-}
-
-impl FieldCount {
-    fn add(self, other: Self) -> Self {
-        Self {
-            fields: self.fields.saturating_add(other.fields),
-            expensive: self.expensive.saturating_add(other.expensive),
-        }
-    }
-}
-
-/// What `query` selects with every fragment spread expanded, or None when
-/// it does not parse (execution reports that). async-graphql's validation
-/// walks each spread anew, so fragments that each spread the previous one
-/// twice cost 2^n before the complexity limit is reached; this counts each
-/// fragment once and multiplies.
-fn expanded_fields(query: &str) -> Option<FieldCount> {
-    let document = async_graphql::parser::parse_query(query).ok()?;
-    let mut counted = HashMap::new();
-    let mut total = FieldCount::default();
-    for (_, operation) in document.operations.iter() {
-        let count = count_selection(
-            &document,
-            &operation.node.selection_set.node,
-            &mut counted,
-            &mut HashSet::new(),
-        );
-        total = total.add(count);
-    }
-    Some(total)
-}
-
-fn count_selection(
-    document: &ExecutableDocument,
-    set: &SelectionSet,
-    counted: &mut HashMap<String, FieldCount>,
-    visiting: &mut HashSet<String>,
-) -> FieldCount {
-    let mut total = FieldCount::default();
-    for item in &set.items {
-        let count = match &item.node {
-            Selection::Field(field) => {
-                let expensive = EXPENSIVE_FIELDS.contains(&field.node.name.node.as_str());
-                count_selection(document, &field.node.selection_set.node, counted, visiting).add(
-                    FieldCount {
-                        fields: 1,
-                        expensive: u64::from(expensive),
-                    },
-                )
-            }
-            Selection::InlineFragment(inline) => {
-                count_selection(document, &inline.node.selection_set.node, counted, visiting)
-            }
-            Selection::FragmentSpread(spread) => {
-                let name = spread.node.fragment_name.node.as_str();
-                match counted.get(name) {
-                    Some(count) => *count,
-                    // A cycle is a validation error reported by execution.
-                    None if visiting.contains(name) => FieldCount::default(),
-                    None => match document.fragments.get(name) {
-                        None => FieldCount::default(),
-                        Some(fragment) => {
-                            visiting.insert(name.to_owned());
-                            let count = count_selection(
-                                document,
-                                &fragment.node.selection_set.node,
-                                counted,
-                                visiting,
-                            );
-                            visiting.remove(name);
-                            counted.insert(name.to_owned(), count);
-                            count
-                        }
-                    },
-                }
-            }
-        };
-        total = total.add(count);
-    }
-    total
-}
-
-/// Instants as the API shows them: RFC 3339, microseconds, UTC.
-fn instant(at: DateTime<Utc>) -> String {
-    at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true)
 }
 
 #[cfg(test)]
@@ -268,36 +104,6 @@ mod tests {
     use super::*;
     use crate::auth::{Credential, JwtKeys};
     use crate::clients::Clients;
-
-    #[test]
-    fn fragments_are_counted_expanded_without_expanding_them() {
-        let mut query = String::from("{ balance { ...f30 } }\nfragment f0 on Money { amount }\n");
-        for i in 1..=30 {
-            query.push_str(&format!(
-                "fragment f{i} on Money {{ ...f{p} ...f{p} }}\n",
-                p = i - 1
-            ));
-        }
-        let fields = |q: &str| expanded_fields(q).map(|c| c.fields);
-        // 2^30 amounts and the balance itself.
-        assert_eq!(fields(&query), Some((1 << 30) + 1));
-        assert_eq!(fields("{ a: me { id } b: me { id } }"), Some(4));
-        assert_eq!(fields("{ broken"), None);
-        // A cycle is left for validation to report.
-        assert_eq!(
-            fields("{ me { ...a } } fragment a on Me { id ...a }"),
-            Some(2)
-        );
-        assert_eq!(
-            expanded_fields(
-                "{ a: offers { nodes { id } } ...f } fragment f on Query { b: usageSeries { points } }"
-            ),
-            Some(FieldCount {
-                fields: 5,
-                expensive: 2
-            })
-        );
-    }
 
     fn keys() -> JwtKeys {
         JwtKeys::new(&[("k1".into(), "test-secret".into())], 600).unwrap()

@@ -285,7 +285,7 @@ pub struct DashboardsQuery;
 impl DashboardsQuery {
     /// The balance's entries, newest first, each with the balance right
     /// after it (`first` at most 200; `after` an `endCursor`).
-    #[graphql(complexity = "super::limits::EXPENSIVE_FIELD + child_complexity")]
+    #[graphql(complexity = "super::extensions::limits::EXPENSIVE_FIELD + child_complexity")]
     async fn balance_history(
         &self,
         ctx: &Context<'_>,
@@ -318,7 +318,7 @@ impl DashboardsQuery {
     /// 3339; at most 2000 buckets). A ledger posting counts, whole, in the
     /// bucket its usage segment started in: the points add up exactly to
     /// the postings.
-    #[graphql(complexity = "super::limits::EXPENSIVE_FIELD + child_complexity")]
+    #[graphql(complexity = "super::extensions::limits::EXPENSIVE_FIELD + child_complexity")]
     async fn usage_series(
         &self,
         ctx: &Context<'_>,
@@ -346,7 +346,7 @@ impl DashboardsQuery {
 
     /// A host's earnings per machine and UTC day over `[from, to)`: usage
     /// whose segment started in it, downtime credits posted in it.
-    #[graphql(complexity = "super::limits::EXPENSIVE_FIELD + child_complexity")]
+    #[graphql(complexity = "super::extensions::limits::EXPENSIVE_FIELD + child_complexity")]
     async fn earnings_by_machine(
         &self,
         ctx: &Context<'_>,
