@@ -56,7 +56,7 @@ where
     Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
 {
     crate::metrics::watch_queues(&config);
-    let label: Arc<str> = Arc::from(queue_label(&queue));
+    let label: Arc<str> = Arc::from(crate::metrics::queue_label(&queue));
     loop {
         let on_delivery = |delivery| handle_delivery(delivery, handler.clone(), label.clone());
         if let Err(error) = consume_once(&config, &queue, on_delivery).await {
@@ -123,19 +123,6 @@ fn delivery_count(delivery: &Delivery) -> i64 {
             AMQPValue::LongUInt(n) => i64::from(n),
             _ => 0,
         })
-}
-
-/// The queue as a metric label: the per-machine command queues
-/// (`cmd.<machine_id>`, and the legacy `host.<machine_id>` until they are
-/// gone) fold into one series `cmd.*`, the broker-named queues of gateway
-/// subscriptions (`amq.gen-...`) into `amq.*`, so 100,000 machines do not
-/// make 100,000 series.
-pub fn queue_label(queue: &str) -> String {
-    match queue.split_once('.') {
-        Some(("cmd" | "host", _)) => "cmd.*".to_owned(),
-        Some(("amq", _)) => "amq.*".to_owned(),
-        _ => queue.to_owned(),
-    }
 }
 
 /// An envelope's kind as a metric label. Kinds are our own constants, but
@@ -230,7 +217,8 @@ where
     let started = std::time::Instant::now();
     let work = async move {
         // Calls this handler makes carry the message's correlation id.
-        let result = crate::http::with_correlation_id(correlation_id, handler(envelope)).await;
+        let result =
+            crate::correlation::with_correlation_id(correlation_id, handler(envelope)).await;
         settle(&delivery, &queue, &kind, result).await;
         crate::metrics::MESSAGE_SECONDS
             .with_label_values(&[&*queue, kind.as_str()])
@@ -387,7 +375,7 @@ pub async fn run_inbox_batch<F>(
         + 'static,
 {
     crate::metrics::watch_queues(&config);
-    let label: Arc<str> = Arc::from(queue_label(&queue));
+    let label: Arc<str> = Arc::from(crate::metrics::queue_label(&queue));
     let max = usize::from(config.batch_max.max(1));
     let wait = Duration::from_millis(config.batch_wait_ms);
     let prefetch = config.prefetch.max(config.batch_max.saturating_mul(2));
@@ -587,7 +575,7 @@ where
     Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
 {
     crate::metrics::watch_queues(&config);
-    let label: Arc<str> = Arc::from(queue_label(&queue));
+    let label: Arc<str> = Arc::from(crate::metrics::queue_label(&queue));
     loop {
         let on_delivery = |delivery| handle_raw_delivery(delivery, handler.clone(), label.clone());
         if let Err(error) = consume_once(&config, &queue, on_delivery).await {

@@ -108,7 +108,7 @@ impl Db {
         // correlation id over, or outbox rows written in `f` lose it.
         let cid = crate::http::current_correlation_id();
         tokio::task::spawn_blocking(move || {
-            crate::http::in_correlation_scope(cid, || {
+            crate::correlation::in_correlation_scope(cid, || {
                 let mut conn = pool.get().map_err(PlatformError::from)?;
                 f(&mut conn)
             })

@@ -9,68 +9,14 @@ use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::http::StatusCode;
 use actix_web::middleware::Next;
 use actix_web::{HttpResponse, ResponseError, web};
-use contracts::{ErrorBody, ErrorCode};
+use contracts::ErrorCode;
 use tracing::Instrument;
 
 use crate::Db;
-use crate::internal::CORRELATION_HEADER;
+use crate::correlation::CORRELATION_HEADER;
 
-tokio::task_local! {
-    static CORRELATION_ID: String;
-}
-
-/// The correlation id of the request or message being handled, if any.
-pub fn current_correlation_id() -> Option<String> {
-    CORRELATION_ID.try_with(Clone::clone).ok()
-}
-
-/// Runs `fut` with `cid` as the current correlation id.
-pub async fn with_correlation_id<F: std::future::Future>(cid: String, fut: F) -> F::Output {
-    CORRELATION_ID.scope(cid, fut).await
-}
-
-/// Runs the synchronous `f` with `cid` (if any) as the current correlation
-/// id: for code on the blocking pool, where the task-local is not set.
-pub fn in_correlation_scope<R>(cid: Option<String>, f: impl FnOnce() -> R) -> R {
-    match cid {
-        Some(cid) => CORRELATION_ID.sync_scope(cid, f),
-        None => f(),
-    }
-}
-
-/// An error as an internal endpoint answers it: a status from the code and a
-/// JSON body `{code, message}`. Internal errors keep their detail in the logs.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("{message}")]
-pub struct ApiError {
-    pub code: ErrorCode,
-    pub message: String,
-    pub details: Option<serde_json::Value>,
-}
-
-impl ApiError {
-    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self {
-            code,
-            message: message.into(),
-            details: None,
-        }
-    }
-}
-
-impl ResponseError for ApiError {
-    fn status_code(&self) -> StatusCode {
-        StatusCode::from_u16(self.code.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
-    }
-
-    fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status_code()).json(ErrorBody {
-            code: self.code,
-            message: self.message.clone(),
-            details: self.details.clone(),
-        })
-    }
-}
+pub use crate::api_error::ApiError;
+pub use crate::correlation::{current_correlation_id, in_correlation_scope, with_correlation_id};
 
 /// The service an app serves, as app data: the `service` label of its HTTP
 /// metrics (one process may serve every service, `gpumarket dev`).

@@ -19,7 +19,7 @@ pub const SERVICE_TOKEN_HEADER: &str = "x-service-token";
 /// (`make faults`, docs/reliability.md). A request that was sent and got no
 /// answer is not retried: its outcome is unknown.
 pub const CONNECT_RETRY_FOR: std::time::Duration = std::time::Duration::from_secs(6);
-pub const CORRELATION_HEADER: &str = "x-correlation-id";
+pub use crate::correlation::CORRELATION_HEADER;
 
 /// The expected service token, registered as app data on every service.
 #[derive(Clone)]
@@ -48,7 +48,7 @@ impl FromRequest for ServiceCaller {
         ready(if ok {
             Ok(ServiceCaller)
         } else {
-            Err(crate::http::ApiError::new(
+            Err(crate::api_error::ApiError::new(
                 ErrorCode::Unauthenticated,
                 "missing or wrong service token",
             )
@@ -132,7 +132,7 @@ impl InternalClient {
         req: reqwest::RequestBuilder,
     ) -> Result<T, RemoteError> {
         let mut req = req.header(SERVICE_TOKEN_HEADER, &self.token);
-        if let Some(cid) = crate::http::current_correlation_id() {
+        if let Some(cid) = crate::correlation::current_correlation_id() {
             req = req.header(CORRELATION_HEADER, cid);
         }
         let deadline = tokio::time::Instant::now() + CONNECT_RETRY_FOR;

@@ -3,9 +3,11 @@
 //! connection and topology, the transactional outbox and its relay, the
 //! idempotent consumer (inbox), and internal HTTP between services.
 
+pub mod api_error;
 pub mod broker;
 pub mod config;
 pub mod consumer;
+pub mod correlation;
 pub mod db;
 pub mod error;
 pub mod http;

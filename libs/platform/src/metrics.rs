@@ -243,9 +243,7 @@ pub fn watch_queues(config: &crate::Config) {
                     let mut totals: std::collections::BTreeMap<String, (i64, i64, i64)> =
                         Default::default();
                     for q in queues {
-                        let t = totals
-                            .entry(crate::consumer::queue_label(&q.name))
-                            .or_default();
+                        let t = totals.entry(queue_label(&q.name)).or_default();
                         t.0 += q.messages_ready;
                         t.1 += q.messages_unacknowledged;
                         t.2 += q.consumers;
@@ -278,6 +276,19 @@ pub async fn handler() -> HttpResponse {
             tracing::error!(%error, "encoding metrics");
             HttpResponse::InternalServerError().finish()
         }
+    }
+}
+
+/// The queue as a metric label: the per-machine command queues
+/// (`cmd.<machine_id>`, and the legacy `host.<machine_id>` until they are
+/// gone) fold into one series `cmd.*`, the broker-named queues of gateway
+/// subscriptions (`amq.gen-...`) into `amq.*`, so 100,000 machines do not
+/// make 100,000 series.
+pub fn queue_label(queue: &str) -> String {
+    match queue.split_once('.') {
+        Some(("cmd" | "host", _)) => "cmd.*".to_owned(),
+        Some(("amq", _)) => "amq.*".to_owned(),
+        _ => queue.to_owned(),
     }
 }
 
@@ -340,12 +351,9 @@ mod tests {
         assert_eq!(status_class(503), "5xx");
         assert_eq!(method_label("PROPFIND"), "other");
         let id = "0193a5b4-7c1d-7000-8000-000000000001";
-        assert_eq!(crate::consumer::queue_label(&format!("cmd.{id}")), "cmd.*");
-        assert_eq!(crate::consumer::queue_label(&format!("host.{id}")), "cmd.*");
-        assert_eq!(crate::consumer::queue_label("amq.gen-x1"), "amq.*");
-        assert_eq!(
-            crate::consumer::queue_label("provisioner.jobs"),
-            "provisioner.jobs"
-        );
+        assert_eq!(queue_label(&format!("cmd.{id}")), "cmd.*");
+        assert_eq!(queue_label(&format!("host.{id}")), "cmd.*");
+        assert_eq!(queue_label("amq.gen-x1"), "amq.*");
+        assert_eq!(queue_label("provisioner.jobs"), "provisioner.jobs");
     }
 }

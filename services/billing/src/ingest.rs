@@ -41,7 +41,7 @@ use uuid::Uuid;
 
 use crate::Settings;
 use crate::ledger::AccountKind;
-use crate::usage::{DowntimeCredit, Rating};
+use crate::rating::{DowntimeCredit, Rating};
 
 /// One usage segment, rated and described, ready to post.
 struct Segment {
@@ -147,7 +147,7 @@ pub fn apply_batch(
             // on its own would lock its two accounts ahead of the batch's
             // id-ordered sweep, and two batches could deadlock.
             INSTANCE_DOWNTIME => {
-                if let Some(credit) = crate::usage::downtime_credit(envelope, settings)?
+                if let Some(credit) = crate::rating::downtime_credit(envelope, settings)?
                     && ids.insert(credit.posting_id.clone())
                 {
                     credits.push(credit);

@@ -16,6 +16,7 @@ pub mod ledger;
 pub mod marketplace;
 mod metrics;
 pub mod payouts;
+mod rating;
 mod routes;
 pub mod schedule;
 pub mod settings;

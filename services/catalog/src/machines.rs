@@ -621,18 +621,6 @@ pub async fn delete_machine(
     Ok(())
 }
 
-/// Unlists machines whose listing end date has passed; returns how many.
-pub fn unlist_expired(conn: &mut PgConnection) -> QueryResult<usize> {
-    diesel::update(machines::table)
-        .filter(machines::listed.eq(true))
-        .filter(machines::list_until.le(diesel::dsl::now))
-        .set((
-            machines::listed.eq(false),
-            machines::updated_at.eq(diesel::dsl::now),
-        ))
-        .execute(conn)
-}
-
 pub async fn list_machine(
     db: &Db,
     market: &Market,

@@ -208,6 +208,19 @@ pub struct OpenedGap {
     pub host_tenant_id: Uuid,
 }
 
+/// Unlists machines whose listing end date has passed; returns how many.
+pub fn unlist_expired(conn: &mut PgConnection) -> QueryResult<usize> {
+    use schema::catalog::machines;
+    diesel::update(machines::table)
+        .filter(machines::listed.eq(true))
+        .filter(machines::list_until.le(diesel::dsl::now))
+        .set((
+            machines::listed.eq(false),
+            machines::updated_at.eq(diesel::dsl::now),
+        ))
+        .execute(conn)
+}
+
 /// One sweep: open the gaps of silent machines, then recompute every
 /// machine's reliability. Returns (gaps opened, reliabilities changed).
 pub async fn sweep(
@@ -219,7 +232,7 @@ pub async fn sweep(
     db.tx(move |conn| {
         // A listing past its end date is over: unlisting it also closes its
         // listing period, so reliability stops counting that time.
-        let expired = crate::machines::unlist_expired(conn)?;
+        let expired = unlist_expired(conn)?;
         if expired > 0 {
             tracing::info!(machines = expired, "expired listings unlisted");
         }

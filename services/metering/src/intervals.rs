@@ -1,12 +1,7 @@
 use chrono::{DateTime, Utc};
-use contracts::events::{
-    INSTANCE_RUNNING, INSTANCE_STOPPED, INSTANCE_STORAGE_ENDED, INSTANCE_STORAGE_STARTED,
-    INSTANCE_TRAFFIC, InstanceRunning, InstanceStopped, MeteredUsage, USAGE_RECORDED,
-    UsageRecorded,
-};
+use contracts::events::{MeteredUsage, USAGE_RECORDED, UsageRecorded};
 use contracts::{Envelope, api, money};
 use diesel::prelude::*;
-use diesel::upsert::excluded;
 use platform::Db;
 use platform::consumer::HandlerError;
 use rust_decimal::Decimal;
@@ -16,6 +11,15 @@ use uuid::Uuid;
 use crate::{Error, SCHEMA};
 
 pub(crate) const GPU: &str = "gpu";
+pub use contracts::meters::{BANDWIDTH_DOWN, BANDWIDTH_UP, STORAGE};
+/// The meters measured in seconds between two instants.
+pub const TIME_METERS: [&str; 2] = [GPU, STORAGE];
+/// What a bandwidth segment's `seconds` count.
+pub const BYTE: &str = "byte";
+
+pub fn is_bandwidth(meter: &str) -> bool {
+    meter == BANDWIDTH_UP || meter == BANDWIDTH_DOWN
+}
 
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = intervals)]
@@ -40,92 +44,6 @@ pub(crate) struct IntervalRow {
     /// segments metering announces on its own (settlement) are sent under.
     pub(crate) correlation_id: Option<String>,
     pub(crate) run_seq: i32,
-}
-
-/// The effect of one lifecycle event; runs in the inbox's transaction.
-pub fn apply_event(
-    conn: &mut PgConnection,
-    envelope: &Envelope,
-    events_exchange: &str,
-) -> Result<(), HandlerError> {
-    let bad = |e: serde_json::Error| {
-        HandlerError::Permanent(format!("bad {} payload: {e}", envelope.kind))
-    };
-    let interval_id = match envelope.kind.as_str() {
-        INSTANCE_RUNNING => {
-            let p: InstanceRunning = envelope.payload().map_err(bad)?;
-            let id = diesel::insert_into(intervals::table)
-                .values((
-                    intervals::id.eq(Uuid::now_v7()),
-                    intervals::instance_id.eq(p.instance_id),
-                    intervals::tenant_id.eq(p.tenant_id),
-                    intervals::host_tenant_id.eq(p.host_tenant_id),
-                    intervals::meter.eq(GPU),
-                    intervals::run_seq.eq(p.run_seq),
-                    intervals::started_at.eq(p.running_at),
-                    intervals::gpu_count.eq(p.gpu_count),
-                    intervals::price_per_hour.eq(p.price_per_gpu_hour * Decimal::from(p.gpu_count)),
-                    intervals::currency.eq(&p.currency),
-                    intervals::machine_id.eq(p.machine_id),
-                    intervals::gpu_model.eq((!p.gpu_model.is_empty()).then_some(&p.gpu_model)),
-                    intervals::correlation_id.eq(&envelope.correlation_id),
-                ))
-                .on_conflict((intervals::instance_id, intervals::meter, intervals::run_seq))
-                .do_update()
-                .set((
-                    intervals::started_at.eq(excluded(intervals::started_at)),
-                    intervals::host_tenant_id.eq(excluded(intervals::host_tenant_id)),
-                    intervals::gpu_count.eq(excluded(intervals::gpu_count)),
-                    intervals::price_per_hour.eq(excluded(intervals::price_per_hour)),
-                    intervals::currency.eq(excluded(intervals::currency)),
-                    intervals::machine_id.eq(excluded(intervals::machine_id)),
-                    intervals::gpu_model.eq(excluded(intervals::gpu_model)),
-                ))
-                .returning(intervals::id)
-                .get_result::<Uuid>(conn)?;
-            // The `running` event opened the interval, even when the stop
-            // arrived first and created the row: its id is the interval's.
-            if let Some(cid) = &envelope.correlation_id {
-                diesel::update(intervals::table.find(id))
-                    .set(intervals::correlation_id.eq(cid))
-                    .execute(conn)?;
-            }
-            id
-        }
-        INSTANCE_STOPPED => {
-            let p: InstanceStopped = envelope.payload().map_err(bad)?;
-            diesel::insert_into(intervals::table)
-                .values((
-                    intervals::id.eq(Uuid::now_v7()),
-                    intervals::instance_id.eq(p.instance_id),
-                    intervals::tenant_id.eq(p.tenant_id),
-                    intervals::meter.eq(GPU),
-                    intervals::run_seq.eq(p.run_seq),
-                    intervals::ended_at.eq(p.stopped_at),
-                    // Until the `running` event brings its own.
-                    intervals::correlation_id.eq(&envelope.correlation_id),
-                ))
-                .on_conflict((intervals::instance_id, intervals::meter, intervals::run_seq))
-                .do_update()
-                .set(intervals::ended_at.eq(excluded(intervals::ended_at)))
-                .returning(intervals::id)
-                .get_result::<Uuid>(conn)?
-        }
-        INSTANCE_STORAGE_STARTED | INSTANCE_STORAGE_ENDED => {
-            return crate::meters::apply_storage(conn, envelope, events_exchange);
-        }
-        INSTANCE_TRAFFIC => {
-            return crate::meters::apply_traffic(conn, envelope, events_exchange);
-        }
-        // Other lifecycle events carry nothing to meter.
-        _ => return Ok(()),
-    };
-    close_if_complete(
-        conn,
-        interval_id,
-        events_exchange,
-        envelope.correlation_id.clone(),
-    )
 }
 
 /// Once both instants are known, fixes the billed seconds and announces what
@@ -199,7 +117,7 @@ pub(crate) fn announce(
         return Ok(());
     };
     let at = |s: i64| t0 + chrono::Duration::seconds(s);
-    let by_bytes = crate::meters::is_bandwidth(&row.meter);
+    let by_bytes = is_bandwidth(&row.meter);
     // Bytes have no instants of their own: a bandwidth segment is dated by
     // the newest sample that revealed them.
     let (started_at, ended_at) = match bytes_seen_at {
@@ -234,7 +152,7 @@ pub(crate) fn announce(
             machine_id: row.machine_id,
             gpu_model: row.gpu_model.clone(),
         },
-        unit: by_bytes.then(|| crate::meters::BYTE.to_owned()),
+        unit: by_bytes.then(|| BYTE.to_owned()),
         unit_price: if row.meter == GPU {
             None
         } else {
@@ -279,7 +197,7 @@ pub async fn settle_open(
                     .filter(intervals::ended_at.is_null())
                     .filter(intervals::started_at.is_not_null())
                     // Bandwidth counts bytes, announced as samples arrive.
-                    .filter(intervals::meter.eq_any(crate::meters::TIME_METERS))
+                    .filter(intervals::meter.eq_any(TIME_METERS))
                     .filter(intervals::id.gt(after))
                     .order(intervals::id)
                     .limit(SETTLE_PAGE)
@@ -362,7 +280,7 @@ pub async fn burn_rate(db: &Db, tenant_id: Uuid) -> Result<api::BurnRate, Error>
         // has no rate (it is billed by the byte as it is reported).
         let rates: Vec<(String, Option<Decimal>)> = intervals::table
             .filter(intervals::tenant_id.eq(tenant_id))
-            .filter(intervals::meter.eq_any([GPU, crate::meters::STORAGE]))
+            .filter(intervals::meter.eq_any([GPU, STORAGE]))
             .filter(intervals::started_at.is_not_null())
             .filter(intervals::ended_at.is_null())
             .filter(intervals::recorded_at.is_null())

@@ -15,6 +15,7 @@
 
 pub mod error;
 mod intervals;
+mod lifecycle;
 pub mod meters;
 mod metrics;
 mod routes;
@@ -26,7 +27,8 @@ use platform::{Config, Db};
 use tracing::Instrument;
 
 pub use error::Error;
-pub use intervals::{apply_event, settle_open};
+pub use intervals::settle_open;
+pub use lifecycle::apply_event;
 pub use settings::MeteringSettings;
 
 pub const SCHEMA: &str = "metering";

@@ -28,23 +28,15 @@ use schema::meters::traffic_samples;
 use uuid::Uuid;
 
 use crate::Error;
-use crate::intervals::{IntervalRow, announce, close_if_complete};
-
-pub use contracts::meters::{BANDWIDTH_DOWN, BANDWIDTH_UP, STORAGE};
-/// The meters measured in seconds between two instants.
-pub const TIME_METERS: [&str; 2] = [crate::intervals::GPU, STORAGE];
-/// What a bandwidth segment's `seconds` count.
-pub const BYTE: &str = "byte";
+use crate::intervals::{
+    BANDWIDTH_DOWN, BANDWIDTH_UP, IntervalRow, STORAGE, announce, close_if_complete, is_bandwidth,
+};
 /// The hours-per-month convention of storage prices (the catalog prices
 /// offers with the same one): 365 × 24 / 12.
 pub const HOURS_PER_MONTH: i64 = 730;
 
 /// Storage and bandwidth intervals are always the instance's only run.
 const RUN: i32 = 0;
-
-pub fn is_bandwidth(meter: &str) -> bool {
-    meter == BANDWIDTH_UP || meter == BANDWIDTH_DOWN
-}
 
 fn bad(kind: &str) -> impl Fn(serde_json::Error) -> HandlerError + '_ {
     move |e| HandlerError::Permanent(format!("bad {kind} payload: {e}"))

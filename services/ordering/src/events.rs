@@ -25,7 +25,7 @@ use platform::{Config, Db};
 use schema::ordering::{instance_events, instances};
 use uuid::Uuid;
 
-use crate::instances::{InstanceRow, load};
+use crate::store::{InstanceRow, load};
 use crate::{Error, SCHEMA};
 
 /// The exchange instance events go to. Set once from the configuration when

@@ -54,7 +54,7 @@ pub async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), Hand
     // As a renter's stop: the run's GPUs and quota go back, then the
     // instance is `stopped` (both idempotent, so a crash in between is
     // finished by whoever comes next: the reconciler, a redelivery).
-    crate::saga::release_holdings(deps, key)
+    crate::holdings::release_holdings(deps, key)
         .await
         .map_err(|e| HandlerError::Transient(e.to_string()))?;
     db.tx(move |conn| {

@@ -83,7 +83,7 @@ pub async fn pass(db: &Db, deps: &Deps) -> Result<usize, Error> {
             .await?;
         let full = page.len() == PAGE as usize;
         for id in page {
-            crate::saga::release_holdings(deps, id).await?;
+            crate::holdings::release_holdings(deps, id).await?;
             db.run(move |conn| {
                 diesel::update(orders::table.find(id))
                     .set(orders::holdings_released_at.eq(diesel::dsl::now))

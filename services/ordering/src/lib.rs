@@ -11,15 +11,19 @@ pub mod events;
 mod exits;
 mod expiry;
 mod funds;
+mod holdings;
 mod instances;
 mod lifecycle;
 pub mod preemption;
+mod publishing;
 mod reconciler;
 mod replacement;
 mod routes;
 pub mod rules;
 mod saga;
 pub mod settings;
+mod store;
+mod transitions;
 
 use std::sync::Arc;
 

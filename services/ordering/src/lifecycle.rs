@@ -91,7 +91,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
     let runway = match take_holdings(deps, &row, key).await {
         Ok(runway) => runway,
         Err(error) => {
-            if let Err(release_error) = crate::saga::release_holdings(deps, key).await {
+            if let Err(release_error) = crate::holdings::release_holdings(deps, key).await {
                 tracing::error!(instance.id = %id, %release_error, "start compensation failed; reconciler must release");
             }
             return Err(error);
@@ -108,7 +108,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
             }
             // The catalog preempted this start's GPUs already (its consumer
             // gives back the quota; the GPUs went to the preemptor).
-            if crate::preemption::preempted(conn, key)? {
+            if crate::holdings::preempted(conn, key)? {
                 return Err(Error::Remote(RemoteError {
                     code: ErrorCode::InsufficientCapacity,
                     message: "the GPUs were taken by a higher-priority order while the instance \
@@ -140,7 +140,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
         Ok(done) => done,
         Err(refused) if refused.code() == ErrorCode::InsufficientFunds => {
             // Nothing started: the quota and GPUs just taken go back.
-            if let Err(release_error) = crate::saga::release_holdings(deps, key).await {
+            if let Err(release_error) = crate::holdings::release_holdings(deps, key).await {
                 tracing::error!(instance.id = %id, %release_error, "start compensation failed; reconciler must release");
             }
             return Err(refused);
@@ -158,7 +158,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
             .run(move |conn| current_holding_key(conn, &latest).map_err(Error::from))
             .await?;
         if owner != key || !holding {
-            crate::saga::release_holdings(deps, key).await?;
+            crate::holdings::release_holdings(deps, key).await?;
         }
     }
     db.run(move |conn| reload(conn, id)).await
@@ -260,7 +260,7 @@ pub async fn destroy(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<
         .tx(move |conn| destroy_in_tx(conn, &events, &commands, id, tenant_id))
         .await?;
     if let Some(key) = lost_host_key {
-        crate::saga::release_quota(deps, key).await?;
+        crate::holdings::release_quota(deps, key).await?;
     }
     Ok(instance)
 }
@@ -384,7 +384,7 @@ pub async fn deprovisioning_result(
     if result.clean {
         // From running the run's GPUs are still held; from stopped this
         // release finds them released already.
-        crate::saga::release_holdings(deps, key).await?;
+        crate::holdings::release_holdings(deps, key).await?;
         return db
             .tx(move |conn| {
                 let row = lock(conn, id)?;

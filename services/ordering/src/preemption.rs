@@ -76,14 +76,9 @@ async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), HandlerE
     })
     .await
     .map_err(|e: Error| HandlerError::Transient(e.to_string()))?;
-    crate::saga::release_quota(deps, key)
+    crate::holdings::release_quota(deps, key)
         .await
         .map_err(|e| HandlerError::Transient(e.to_string()))
-}
-
-/// Whether `key`'s GPUs were taken back by the catalog.
-pub fn preempted(conn: &mut PgConnection, key: Uuid) -> QueryResult<bool> {
-    diesel::select(diesel::dsl::exists(preemptions::table.find(key))).get_result(conn)
 }
 
 fn apply(

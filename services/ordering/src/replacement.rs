@@ -8,7 +8,7 @@
 //! machine and fails as before (the renter chooses again).
 //!
 //! The move is a new provisioning attempt (`provisioning → provisioning`),
-//! so it holds under the attempt's own key ([`crate::instances::holding_key`])
+//! so it holds under the attempt's own key ([`crate::store::holding_key`])
 //! and every step is idempotent by it: the provisioner repeats its failure
 //! report until ordering has answered, and a repeated report redoes what a
 //! crashed one left half-done.
@@ -34,9 +34,9 @@ use rust_decimal::Decimal;
 use schema::ordering::{instances, orders};
 use uuid::Uuid;
 
-use crate::instances::{
-    InstanceRow, attempt, holding_key, load, lock, publish_attempt, transition,
-};
+use crate::publishing::publish_attempt;
+use crate::store::{InstanceRow, attempt, holding_key, load, lock};
+use crate::transitions::transition;
 use crate::{Deps, Error};
 use contracts::states::InstanceState;
 
@@ -166,12 +166,12 @@ pub async fn try_replace(
 
     let Some(allocation) = allocate_elsewhere(deps, &failed, new_key, &avoid).await? else {
         tracing::info!(instance.id = %id, tried = avoid.len(), "no other machine can take the order; it fails");
-        crate::saga::release_holdings(deps, new_key).await?;
+        crate::holdings::release_holdings(deps, new_key).await?;
         return Ok(None);
     };
     // The failed machine's GPUs go back whatever happens next: the instance
     // either runs elsewhere or fails.
-    crate::saga::release_gpus(deps, old_key).await?;
+    crate::holdings::release_gpus(deps, old_key).await?;
 
     let commands = deps.config.commands_exchange.clone();
     let reason = format!(
@@ -185,7 +185,7 @@ pub async fn try_replace(
             if row.state()? != InstanceState::Provisioning || attempt(conn, id)? != current {
                 return Ok(None);
             }
-            if crate::preemption::preempted(conn, new_key)? {
+            if crate::holdings::preempted(conn, new_key)? {
                 return Ok(None);
             }
             let at = contracts::time::now();
@@ -235,7 +235,7 @@ pub async fn try_replace(
             })
             .await?;
         if owner != new_key {
-            crate::saga::release_holdings(deps, new_key).await?;
+            crate::holdings::release_holdings(deps, new_key).await?;
         }
     }
     Ok(outcome)
@@ -266,8 +266,8 @@ async fn allocate_elsewhere(
     let row = &failed.row;
     // A repeated report finds what an earlier one took.
     let mut tried: Vec<Uuid> = avoid.to_vec();
-    for _ in 0..crate::saga::PLACEMENT_ATTEMPTS {
-        let offers = crate::saga::candidates(deps, &failed.request).await?;
+    for _ in 0..crate::holdings::PLACEMENT_ATTEMPTS {
+        let offers = crate::holdings::candidates(deps, &failed.request).await?;
         let Some(offer) = offers.into_iter().find(|o| {
             !tried.contains(&o.machine_id)
                 && o.gpu_model.eq_ignore_ascii_case(&row.gpu_model)
@@ -277,7 +277,7 @@ async fn allocate_elsewhere(
             return Ok(None);
         };
         // The catalog enforces the same ceiling under the machine's lock.
-        let mut request = crate::saga::allocate_request(
+        let mut request = crate::holdings::allocate_request(
             key,
             &failed.request,
             offer.machine_id,
@@ -289,7 +289,7 @@ async fn allocate_elsewhere(
         match result {
             Ok(allocation) if !allocation.released => return Ok(Some(allocation)),
             Ok(_) => return Ok(None),
-            Err(e) if crate::saga::lost_race(&e) => {
+            Err(e) if crate::holdings::lost_race(&e) => {
                 tracing::debug!(instance.id = %row.id, machine.id = %offer.machine_id, code = e.code.as_str(), "re-placement lost a race; trying the next offer");
                 tried.push(offer.machine_id);
             }

@@ -10,8 +10,8 @@
 
 use contracts::ErrorCode;
 use contracts::api::{
-    AllocateRequest, Allocation, Balance, CreateOrderRequest, FundsCheckRequest, Instance, Offer,
-    OfferSearch, OfferSort, PlacementSearch, QuotaReservation, RentalType, ReserveQuotaRequest,
+    Allocation, Balance, CreateOrderRequest, FundsCheckRequest, Instance, Offer, QuotaReservation,
+    RentalType, ReserveQuotaRequest,
 };
 use contracts::events::{PROVISION_INSTANCE, ProvisionInstance};
 use diesel::prelude::*;
@@ -22,15 +22,14 @@ use schema::ordering::{instances, orders};
 use sha2::{Digest, Sha256};
 use uuid::Uuid;
 
+use crate::holdings::{
+    PLACEMENT_ATTEMPTS, allocate_request, candidates, disk_gib, lost_race, release_holdings,
+};
 use crate::instances::{InstanceRow, publish};
 use crate::{Deps, Error};
 use contracts::states::InstanceState;
 
 const DEFAULT_IMAGE: &str = "nvidia/cuda:12.4.1-runtime-ubuntu22.04";
-/// Offers an order by constraints tries before it gives up: each lost race
-/// (the offer's GPUs taken, or its price raised above the order's maximum)
-/// moves on to the next cheapest.
-pub(crate) const PLACEMENT_ATTEMPTS: usize = 5;
 
 fn remote(code: ErrorCode, message: String) -> Error {
     Error::Remote(RemoteError {
@@ -87,16 +86,6 @@ impl OrderRow {
             && self.expired_at.is_none()
             && self.failure_code.as_deref() == Some(ErrorCode::Unavailable.as_str())
     }
-}
-
-/// The disk an order gets when it names none: enough for an OS image and a
-/// small working set, and cheap (it is billed until the instance is
-/// destroyed).
-pub const DEFAULT_DISK_GIB: i32 = 20;
-
-/// The disk an order asks for.
-pub(crate) fn disk_gib(req: &CreateOrderRequest) -> i32 {
-    req.disk_gib.unwrap_or(DEFAULT_DISK_GIB)
 }
 
 fn validate(req: &CreateOrderRequest) -> Result<(), Error> {
@@ -495,41 +484,6 @@ fn no_match(req: &CreateOrderRequest) -> Error {
     )
 }
 
-/// The cheapest live offers matching an order's constraints that have its
-/// GPUs free or held by interruptible rentals it outranks, best first.
-pub(crate) async fn candidates(deps: &Deps, req: &CreateOrderRequest) -> Result<Vec<Offer>, Error> {
-    let c = req.constraints.clone().unwrap_or_default();
-    let search = OfferSearch {
-        gpu_models: c.gpu_models,
-        gpu_count: Some(req.gpu_count),
-        min_vram_gib: c.min_vram_gib,
-        // For interruptible searches the catalog compares it with the minimum bid.
-        max_price_per_gpu_hour: match req.rental_type {
-            RentalType::OnDemand => req.max_price_per_gpu_hour,
-            RentalType::Interruptible => req.bid_per_gpu_hour,
-        },
-        rental_type: Some(req.rental_type),
-        countries: c.countries,
-        regions: c.regions,
-        min_reliability: c.min_reliability,
-        min_disk_gib: Some(disk_gib(req)),
-        sort: Some(OfferSort::Price),
-        first: Some((PLACEMENT_ATTEMPTS * 2) as i64),
-        ..Default::default()
-    };
-    let offers: Vec<Offer> = deps
-        .catalog
-        .post(
-            "/internal/offers/placement",
-            &PlacementSearch {
-                search,
-                bid_per_gpu_hour: req.bid_per_gpu_hour,
-            },
-        )
-        .await?;
-    Ok(offers)
-}
-
 fn check_offer(req: &CreateOrderRequest, offer: &Offer) -> Result<(), Error> {
     if req.rental_type == RentalType::OnDemand
         && let Some(max) = req.max_price_per_gpu_hour
@@ -639,43 +593,6 @@ async fn run_steps(
     create_instance(db, deps, order_id, req, &allocation).await
 }
 
-/// The allocate request for `machine_id`: the price ceiling is the order's
-/// maximum, or else the price it was quoted, so a host's raise between quote
-/// and commit is refused (`PRICE_ABOVE_MAX`) instead of billed.
-pub(crate) fn allocate_request(
-    order_id: Uuid,
-    req: &CreateOrderRequest,
-    machine_id: Uuid,
-    quoted: Decimal,
-) -> AllocateRequest {
-    AllocateRequest {
-        order_id,
-        tenant_id: req.tenant_id,
-        machine_id,
-        gpu_count: req.gpu_count,
-        rental_type: req.rental_type,
-        bid_per_gpu_hour: req.bid_per_gpu_hour,
-        max_price_per_gpu_hour: match req.rental_type {
-            RentalType::OnDemand => Some(req.max_price_per_gpu_hour.unwrap_or(quoted)),
-            RentalType::Interruptible => None,
-        },
-        instance_id: None,
-    }
-}
-
-/// Whether an allocation on a searched offer lost a race for it (its GPUs
-/// went, its price or minimum bid rose, or it left the market since the
-/// search), so the next offer is worth trying.
-pub(crate) fn lost_race(e: &RemoteError) -> bool {
-    matches!(
-        e.code,
-        ErrorCode::InsufficientCapacity
-            | ErrorCode::PriceAboveMax
-            | ErrorCode::NotFound
-            | ErrorCode::Validation
-    )
-}
-
 /// Takes the GPUs: on the ordered offer, or on the cheapest matching offer,
 /// moving on to the next after a lost race, at most [`PLACEMENT_ATTEMPTS`]
 /// times. Allocation is idempotent by order id: a resumed order gets back the
@@ -783,7 +700,7 @@ async fn create_instance(
             if state == InstanceState::Failed {
                 return Err(expired());
             }
-            if allocation.released || crate::preemption::preempted(conn, order_id)? {
+            if allocation.released || crate::holdings::preempted(conn, order_id)? {
                 return Err(remote(
                     ErrorCode::InsufficientCapacity,
                     "the GPUs were taken by a higher-priority order before the instance started"
@@ -880,38 +797,6 @@ async fn create_instance(
             .ok_or_else(|| Error::Conflict("order changed concurrently; retry".into())),
         other => other,
     }
-}
-
-/// Gives back what a holding key (an order id, or a later provisioning attempt's key, see
-/// [`crate::instances::holding_key`]) holds: its GPUs, then its quota. Both
-/// calls are idempotent, so this is safe to repeat.
-pub async fn release_holdings(deps: &Deps, order_id: Uuid) -> Result<(), Error> {
-    release_gpus(deps, order_id).await?;
-    release_quota(deps, order_id).await
-}
-
-/// Gives back a holding key's GPUs (idempotent).
-pub async fn release_gpus(deps: &Deps, key: Uuid) -> Result<(), Error> {
-    let _: serde_json::Value = deps
-        .catalog
-        .post(
-            &format!("/internal/allocations/{key}/release"),
-            &serde_json::json!({}),
-        )
-        .await?;
-    Ok(())
-}
-
-/// Gives back a holding key's quota reservation (idempotent).
-pub async fn release_quota(deps: &Deps, key: Uuid) -> Result<(), Error> {
-    let _: serde_json::Value = deps
-        .quota
-        .post(
-            &format!("/internal/reservations/{key}/release"),
-            &serde_json::json!({}),
-        )
-        .await?;
-    Ok(())
 }
 
 async fn find_order(db: &Db, tenant_id: Uuid, key: String) -> Result<Option<OrderRow>, Error> {

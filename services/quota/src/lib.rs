@@ -4,6 +4,7 @@
 
 mod api_keys;
 pub mod error;
+mod holdings;
 pub mod limits;
 pub mod month;
 mod passwords;
@@ -26,9 +27,18 @@ pub use tenants::{create_operator, sign_up};
 
 pub const SCHEMA: &str = "quota";
 
+/// What every route of the quota service reads (actix app data). It lives
+/// here, not in `routes`, so that the route modules (`routes`, `pressure`)
+/// need no import of one another.
+pub struct State {
+    pub default_max_gpus: i32,
+    /// The settlement currency: budgets and spend are in it.
+    pub currency: String,
+}
+
 /// Starts the quota service's HTTP API; returns the server and its port.
 pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16), Error> {
-    let state = actix_web::web::Data::new(routes::State {
+    let state = actix_web::web::Data::new(State {
         default_max_gpus: config.settings::<QuotaSettings>()?.default_max_gpus,
         currency: config.currency.clone(),
     });

@@ -1,7 +1,7 @@
 //! Tenants near their quotas, for the operators' marketplace overview
 //! (docs/dashboards.md, "Operator overview"): every tenant-level dimension
 //! whose use is at or above a share of its limit, measured exactly as
-//! admission measures it (`reservations::held`), so a tenant listed at
+//! admission measures it (`holdings::held`), so a tenant listed at
 //! 100 % is one whose next order in that dimension is refused. Teams are
 //! not listed: a team is bounded by its tenant, whose row shows the
 //! pressure that refuses orders across the tenant.
@@ -21,9 +21,9 @@ use rust_decimal::{Decimal, RoundingStrategy};
 use schema::quota::{reservations, tenant_quotas, tenants};
 use uuid::Uuid;
 
+use crate::State;
 use crate::limits::Held;
-use crate::routes::State;
-use crate::{Error, reservations as holds};
+use crate::{Error, holdings as holds};
 
 /// `used / limit` in percent, half-even to one decimal. A zero limit is
 /// full as soon as anything uses it.

@@ -8,13 +8,7 @@ use platform::Db;
 use platform::internal::ServiceCaller;
 use uuid::Uuid;
 
-use crate::{Error, api_keys, reservations, teams, tenants};
-
-pub struct State {
-    pub default_max_gpus: i32,
-    /// The settlement currency: budgets and spend are in it.
-    pub currency: String,
-}
+use crate::{Error, State, api_keys, reservations, teams, tenants};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.service(

@@ -12,7 +12,7 @@ use rust_decimal::Decimal;
 use schema::quota::{teams, users};
 use uuid::Uuid;
 
-use crate::reservations::{held, model_json, model_map, tenant_limits, usage};
+use crate::holdings::{held, model_json, model_map, tenant_limits, usage};
 use crate::{Error, limits};
 
 #[derive(Queryable, Selectable)]

@@ -28,7 +28,7 @@ pub mod access;
 pub mod engine;
 pub mod inventory;
 pub mod names;
-pub mod nvidia_smi;
+
 pub mod protocol;
 pub mod ssh;
 
@@ -772,7 +772,7 @@ fn real_inventory() -> Result<Inventory, Error> {
         Ok(inventory) => return Ok(inventory),
         Err(error) => tracing::warn!(%error, "NVML unavailable; trying nvidia-smi"),
     }
-    nvidia_smi::inventory().map_err(|error| {
+    inventory::nvidia_smi::inventory().map_err(|error| {
         Error::Config(format!(
             "no GPUs found ({error}); on a machine without NVIDIA GPUs pass --simulate-gpus N"
         ))

@@ -3,8 +3,8 @@
 
 use std::process::Command;
 
+use super::Inventory;
 use crate::Error;
-use crate::inventory::Inventory;
 use crate::protocol::{GpuInfo, GpuSample};
 
 const INVENTORY_QUERY: &str = "--query-gpu=index,name,uuid,memory.total,driver_version";

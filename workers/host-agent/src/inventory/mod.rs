@@ -3,6 +3,9 @@
 //! `--simulate-gpus`; on a real host read from NVML (the `nvml` feature),
 //! falling back to `nvidia-smi`.
 
+/// The reader where NVML is missing: `nvidia-smi`'s CSV queries.
+pub mod nvidia_smi;
+
 use rand::Rng;
 
 use crate::Error;
@@ -142,7 +145,7 @@ impl Sampler {
                     })
                     .collect())
             }
-            Sampler::NvidiaSmi => crate::nvidia_smi::samples(),
+            Sampler::NvidiaSmi => nvidia_smi::samples(),
             #[cfg(feature = "nvml")]
             Sampler::Nvml(nvml) => inventory
                 .gpus

@@ -1,0 +1,275 @@
+//! What ordering announces about an instance, written to the outbox in the
+//! caller's transaction: its run starting and ending, its disk's life, a
+//! lost host's downtime, and the provisioner's commands.
+
+use chrono::{DateTime, Utc};
+use contracts::Envelope;
+use contracts::events::{
+    INSTANCE_DOWNTIME, INSTANCE_RUNNING, INSTANCE_STOPPED, INSTANCE_STORAGE_ENDED,
+    INSTANCE_STORAGE_STARTED, InstanceDowntime, InstanceRunning, InstanceStopped,
+    InstanceStorageEnded, InstanceStorageStarted, PROVISION_INSTANCE, ProvisionInstance,
+    ProvisionRun,
+};
+use diesel::prelude::*;
+use rust_decimal::Decimal;
+use schema::ordering::instances;
+use serde::Serialize;
+use uuid::Uuid;
+
+use crate::{Error, SCHEMA};
+
+use crate::store::InstanceRow;
+
+/// Writes a message to this service's outbox.
+pub fn publish<P: Serialize>(
+    conn: &mut PgConnection,
+    exchange: &str,
+    kind: &str,
+    at: DateTime<Utc>,
+    tenant_id: Uuid,
+    payload: &P,
+) -> Result<(), Error> {
+    let envelope = Envelope::new(
+        kind,
+        at,
+        Some(tenant_id),
+        platform::http::current_correlation_id(),
+        payload,
+    )
+    .map_err(platform::PlatformError::from)?;
+    platform::outbox::enqueue(conn, SCHEMA, exchange, kind, &envelope)?;
+    Ok(())
+}
+
+/// `ordering.instance.running` for run `run_seq` of `row`, opening its
+/// meter at `running_at`.
+pub fn publish_running(
+    conn: &mut PgConnection,
+    exchange: &str,
+    row: &InstanceRow,
+    run_seq: i32,
+    running_at: DateTime<Utc>,
+) -> Result<(), Error> {
+    publish(
+        conn,
+        exchange,
+        INSTANCE_RUNNING,
+        running_at,
+        row.tenant_id,
+        &InstanceRunning {
+            instance_id: row.id,
+            tenant_id: row.tenant_id,
+            host_tenant_id: row.host_tenant_id,
+            machine_id: row.machine_id,
+            gpu_model: row.gpu_model.clone(),
+            gpu_count: row.gpu_count,
+            rental_type: row.rental_type,
+            price_per_gpu_hour: row.price_per_gpu_hour,
+            currency: row.currency.clone(),
+            run_seq,
+            running_at,
+        },
+    )
+}
+
+/// `ordering.instance.stopped` for run `run_seq` of `row`: its meter stops
+/// at `stopped_at`.
+pub fn publish_stopped(
+    conn: &mut PgConnection,
+    exchange: &str,
+    row: &InstanceRow,
+    run_seq: i32,
+    stopped_at: DateTime<Utc>,
+    reason: &str,
+) -> Result<(), Error> {
+    publish(
+        conn,
+        exchange,
+        INSTANCE_STOPPED,
+        stopped_at,
+        row.tenant_id,
+        &InstanceStopped {
+            instance_id: row.id,
+            tenant_id: row.tenant_id,
+            run_seq,
+            stopped_at,
+            reason: reason.into(),
+        },
+    )
+}
+
+/// The storage snapshot of an instance; None for one from before the
+/// storage meter.
+fn storage_of(row: &InstanceRow) -> Option<InstanceStorageStarted> {
+    let disk_gib = row.disk_gib?;
+    Some(InstanceStorageStarted {
+        instance_id: row.id,
+        tenant_id: row.tenant_id,
+        host_tenant_id: row.host_tenant_id,
+        machine_id: row.machine_id,
+        gpu_model: row.gpu_model.clone(),
+        disk_gib,
+        storage_price_per_gb_month: row.storage_price_per_gb_month,
+        bandwidth_up_price_per_tb: row.bandwidth_up_price_per_tb,
+        bandwidth_down_price_per_tb: row.bandwidth_down_price_per_tb,
+        currency: row.currency.clone(),
+        started_at: row.created_at,
+    })
+}
+
+/// `ordering.instance.storage_started`: the instance's disk bills from its
+/// creation (`created_at`), running or stopped.
+pub fn publish_storage_started(
+    conn: &mut PgConnection,
+    exchange: &str,
+    row: &InstanceRow,
+) -> Result<(), Error> {
+    let Some(storage) = storage_of(row) else {
+        return Ok(());
+    };
+    publish(
+        conn,
+        exchange,
+        INSTANCE_STORAGE_STARTED,
+        row.created_at,
+        row.tenant_id,
+        &storage,
+    )
+}
+
+/// `ordering.instance.storage_ended`: the disk stops billing at `ended_at`.
+/// It repeats the start (the creation instant and the snapshots), so
+/// metering can close the interval whichever of the two arrives first.
+pub fn publish_storage_ended(
+    conn: &mut PgConnection,
+    exchange: &str,
+    row: &InstanceRow,
+    ended_at: DateTime<Utc>,
+    reason: &str,
+) -> Result<(), Error> {
+    let Some(storage) = storage_of(row) else {
+        return Ok(());
+    };
+    publish(
+        conn,
+        exchange,
+        INSTANCE_STORAGE_ENDED,
+        ended_at,
+        row.tenant_id,
+        &InstanceStorageEnded {
+            storage,
+            ended_at,
+            reason: reason.to_owned(),
+        },
+    )
+}
+
+/// Announces the end of a lost host's outage under `row` (still the
+/// `host_lost` row: `stopped_at` is the last good heartbeat, where billing
+/// stopped): billing credits the renter for the downtime, charged to the
+/// host (DESIGN 4.8). Nothing when the loss instant is unknown.
+pub fn publish_downtime(
+    conn: &mut PgConnection,
+    events: &str,
+    row: &InstanceRow,
+    until: DateTime<Utc>,
+    ended_by: &str,
+) -> Result<(), Error> {
+    let Some(from) = row.stopped_at else {
+        return Ok(());
+    };
+    let seconds =
+        contracts::money::billed_seconds(from.timestamp_micros(), until.timestamp_micros());
+    publish(
+        conn,
+        events,
+        INSTANCE_DOWNTIME,
+        until,
+        row.tenant_id,
+        &InstanceDowntime {
+            instance_id: row.id,
+            tenant_id: row.tenant_id,
+            host_tenant_id: row.host_tenant_id,
+            machine_id: row.machine_id,
+            run_seq: row.run_seq,
+            down_from: from,
+            down_until: until,
+            seconds,
+            price_per_hour: row.price_per_gpu_hour * Decimal::from(row.gpu_count),
+            currency: row.currency.clone(),
+            ended_by: ended_by.to_owned(),
+        },
+    )
+}
+
+/// The provisioning command of `row` as the order asked for it: image,
+/// keys, command, env (the renter's secrets: they go to the machine and
+/// nowhere else) and ports, read from the instance.
+pub fn provision_instance(
+    conn: &mut PgConnection,
+    row: &InstanceRow,
+    machine_gpu_count: i32,
+) -> Result<ProvisionInstance, Error> {
+    type Spec = (
+        Option<String>,
+        Option<serde_json::Value>,
+        serde_json::Value,
+        Vec<i32>,
+    );
+    let (ssh_public_key, command, env, ports): Spec = instances::table
+        .find(row.id)
+        .select((
+            instances::ssh_public_key,
+            instances::command,
+            instances::env,
+            instances::ports,
+        ))
+        .first(conn)?;
+    let command: Option<Vec<String>> = command.and_then(|c| serde_json::from_value(c).ok());
+    let env: std::collections::BTreeMap<String, String> =
+        serde_json::from_value(env).unwrap_or_default();
+    Ok(ProvisionInstance {
+        instance_id: row.id,
+        order_id: row.order_id,
+        tenant_id: row.tenant_id,
+        machine_id: row.machine_id,
+        gpu_count: row.gpu_count,
+        machine_gpu_count,
+        image: row.image.clone(),
+        ssh_public_key,
+        command,
+        env,
+        ports: ports
+            .into_iter()
+            .filter_map(|p| u16::try_from(p).ok())
+            .collect(),
+        disk_gib: row.disk_gib,
+    })
+}
+
+/// Sends provisioning attempt `attempt` of `row` on its (current) machine
+/// through the outbox. `never_ran`: a re-placed first run, whose dead
+/// attempt the worker cleans up like the order's own.
+pub fn publish_attempt(
+    conn: &mut PgConnection,
+    commands: &str,
+    row: &InstanceRow,
+    machine_gpu_count: i32,
+    attempt: i32,
+    never_ran: bool,
+    at: DateTime<Utc>,
+) -> Result<(), Error> {
+    let instance = provision_instance(conn, row, machine_gpu_count)?;
+    publish(
+        conn,
+        commands,
+        PROVISION_INSTANCE,
+        at,
+        row.tenant_id,
+        &ProvisionRun {
+            instance,
+            attempt,
+            never_ran,
+        },
+    )
+}
