@@ -16,7 +16,7 @@ use std::time::Instant;
 use anyhow::Context;
 use chrono::Utc;
 use contracts::Envelope;
-use contracts::events::{USAGE_RECORDED, UsageRecorded};
+use contracts::events::UsageRecorded;
 use diesel::{Connection, ExecuteCopyFromDsl, PgConnection, RunQueryDsl};
 use platform::Config;
 use rust_decimal::Decimal;
@@ -66,7 +66,14 @@ fn usage_events(n: usize, tenants: &[Uuid], host: Uuid) -> anyhow::Result<Vec<En
                 machine_id: None,
                 gpu_model: None,
             };
-            Envelope::new(USAGE_RECORDED, now, Some(tenant), None, &usage).context("usage envelope")
+            Envelope::new(
+                contracts::events::kinds::USAGE_RECORDED,
+                now,
+                Some(tenant),
+                None,
+                &contracts::events::MeteredUsage::from(usage),
+            )
+            .context("usage envelope")
         })
         .collect()
 }

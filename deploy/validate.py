@@ -381,12 +381,14 @@ def check_asyncapi() -> None:
     p.check(len(kinds) == len(enveloped), f"{len(enveloped)} enveloped messages for {len(kinds)} message types in events.rs")
     p.report(f"asyncapi: envelope and {len(events)} payloads match libs/contracts ({len(kinds)} types)")
 
-    # The host-agent protocol: bodies as protocol.rs serializes them; one
+    # The host-agent protocol: bodies as contracts/src/agent.rs serializes them; one
     # channel `agent.{machineId}.<kind>` per report kind, and the commands'
     # queue `cmd.{machineId}` (protocol::command_queue).
     p = Problems()
-    protocol_src = read(ROOT / "workers/host-agent/src/protocol.rs")
-    protocol = rust_structs(protocol_src)
+    # The types live in contracts (agent.rs); the queue arguments, which
+    # need the AMQP client, in the agent's protocol.rs.
+    protocol_src = read(ROOT / "libs/contracts/src/agent.rs") + read(ROOT / "workers/host-agent/src/protocol.rs")
+    protocol = rust_structs(read(ROOT / "libs/contracts/src/agent.rs"))
     # A protocol struct that shares its name with one of events.rs
     # (InstanceExited) is documented as Agent<Name>.
     agent_names = {s: f"Agent{s}" for s in protocol if s in events}

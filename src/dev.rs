@@ -158,9 +158,10 @@ pub fn spawn_agent(
     let mut agent_config = agent_config;
     agent_config.inventory.simulated_utilization_percent = settings.sim_gpu_utilization_percent;
     let machine_id = agent.machine_id;
-    let executor: std::sync::Arc<dyn host_agent::Executor> = std::sync::Arc::new(
-        provisioner::SimulatedDriver::from_config(pool(config, "provisioner")?, config)?,
-    );
+    let executor: std::sync::Arc<dyn host_agent::Executor> =
+        std::sync::Arc::new(crate::simulated_agent::SimulatedAgent(
+            provisioner::SimulatedDriver::from_config(pool(config, "provisioner")?, config)?,
+        ));
     Ok(tokio::spawn(async move {
         if let Err(error) = host_agent::run_with_executor(agent_config, Some(executor)).await {
             tracing::warn!(machine.id = %machine_id, %error, "simulated agent stopped");

@@ -7,3 +7,4 @@ pub mod client;
 pub mod dev;
 pub mod seed;
 pub mod services;
+pub mod simulated_agent;

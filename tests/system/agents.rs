@@ -970,6 +970,7 @@ async fn a_deleted_machine_gets_no_new_token_and_its_reports_are_refused() {
         message_id: Some(uuid::Uuid::now_v7().to_string()),
         data: serde_json::to_vec(&json!({
             "machine_id": id, "sent_at": Utc::now(),
+            "agent_version": "x", "simulated": true, "gpus": [],
             "cuda_version": "12.4", "driver_version": "550.54.15",
         }))
         .expect("json"),

@@ -66,7 +66,7 @@ fn apply(
     tenant: Uuid,
     payload: &impl serde::Serialize,
 ) {
-    let envelope = Envelope::new(kind, at, Some(tenant), None, payload).expect("envelope");
+    let envelope = Envelope::named(kind, at, Some(tenant), None, payload).expect("envelope");
     let settings = billing::Settings::from_config(&env.config).expect("settings");
     env.conn()
         .transaction::<_, diesel::result::Error, _>(|c| {

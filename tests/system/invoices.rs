@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use contracts::events::{USAGE_RECORDED, UsageRecorded};
+use contracts::events::UsageRecorded;
 use contracts::{Envelope, money};
 use diesel::{Connection, RunQueryDsl};
 use gpumarket::dev::Parts;
@@ -233,11 +233,11 @@ async fn usage_is_invoiced_once_rounded_numbered_without_gaps_and_exported_in_fo
         gpu_model: None,
     };
     let envelope = Envelope::new(
-        USAGE_RECORDED,
+        contracts::events::kinds::USAGE_RECORDED,
         late.ended_at,
         Some(late.tenant_id),
         None,
-        &late,
+        &contracts::events::MeteredUsage::from(late.clone()),
     )
     .expect("envelope");
     let settings = billing::Settings::from_config(&env.config).expect("settings");
@@ -545,8 +545,14 @@ async fn racing_finalizations_number_without_gaps_and_assign_each_posting_once()
             machine_id: None,
             gpu_model: None,
         };
-        let envelope = Envelope::new(USAGE_RECORDED, usage.ended_at, Some(tenant), None, &usage)
-            .expect("envelope");
+        let envelope = Envelope::new(
+            contracts::events::kinds::USAGE_RECORDED,
+            usage.ended_at,
+            Some(tenant),
+            None,
+            &contracts::events::MeteredUsage::from(usage.clone()),
+        )
+        .expect("envelope");
         conn.transaction::<_, diesel::result::Error, _>(|c| {
             billing::apply_event(c, &envelope, &settings)
                 .map_err(|e| diesel::result::Error::QueryBuilderError(e.to_string().into()))
@@ -681,11 +687,11 @@ async fn a_credit_that_covers_an_overdraft_pays_the_open_invoices() {
         gpu_model: None,
     };
     let envelope = Envelope::new(
-        USAGE_RECORDED,
+        contracts::events::kinds::USAGE_RECORDED,
         usage.ended_at,
         Some(tenant_id),
         None,
-        &usage,
+        &contracts::events::MeteredUsage::from(usage.clone()),
     )
     .expect("envelope");
     env.conn()

@@ -47,6 +47,7 @@ mod signals;
 mod simulation;
 mod spend;
 mod split;
+mod states;
 mod storage;
 mod subscription;
 mod topups;

@@ -9,7 +9,7 @@
 use std::time::Duration;
 
 use contracts::Envelope;
-use contracts::events::{INSTANCE_DOWNTIME, InstanceDowntime};
+use contracts::events::InstanceDowntime;
 use diesel::{Connection, RunQueryDsl};
 use gpumarket::client::Client;
 use gpumarket::dev::Parts;
@@ -499,7 +499,7 @@ async fn hosts_get_statements_and_are_paid_once_through_stripe_connect() {
     };
     let credit = contracts::money::rate(2, Decimal::from(9));
     let envelope = Envelope::new(
-        INSTANCE_DOWNTIME,
+        contracts::events::kinds::INSTANCE_DOWNTIME,
         down.down_until,
         Some(down.tenant_id),
         None,

@@ -55,7 +55,7 @@ impl Drop for Worker {
 
 /// The simulated executor plus what a real agent would add.
 struct TestExecutor {
-    inner: provisioner::SimulatedDriver,
+    inner: gpumarket::simulated_agent::SimulatedAgent,
     /// The jobs of the provisioning commands the agent got.
     jobs: Mutex<Vec<Value>>,
     /// What the next heartbeats report as exited.
@@ -126,7 +126,9 @@ async fn machine(stack: &Stack, host: &Client, name: &str) -> (String, Arc<TestE
     let machine_id: Uuid = id.parse().unwrap();
     let db = platform::Db::connect(&stack.config.database_url, 2).unwrap();
     let executor = Arc::new(TestExecutor {
-        inner: provisioner::SimulatedDriver::from_config(db, &stack.config).unwrap(),
+        inner: gpumarket::simulated_agent::SimulatedAgent(
+            provisioner::SimulatedDriver::from_config(db, &stack.config).unwrap(),
+        ),
         jobs: Mutex::new(Vec::new()),
         exited: Mutex::new(Vec::new()),
     });

@@ -4,9 +4,7 @@
 //! and replays exactly); the broker path itself is covered by the flow test.
 
 use chrono::{Duration as ChronoDuration, TimeZone, Utc};
-use contracts::events::{
-    INSTANCE_RUNNING, INSTANCE_STOPPED, InstanceRunning, InstanceStopped, USAGE_RECORDED,
-};
+use contracts::events::{InstanceRunning, InstanceStopped, USAGE_RECORDED};
 use contracts::{Envelope, money};
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use rand::seq::SliceRandom;
@@ -92,10 +90,22 @@ async fn duplicated_and_reordered_events_bill_each_second_once() {
             };
             let seconds = money::billed_seconds(t0.timestamp_micros(), t1.timestamp_micros());
             expected_total += money::rate(seconds, price * Decimal::from(gpus));
-            let r = Envelope::new(INSTANCE_RUNNING, t0, Some(renter), None, &running)
-                .expect("envelope");
-            let s = Envelope::new(INSTANCE_STOPPED, t1, Some(renter), None, &stopped)
-                .expect("envelope");
+            let r = Envelope::new(
+                contracts::events::kinds::INSTANCE_RUNNING,
+                t0,
+                Some(renter),
+                None,
+                &running,
+            )
+            .expect("envelope");
+            let s = Envelope::new(
+                contracts::events::kinds::INSTANCE_STOPPED,
+                t1,
+                Some(renter),
+                None,
+                &stopped,
+            )
+            .expect("envelope");
             // Every event at least once, some twice (a redelivery keeps its id).
             for e in [r, s] {
                 if rng.gen_bool(0.5) {
@@ -238,12 +248,24 @@ async fn every_event_twice_and_shuffled_gives_the_same_invoice() {
                     reason: "stop requested".into(),
                 };
                 out.push(
-                    Envelope::new(INSTANCE_RUNNING, t0, Some(tenant), None, &running)
-                        .expect("envelope"),
+                    Envelope::new(
+                        contracts::events::kinds::INSTANCE_RUNNING,
+                        t0,
+                        Some(tenant),
+                        None,
+                        &running,
+                    )
+                    .expect("envelope"),
                 );
                 out.push(
-                    Envelope::new(INSTANCE_STOPPED, t1, Some(tenant), None, &stopped)
-                        .expect("envelope"),
+                    Envelope::new(
+                        contracts::events::kinds::INSTANCE_STOPPED,
+                        t1,
+                        Some(tenant),
+                        None,
+                        &stopped,
+                    )
+                    .expect("envelope"),
                 );
             }
         }

@@ -16,9 +16,7 @@
 use std::collections::HashMap;
 
 use chrono::{DateTime, Duration as ChronoDuration, TimeZone, Utc};
-use contracts::events::{
-    INSTANCE_RUNNING, INSTANCE_STOPPED, InstanceRunning, InstanceStopped, USAGE_RECORDED,
-};
+use contracts::events::{InstanceRunning, InstanceStopped, USAGE_RECORDED};
 use contracts::{Envelope, money};
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use rand::seq::SliceRandom;
@@ -184,11 +182,25 @@ fn simulate(env: &TestEnv, db: &platform::Db, rt: &tokio::runtime::Handle, seed:
         };
         lifecycle.push((
             run.t0,
-            Envelope::new(INSTANCE_RUNNING, run.t0, Some(renter), None, &running).expect("env"),
+            Envelope::new(
+                contracts::events::kinds::INSTANCE_RUNNING,
+                run.t0,
+                Some(renter),
+                None,
+                &running,
+            )
+            .expect("env"),
         ));
         lifecycle.push((
             run.t1,
-            Envelope::new(INSTANCE_STOPPED, run.t1, Some(renter), None, &stopped).expect("env"),
+            Envelope::new(
+                contracts::events::kinds::INSTANCE_STOPPED,
+                run.t1,
+                Some(renter),
+                None,
+                &stopped,
+            )
+            .expect("env"),
         ));
     }
     let mut usage: Vec<Envelope> = Vec::new();

@@ -250,7 +250,7 @@ async fn a_low_runway_is_announced_once_and_clears_after_a_top_up() {
 async fn the_charge_that_reaches_the_cap_announces_it_once() {
     use chrono::Utc;
     use contracts::Envelope;
-    use contracts::events::{USAGE_RECORDED, UsageRecorded};
+    use contracts::events::UsageRecorded;
     use diesel::Connection;
     use uuid::Uuid;
 
@@ -277,7 +277,14 @@ async fn the_charge_that_reaches_the_cap_announces_it_once() {
             machine_id: None,
             gpu_model: None,
         };
-        Envelope::new(USAGE_RECORDED, Utc::now(), Some(tenant), None, &usage).expect("envelope")
+        Envelope::new(
+            contracts::events::kinds::USAGE_RECORDED,
+            Utc::now(),
+            Some(tenant),
+            None,
+            &contracts::events::MeteredUsage::from(usage),
+        )
+        .expect("envelope")
     };
     let apply = |envelope: &Envelope| {
         env.conn()

@@ -482,7 +482,7 @@ async fn stripe_not_configured_is_not_configured_and_leaves_no_top_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_top_up_that_covers_an_overdraft_pays_the_open_invoice() {
     use contracts::Envelope;
-    use contracts::events::{USAGE_RECORDED, UsageRecorded};
+    use contracts::events::UsageRecorded;
     use diesel::Connection;
 
     let stripe = StripeDouble::start(SECRET_KEY)
@@ -520,11 +520,11 @@ async fn a_top_up_that_covers_an_overdraft_pays_the_open_invoice() {
         gpu_model: None,
     };
     let envelope = Envelope::new(
-        USAGE_RECORDED,
+        contracts::events::kinds::USAGE_RECORDED,
         usage.ended_at,
         Some(tenant_id),
         None,
-        &usage,
+        &contracts::events::MeteredUsage::from(usage.clone()),
     )
     .expect("envelope");
     env.conn()

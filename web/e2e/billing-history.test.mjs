@@ -36,7 +36,7 @@ const GRANTS = PAGE + 3;
 const browser = browserForFile('balance history state');
 
 const HISTORY = `query($after: String) { balanceHistory(first: 200, after: $after) {
-  balance currency nodes { cursor kind amount balanceAfter postedAt } pageInfo { endCursor hasNextPage } } }`;
+  balance currency nodes { cursor kind amount balanceAfter postedAtUtc } pageInfo { endCursor hasNextPage } } }`;
 
 /** Every entry of the renter's balance, newest first, from the API. @param {string} token */
 async function apiHistory(token) {
@@ -158,7 +158,7 @@ test('the balance history after real usage: newest first, paged, equal to the le
     assert.equal(decimal(row.exactBalance), decimal(e.balanceAfter), `row ${i} running balance`);
     assert.equal(row.amount, signedUsd(e.amount), `row ${i} rounded amount`);
     assert.equal(row.balance, usd(e.balanceAfter), `row ${i} rounded running balance`);
-    assert.equal(row.time, `${new Date(e.postedAt).toISOString().slice(0, 19).replace('T', ' ')} UTC`);
+    assert.equal(row.time, `${new Date(e.postedAtUtc).toISOString().slice(0, 19).replace('T', ' ')} UTC`);
     // Each running balance is the one before it plus the entry's amount.
     const before = i + 1 < shown.length ? decimal(shown[i + 1].exactBalance) : 0n;
     assert.equal(decimal(row.exactBalance), before + decimal(row.exactAmount), `row ${i} adds up`);

@@ -137,7 +137,7 @@ test('a renter sees its balance, a running instance whose cost grows, and the in
   );
   const run = (
     await gql(
-      'mutation($e: String, $t: ID) { runInvoices(periodEnd: $e, tenantId: $t) { invoices { number lines { meter } } } }',
+      'mutation($e: String, $t: ID) { runInvoices(periodEnd: $e, tenantId: $t) { invoices { number lines { meterKind } } } }',
       { e: new Date().toISOString(), t: renter.tenantId },
       op,
     )

@@ -35,7 +35,7 @@ const browser = browserForFile('operator page state');
 
 const OVERVIEW = `query($f: String!, $t: String!) {
   marketplaceOverview(from: $f, to: $t, bucket: DAY, nearQuotaPercent: 80) {
-    volume { currency totalVolume totalFees totalHostEarnings totalFeeRevenue points { bucketStart volume fees } }
+    volume { currency totalVolume totalFees totalHostEarnings totalFeeRevenue points { bucketStartUtc volume fees } }
     gpuSupply { listedGpus onlineGpus rentedGpus models { gpuModel listedGpus onlineGpus rentedGpus } }
     nearQuota { tenants { tenantId tenantName dimensions { quota limit used percent } } }
     outOfCredit { warnBelowSeconds tenants { tenantId tenantName reasons balance runwaySeconds } }

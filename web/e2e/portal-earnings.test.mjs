@@ -53,13 +53,13 @@ test('a host with earnings sees the preview from the API fee rate, the earnings 
   /** @type {string | null} */
   let seen = null;
   const earnings = await until(async () => {
-    const e = (await gql('{ hostEarnings { total currency postings { feeRate postedAt } } }', {}, host.token)).hostEarnings;
+    const e = (await gql('{ hostEarnings { total currency postings { feeRate postedAtUtc } } }', {}, host.token)).hostEarnings;
     const settled = e.postings.length > 0 && e.total === seen;
     seen = e.total;
     if (!settled) await new Promise((r) => setTimeout(r, 700));
     return settled ? e : null;
   }, 'the host earnings posted and settled', 30_000, 300);
-  const feeRate = Number([...earnings.postings].sort((a, b) => b.postedAt.localeCompare(a.postedAt))[0].feeRate);
+  const feeRate = Number([...earnings.postings].sort((a, b) => Date.parse(b.postedAtUtc) - Date.parse(a.postedAtUtc))[0].feeRate);
   assert.ok(feeRate > 0 && feeRate < 1, `a fee rate from the API: ${feeRate}`);
   // The public terms the preview uses are the rate billing charged.
   assert.equal(Number((await gql('{ platform { platformFeeRate } }')).platform.platformFeeRate), feeRate);

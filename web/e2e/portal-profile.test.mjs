@@ -145,7 +145,7 @@ test('a new host saves its profile (an invalid country first) and sets up payout
   await card.getByRole('button', { name: 'Save host profile' }).click();
   await page.locator('#profile-currency-error').waitFor();
   const allWrong = await rawGql(
-    'mutation($input: HostProfileInput!) { updateHostProfile(input: $input) { updatedAt } }',
+    'mutation($input: HostProfileInput!) { updateHostProfile(input: $input) { updatedAtUtc } }',
     { input: { legalName: '   ', country: 'Germany', payoutCurrency: 'euro' } },
     jwt,
   );
@@ -171,7 +171,7 @@ test('a new host saves its profile (an invalid country first) and sets up payout
   const countryError = page.locator('#profile-country-error');
   await countryError.waitFor();
   const refused = await rawGql(
-    'mutation($input: HostProfileInput!) { updateHostProfile(input: $input) { updatedAt } }',
+    'mutation($input: HostProfileInput!) { updateHostProfile(input: $input) { updatedAtUtc } }',
     { input: { legalName: 'E2E Hosting GmbH', country: 'GERMANY', payoutCurrency: 'EUR' } },
     jwt,
   );
@@ -316,7 +316,7 @@ test('a new host saves its profile (an invalid country first) and sets up payout
 });
 
 const STATEMENT = `id number state periodStartUtc periodEndUtc currency seconds fee earnings openingBalance closingBalance payouts adjustments
-  lines { machineId gpuModel meter seconds amount }`;
+  lines { machineId gpuModel meterKind seconds amount }`;
 
 test('a host opens the current period and a finalized statement: the lines add up to its earnings', { skip: !AGENT_BIN && 'GPUMARKET_E2E_AGENT_BIN is not set' }, async () => {
   const t0 = Date.now();
@@ -341,7 +341,7 @@ test('a host opens the current period and a finalized statement: the lines add u
   /** @type {string[]} */
   const seen = [];
   const total = await until(async () => {
-    const t = (await gql('{ hostEarnings { total postings { postedAt } } }', {}, host.token)).hostEarnings;
+    const t = (await gql('{ hostEarnings { total postings { postedAtUtc } } }', {}, host.token)).hostEarnings;
     seen.push(t.postings.length > 0 ? t.total : '');
     const last = seen.slice(-4);
     return last.length === 4 && last[0] !== '' && last.every((x) => x === last[0]) ? last[0] : null;

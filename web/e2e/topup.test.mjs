@@ -132,9 +132,9 @@ test('a renter tops up 25.00 by card and sees it credited', { skip: !STRIPE_URL 
   assert.match(await row.first().innerText(), /\$25\.00\s+succeeded/);
   // The balance card polls on its own and catches up.
   await page.getByTestId('billing-balance').filter({ hasText: '$25.00' }).waitFor({ timeout: 15_000 });
-  const listed = (await gql('{ topUps { status succeededAt } }', {}, renter.token)).topUps;
+  const listed = (await gql('{ topUps { status succeededAtUtc } }', {}, renter.token)).topUps;
   assert.equal(listed[0].status, 'succeeded');
-  assert.ok(listed[0].succeededAt);
+  assert.ok(listed[0].succeededAtUtc);
   await checkA11y(page, 'top-up succeeded');
   await shot(page, 'topup-03-succeeded');
 

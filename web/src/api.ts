@@ -129,6 +129,15 @@ export function wireName(value: string): string {
   return value.toLowerCase();
 }
 
+/**
+ * A line's or interval's meter (`meterKind`) as the pages show it: the wire
+ * name (`gpu`, `bandwidth_up`), or `unknown` for usage posted before
+ * postings carried their meter (the API gives null there).
+ */
+export function meterName(meter: string | null | undefined): string {
+  return meter ? wireName(meter) : 'unknown';
+}
+
 export function errorText(e: unknown): string {
   if (e instanceof ApiError) return e.errors.map((x) => `${x.message} (${x.code})`).join('; ');
   return String(e);

@@ -6,7 +6,7 @@ export const SignUp = graphql(`
   mutation SignUp($input: SignUpInput!) {
     signUp(input: $input) {
       token
-      expiresAt
+      expiresAtUtc
       me {
         ...MeFields
       }
@@ -18,7 +18,7 @@ export const LogIn = graphql(`
   mutation LogIn($email: String!, $password: String!) {
     login(email: $email, password: $password) {
       token
-      expiresAt
+      expiresAtUtc
       me {
         ...MeFields
       }
@@ -55,11 +55,11 @@ export const MachineFieldsFragment = graphql(`
     currency
     listed
     online
-    lastHeartbeatAt
+    lastHeartbeatAtUtc
     gpusAllocated
     reliability
     verified
-    createdAt
+    createdAtUtc
   }
 `);
 
@@ -109,8 +109,8 @@ export const UnlistMachine = graphql(`
 export const HeartbeatGaps = graphql(`
   query HeartbeatGaps($machineId: ID!) {
     heartbeatGaps(machineId: $machineId) {
-      startedAt
-      endedAt
+      startedAtUtc
+      endedAtUtc
       seconds
     }
   }
@@ -123,7 +123,7 @@ export const HostProfileFieldsFragment = graphql(`
     payoutCurrency
     verification
     verificationReason
-    updatedAt
+    updatedAtUtc
   }
 `);
 
@@ -151,7 +151,7 @@ export const PayoutAccountFieldsFragment = graphql(`
     transfersStatus
     payoutsEnabled
     detailsSubmitted
-    createdAt
+    createdAtUtc
   }
 `);
 
@@ -167,7 +167,7 @@ export const CreatePayoutOnboardingLink = graphql(`
   mutation CreatePayoutOnboardingLink {
     createPayoutOnboardingLink {
       url
-      expiresAt
+      expiresAtUtc
     }
   }
 `);
@@ -196,11 +196,11 @@ export const HostEarningsOverview = graphql(`
       currency
     }
     earningsByMachine(from: $from, to: $to) {
-      from
-      to
+      fromUtc
+      toUtc
       currency
       days {
-        day
+        dayUtc
         machineId
         gpuModel
         seconds
@@ -264,7 +264,7 @@ export const StatementFieldsFragment = graphql(`
     lines {
       machineId
       gpuModel
-      meter
+      meterKind
       earlierPeriod
       seconds
       gross

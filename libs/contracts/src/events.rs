@@ -197,14 +197,31 @@ pub struct StopInstance {
 pub struct ProvisionRun {
     #[serde(flatten)]
     pub instance: ProvisionInstance,
-    #[serde(default)]
+    /// Left out at 0 (the order's own command), so that command's body is
+    /// exactly a [`ProvisionInstance`].
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub attempt: i32,
     /// The instance has never run: this attempt re-places an order whose
     /// first run failed on another machine. Like the order's own attempt,
     /// a dead one leaves nothing of the renter's behind (the worker cleans
     /// up); a dead start after a stop keeps the renter's disk.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub never_ran: bool,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+/// The order's own provisioning command (attempt 0 on the wire: absent).
+impl From<ProvisionInstance> for ProvisionRun {
+    fn from(instance: ProvisionInstance) -> Self {
+        Self {
+            instance,
+            attempt: 0,
+            never_ran: false,
+        }
+    }
 }
 
 pub const DEPROVISION_INSTANCE: &str = "provisioner.jobs.deprovision";
@@ -444,6 +461,19 @@ pub struct MeteredUsage {
     pub disk_gib: Option<i32>,
 }
 
+/// Usage of a meter rated per hour (GPU time, older messages): no unit,
+/// no unit price, no disk.
+impl From<UsageRecorded> for MeteredUsage {
+    fn from(usage: UsageRecorded) -> Self {
+        Self {
+            usage,
+            unit: None,
+            unit_price: None,
+            disk_gib: None,
+        }
+    }
+}
+
 pub const INSTANCE_EXITED: &str = "catalog.instance.exited";
 
 /// The bound on [`InstanceExited::reason`], in characters.
@@ -677,4 +707,48 @@ pub mod resource {
     pub fn endpoint(endpoint_id: Uuid) -> String {
         format!("endpoint:{endpoint_id}")
     }
+}
+
+/// Every kind above with the payload type it carries: what
+/// [`crate::Envelope::new`] takes, so that no kind is ever sent with
+/// another kind's payload. The names stay plain `&str` constants above for
+/// routing keys and `match` arms.
+pub mod kinds {
+    use super::*;
+    use crate::Kind;
+
+    pub const INSTANCE_RUNNING: Kind<InstanceRunning> = Kind::new(super::INSTANCE_RUNNING);
+    pub const INSTANCE_STOPPED: Kind<InstanceStopped> = Kind::new(super::INSTANCE_STOPPED);
+    pub const INSTANCE_FAILED: Kind<InstanceFailed> = Kind::new(super::INSTANCE_FAILED);
+    pub const USAGE_RECORDED: Kind<MeteredUsage> = Kind::new(super::USAGE_RECORDED);
+    pub const PROVISION_INSTANCE: Kind<ProvisionRun> = Kind::new(super::PROVISION_INSTANCE);
+    pub const INSTANCE_DOWNTIME: Kind<InstanceDowntime> = Kind::new(super::INSTANCE_DOWNTIME);
+    pub const BALANCE_EXHAUSTED: Kind<BalanceExhausted> = Kind::new(super::BALANCE_EXHAUSTED);
+    pub const STOP_INSTANCE: Kind<StopInstance> = Kind::new(super::STOP_INSTANCE);
+    pub const DEPROVISION_INSTANCE: Kind<DeprovisionInstance> =
+        Kind::new(super::DEPROVISION_INSTANCE);
+    pub const INSTANCE_EVENT: Kind<InstanceEvent> = Kind::new(super::INSTANCE_EVENT);
+    pub const PROVISIONING_STEP: Kind<ProvisioningStep> = Kind::new(super::PROVISIONING_STEP);
+    pub const ALLOCATION_PREEMPTED: Kind<AllocationPreempted> =
+        Kind::new(super::ALLOCATION_PREEMPTED);
+    pub const RUNWAY_LOW: Kind<RunwayLow> = Kind::new(super::RUNWAY_LOW);
+    pub const SPEND_CAP_REACHED: Kind<SpendCapReached> = Kind::new(super::SPEND_CAP_REACHED);
+    pub const INSTANCE_STORAGE_STARTED: Kind<InstanceStorageStarted> =
+        Kind::new(super::INSTANCE_STORAGE_STARTED);
+    pub const INSTANCE_STORAGE_ENDED: Kind<InstanceStorageEnded> =
+        Kind::new(super::INSTANCE_STORAGE_ENDED);
+    pub const INSTANCE_TRAFFIC: Kind<InstanceTraffic> = Kind::new(super::INSTANCE_TRAFFIC);
+    pub const INSTANCE_EXITED: Kind<InstanceExited> = Kind::new(super::INSTANCE_EXITED);
+    pub const INSTANCE_DISK_USAGE: Kind<InstanceDiskUsage> = Kind::new(super::INSTANCE_DISK_USAGE);
+    pub const TOP_UP_SUCCEEDED: Kind<TopUpSucceeded> = Kind::new(super::TOP_UP_SUCCEEDED);
+    pub const PAYOUT_PAID: Kind<PayoutSettled> = Kind::new(super::PAYOUT_PAID);
+    pub const PAYOUT_FAILED: Kind<PayoutSettled> = Kind::new(super::PAYOUT_FAILED);
+    pub const MACHINE_RENTED: Kind<MachineRental> = Kind::new(super::MACHINE_RENTED);
+    pub const MACHINE_RELEASED: Kind<MachineRental> = Kind::new(super::MACHINE_RELEASED);
+    pub const MACHINE_OFFLINE: Kind<MachineLiveness> = Kind::new(super::MACHINE_OFFLINE);
+    pub const MACHINE_ONLINE: Kind<MachineLiveness> = Kind::new(super::MACHINE_ONLINE);
+    pub const INVOICE_FINALIZED: Kind<InvoiceChanged> = Kind::new(super::INVOICE_FINALIZED);
+    pub const INVOICE_PAID: Kind<InvoiceChanged> = Kind::new(super::INVOICE_PAID);
+    pub const STATEMENT_FINALIZED: Kind<StatementFinalized> = Kind::new(super::STATEMENT_FINALIZED);
+    pub const HOST_VERIFICATION: Kind<HostVerification> = Kind::new(super::HOST_VERIFICATION);
 }

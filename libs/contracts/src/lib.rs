@@ -2,6 +2,7 @@
 //! money math, message envelopes and payloads, internal API bodies and the
 //! error codes the public API reports.
 
+pub mod agent;
 pub mod api;
 pub mod bounds;
 pub mod envelope;
@@ -16,6 +17,6 @@ pub mod states;
 pub mod time;
 pub mod webhooks;
 
-pub use envelope::Envelope;
+pub use envelope::{Envelope, Kind};
 pub use error_code::{ErrorBody, ErrorCode};
 pub use field_errors::FieldErrors;

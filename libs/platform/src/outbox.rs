@@ -371,7 +371,7 @@ mod tests {
         /// Enqueues one message in a transaction of its own; its id.
         fn enqueue_one(&self) -> Uuid {
             let mut conn = PgConnection::establish(&self.config.database_url).expect("connect");
-            let envelope = Envelope::new(
+            let envelope = Envelope::named(
                 "test.relay",
                 chrono::Utc::now(),
                 None,

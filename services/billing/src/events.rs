@@ -1,7 +1,7 @@
 //! Billing's events on the broker, written to its outbox in the transaction
 //! of the change they announce (a relay publishes them).
 
-use contracts::Envelope;
+use contracts::{Envelope, Kind};
 use diesel::pg::PgConnection;
 use serde::Serialize;
 use uuid::Uuid;
@@ -13,7 +13,7 @@ use crate::SCHEMA;
 pub fn publish<T: Serialize>(
     conn: &mut PgConnection,
     exchange: &str,
-    kind: &str,
+    kind: Kind<T>,
     tenant_id: Uuid,
     correlation_id: Option<String>,
     payload: &T,
@@ -26,7 +26,7 @@ pub fn publish<T: Serialize>(
         payload,
     )
     .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;
-    platform::outbox::enqueue(conn, SCHEMA, exchange, kind, &envelope)
+    platform::outbox::enqueue(conn, SCHEMA, exchange, kind.name(), &envelope)
 }
 
 /// Queues one `kind` event per payload, each of its tenant, in one
@@ -34,15 +34,21 @@ pub fn publish<T: Serialize>(
 pub fn publish_all<T: Serialize>(
     conn: &mut PgConnection,
     exchange: &str,
-    events: &[(&str, Uuid, T)],
+    events: &[(Kind<T>, Uuid, T)],
 ) -> Result<(), diesel::result::Error> {
     let now = contracts::time::now();
     let correlation_id = platform::http::current_correlation_id();
     let items = events
         .iter()
         .map(|(kind, tenant_id, payload)| {
-            Envelope::new(kind, now, Some(*tenant_id), correlation_id.clone(), payload)
-                .map(|e| (*kind, e))
+            Envelope::new(
+                *kind,
+                now,
+                Some(*tenant_id),
+                correlation_id.clone(),
+                payload,
+            )
+            .map(|e| (kind.name(), e))
         })
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| diesel::result::Error::SerializationError(Box::new(e)))?;

@@ -518,7 +518,7 @@ fn announce_exhausted(
             sequence,
         };
         let envelope = Envelope::new(
-            BALANCE_EXHAUSTED,
+            contracts::events::kinds::BALANCE_EXHAUSTED,
             exhausted.at,
             Some(tenant_id),
             correlation_id,

@@ -14,7 +14,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Datelike, Days, Months, NaiveTime, SubsecRound, TimeZone, Utc};
-use contracts::events::{INVOICE_FINALIZED, INVOICE_PAID, InvoiceChanged};
+use contracts::events::{InvoiceChanged, kinds};
 use contracts::states::InvoiceStatus;
 use contracts::{api, money};
 use diesel::connection::SimpleConnection;
@@ -532,10 +532,10 @@ fn announce(
     let mut events = Vec::new();
     for i in invoices {
         if finalized {
-            events.push((INVOICE_FINALIZED, i.tenant_id, i.event(currency)));
+            events.push((kinds::INVOICE_FINALIZED, i.tenant_id, i.event(currency)));
         }
         if i.status == InvoiceStatus::Paid {
-            events.push((INVOICE_PAID, i.tenant_id, i.event(currency)));
+            events.push((kinds::INVOICE_PAID, i.tenant_id, i.event(currency)));
         }
     }
     let resources: Vec<String> = events

@@ -459,9 +459,9 @@ fn mark_paid(
 /// that settled the payout (its hosts' webhooks, docs/webhooks.md).
 fn announce(conn: &mut PgConnection, settings: &Settings, row: &PayoutRow) -> Result<(), Error> {
     let kind = if row.status == PayoutStatus::Paid {
-        contracts::events::PAYOUT_PAID
+        contracts::events::kinds::PAYOUT_PAID
     } else {
-        contracts::events::PAYOUT_FAILED
+        contracts::events::kinds::PAYOUT_FAILED
     };
     let event = contracts::events::PayoutSettled {
         host_tenant_id: row.host_tenant_id,

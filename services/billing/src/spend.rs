@@ -18,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
-use contracts::events::{RUNWAY_LOW, RunwayLow, SPEND_CAP_REACHED, SpendCapReached};
+use contracts::events::{RunwayLow, SpendCapReached};
 use contracts::{api, money};
 use diesel::prelude::*;
 use platform::consumer::HandlerError;
@@ -180,7 +180,7 @@ fn announce_cap(
     enqueue(
         conn,
         settings,
-        SPEND_CAP_REACHED,
+        contracts::events::kinds::SPEND_CAP_REACHED,
         tenant_id,
         correlation_id,
         &event,
@@ -207,7 +207,7 @@ pub fn next_sequence(
 fn enqueue<T: serde::Serialize>(
     conn: &mut PgConnection,
     settings: &Settings,
-    kind: &str,
+    kind: contracts::Kind<T>,
     tenant_id: Uuid,
     correlation_id: Option<String>,
     payload: &T,
@@ -358,7 +358,14 @@ pub async fn apply_observed(
                         at: now,
                         sequence: next_sequence(conn, tenant_id)?,
                     };
-                    enqueue(conn, &settings, RUNWAY_LOW, tenant_id, None, &event)?;
+                    enqueue(
+                        conn,
+                        &settings,
+                        contracts::events::kinds::RUNWAY_LOW,
+                        tenant_id,
+                        None,
+                        &event,
+                    )?;
                     tracing::warn!(tenant.id = %tenant_id, %balance, runway_seconds = seconds, "runway low");
                     crate::metrics::runway_low();
                     report.runway_warnings += 1;

@@ -735,7 +735,7 @@ fn write_statements(
         .zip(sequences)
         .map(|(f, sequence)| {
             (
-                contracts::events::STATEMENT_FINALIZED,
+                contracts::events::kinds::STATEMENT_FINALIZED,
                 f.host_tenant_id,
                 contracts::events::StatementFinalized {
                     host_tenant_id: f.host_tenant_id,

@@ -11,7 +11,7 @@ use std::sync::{Arc, Barrier};
 
 use billing::invoices::{self, InvoicePeriod};
 use chrono::Utc;
-use contracts::events::{INSTANCE_DOWNTIME, InstanceDowntime, USAGE_RECORDED, UsageRecorded};
+use contracts::events::{InstanceDowntime, MeteredUsage, UsageRecorded};
 use contracts::{Envelope, api};
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use gpumarket_billing as billing;
@@ -41,7 +41,14 @@ fn usage(tenant: Uuid, host: Uuid, interval: Uuid, seconds: i64) -> Envelope {
         machine_id: Some(Uuid::from_u128(9)),
         gpu_model: Some("RTX 4090".into()),
     };
-    Envelope::new(USAGE_RECORDED, now, Some(tenant), None, &usage).expect("envelope")
+    Envelope::new(
+        contracts::events::kinds::USAGE_RECORDED,
+        now,
+        Some(tenant),
+        None,
+        &MeteredUsage::from(usage),
+    )
+    .expect("envelope")
 }
 
 /// A lost host's downtime credit for one run of `instance`.
@@ -60,7 +67,14 @@ fn downtime(tenant: Uuid, host: Uuid, instance: Uuid, seconds: i64) -> Envelope 
         currency: "USD".into(),
         ended_by: "host_back".into(),
     };
-    Envelope::new(INSTANCE_DOWNTIME, now, Some(tenant), None, &down).expect("envelope")
+    Envelope::new(
+        contracts::events::kinds::INSTANCE_DOWNTIME,
+        now,
+        Some(tenant),
+        None,
+        &down,
+    )
+    .expect("envelope")
 }
 
 /// One batch through the consumer's path (inbox claim, then ingest) in one
@@ -244,18 +258,18 @@ fn duplicates_and_a_replayed_batch_post_each_event_once() {
     let again: UsageRecorded = batch[7].payload().expect("payload");
     batch.push(
         Envelope::new(
-            USAGE_RECORDED,
+            contracts::events::kinds::USAGE_RECORDED,
             Utc::now(),
             Some(again.tenant_id),
             None,
-            &again,
+            &MeteredUsage::from(again.clone()),
         )
         .expect("envelope"),
     );
     let down: InstanceDowntime = batch[40].payload().expect("payload");
     batch.push(
         Envelope::new(
-            INSTANCE_DOWNTIME,
+            contracts::events::kinds::INSTANCE_DOWNTIME,
             Utc::now(),
             Some(down.tenant_id),
             None,
@@ -283,7 +297,7 @@ fn duplicates_and_a_replayed_batch_post_each_event_once() {
     let reannounced: Vec<Envelope> = batch
         .iter()
         .map(|e| {
-            Envelope::new(&e.kind, Utc::now(), e.tenant_id, None, &e.payload).expect("envelope")
+            Envelope::named(&e.kind, Utc::now(), e.tenant_id, None, &e.payload).expect("envelope")
         })
         .collect();
     assert_eq!(

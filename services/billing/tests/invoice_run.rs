@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use billing::invoices::{self, InvoicePeriod};
 use chrono::Utc;
-use contracts::events::{USAGE_RECORDED, UsageRecorded};
+use contracts::events::UsageRecorded;
 use contracts::{Envelope, api, money};
 use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
 use gpumarket_billing as billing;
@@ -37,8 +37,14 @@ fn usage(conn: &mut PgConnection, tenant: Uuid, instance: Uuid, seconds: i64, pr
         machine_id: Some(Uuid::from_u128(9)),
         gpu_model: Some("RTX 4090".into()),
     };
-    let envelope =
-        Envelope::new(USAGE_RECORDED, now, Some(tenant), None, &usage).expect("envelope");
+    let envelope = Envelope::new(
+        contracts::events::kinds::USAGE_RECORDED,
+        now,
+        Some(tenant),
+        None,
+        &contracts::events::MeteredUsage::from(usage),
+    )
+    .expect("envelope");
     conn.transaction::<_, diesel::result::Error, _>(|c| {
         billing::apply_event(c, &envelope, &settings())
             .map_err(|e| diesel::result::Error::QueryBuilderError(e.to_string().into()))

@@ -12,7 +12,7 @@
 
 use chrono::{DateTime, Utc};
 use contracts::api::{AllocateRequest, Allocation, RentalType};
-use contracts::events::{MACHINE_RELEASED, MACHINE_RENTED, MachineRental};
+use contracts::events::MachineRental;
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
@@ -207,7 +207,7 @@ fn take(
         announce(
             conn,
             exchange,
-            MACHINE_RELEASED,
+            contracts::events::kinds::MACHINE_RELEASED,
             MachineRental {
                 host_tenant_id: m.host_tenant_id,
                 machine_id: req.machine_id,
@@ -250,7 +250,7 @@ fn take(
     announce(
         conn,
         exchange,
-        MACHINE_RENTED,
+        contracts::events::kinds::MACHINE_RENTED,
         MachineRental {
             host_tenant_id: m.host_tenant_id,
             machine_id: req.machine_id,
@@ -361,7 +361,7 @@ pub async fn release(db: &Db, events: &Events, order_id: Uuid) -> Result<(), Err
             announce(
                 conn,
                 &exchange,
-                MACHINE_RELEASED,
+                contracts::events::kinds::MACHINE_RELEASED,
                 MachineRental {
                     host_tenant_id,
                     machine_id,
@@ -385,7 +385,7 @@ pub async fn release(db: &Db, events: &Events, order_id: Uuid) -> Result<(), Err
 fn announce(
     conn: &mut PgConnection,
     exchange: &str,
-    kind: &str,
+    kind: contracts::Kind<MachineRental>,
     mut event: MachineRental,
 ) -> Result<(), Error> {
     event.sequence = crate::reliability::machine_sequence(conn, event.machine_id)?;
@@ -397,6 +397,6 @@ fn announce(
         &event,
     )
     .map_err(platform::PlatformError::from)?;
-    platform::outbox::enqueue(conn, crate::SCHEMA, exchange, kind, &envelope)?;
+    platform::outbox::enqueue(conn, crate::SCHEMA, exchange, kind.name(), &envelope)?;
     Ok(())
 }

@@ -33,8 +33,13 @@ use serde::Deserialize;
 use uuid::Uuid;
 
 use crate::Error;
+// The agent's reports, as the agent defines them (one definition,
+// `contracts::agent`); a report missing a field is refused, never guessed.
 use crate::agents::{AgentAccess, agent_username, ensure_owner};
 use crate::reliability::{self, Settings};
+use contracts::agent::{
+    HeartbeatReport as Heartbeat, InventoryReport as Inventory, SelfTestReport as SelfTest,
+};
 
 /// What an agent reports (the last word of the routing key).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -44,84 +49,12 @@ pub enum Kind {
     SelfTest,
 }
 
-#[derive(Debug, Deserialize)]
-struct GpuInfo {
-    #[serde(default)]
-    memory_total_mib: u64,
-}
-
-#[derive(Debug, Deserialize)]
-struct Inventory {
-    machine_id: Uuid,
-    sent_at: DateTime<Utc>,
-    cuda_version: String,
-    driver_version: String,
-}
-
-#[derive(Debug, Deserialize)]
-struct Heartbeat {
-    machine_id: Uuid,
-    sent_at: DateTime<Utc>,
-    #[serde(default)]
-    gpus: Vec<GpuSample>,
-    #[serde(default)]
-    seq: u64,
-    #[serde(default)]
-    boot_id: Option<Uuid>,
-    #[serde(default)]
-    instances: Vec<InstanceCounters>,
-    /// Containers that stopped on their own (repeated in every heartbeat
-    /// until the platform stops their instance).
-    #[serde(default)]
-    exited: Vec<ExitReport>,
-}
-
-/// A rental's container that stopped on its own, as the agent reports it
-/// (`host_agent::protocol::InstanceExited`).
-#[derive(Debug, Deserialize)]
-struct ExitReport {
-    instance_id: Uuid,
-    run: i32,
-    exit_code: i64,
-    #[serde(default)]
-    oom_killed: bool,
-    finished_at: DateTime<Utc>,
-    #[serde(default)]
-    reason: String,
-}
-
 /// Exits a heartbeat may carry that are announced; more are cut (the agent
 /// repeats them, so the rest come once the first are handled).
 const MAX_EXITS_PER_HEARTBEAT: usize = 64;
 
-/// An instance's network counters in a heartbeat.
-#[derive(Debug, Deserialize)]
-struct InstanceCounters {
-    instance_id: Uuid,
-    tx_bytes: u64,
-    rx_bytes: u64,
-    /// Bytes in the instance's `/workspace`, when the agent measured them.
-    #[serde(default)]
-    workspace_bytes: Option<u64>,
-}
-
 /// Counters a heartbeat may carry at most (a machine runs a few instances).
 const MAX_INSTANCES_PER_HEARTBEAT: usize = 256;
-
-#[derive(Debug, Deserialize)]
-struct GpuSample {
-    #[serde(default)]
-    utilization_percent: u32,
-}
-
-#[derive(Debug, Deserialize)]
-struct SelfTest {
-    machine_id: Uuid,
-    sent_at: DateTime<Utc>,
-    passed: bool,
-    #[serde(default)]
-    gpus: Vec<GpuInfo>,
-}
 
 fn permanent(reason: impl Into<String>) -> HandlerError {
     HandlerError::Permanent(reason.into())
@@ -405,7 +338,7 @@ fn announce_disk_usage(
 ) -> Result<(), HandlerError> {
     for measured in usage {
         let envelope = Envelope::new(
-            INSTANCE_DISK_USAGE,
+            contracts::events::kinds::INSTANCE_DISK_USAGE,
             measured.measured_at,
             None,
             None,
@@ -433,8 +366,14 @@ fn announce_exits(
     exits: &[InstanceExited],
 ) -> Result<(), HandlerError> {
     for exit in exits {
-        let envelope = Envelope::new(INSTANCE_EXITED, contracts::time::now(), None, None, exit)
-            .map_err(|e| permanent(e.to_string()))?;
+        let envelope = Envelope::new(
+            contracts::events::kinds::INSTANCE_EXITED,
+            contracts::time::now(),
+            None,
+            None,
+            exit,
+        )
+        .map_err(|e| permanent(e.to_string()))?;
         platform::outbox::enqueue(
             conn,
             crate::SCHEMA,
@@ -476,8 +415,14 @@ fn announce_traffic(
             ..sample.clone()
         };
         let sample = &sample;
-        let envelope = Envelope::new(INSTANCE_TRAFFIC, sample.sent_at, None, None, sample)
-            .map_err(|e| permanent(e.to_string()))?;
+        let envelope = Envelope::new(
+            contracts::events::kinds::INSTANCE_TRAFFIC,
+            sample.sent_at,
+            None,
+            None,
+            sample,
+        )
+        .map_err(|e| permanent(e.to_string()))?;
         platform::outbox::enqueue(
             conn,
             crate::SCHEMA,

@@ -163,7 +163,7 @@ pub async fn set_verification(
             )?,
         };
         let envelope = contracts::Envelope::new(
-            contracts::events::HOST_VERIFICATION,
+            contracts::events::kinds::HOST_VERIFICATION,
             event.at,
             Some(tenant_id),
             platform::http::current_correlation_id(),

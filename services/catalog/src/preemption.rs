@@ -125,7 +125,7 @@ pub fn preempt(
         preempted_by: by,
     };
     let envelope = Envelope::new(
-        ALLOCATION_PREEMPTED,
+        contracts::events::kinds::ALLOCATION_PREEMPTED,
         at,
         Some(victim.tenant_id),
         platform::http::current_correlation_id(),

@@ -14,7 +14,7 @@
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
-use contracts::events::{MACHINE_OFFLINE, MACHINE_ONLINE, MachineLiveness};
+use contracts::events::MachineLiveness;
 use diesel::pg::PgConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Numeric, Timestamptz, Uuid as SqlUuid};
@@ -268,9 +268,9 @@ pub fn announce_liveness(
 ) -> Result<(), PlatformError> {
     event.sequence = machine_sequence(conn, event.machine_id)?;
     let kind = if event.online {
-        MACHINE_ONLINE
+        contracts::events::kinds::MACHINE_ONLINE
     } else {
-        MACHINE_OFFLINE
+        contracts::events::kinds::MACHINE_OFFLINE
     };
     let envelope = contracts::Envelope::new(
         kind,
@@ -279,7 +279,7 @@ pub fn announce_liveness(
         platform::http::current_correlation_id(),
         &event,
     )?;
-    platform::outbox::enqueue(conn, crate::SCHEMA, exchange, kind, &envelope)?;
+    platform::outbox::enqueue(conn, crate::SCHEMA, exchange, kind.name(), &envelope)?;
     Ok(())
 }
 

@@ -161,7 +161,7 @@ pub(crate) fn announce(
         disk_gib: row.disk_gib,
     };
     let envelope = Envelope::new(
-        USAGE_RECORDED,
+        contracts::events::kinds::USAGE_RECORDED,
         contracts::time::now(),
         Some(row.tenant_id),
         correlation_id.or_else(|| row.correlation_id.clone()),

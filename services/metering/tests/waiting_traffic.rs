@@ -9,9 +9,7 @@
 
 use chrono::{DateTime, Duration, Utc};
 use contracts::Envelope;
-use contracts::events::{
-    INSTANCE_STORAGE_STARTED, INSTANCE_TRAFFIC, InstanceStorageStarted, InstanceTraffic,
-};
+use contracts::events::{INSTANCE_TRAFFIC, InstanceStorageStarted, InstanceTraffic};
 use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
 use gpumarket_metering::meters::{apply_storage, apply_traffic};
 use platform::test_db::TestDb;
@@ -59,7 +57,14 @@ impl Instance {
             currency: "USD".into(),
             started_at: self.started_at,
         };
-        Envelope::new(INSTANCE_STORAGE_STARTED, Utc::now(), None, None, &payload).expect("envelope")
+        Envelope::new(
+            contracts::events::kinds::INSTANCE_STORAGE_STARTED,
+            Utc::now(),
+            None,
+            None,
+            &payload,
+        )
+        .expect("envelope")
     }
 
     /// A sample of `machine`'s agent (10 Mbit/s each way, as the catalog
@@ -76,7 +81,14 @@ impl Instance {
             upload_mbps: Some(10),
             download_mbps: Some(10),
         };
-        Envelope::new(INSTANCE_TRAFFIC, Utc::now(), None, None, &payload).expect("envelope")
+        Envelope::new(
+            contracts::events::kinds::INSTANCE_TRAFFIC,
+            Utc::now(),
+            None,
+            None,
+            &payload,
+        )
+        .expect("envelope")
     }
 
     /// What the bandwidth intervals announced so far: (up, down) bytes.
@@ -180,7 +192,14 @@ fn a_plausible_sample_that_waited_is_billed_and_another_machines_is_not() {
         let mut p: InstanceTraffic = second.payload().expect("payload");
         p.boot_id = Uuid::from_u128(8);
         p.tx_bytes = near_slack - 1;
-        Envelope::new(INSTANCE_TRAFFIC, Utc::now(), None, None, &p).expect("envelope")
+        Envelope::new(
+            contracts::events::kinds::INSTANCE_TRAFFIC,
+            Utc::now(),
+            None,
+            None,
+            &p,
+        )
+        .expect("envelope")
     };
     handle(&mut conn, &second);
     handle(&mut conn, &later.started());

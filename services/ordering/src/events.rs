@@ -162,7 +162,7 @@ pub(crate) fn record(
         at,
     };
     let envelope = Envelope::new(
-        INSTANCE_EVENT,
+        contracts::events::kinds::INSTANCE_EVENT,
         at,
         Some(tenant_id),
         platform::http::current_correlation_id(),

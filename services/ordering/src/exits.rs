@@ -16,9 +16,7 @@
 
 use chrono::{DateTime, Utc};
 use contracts::Envelope;
-use contracts::events::{
-    InstanceDiskUsage, InstanceExited, MAX_EXIT_REASON, STOP_INSTANCE, StopInstance,
-};
+use contracts::events::{InstanceDiskUsage, InstanceExited, MAX_EXIT_REASON, StopInstance};
 use diesel::prelude::*;
 use platform::Db;
 use platform::consumer::HandlerError;
@@ -211,7 +209,7 @@ fn stop_exited(
     publish(
         conn,
         commands,
-        STOP_INSTANCE,
+        contracts::events::kinds::STOP_INSTANCE,
         now,
         row.tenant_id,
         &StopInstance {

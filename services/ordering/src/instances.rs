@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 use contracts::api;
-use contracts::events::{INSTANCE_FAILED, InstanceFailed, STOP_INSTANCE, StopInstance};
+use contracts::events::{InstanceFailed, StopInstance};
 use diesel::prelude::*;
 use platform::Db;
 use schema::ordering::instances;
@@ -156,7 +156,7 @@ pub async fn mark_failed(
                 publish(
                     conn,
                     &commands,
-                    STOP_INSTANCE,
+                    contracts::events::kinds::STOP_INSTANCE,
                     at,
                     row.tenant_id,
                     &StopInstance {
@@ -170,7 +170,7 @@ pub async fn mark_failed(
             publish(
                 conn,
                 &events,
-                INSTANCE_FAILED,
+                contracts::events::kinds::INSTANCE_FAILED,
                 at,
                 row.tenant_id,
                 &InstanceFailed {
@@ -233,7 +233,7 @@ pub async fn stop_because(
             publish(
                 conn,
                 &commands,
-                STOP_INSTANCE,
+                contracts::events::kinds::STOP_INSTANCE,
                 at,
                 row.tenant_id,
                 &StopInstance {

@@ -26,7 +26,7 @@ use contracts::api::{
     AllocateRequest, Allocation, Balance, DeprovisioningResult, FundsCheckRequest,
     HostMachineRequest, Instance, Offer, QuotaReservation, ReserveQuotaRequest,
 };
-use contracts::events::{DEPROVISION_INSTANCE, DeprovisionInstance};
+use contracts::events::DeprovisionInstance;
 use contracts::{ErrorCode, api};
 use diesel::prelude::*;
 use platform::Db;
@@ -328,7 +328,7 @@ fn destroy_in_tx(
         publish(
             conn,
             commands,
-            DEPROVISION_INSTANCE,
+            contracts::events::kinds::DEPROVISION_INSTANCE,
             at,
             row.tenant_id,
             &DeprovisionInstance {

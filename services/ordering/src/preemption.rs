@@ -21,7 +21,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
 use contracts::Envelope;
-use contracts::events::{ALLOCATION_PREEMPTED, AllocationPreempted, STOP_INSTANCE, StopInstance};
+use contracts::events::{ALLOCATION_PREEMPTED, AllocationPreempted, StopInstance};
 use diesel::prelude::*;
 use platform::consumer::HandlerError;
 use platform::{Config, Db};
@@ -172,7 +172,7 @@ fn preempt_instance(
     publish(
         conn,
         commands,
-        STOP_INSTANCE,
+        contracts::events::kinds::STOP_INSTANCE,
         at,
         row.tenant_id,
         &StopInstance {

@@ -5,10 +5,8 @@
 use chrono::{DateTime, Utc};
 use contracts::Envelope;
 use contracts::events::{
-    INSTANCE_DOWNTIME, INSTANCE_RUNNING, INSTANCE_STOPPED, INSTANCE_STORAGE_ENDED,
-    INSTANCE_STORAGE_STARTED, InstanceDowntime, InstanceRunning, InstanceStopped,
-    InstanceStorageEnded, InstanceStorageStarted, PROVISION_INSTANCE, ProvisionInstance,
-    ProvisionRun,
+    InstanceDowntime, InstanceRunning, InstanceStopped, InstanceStorageEnded,
+    InstanceStorageStarted, ProvisionInstance, ProvisionRun,
 };
 use diesel::prelude::*;
 use rust_decimal::Decimal;
@@ -24,7 +22,7 @@ use crate::store::InstanceRow;
 pub fn publish<P: Serialize>(
     conn: &mut PgConnection,
     exchange: &str,
-    kind: &str,
+    kind: contracts::Kind<P>,
     at: DateTime<Utc>,
     tenant_id: Uuid,
     payload: &P,
@@ -37,7 +35,7 @@ pub fn publish<P: Serialize>(
         payload,
     )
     .map_err(platform::PlatformError::from)?;
-    platform::outbox::enqueue(conn, SCHEMA, exchange, kind, &envelope)?;
+    platform::outbox::enqueue(conn, SCHEMA, exchange, kind.name(), &envelope)?;
     Ok(())
 }
 
@@ -53,7 +51,7 @@ pub fn publish_running(
     publish(
         conn,
         exchange,
-        INSTANCE_RUNNING,
+        contracts::events::kinds::INSTANCE_RUNNING,
         running_at,
         row.tenant_id,
         &InstanceRunning {
@@ -85,7 +83,7 @@ pub fn publish_stopped(
     publish(
         conn,
         exchange,
-        INSTANCE_STOPPED,
+        contracts::events::kinds::INSTANCE_STOPPED,
         stopped_at,
         row.tenant_id,
         &InstanceStopped {
@@ -130,7 +128,7 @@ pub fn publish_storage_started(
     publish(
         conn,
         exchange,
-        INSTANCE_STORAGE_STARTED,
+        contracts::events::kinds::INSTANCE_STORAGE_STARTED,
         row.created_at,
         row.tenant_id,
         &storage,
@@ -153,7 +151,7 @@ pub fn publish_storage_ended(
     publish(
         conn,
         exchange,
-        INSTANCE_STORAGE_ENDED,
+        contracts::events::kinds::INSTANCE_STORAGE_ENDED,
         ended_at,
         row.tenant_id,
         &InstanceStorageEnded {
@@ -183,7 +181,7 @@ pub fn publish_downtime(
     publish(
         conn,
         events,
-        INSTANCE_DOWNTIME,
+        contracts::events::kinds::INSTANCE_DOWNTIME,
         until,
         row.tenant_id,
         &InstanceDowntime {
@@ -263,7 +261,7 @@ pub fn publish_attempt(
     publish(
         conn,
         commands,
-        PROVISION_INSTANCE,
+        contracts::events::kinds::PROVISION_INSTANCE,
         at,
         row.tenant_id,
         &ProvisionRun {

@@ -13,7 +13,7 @@ use contracts::api::{
     Allocation, Balance, CreateOrderRequest, FundsCheckRequest, Instance, Offer, QuotaReservation,
     RentalType, ReserveQuotaRequest,
 };
-use contracts::events::{PROVISION_INSTANCE, ProvisionInstance};
+use contracts::events::ProvisionInstance;
 use diesel::prelude::*;
 use platform::Db;
 use platform::internal::RemoteError;
@@ -758,10 +758,10 @@ async fn create_instance(
             publish(
                 conn,
                 &commands,
-                PROVISION_INSTANCE,
+                contracts::events::kinds::PROVISION_INSTANCE,
                 at,
                 req.tenant_id,
-                &ProvisionInstance {
+                &contracts::events::ProvisionRun::from(ProvisionInstance {
                     instance_id: id,
                     order_id,
                     tenant_id: req.tenant_id,
@@ -778,7 +778,7 @@ async fn create_instance(
                         .collect(),
                     ports: req.ports.clone(),
                     disk_gib: Some(disk_gib(&req)),
-                },
+                }),
             )?;
             tracing::info!(order.id = %order_id, instance.id = %id, "instance provisioning");
             let row =

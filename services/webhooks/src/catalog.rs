@@ -434,7 +434,7 @@ mod money_and_host_events {
     use rust_decimal::Decimal;
 
     fn envelope<P: serde::Serialize>(kind: &str, payload: &P) -> Envelope {
-        Envelope::new(kind, chrono::Utc::now(), None, None, payload).unwrap()
+        Envelope::named(kind, chrono::Utc::now(), None, None, payload).unwrap()
     }
 
     #[test]

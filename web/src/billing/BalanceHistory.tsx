@@ -176,7 +176,7 @@ function HistoryTable({ entries, currency }: { entries: BalanceEntry[]; currency
           {entries.map((e) => (
             <tr key={e.cursor} data-cursor={e.cursor}>
               <th scope="row">
-                <time dateTime={e.postedAt}>{utcTime(e.postedAt)}</time>
+                <time dateTime={e.postedAtUtc}>{utcTime(e.postedAtUtc)}</time>
               </th>
               <td>
                 {signedMoney(e.amount, currency)}

@@ -1,5 +1,5 @@
 import { useCallback, useEffect, useMemo, useState, type FormEvent, type MouseEvent } from 'react';
-import { request, wireName } from '../api';
+import { meterName, request, wireName } from '../api';
 import { useSession } from '../session';
 import type {
   BillingInstancesQuery,
@@ -275,11 +275,11 @@ type Interval = BillingInstancesQuery['usage'][number];
 
 /** The seconds of an interval up to `now` (whole seconds, as billed). */
 function intervalSeconds(u: Interval, now: number): number {
-  if (u.endedAt) {
+  if (u.endedAtUtc) {
     if (u.billedSeconds !== null && u.billedSeconds !== undefined) return u.billedSeconds;
-    return u.startedAt ? Math.floor((Date.parse(u.endedAt) - Date.parse(u.startedAt)) / 1000) : 0;
+    return u.startedAtUtc ? Math.floor((Date.parse(u.endedAtUtc) - Date.parse(u.startedAtUtc)) / 1000) : 0;
   }
-  return u.startedAt ? Math.floor((now - Date.parse(u.startedAt)) / 1000) : 0;
+  return u.startedAtUtc ? Math.floor((now - Date.parse(u.startedAtUtc)) / 1000) : 0;
 }
 
 interface Cost {
@@ -293,10 +293,10 @@ function costSoFar(intervals: Interval[], now: number): Cost {
   for (const u of intervals) {
     // Time meters only: a bandwidth interval counts bytes, not seconds, and
     // the API gives no per-byte price on it (see the invoice lines instead).
-    if (u.meter !== 'gpu' && u.meter !== 'storage') continue;
+    if (u.meterKind !== 'GPU' && u.meterKind !== 'STORAGE') continue;
     const s = intervalSeconds(u, now);
     const v = costOfSeconds(u.pricePerHour, s);
-    if (u.meter === 'gpu') {
+    if (u.meterKind === 'GPU') {
       c.gpu += v;
       c.gpuSeconds += s;
     } else c.storage += v;
@@ -464,7 +464,7 @@ function InvoicesCard({ invoices, error }: { invoices: BillingInvoicesQuery['inv
                               <code>{l.instanceId.slice(0, 8)}</code>
                               {l.earlierPeriod && <small> (earlier period)</small>}
                             </td>
-                            <td>{l.meter}</td>
+                            <td>{meterName(l.meterKind)}</td>
                             <td>
                               {l.pricingQuantity} {l.pricingUnit}
                             </td>

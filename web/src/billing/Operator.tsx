@@ -248,7 +248,7 @@ function OutOfCredit({ overview }: { overview: Overview }) {
                       ? '–'
                       : `${formatDuration(t.runwaySeconds)} at ${formatMoney(t.burnPerHour ?? '0', c.currency)}/h`}
                   </td>
-                  <td>{t.lastChargedAt ? t.lastChargedAt.slice(0, 19).replace('T', ' ') : 'never'}</td>
+                  <td>{t.lastChargedAtUtc ? t.lastChargedAtUtc.slice(0, 19).replace('T', ' ') : 'never'}</td>
                 </tr>
               ))}
             </tbody>

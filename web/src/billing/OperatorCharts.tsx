@@ -24,7 +24,7 @@ function days(from: string, to: string): string[] {
 export function VolumeChart({ volume, from, to }: { volume: Volume; from: string; to: string }) {
   const dayList = days(from, to);
   const cur = volume.currency;
-  const byDay = new Map(volume.points.map((p) => [p.bucketStart.slice(0, 10), p]));
+  const byDay = new Map(volume.points.map((p) => [p.bucketStartUtc.slice(0, 10), p]));
   const amount = (d: string, f: 'volume' | 'fees' | 'hostEarnings') => {
     const p = byDay.get(d);
     return p ? parseDecimal(p[f]) : 0n;
@@ -109,8 +109,8 @@ export function VolumeChart({ volume, from, to }: { volume: Volume; from: string
             </thead>
             <tbody>
               {volume.points.map((p) => (
-                <tr key={p.bucketStart} data-testid="op-volume-day" data-day={p.bucketStart.slice(0, 10)}>
-                  <th scope="row">{p.bucketStart.slice(0, 10)}</th>
+                <tr key={p.bucketStartUtc} data-testid="op-volume-day" data-day={p.bucketStartUtc.slice(0, 10)}>
+                  <th scope="row">{p.bucketStartUtc.slice(0, 10)}</th>
                   <td title={`exact ${p.volume}`}>{formatMoney(p.volume, cur)}</td>
                   <td title={`exact ${p.hostEarnings}`}>{formatMoney(p.hostEarnings, cur)}</td>
                   <td title={`exact ${p.fees}`}>{formatMoney(p.fees, cur)}</td>

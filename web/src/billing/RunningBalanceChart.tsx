@@ -11,7 +11,7 @@ export function utcTime(iso: string): string {
  * balance holds until the next entry), in plain SVG with a table beside it.
  */
 export function RunningBalanceChart({ entries, currency }: { entries: BalanceEntry[]; currency: string }) {
-  const points = [...entries].reverse().map((e) => ({ at: Date.parse(e.postedAt), balance: parseDecimal(e.balanceAfter), e }));
+  const points = [...entries].reverse().map((e) => ({ at: Date.parse(e.postedAtUtc), balance: parseDecimal(e.balanceAfter), e }));
   if (points.length === 0) return null;
   const first = points[0];
   const last = points[points.length - 1];
@@ -43,8 +43,8 @@ export function RunningBalanceChart({ entries, currency }: { entries: BalanceEnt
   let path = `M ${padX} ${y(first.balance)} H ${x(0)}`;
   for (let i = 1; i < points.length; i++) path += ` H ${x(i)} V ${y(points[i].balance)}`;
 
-  const summary = `Running balance over the ${points.length} entries shown, ${utcTime(first.e.postedAt)} to ${utcTime(
-    last.e.postedAt,
+  const summary = `Running balance over the ${points.length} entries shown, ${utcTime(first.e.postedAtUtc)} to ${utcTime(
+    last.e.postedAtUtc,
   )}: from ${formatMoney(first.balance, currency)} to ${formatMoney(last.balance, currency)}; lowest ${formatMoney(
     low,
     currency,
@@ -59,12 +59,12 @@ export function RunningBalanceChart({ entries, currency }: { entries: BalanceEnt
         <line x1={padX} x2={W - padX} y1={y(0n)} y2={y(0n)} stroke="#8c959f" />
         <path d={path} fill="none" stroke="#1f6feb" strokeWidth="2" />
         <circle cx={x(points.length - 1)} cy={y(last.balance)} r="3.5" fill="#1f6feb">
-          <title>{`${utcTime(last.e.postedAt)}: ${formatMoney(last.balance, currency)}`}</title>
+          <title>{`${utcTime(last.e.postedAtUtc)}: ${formatMoney(last.balance, currency)}`}</title>
         </circle>
       </svg>
       <p className="balance-chart-axis" aria-hidden="true">
-        <span>{utcTime(first.e.postedAt).slice(5, 16)}</span>
-        <span>{utcTime(last.e.postedAt).slice(5, 16)}</span>
+        <span>{utcTime(first.e.postedAtUtc).slice(5, 16)}</span>
+        <span>{utcTime(last.e.postedAtUtc).slice(5, 16)}</span>
       </p>
       <details className="billing-chart-table">
         <summary>Running balance as a table</summary>
@@ -81,7 +81,7 @@ export function RunningBalanceChart({ entries, currency }: { entries: BalanceEnt
             <tbody>
               {points.map((p) => (
                 <tr key={p.e.cursor}>
-                  <th scope="row">{utcTime(p.e.postedAt)}</th>
+                  <th scope="row">{utcTime(p.e.postedAtUtc)}</th>
                   <td>{formatMoney(p.balance, currency)}</td>
                 </tr>
               ))}

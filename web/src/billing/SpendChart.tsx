@@ -15,11 +15,11 @@ function days(from: string, to: string): string[] {
 
 /** Spend per UTC day, stacked by GPU model, in plain SVG with a table beside it. */
 export function SpendChart({ series }: { series: Series }) {
-  const dayList = days(series.from, series.to);
+  const dayList = days(series.fromUtc, series.toUtc);
   const keys = [...new Set(series.points.map((p) => p.key ?? 'unknown'))].sort();
   const cell = new Map<string, bigint>();
   for (const p of series.points) {
-    const k = `${p.bucketStart.slice(0, 10)}|${p.key ?? 'unknown'}`;
+    const k = `${p.bucketStartUtc.slice(0, 10)}|${p.key ?? 'unknown'}`;
     cell.set(k, (cell.get(k) ?? 0n) + parseDecimal(p.spend));
   }
   const dayTotal = (d: string) => keys.reduce((s, k) => s + (cell.get(`${d}|${k}`) ?? 0n), 0n);

@@ -297,10 +297,10 @@ function TopUpHistory({ state, error }: { state: TopUpStateQuery | null; error: 
             <tbody>
               {state.topUps.map((t) => (
                 <tr key={t.id} data-topup-id={t.id}>
-                  <td>{new Date(t.createdAt).toLocaleString()}</td>
+                  <td>{new Date(t.createdAtUtc).toLocaleString()}</td>
                   <td className="num">{formatMoney(t.amount, t.currency)}</td>
                   <td>{statusLabel(t.status)}</td>
-                  <td>{t.succeededAt ? new Date(t.succeededAt).toLocaleString() : '—'}</td>
+                  <td>{t.succeededAtUtc ? new Date(t.succeededAtUtc).toLocaleString() : '—'}</td>
                 </tr>
               ))}
             </tbody>

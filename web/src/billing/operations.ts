@@ -31,13 +31,13 @@ export const BillingRunway = graphql(`
 export const BillingSpendSeries = graphql(`
   query BillingSpendSeries($from: String!, $to: String!) {
     usageSeries(bucket: DAY, groupBy: GPU_MODEL, from: $from, to: $to) {
-      from
-      to
+      fromUtc
+      toUtc
       currency
       totalSpend
       totalSeconds
       points {
-        bucketStart
+        bucketStartUtc
         key
         seconds
         spend
@@ -68,9 +68,9 @@ export const BillingInstances = graphql(`
     usage {
       id
       instanceId
-      meter
-      startedAt
-      endedAt
+      meterKind
+      startedAtUtc
+      endedAtUtc
       billedSeconds
       pricePerHour
       currency
@@ -95,7 +95,7 @@ export const BillingInvoices = graphql(`
       paidAtUtc
       lines {
         instanceId
-        meter
+        meterKind
         quantity
         unit
         unitPrice
@@ -126,7 +126,7 @@ export const BillingBalanceHistory = graphql(`
         instanceId
         amount
         balanceAfter
-        postedAt
+        postedAtUtc
         cursor
       }
       pageInfo {

@@ -26,7 +26,7 @@ export const OperatorMarketplace = graphql(`
         totalPostings
         totalSeconds
         points {
-          bucketStart
+          bucketStartUtc
           volume
           hostEarnings
           fees
@@ -35,7 +35,7 @@ export const OperatorMarketplace = graphql(`
         }
       }
       gpuSupply {
-        at
+        atUtc
         listedGpus
         onlineGpus
         rentedGpus
@@ -73,8 +73,8 @@ export const OperatorMarketplace = graphql(`
           balance
           burnPerHour
           runwaySeconds
-          lowSince
-          lastChargedAt
+          lowSinceUtc
+          lastChargedAtUtc
         }
       }
     }

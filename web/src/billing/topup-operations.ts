@@ -30,8 +30,8 @@ export const TopUpState = graphql(`
       amount
       currency
       status
-      createdAt
-      succeededAt
+      createdAtUtc
+      succeededAtUtc
     }
   }
 `);
@@ -45,7 +45,7 @@ export const TopUpCreate = graphql(`
       status
       clientSecret
       paymentIntentId
-      createdAt
+      createdAtUtc
     }
   }
 `);

@@ -77,6 +77,19 @@ export type InvoiceStatus =
   | 'PAID'
   | 'VOID';
 
+/**
+ * What usage is measured in (see [`crate::meters`] for units and
+ * prices).
+ *
+ * Declared in the order of their names, so that lines sorted by meter
+ * come in the same order from Rust and from SQL.
+ */
+export type Meter =
+  | 'BANDWIDTH_DOWN'
+  | 'BANDWIDTH_UP'
+  | 'GPU'
+  | 'STORAGE';
+
 /** A host's payout: `pending` until Stripe's transfer answered. */
 export type PayoutStatus =
   | 'FAILED'
@@ -181,17 +194,17 @@ export type BillingSpendSeriesQueryVariables = Exact<{
 }>;
 
 
-export type BillingSpendSeriesQuery = { usageSeries: { from: string, to: string, currency: string, totalSpend: string, totalSeconds: number, points: Array<{ bucketStart: string, key: string | null, seconds: number, spend: string }> } };
+export type BillingSpendSeriesQuery = { usageSeries: { fromUtc: string, toUtc: string, currency: string, totalSpend: string, totalSeconds: number, points: Array<{ bucketStartUtc: string, key: string | null, seconds: number, spend: string }> } };
 
 export type BillingInstancesQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type BillingInstancesQuery = { instances: Array<{ id: string, gpuModel: string, gpuCount: number, rental: RentalType, pricePerGpuHour: string, pricePerHourTotal: string, storagePricePerGbMonth: string, currency: string, state: InstanceState, statusReason: string | null, runningAtUtc: string | null, stoppedAtUtc: string | null, createdAtUtc: string, costSoFar: string, billedSeconds: number }>, usage: Array<{ id: string, instanceId: string, meter: string, startedAt: string | null, endedAt: string | null, billedSeconds: number | null, pricePerHour: string, currency: string }> };
+export type BillingInstancesQuery = { instances: Array<{ id: string, gpuModel: string, gpuCount: number, rental: RentalType, pricePerGpuHour: string, pricePerHourTotal: string, storagePricePerGbMonth: string, currency: string, state: InstanceState, statusReason: string | null, runningAtUtc: string | null, stoppedAtUtc: string | null, createdAtUtc: string, costSoFar: string, billedSeconds: number }>, usage: Array<{ id: string, instanceId: string, meterKind: Meter | null, startedAtUtc: string | null, endedAtUtc: string | null, billedSeconds: number | null, pricePerHour: string, currency: string }> };
 
 export type BillingInvoicesQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type BillingInvoicesQuery = { invoices: Array<{ id: string, number: number, state: InvoiceStatus, periodStartUtc: string, periodEndUtc: string, currency: string, subtotal: string, total: string, exactTotal: string, rounding: string, finalizedAtUtc: string | null, paidAtUtc: string | null, lines: Array<{ instanceId: string, meter: string, quantity: number, unit: string, unitPrice: string, pricingUnit: string, pricingQuantity: string, earlierPeriod: boolean, amount: string, exactAmount: string }> }> };
+export type BillingInvoicesQuery = { invoices: Array<{ id: string, number: number, state: InvoiceStatus, periodStartUtc: string, periodEndUtc: string, currency: string, subtotal: string, total: string, exactTotal: string, rounding: string, finalizedAtUtc: string | null, paidAtUtc: string | null, lines: Array<{ instanceId: string, meterKind: Meter | null, quantity: number, unit: string, unitPrice: string, pricingUnit: string, pricingQuantity: string, earlierPeriod: boolean, amount: string, exactAmount: string }> }> };
 
 export type BillingUsageCsvQueryVariables = Exact<{
   invoiceId: string | number;
@@ -206,7 +219,7 @@ export type BillingBalanceHistoryQueryVariables = Exact<{
 }>;
 
 
-export type BillingBalanceHistoryQuery = { balanceHistory: { balance: string, currency: string, nodes: Array<{ kind: string, description: string, instanceId: string | null, amount: string, balanceAfter: string, postedAt: string, cursor: string }>, pageInfo: { endCursor: string | null, hasNextPage: boolean } } };
+export type BillingBalanceHistoryQuery = { balanceHistory: { balance: string, currency: string, nodes: Array<{ kind: string, description: string, instanceId: string | null, amount: string, balanceAfter: string, postedAtUtc: string, cursor: string }>, pageInfo: { endCursor: string | null, hasNextPage: boolean } } };
 
 export type OperatorViewerQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -220,7 +233,7 @@ export type OperatorMarketplaceQueryVariables = Exact<{
 }>;
 
 
-export type OperatorMarketplaceQuery = { marketplaceOverview: { from: string, to: string, volume: { currency: string, totalVolume: string, totalHostEarnings: string, totalFees: string, totalFeeAdjustments: string, totalFeeRevenue: string, totalPostings: number, totalSeconds: number, points: Array<{ bucketStart: string, volume: string, hostEarnings: string, fees: string, feeAdjustments: string, postings: number }> }, gpuSupply: { at: string, listedGpus: number, onlineGpus: number, rentedGpus: number, rentedListedGpus: number, models: Array<{ gpuModel: string, listedMachines: number, listedGpus: number, onlineGpus: number, rentedGpus: number, rentedListedGpus: number }> }, nearQuota: { thresholdPercent: number, currency: string, tenants: Array<{ tenantId: string, tenantName: string, dimensions: Array<{ quota: string, limit: string, used: string, percent: string }> }> }, outOfCredit: { currency: string, warnBelowSeconds: number, tenants: Array<{ tenantId: string, tenantName: string, reasons: Array<CreditRiskReason>, balance: string, burnPerHour: string | null, runwaySeconds: number | null, lowSince: string | null, lastChargedAt: string | null }> } } };
+export type OperatorMarketplaceQuery = { marketplaceOverview: { from: string, to: string, volume: { currency: string, totalVolume: string, totalHostEarnings: string, totalFees: string, totalFeeAdjustments: string, totalFeeRevenue: string, totalPostings: number, totalSeconds: number, points: Array<{ bucketStartUtc: string, volume: string, hostEarnings: string, fees: string, feeAdjustments: string, postings: number }> }, gpuSupply: { atUtc: string, listedGpus: number, onlineGpus: number, rentedGpus: number, rentedListedGpus: number, models: Array<{ gpuModel: string, listedMachines: number, listedGpus: number, onlineGpus: number, rentedGpus: number, rentedListedGpus: number }> }, nearQuota: { thresholdPercent: number, currency: string, tenants: Array<{ tenantId: string, tenantName: string, dimensions: Array<{ quota: string, limit: string, used: string, percent: string }> }> }, outOfCredit: { currency: string, warnBelowSeconds: number, tenants: Array<{ tenantId: string, tenantName: string, reasons: Array<CreditRiskReason>, balance: string, burnPerHour: string | null, runwaySeconds: number | null, lowSinceUtc: string | null, lastChargedAtUtc: string | null }> } } };
 
 export type TopUpPlatformQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -230,7 +243,7 @@ export type TopUpPlatformQuery = { platform: { currency: string, stripePublishab
 export type TopUpStateQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type TopUpStateQuery = { balance: { amount: string, currency: string }, topUps: Array<{ id: string, amount: string, currency: string, status: string, createdAt: string, succeededAt: string | null }> };
+export type TopUpStateQuery = { balance: { amount: string, currency: string }, topUps: Array<{ id: string, amount: string, currency: string, status: string, createdAtUtc: string, succeededAtUtc: string | null }> };
 
 export type TopUpCreateMutationVariables = Exact<{
   amount: string;
@@ -238,14 +251,14 @@ export type TopUpCreateMutationVariables = Exact<{
 }>;
 
 
-export type TopUpCreateMutation = { createTopUp: { id: string, amount: string, currency: string, status: string, clientSecret: string | null, paymentIntentId: string | null, createdAt: string } };
+export type TopUpCreateMutation = { createTopUp: { id: string, amount: string, currency: string, status: string, clientSecret: string | null, paymentIntentId: string | null, createdAtUtc: string } };
 
 export type SignUpMutationVariables = Exact<{
   input: SignUpInput;
 }>;
 
 
-export type SignUpMutation = { signUp: { token: string, expiresAt: string, me: { email: string, tenantRoles: Array<TenantRole> } } };
+export type SignUpMutation = { signUp: { token: string, expiresAtUtc: string, me: { email: string, tenantRoles: Array<TenantRole> } } };
 
 export type LogInMutationVariables = Exact<{
   email: string;
@@ -253,7 +266,7 @@ export type LogInMutationVariables = Exact<{
 }>;
 
 
-export type LogInMutation = { login: { token: string, expiresAt: string, me: { email: string, tenantRoles: Array<TenantRole> } } };
+export type LogInMutation = { login: { token: string, expiresAtUtc: string, me: { email: string, tenantRoles: Array<TenantRole> } } };
 
 export type MeFieldsFragment = { email: string, tenantRoles: Array<TenantRole> };
 
@@ -262,19 +275,19 @@ export type GpuCatalogQueryVariables = Exact<{ [key: string]: never; }>;
 
 export type GpuCatalogQuery = { gpuModels: Array<{ name: string, vramGib: number, architecture: string }> };
 
-export type MachineFieldsFragment = { id: string, name: string, gpuModel: string, gpuCount: number, vramGib: number, country: string, pricePerGpuHour: string | null, currency: string, listed: boolean, online: boolean, lastHeartbeatAt: string | null, gpusAllocated: number, reliability: string | null, verified: boolean, createdAt: string };
+export type MachineFieldsFragment = { id: string, name: string, gpuModel: string, gpuCount: number, vramGib: number, country: string, pricePerGpuHour: string | null, currency: string, listed: boolean, online: boolean, lastHeartbeatAtUtc: string | null, gpusAllocated: number, reliability: string | null, verified: boolean, createdAtUtc: string };
 
 export type MyMachinesQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type MyMachinesQuery = { myMachines: Array<{ id: string, name: string, gpuModel: string, gpuCount: number, vramGib: number, country: string, pricePerGpuHour: string | null, currency: string, listed: boolean, online: boolean, lastHeartbeatAt: string | null, gpusAllocated: number, reliability: string | null, verified: boolean, createdAt: string }> };
+export type MyMachinesQuery = { myMachines: Array<{ id: string, name: string, gpuModel: string, gpuCount: number, vramGib: number, country: string, pricePerGpuHour: string | null, currency: string, listed: boolean, online: boolean, lastHeartbeatAtUtc: string | null, gpusAllocated: number, reliability: string | null, verified: boolean, createdAtUtc: string }> };
 
 export type RegisterMachineMutationVariables = Exact<{
   input: RegisterMachineInput;
 }>;
 
 
-export type RegisterMachineMutation = { registerMachine: { agentToken: string | null, machine: { id: string, name: string, gpuModel: string, gpuCount: number, vramGib: number, country: string, pricePerGpuHour: string | null, currency: string, listed: boolean, online: boolean, lastHeartbeatAt: string | null, gpusAllocated: number, reliability: string | null, verified: boolean, createdAt: string } } };
+export type RegisterMachineMutation = { registerMachine: { agentToken: string | null, machine: { id: string, name: string, gpuModel: string, gpuCount: number, vramGib: number, country: string, pricePerGpuHour: string | null, currency: string, listed: boolean, online: boolean, lastHeartbeatAtUtc: string | null, gpusAllocated: number, reliability: string | null, verified: boolean, createdAtUtc: string } } };
 
 export type SetPriceMutationVariables = Exact<{
   machineId: string | number;
@@ -282,54 +295,54 @@ export type SetPriceMutationVariables = Exact<{
 }>;
 
 
-export type SetPriceMutation = { setMachinePricing: { id: string, name: string, gpuModel: string, gpuCount: number, vramGib: number, country: string, pricePerGpuHour: string | null, currency: string, listed: boolean, online: boolean, lastHeartbeatAt: string | null, gpusAllocated: number, reliability: string | null, verified: boolean, createdAt: string } };
+export type SetPriceMutation = { setMachinePricing: { id: string, name: string, gpuModel: string, gpuCount: number, vramGib: number, country: string, pricePerGpuHour: string | null, currency: string, listed: boolean, online: boolean, lastHeartbeatAtUtc: string | null, gpusAllocated: number, reliability: string | null, verified: boolean, createdAtUtc: string } };
 
 export type ListMachineMutationVariables = Exact<{
   machineId: string | number;
 }>;
 
 
-export type ListMachineMutation = { listMachine: { id: string, name: string, gpuModel: string, gpuCount: number, vramGib: number, country: string, pricePerGpuHour: string | null, currency: string, listed: boolean, online: boolean, lastHeartbeatAt: string | null, gpusAllocated: number, reliability: string | null, verified: boolean, createdAt: string } };
+export type ListMachineMutation = { listMachine: { id: string, name: string, gpuModel: string, gpuCount: number, vramGib: number, country: string, pricePerGpuHour: string | null, currency: string, listed: boolean, online: boolean, lastHeartbeatAtUtc: string | null, gpusAllocated: number, reliability: string | null, verified: boolean, createdAtUtc: string } };
 
 export type UnlistMachineMutationVariables = Exact<{
   machineId: string | number;
 }>;
 
 
-export type UnlistMachineMutation = { unlistMachine: { id: string, name: string, gpuModel: string, gpuCount: number, vramGib: number, country: string, pricePerGpuHour: string | null, currency: string, listed: boolean, online: boolean, lastHeartbeatAt: string | null, gpusAllocated: number, reliability: string | null, verified: boolean, createdAt: string } };
+export type UnlistMachineMutation = { unlistMachine: { id: string, name: string, gpuModel: string, gpuCount: number, vramGib: number, country: string, pricePerGpuHour: string | null, currency: string, listed: boolean, online: boolean, lastHeartbeatAtUtc: string | null, gpusAllocated: number, reliability: string | null, verified: boolean, createdAtUtc: string } };
 
 export type HeartbeatGapsQueryVariables = Exact<{
   machineId: string | number;
 }>;
 
 
-export type HeartbeatGapsQuery = { heartbeatGaps: Array<{ startedAt: string, endedAt: string | null, seconds: number }> };
+export type HeartbeatGapsQuery = { heartbeatGaps: Array<{ startedAtUtc: string, endedAtUtc: string | null, seconds: number }> };
 
-export type HostProfileFieldsFragment = { legalName: string | null, country: string | null, payoutCurrency: string | null, verification: Verification, verificationReason: string | null, updatedAt: string };
+export type HostProfileFieldsFragment = { legalName: string | null, country: string | null, payoutCurrency: string | null, verification: Verification, verificationReason: string | null, updatedAtUtc: string };
 
 export type MyHostProfileQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type MyHostProfileQuery = { hostProfile: { legalName: string | null, country: string | null, payoutCurrency: string | null, verification: Verification, verificationReason: string | null, updatedAt: string } };
+export type MyHostProfileQuery = { hostProfile: { legalName: string | null, country: string | null, payoutCurrency: string | null, verification: Verification, verificationReason: string | null, updatedAtUtc: string } };
 
 export type UpdateHostProfileMutationVariables = Exact<{
   input: HostProfileInput;
 }>;
 
 
-export type UpdateHostProfileMutation = { updateHostProfile: { legalName: string | null, country: string | null, payoutCurrency: string | null, verification: Verification, verificationReason: string | null, updatedAt: string } };
+export type UpdateHostProfileMutation = { updateHostProfile: { legalName: string | null, country: string | null, payoutCurrency: string | null, verification: Verification, verificationReason: string | null, updatedAtUtc: string } };
 
-export type PayoutAccountFieldsFragment = { stripeAccountId: string, country: string, email: string | null, transfersStatus: string, payoutsEnabled: boolean, detailsSubmitted: boolean, createdAt: string };
+export type PayoutAccountFieldsFragment = { stripeAccountId: string, country: string, email: string | null, transfersStatus: string, payoutsEnabled: boolean, detailsSubmitted: boolean, createdAtUtc: string };
 
 export type MyPayoutAccountQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type MyPayoutAccountQuery = { payoutAccount: { stripeAccountId: string, country: string, email: string | null, transfersStatus: string, payoutsEnabled: boolean, detailsSubmitted: boolean, createdAt: string } | null };
+export type MyPayoutAccountQuery = { payoutAccount: { stripeAccountId: string, country: string, email: string | null, transfersStatus: string, payoutsEnabled: boolean, detailsSubmitted: boolean, createdAtUtc: string } | null };
 
 export type CreatePayoutOnboardingLinkMutationVariables = Exact<{ [key: string]: never; }>;
 
 
-export type CreatePayoutOnboardingLinkMutation = { createPayoutOnboardingLink: { url: string, expiresAt: string } };
+export type CreatePayoutOnboardingLinkMutation = { createPayoutOnboardingLink: { url: string, expiresAtUtc: string } };
 
 export type CreatePayoutAccountMutationVariables = Exact<{
   country: string;
@@ -337,7 +350,7 @@ export type CreatePayoutAccountMutationVariables = Exact<{
 }>;
 
 
-export type CreatePayoutAccountMutation = { createPayoutAccount: { stripeAccountId: string, country: string, email: string | null, transfersStatus: string, payoutsEnabled: boolean, detailsSubmitted: boolean, createdAt: string } };
+export type CreatePayoutAccountMutation = { createPayoutAccount: { stripeAccountId: string, country: string, email: string | null, transfersStatus: string, payoutsEnabled: boolean, detailsSubmitted: boolean, createdAtUtc: string } };
 
 export type PlatformFeeRateQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -350,49 +363,49 @@ export type HostEarningsOverviewQueryVariables = Exact<{
 }>;
 
 
-export type HostEarningsOverviewQuery = { hostEarnings: { total: string, currency: string }, earningsByMachine: { from: string, to: string, currency: string, totalGross: string, totalFee: string, totalNet: string, total: string, days: Array<{ day: string, machineId: string | null, gpuModel: string | null, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, total: string }> } };
+export type HostEarningsOverviewQuery = { hostEarnings: { total: string, currency: string }, earningsByMachine: { fromUtc: string, toUtc: string, currency: string, totalGross: string, totalFee: string, totalNet: string, total: string, days: Array<{ dayUtc: string, machineId: string | null, gpuModel: string | null, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, total: string }> } };
 
 export type HostStatementsAndPayoutsQueryVariables = Exact<{ [key: string]: never; }>;
 
 
 export type HostStatementsAndPayoutsQuery = { statements: Array<{ id: string | null, number: number | null, state: StatementStatus, periodStartUtc: string, periodEndUtc: string, currency: string, earnings: string, payouts: string }>, payouts: Array<{ id: string, amount: string, currency: string, state: PayoutStatus, failureReason: string | null, createdAtUtc: string, paidAtUtc: string | null }> };
 
-export type StatementFieldsFragment = { id: string | null, number: number | null, state: StatementStatus, periodStartUtc: string, periodEndUtc: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAtUtc: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> };
+export type StatementFieldsFragment = { id: string | null, number: number | null, state: StatementStatus, periodStartUtc: string, periodEndUtc: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAtUtc: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meterKind: Meter | null, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> };
 
 export type HostStatementQueryVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type HostStatementQuery = { statement: { id: string | null, number: number | null, state: StatementStatus, periodStartUtc: string, periodEndUtc: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAtUtc: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> } };
+export type HostStatementQuery = { statement: { id: string | null, number: number | null, state: StatementStatus, periodStartUtc: string, periodEndUtc: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAtUtc: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meterKind: Meter | null, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> } };
 
 export type HostStatementPreviewQueryVariables = Exact<{ [key: string]: never; }>;
 
 
-export type HostStatementPreviewQuery = { statementPreview: { id: string | null, number: number | null, state: StatementStatus, periodStartUtc: string, periodEndUtc: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAtUtc: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meter: string, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> } };
+export type HostStatementPreviewQuery = { statementPreview: { id: string | null, number: number | null, state: StatementStatus, periodStartUtc: string, periodEndUtc: string, currency: string, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, earnings: string, adjustments: string, payouts: string, openingBalance: string, closingBalance: string, finalizedAtUtc: string | null, lines: Array<{ machineId: string | null, gpuModel: string | null, meterKind: Meter | null, earlierPeriod: boolean, seconds: number, gross: string, fee: string, net: string, downtimeCredits: string, amount: string, postings: number }> } };
 
-export type ApiKeyFieldsFragment = { id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAt: string, lastUsedAt: string | null, revokedAt: string | null };
+export type ApiKeyFieldsFragment = { id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAtUtc: string, lastUsedAtUtc: string | null, revokedAtUtc: string | null };
 
 export type ApiKeysPageQueryVariables = Exact<{
   includeRevoked: boolean;
 }>;
 
 
-export type ApiKeysPageQuery = { apiKeys: Array<{ id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAt: string, lastUsedAt: string | null, revokedAt: string | null }>, me: { email: string, scopes: Array<Scope> } };
+export type ApiKeysPageQuery = { apiKeys: Array<{ id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAtUtc: string, lastUsedAtUtc: string | null, revokedAtUtc: string | null }>, me: { email: string, scopes: Array<Scope> } };
 
 export type CreateApiKeyMutationVariables = Exact<{
   input: CreateApiKeyInput;
 }>;
 
 
-export type CreateApiKeyMutation = { createApiKey: { secret: string | null, apiKey: { id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAt: string, lastUsedAt: string | null, revokedAt: string | null } } };
+export type CreateApiKeyMutation = { createApiKey: { secret: string | null, apiKey: { id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAtUtc: string, lastUsedAtUtc: string | null, revokedAtUtc: string | null } } };
 
 export type RevokeApiKeyMutationVariables = Exact<{
   id: string | number;
 }>;
 
 
-export type RevokeApiKeyMutation = { revokeApiKey: { id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAt: string, lastUsedAt: string | null, revokedAt: string | null } };
+export type RevokeApiKeyMutation = { revokeApiKey: { id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAtUtc: string, lastUsedAtUtc: string | null, revokedAtUtc: string | null } };
 
 export type WebhookEndpointFieldsFragment = { id: string, url: string, description: string, eventTypes: Array<string>, enabled: boolean, disabledReason: string | null, disabledAt: string | null, previousSecretUntil: string | null, createdAt: string, updatedAt: string };
 
@@ -490,11 +503,11 @@ export const MachineFieldsFragmentDoc = new TypedDocumentString(`
   currency
   listed
   online
-  lastHeartbeatAt
+  lastHeartbeatAtUtc
   gpusAllocated
   reliability
   verified
-  createdAt
+  createdAtUtc
 }
     `, {"fragmentName":"MachineFields"}) as unknown as TypedDocumentString<MachineFieldsFragment, unknown>;
 export const HostProfileFieldsFragmentDoc = new TypedDocumentString(`
@@ -504,7 +517,7 @@ export const HostProfileFieldsFragmentDoc = new TypedDocumentString(`
   payoutCurrency
   verification
   verificationReason
-  updatedAt
+  updatedAtUtc
 }
     `, {"fragmentName":"HostProfileFields"}) as unknown as TypedDocumentString<HostProfileFieldsFragment, unknown>;
 export const PayoutAccountFieldsFragmentDoc = new TypedDocumentString(`
@@ -515,7 +528,7 @@ export const PayoutAccountFieldsFragmentDoc = new TypedDocumentString(`
   transfersStatus
   payoutsEnabled
   detailsSubmitted
-  createdAt
+  createdAtUtc
 }
     `, {"fragmentName":"PayoutAccountFields"}) as unknown as TypedDocumentString<PayoutAccountFieldsFragment, unknown>;
 export const StatementFieldsFragmentDoc = new TypedDocumentString(`
@@ -540,7 +553,7 @@ export const StatementFieldsFragmentDoc = new TypedDocumentString(`
   lines {
     machineId
     gpuModel
-    meter
+    meterKind
     earlierPeriod
     seconds
     gross
@@ -559,9 +572,9 @@ export const ApiKeyFieldsFragmentDoc = new TypedDocumentString(`
   prefix
   scopes
   ownerEmail
-  createdAt
-  lastUsedAt
-  revokedAt
+  createdAtUtc
+  lastUsedAtUtc
+  revokedAtUtc
 }
     `, {"fragmentName":"ApiKeyFields"}) as unknown as TypedDocumentString<ApiKeyFieldsFragment, unknown>;
 export const WebhookEndpointFieldsFragmentDoc = new TypedDocumentString(`
@@ -627,13 +640,13 @@ export const BillingRunwayDocument = new TypedDocumentString(`
 export const BillingSpendSeriesDocument = new TypedDocumentString(`
     query BillingSpendSeries($from: String!, $to: String!) {
   usageSeries(bucket: DAY, groupBy: GPU_MODEL, from: $from, to: $to) {
-    from
-    to
+    fromUtc
+    toUtc
     currency
     totalSpend
     totalSeconds
     points {
-      bucketStart
+      bucketStartUtc
       key
       seconds
       spend
@@ -663,9 +676,9 @@ export const BillingInstancesDocument = new TypedDocumentString(`
   usage {
     id
     instanceId
-    meter
-    startedAt
-    endedAt
+    meterKind
+    startedAtUtc
+    endedAtUtc
     billedSeconds
     pricePerHour
     currency
@@ -689,7 +702,7 @@ export const BillingInvoicesDocument = new TypedDocumentString(`
     paidAtUtc
     lines {
       instanceId
-      meter
+      meterKind
       quantity
       unit
       unitPrice
@@ -718,7 +731,7 @@ export const BillingBalanceHistoryDocument = new TypedDocumentString(`
       instanceId
       amount
       balanceAfter
-      postedAt
+      postedAtUtc
       cursor
     }
     pageInfo {
@@ -756,7 +769,7 @@ export const OperatorMarketplaceDocument = new TypedDocumentString(`
       totalPostings
       totalSeconds
       points {
-        bucketStart
+        bucketStartUtc
         volume
         hostEarnings
         fees
@@ -765,7 +778,7 @@ export const OperatorMarketplaceDocument = new TypedDocumentString(`
       }
     }
     gpuSupply {
-      at
+      atUtc
       listedGpus
       onlineGpus
       rentedGpus
@@ -803,8 +816,8 @@ export const OperatorMarketplaceDocument = new TypedDocumentString(`
         balance
         burnPerHour
         runwaySeconds
-        lowSince
-        lastChargedAt
+        lowSinceUtc
+        lastChargedAtUtc
       }
     }
   }
@@ -832,8 +845,8 @@ export const TopUpStateDocument = new TypedDocumentString(`
     amount
     currency
     status
-    createdAt
-    succeededAt
+    createdAtUtc
+    succeededAtUtc
   }
 }
     `) as unknown as TypedDocumentString<TopUpStateQuery, TopUpStateQueryVariables>;
@@ -846,7 +859,7 @@ export const TopUpCreateDocument = new TypedDocumentString(`
     status
     clientSecret
     paymentIntentId
-    createdAt
+    createdAtUtc
   }
 }
     `) as unknown as TypedDocumentString<TopUpCreateMutation, TopUpCreateMutationVariables>;
@@ -854,7 +867,7 @@ export const SignUpDocument = new TypedDocumentString(`
     mutation SignUp($input: SignUpInput!) {
   signUp(input: $input) {
     token
-    expiresAt
+    expiresAtUtc
     me {
       ...MeFields
     }
@@ -868,7 +881,7 @@ export const LogInDocument = new TypedDocumentString(`
     mutation LogIn($email: String!, $password: String!) {
   login(email: $email, password: $password) {
     token
-    expiresAt
+    expiresAtUtc
     me {
       ...MeFields
     }
@@ -904,11 +917,11 @@ export const MyMachinesDocument = new TypedDocumentString(`
   currency
   listed
   online
-  lastHeartbeatAt
+  lastHeartbeatAtUtc
   gpusAllocated
   reliability
   verified
-  createdAt
+  createdAtUtc
 }`) as unknown as TypedDocumentString<MyMachinesQuery, MyMachinesQueryVariables>;
 export const RegisterMachineDocument = new TypedDocumentString(`
     mutation RegisterMachine($input: RegisterMachineInput!) {
@@ -930,11 +943,11 @@ export const RegisterMachineDocument = new TypedDocumentString(`
   currency
   listed
   online
-  lastHeartbeatAt
+  lastHeartbeatAtUtc
   gpusAllocated
   reliability
   verified
-  createdAt
+  createdAtUtc
 }`) as unknown as TypedDocumentString<RegisterMachineMutation, RegisterMachineMutationVariables>;
 export const SetPriceDocument = new TypedDocumentString(`
     mutation SetPrice($machineId: ID!, $price: Decimal!) {
@@ -953,11 +966,11 @@ export const SetPriceDocument = new TypedDocumentString(`
   currency
   listed
   online
-  lastHeartbeatAt
+  lastHeartbeatAtUtc
   gpusAllocated
   reliability
   verified
-  createdAt
+  createdAtUtc
 }`) as unknown as TypedDocumentString<SetPriceMutation, SetPriceMutationVariables>;
 export const ListMachineDocument = new TypedDocumentString(`
     mutation ListMachine($machineId: ID!) {
@@ -976,11 +989,11 @@ export const ListMachineDocument = new TypedDocumentString(`
   currency
   listed
   online
-  lastHeartbeatAt
+  lastHeartbeatAtUtc
   gpusAllocated
   reliability
   verified
-  createdAt
+  createdAtUtc
 }`) as unknown as TypedDocumentString<ListMachineMutation, ListMachineMutationVariables>;
 export const UnlistMachineDocument = new TypedDocumentString(`
     mutation UnlistMachine($machineId: ID!) {
@@ -999,17 +1012,17 @@ export const UnlistMachineDocument = new TypedDocumentString(`
   currency
   listed
   online
-  lastHeartbeatAt
+  lastHeartbeatAtUtc
   gpusAllocated
   reliability
   verified
-  createdAt
+  createdAtUtc
 }`) as unknown as TypedDocumentString<UnlistMachineMutation, UnlistMachineMutationVariables>;
 export const HeartbeatGapsDocument = new TypedDocumentString(`
     query HeartbeatGaps($machineId: ID!) {
   heartbeatGaps(machineId: $machineId) {
-    startedAt
-    endedAt
+    startedAtUtc
+    endedAtUtc
     seconds
   }
 }
@@ -1026,7 +1039,7 @@ export const MyHostProfileDocument = new TypedDocumentString(`
   payoutCurrency
   verification
   verificationReason
-  updatedAt
+  updatedAtUtc
 }`) as unknown as TypedDocumentString<MyHostProfileQuery, MyHostProfileQueryVariables>;
 export const UpdateHostProfileDocument = new TypedDocumentString(`
     mutation UpdateHostProfile($input: HostProfileInput!) {
@@ -1040,7 +1053,7 @@ export const UpdateHostProfileDocument = new TypedDocumentString(`
   payoutCurrency
   verification
   verificationReason
-  updatedAt
+  updatedAtUtc
 }`) as unknown as TypedDocumentString<UpdateHostProfileMutation, UpdateHostProfileMutationVariables>;
 export const MyPayoutAccountDocument = new TypedDocumentString(`
     query MyPayoutAccount {
@@ -1055,13 +1068,13 @@ export const MyPayoutAccountDocument = new TypedDocumentString(`
   transfersStatus
   payoutsEnabled
   detailsSubmitted
-  createdAt
+  createdAtUtc
 }`) as unknown as TypedDocumentString<MyPayoutAccountQuery, MyPayoutAccountQueryVariables>;
 export const CreatePayoutOnboardingLinkDocument = new TypedDocumentString(`
     mutation CreatePayoutOnboardingLink {
   createPayoutOnboardingLink {
     url
-    expiresAt
+    expiresAtUtc
   }
 }
     `) as unknown as TypedDocumentString<CreatePayoutOnboardingLinkMutation, CreatePayoutOnboardingLinkMutationVariables>;
@@ -1078,7 +1091,7 @@ export const CreatePayoutAccountDocument = new TypedDocumentString(`
   transfersStatus
   payoutsEnabled
   detailsSubmitted
-  createdAt
+  createdAtUtc
 }`) as unknown as TypedDocumentString<CreatePayoutAccountMutation, CreatePayoutAccountMutationVariables>;
 export const PlatformFeeRateDocument = new TypedDocumentString(`
     query PlatformFeeRate {
@@ -1094,11 +1107,11 @@ export const HostEarningsOverviewDocument = new TypedDocumentString(`
     currency
   }
   earningsByMachine(from: $from, to: $to) {
-    from
-    to
+    fromUtc
+    toUtc
     currency
     days {
-      day
+      dayUtc
       machineId
       gpuModel
       seconds
@@ -1165,7 +1178,7 @@ export const HostStatementDocument = new TypedDocumentString(`
   lines {
     machineId
     gpuModel
-    meter
+    meterKind
     earlierPeriod
     seconds
     gross
@@ -1203,7 +1216,7 @@ export const HostStatementPreviewDocument = new TypedDocumentString(`
   lines {
     machineId
     gpuModel
-    meter
+    meterKind
     earlierPeriod
     seconds
     gross
@@ -1230,9 +1243,9 @@ export const ApiKeysPageDocument = new TypedDocumentString(`
   prefix
   scopes
   ownerEmail
-  createdAt
-  lastUsedAt
-  revokedAt
+  createdAtUtc
+  lastUsedAtUtc
+  revokedAtUtc
 }`) as unknown as TypedDocumentString<ApiKeysPageQuery, ApiKeysPageQueryVariables>;
 export const CreateApiKeyDocument = new TypedDocumentString(`
     mutation CreateApiKey($input: CreateApiKeyInput!) {
@@ -1249,9 +1262,9 @@ export const CreateApiKeyDocument = new TypedDocumentString(`
   prefix
   scopes
   ownerEmail
-  createdAt
-  lastUsedAt
-  revokedAt
+  createdAtUtc
+  lastUsedAtUtc
+  revokedAtUtc
 }`) as unknown as TypedDocumentString<CreateApiKeyMutation, CreateApiKeyMutationVariables>;
 export const RevokeApiKeyDocument = new TypedDocumentString(`
     mutation RevokeApiKey($id: ID!) {
@@ -1265,9 +1278,9 @@ export const RevokeApiKeyDocument = new TypedDocumentString(`
   prefix
   scopes
   ownerEmail
-  createdAt
-  lastUsedAt
-  revokedAt
+  createdAtUtc
+  lastUsedAtUtc
+  revokedAtUtc
 }`) as unknown as TypedDocumentString<RevokeApiKeyMutation, RevokeApiKeyMutationVariables>;
 export const WebhooksPageDocument = new TypedDocumentString(`
     query WebhooksPage {

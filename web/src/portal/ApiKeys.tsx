@@ -152,11 +152,11 @@ function KeyRow({ apiKey: k, me, onRevoked }: { apiKey: ApiKeyFieldsFragment; me
       </td>
       <td>{k.scopes.map((s) => s.toLowerCase()).join(', ')}</td>
       <td>{k.ownerEmail === me ? 'you' : k.ownerEmail}</td>
-      <td>{when(k.createdAt, '')}</td>
-      <td>{when(k.lastUsedAt, 'never')}</td>
+      <td>{when(k.createdAtUtc, '')}</td>
+      <td>{when(k.lastUsedAtUtc, 'never')}</td>
       <td>
-        {k.revokedAt ? (
-          `Revoked ${when(k.revokedAt, '')}`
+        {k.revokedAtUtc ? (
+          `Revoked ${when(k.revokedAtUtc, '')}`
         ) : confirming ? (
           <div role="group" aria-label={`Confirm revoking ${k.name}`}>
             <p>Revoke “{k.name}”? Requests with it fail from now on.</p>
@@ -204,8 +204,9 @@ export function ApiKeys() {
   const replace = (key: ApiKeyFieldsFragment) =>
     setKeys((list) => {
       const rest = (list ?? []).filter((k) => k.id !== key.id);
-      const all = showRevoked || !key.revokedAt ? [key, ...rest] : rest;
-      return all.sort((a, b) => b.createdAt.localeCompare(a.createdAt));
+      const all = showRevoked || !key.revokedAtUtc ? [key, ...rest] : rest;
+      // By instant, not by text: a DateTime's fraction has 0, 3 or 6 digits.
+      return all.sort((a, b) => Date.parse(b.createdAtUtc) - Date.parse(a.createdAtUtc));
     });
 
   return (

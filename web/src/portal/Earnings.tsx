@@ -96,7 +96,7 @@ function EarningsChart({
   const keys = [...new Set(rows.map((r) => r.machineId ?? ''))];
   const color = (key: string) => COLORS[keys.indexOf(key) % COLORS.length];
   const byDay = new Map<string, Day[]>();
-  for (const r of rows) byDay.set(r.day.slice(0, 10), [...(byDay.get(r.day.slice(0, 10)) ?? []), r]);
+  for (const r of rows) byDay.set(r.dayUtc.slice(0, 10), [...(byDay.get(r.dayUtc.slice(0, 10)) ?? []), r]);
   const dayTotal = (d: string) => (byDay.get(d) ?? []).reduce((s, r) => s + Math.max(0, Number(r.total)), 0);
   const max = Math.max(...days.map(dayTotal), 1e-9);
 
@@ -175,8 +175,8 @@ function EarningsChart({
             </thead>
             <tbody>
               {rows.map((r) => (
-                <tr key={`${r.day}-${r.machineId ?? ''}`}>
-                  <td>{r.day.slice(0, 10)}</td>
+                <tr key={`${r.dayUtc}-${r.machineId ?? ''}`}>
+                  <td>{r.dayUtc.slice(0, 10)}</td>
                   <td>{name(r.machineId)}</td>
                   <td>{(r.seconds / 3600).toFixed(r.seconds < 36 ? 4 : 2)}</td>
                   <td>{moneyFine(r.gross, currency)}</td>

@@ -47,7 +47,7 @@ export function HostProfileCard({
           <HostProfileForm
             profile={profile}
             onSaved={(p) => {
-              setSavedAt(p.updatedAt);
+              setSavedAt(p.updatedAtUtc);
               onSaved(p);
             }}
           />
@@ -81,7 +81,7 @@ function VerificationState({ profile }: { profile: Profile | null }) {
         {profile && (
           <div>
             <dt>Last changed</dt>
-            <dd>{new Date(profile.updatedAt).toLocaleString()}</dd>
+            <dd>{new Date(profile.updatedAtUtc).toLocaleString()}</dd>
           </div>
         )}
       </dl>

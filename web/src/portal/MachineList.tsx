@@ -93,7 +93,7 @@ function MachineRow({
         ) : (
           'no price yet'
         )}
-        {m.lastHeartbeatAt ? ` · last heartbeat ${new Date(m.lastHeartbeatAt).toLocaleString()}` : ' · agent never connected'}
+        {m.lastHeartbeatAtUtc ? ` · last heartbeat ${new Date(m.lastHeartbeatAtUtc).toLocaleString()}` : ' · agent never connected'}
       </p>
       <form onSubmit={savePrice} className="row" noValidate>
         <Field id={priceId} label={`Price per GPU-hour (${m.currency})`} error={error} field="pricePerGpuHour">

@@ -44,7 +44,7 @@ export function MachineState({
     if (!profile.payoutCurrency) missing.push('the payout currency on the host profile');
     if (profile.verification === 'UNVERIFIED') missing.push('verification of the host by an operator');
   }
-  if (!m.lastHeartbeatAt) missing.push('a first heartbeat from the agent');
+  if (!m.lastHeartbeatAtUtc) missing.push('a first heartbeat from the agent');
   if (!m.pricePerGpuHour) missing.push('a price (needed to list)');
 
   const verification = profile?.verification;
@@ -55,7 +55,7 @@ export function MachineState({
           <dt>Agent</dt>
           <dd>
             {m.online ? 'Heard from within the grace period' : 'Silent past the grace period'}
-            {m.lastHeartbeatAt ? ` (last heard ${new Date(m.lastHeartbeatAt).toLocaleString()})` : ' (never connected)'}
+            {m.lastHeartbeatAtUtc ? ` (last heard ${new Date(m.lastHeartbeatAtUtc).toLocaleString()})` : ' (never connected)'}
           </dd>
         </div>
         <div>
@@ -108,9 +108,9 @@ export function MachineState({
         gaps && (
           <ul className="gaps">
             {gaps.slice(0, 10).map((g) => (
-              <li key={g.startedAt}>
-                {new Date(g.startedAt).toLocaleString()}: {duration(g.seconds)}
-                {g.endedAt ? '' : ' (still silent)'}
+              <li key={g.startedAtUtc}>
+                {new Date(g.startedAtUtc).toLocaleString()}: {duration(g.seconds)}
+                {g.endedAtUtc ? '' : ' (still silent)'}
               </li>
             ))}
           </ul>

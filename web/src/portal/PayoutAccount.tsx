@@ -85,7 +85,7 @@ function PayoutAccountState({ account: a }: { account: Account }) {
         </div>
         <div>
           <dt>Created</dt>
-          <dd>{new Date(a.createdAt).toLocaleString()}</dd>
+          <dd>{new Date(a.createdAtUtc).toLocaleString()}</dd>
         </div>
       </dl>
       <p className="label">What you still need to do</p>

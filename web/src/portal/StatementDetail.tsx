@@ -1,5 +1,5 @@
 import { useEffect, useRef, useState, type ReactNode } from 'react';
-import { request } from '../api';
+import { meterName, request } from '../api';
 import type { MachineFieldsFragment, StatementFieldsFragment } from '../gql/graphql';
 import { HostStatement, HostStatementPreview } from '../operations';
 import { ErrorBox } from '../ui';
@@ -175,10 +175,10 @@ function StatementLines({
         </thead>
         <tbody>
           {s.lines.map((l) => (
-            <tr key={`${l.machineId ?? ''}-${l.meter}-${l.earlierPeriod}`} data-testid="statement-line">
+            <tr key={`${l.machineId ?? ''}-${meterName(l.meterKind)}-${l.earlierPeriod}`} data-testid="statement-line">
               <td>{name(l)}</td>
               <td>{l.gpuModel ?? '—'}</td>
-              <td>{l.meter}</td>
+              <td>{meterName(l.meterKind)}</td>
               <td>{l.earlierPeriod ? 'Earlier period, posted late' : 'This period'}</td>
               <td>{seconds(l.seconds)}</td>
               <td>{amount(l.gross)}</td>

@@ -9,9 +9,9 @@ export const ApiKeyFields = graphql(`
     prefix
     scopes
     ownerEmail
-    createdAt
-    lastUsedAt
-    revokedAt
+    createdAtUtc
+    lastUsedAtUtc
+    revokedAtUtc
   }
 `);
 

@@ -15,22 +15,20 @@
 //! the body, so an agent that comes back late does not act on commands the
 //! worker has given up on.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use contracts::agent::{self as protocol, AgentCommand, StepProgress, StepResult};
 use contracts::events::{
     DeprovisionInstance, MAX_PROGRESS_DETAIL, PROVISIONING_STEP, ProvisionInstance, ProvisionRun,
     ProvisioningStep, StopInstance,
 };
 use diesel::prelude::*;
-use host_agent::lapin::Confirmation;
-use host_agent::lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
-use host_agent::lapin::types::ShortString;
-use host_agent::lapin::{BasicProperties, Channel, Connection};
-use host_agent::protocol::{self, AgentCommand, StepProgress, StepResult};
+use lapin::Confirmation;
+use lapin::options::{BasicPublishOptions, ConfirmSelectOptions};
+use lapin::types::ShortString;
+use lapin::{BasicProperties, Channel, Connection};
 use platform::consumer::{HandlerError, RawMessage};
 use platform::{Config, Db};
 use schema::provisioner::{agent_commands, job_steps, jobs};
@@ -39,7 +37,6 @@ use tokio::sync::Mutex;
 use uuid::Uuid;
 
 use crate::Error;
-use crate::SimulatedDriver;
 use crate::driver::{BoxFuture, Driver, Step};
 
 /// How often a waiting worker looks for the agent's answer.
@@ -509,7 +506,7 @@ pub async fn record_progress(
                 detail: Some(detail),
             };
             let envelope = contracts::Envelope::new(
-                PROVISIONING_STEP,
+                contracts::events::kinds::PROVISIONING_STEP,
                 at,
                 field("tenant_id").and_then(|t| t.parse().ok()),
                 field("correlation_id"),
@@ -542,73 +539,6 @@ pub async fn run_results_consumer(config: Arc<Config>, db: Db, queue: String) {
         }
     })
     .await
-}
-
-/// The host agent in simulated mode carries out its commands on the
-/// simulated machine state, exactly as the `simulated` driver would.
-impl host_agent::Executor for SimulatedDriver {
-    fn execute<'a>(
-        &'a self,
-        command: &'a AgentCommand,
-        _progress: host_agent::Progress,
-    ) -> Pin<
-        Box<
-            dyn Future<Output = Result<Option<host_agent::protocol::StepDetail>, String>>
-                + Send
-                + 'a,
-        >,
-    > {
-        Box::pin(async move {
-            let step = Step::parse(&command.step)
-                .ok_or_else(|| format!("unknown step {:?}", command.step))?;
-            let job = command.job.clone();
-            let decode = |e: serde_json::Error| format!("bad {} command: {e}", command.action);
-            let outcome = match command.action.as_str() {
-                "provision" => {
-                    let job: ProvisionInstance = serde_json::from_value(job).map_err(decode)?;
-                    self.run_step(step, &job).await
-                }
-                "deprovision" => {
-                    let job: DeprovisionInstance = serde_json::from_value(job).map_err(decode)?;
-                    self.deprovision_step(step, &job).await
-                }
-                "stop" => {
-                    let job: StopInstance = serde_json::from_value(job).map_err(decode)?;
-                    self.stop(&job, command.issued_at).await
-                }
-                other => return Err(format!("unknown action {other:?}")),
-            };
-            outcome.map(|()| None).map_err(|e| e.to_string())
-        })
-    }
-
-    fn traffic<'a>(
-        &'a self,
-        machine_id: Uuid,
-    ) -> Pin<Box<dyn Future<Output = Vec<host_agent::protocol::InstanceCounters>> + Send + 'a>>
-    {
-        Box::pin(async move {
-            match SimulatedDriver::traffic(self, machine_id).await {
-                Ok(counters) => counters
-                    .into_iter()
-                    .map(|(instance_id, tx_bytes, rx_bytes)| {
-                        host_agent::protocol::InstanceCounters {
-                            instance_id,
-                            tx_bytes,
-                            rx_bytes,
-                            workspace_bytes: None,
-                        }
-                    })
-                    .collect(),
-                Err(error) => {
-                    // A heartbeat without counters beats none; the next one
-                    // carries them (they are cumulative).
-                    tracing::warn!(%error, "reading the simulated traffic failed");
-                    Vec::new()
-                }
-            }
-        })
-    }
 }
 
 #[cfg(test)]

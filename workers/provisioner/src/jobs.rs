@@ -963,7 +963,7 @@ impl EventBase {
             detail: None,
         };
         let envelope = Envelope::new(
-            PROVISIONING_STEP,
+            contracts::events::kinds::PROVISIONING_STEP,
             at,
             self.tenant_id,
             self.correlation_id.clone(),

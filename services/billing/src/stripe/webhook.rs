@@ -274,7 +274,7 @@ fn credit(
         crate::events::publish(
             conn,
             &settings.events_exchange,
-            contracts::events::TOP_UP_SUCCEEDED,
+            contracts::events::kinds::TOP_UP_SUCCEEDED,
             top_up.tenant_id,
             None,
             &contracts::events::TopUpSucceeded {

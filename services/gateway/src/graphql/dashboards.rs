@@ -69,7 +69,9 @@ pub struct BalanceHistoryEntry {
     amount: Decimal,
     /// The balance right after this entry.
     balance_after: Decimal,
+    #[graphql(deprecation = "a String: use `postedAtUtc`, a DateTime")]
     posted_at: String,
+    posted_at_utc: DateTime<Utc>,
     /// Pass as `after` to continue after this entry.
     cursor: String,
 }
@@ -108,6 +110,7 @@ impl From<api::BalanceHistoryPage> for BalanceHistory {
                     amount: e.amount,
                     balance_after: e.balance_after,
                     posted_at: instant(e.posted_at),
+                    posted_at_utc: e.posted_at,
                 })
                 .collect(),
             page_info: HistoryPageInfo {
@@ -121,7 +124,9 @@ impl From<api::BalanceHistoryPage> for BalanceHistory {
 /// Usage of one key in one bucket. Buckets without usage have no point.
 #[derive(SimpleObject)]
 pub struct UsagePoint {
+    #[graphql(deprecation = "a String: use `bucketStartUtc`, a DateTime")]
     bucket_start: String,
+    bucket_start_utc: DateTime<Utc>,
     /// The instance id, GPU model or meter; null when the usage predates the
     /// dimension.
     key: Option<String>,
@@ -138,8 +143,12 @@ pub struct UsagePoint {
 /// to the ledger.
 #[derive(SimpleObject)]
 pub struct UsageSeries {
+    #[graphql(deprecation = "a String: use `fromUtc`, a DateTime")]
     from: String,
+    from_utc: DateTime<Utc>,
+    #[graphql(deprecation = "a String: use `toUtc`, a DateTime")]
     to: String,
+    to_utc: DateTime<Utc>,
     currency: String,
     /// By bucket start, then key.
     points: Vec<UsagePoint>,
@@ -151,13 +160,16 @@ impl From<api::UsageSeries> for UsageSeries {
     fn from(s: api::UsageSeries) -> Self {
         Self {
             from: instant(s.from),
+            from_utc: s.from,
             to: instant(s.to),
+            to_utc: s.to,
             currency: s.currency,
             points: s
                 .points
                 .into_iter()
                 .map(|p| UsagePoint {
                     bucket_start: instant(p.bucket_start),
+                    bucket_start_utc: p.bucket_start,
                     key: p.key,
                     seconds: p.seconds,
                     spend: p.spend,
@@ -173,7 +185,9 @@ impl From<api::UsageSeries> for UsageSeries {
 /// A host's earnings on one machine in one UTC day.
 #[derive(SimpleObject)]
 pub struct MachineDayEarnings {
+    #[graphql(deprecation = "a String: use `dayUtc`, a DateTime")]
     day: String,
+    day_utc: DateTime<Utc>,
     /// Null for usage from before machines were recorded on postings.
     machine_id: Option<ID>,
     gpu_model: Option<String>,
@@ -192,8 +206,12 @@ pub struct MachineDayEarnings {
 
 #[derive(SimpleObject)]
 pub struct MachineEarnings {
+    #[graphql(deprecation = "a String: use `fromUtc`, a DateTime")]
     from: String,
+    from_utc: DateTime<Utc>,
+    #[graphql(deprecation = "a String: use `toUtc`, a DateTime")]
     to: String,
+    to_utc: DateTime<Utc>,
     currency: String,
     /// By day, then machine.
     days: Vec<MachineDayEarnings>,
@@ -208,13 +226,16 @@ impl From<api::MachineEarnings> for MachineEarnings {
     fn from(e: api::MachineEarnings) -> Self {
         Self {
             from: instant(e.from),
+            from_utc: e.from,
             to: instant(e.to),
+            to_utc: e.to,
             currency: e.currency,
             days: e
                 .days
                 .into_iter()
                 .map(|d| MachineDayEarnings {
                     day: instant(d.day),
+                    day_utc: d.day,
                     machine_id: d.machine_id.map(Into::into),
                     gpu_model: d.gpu_model,
                     seconds: d.seconds,

@@ -2,6 +2,7 @@
 //! specification and listing terms, and operators' verification of hosts.
 
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
+use chrono::{DateTime, Utc};
 use contracts::{ErrorCode, api};
 use platform::internal::RemoteError;
 use rust_decimal::Decimal;
@@ -50,7 +51,9 @@ pub struct HostProfile {
     /// Set by an operator, with a reason.
     verification: Verification,
     verification_reason: Option<String>,
+    #[graphql(deprecation = "a String: use `updatedAtUtc`, a DateTime")]
     updated_at: String,
+    updated_at_utc: DateTime<Utc>,
 }
 
 impl From<api::HostProfile> for HostProfile {
@@ -63,6 +66,7 @@ impl From<api::HostProfile> for HostProfile {
             verification: p.verification.into(),
             verification_reason: p.verification_reason,
             updated_at: instant(p.updated_at),
+            updated_at_utc: p.updated_at,
         }
     }
 }
@@ -103,15 +107,21 @@ pub struct Machine {
     bandwidth_up_price_per_tb: Decimal,
     bandwidth_down_price_per_tb: Decimal,
     allowed_gpu_counts: Vec<i32>,
+    #[graphql(deprecation = "a String: use `listUntilUtc`, a DateTime")]
     list_until: Option<String>,
+    list_until_utc: Option<DateTime<Utc>>,
     currency: String,
     listed: bool,
     /// Heard from its agent within the grace period.
     online: bool,
+    #[graphql(deprecation = "a String: use `lastHeartbeatAtUtc`, a DateTime")]
     last_heartbeat_at: Option<String>,
+    last_heartbeat_at_utc: Option<DateTime<Utc>>,
     reliability: Option<Decimal>,
     verified: bool,
+    #[graphql(deprecation = "a String: use `createdAtUtc`, a DateTime")]
     created_at: String,
+    created_at_utc: DateTime<Utc>,
 }
 
 impl From<api::Machine> for Machine {
@@ -142,13 +152,16 @@ impl From<api::Machine> for Machine {
             bandwidth_down_price_per_tb: m.bandwidth_down_price_per_tb,
             allowed_gpu_counts: m.allowed_gpu_counts,
             list_until: m.list_until.map(instant),
+            list_until_utc: m.list_until,
             currency: m.currency,
             listed: m.listed,
             online: m.online,
             last_heartbeat_at: m.last_heartbeat_at.map(instant),
+            last_heartbeat_at_utc: m.last_heartbeat_at,
             reliability: m.reliability,
             verified: m.verified,
             created_at: instant(m.created_at),
+            created_at_utc: m.created_at,
         }
     }
 }
@@ -195,9 +208,14 @@ pub struct AgentToken {
 /// The agent was silent past the grace period.
 #[derive(SimpleObject)]
 pub struct HeartbeatGap {
+    #[graphql(deprecation = "a String: use `startedAtUtc`, a DateTime")]
     started_at: String,
+    started_at_utc: DateTime<Utc>,
     /// Null while the machine is still silent.
+    #[graphql(deprecation = "a String: use `endedAtUtc`, a DateTime")]
     ended_at: Option<String>,
+    /// Null while the machine is still silent.
+    ended_at_utc: Option<DateTime<Utc>>,
     seconds: i64,
 }
 
@@ -239,7 +257,9 @@ impl HostingQuery {
             .into_iter()
             .map(|g| HeartbeatGap {
                 started_at: instant(g.started_at),
+                started_at_utc: g.started_at,
                 ended_at: g.ended_at.map(instant),
+                ended_at_utc: g.ended_at,
                 seconds: g.seconds,
             })
             .collect())

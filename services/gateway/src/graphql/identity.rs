@@ -1,6 +1,7 @@
 //! Accounts, tokens, API keys and tenant quotas.
 
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
+use chrono::{DateTime, Utc};
 use contracts::api;
 
 use super::instant;
@@ -57,7 +58,9 @@ impl From<api::Principal> for Me {
 pub struct AuthPayload {
     /// Send as `Authorization: Bearer <token>`.
     token: String,
+    #[graphql(deprecation = "a String: use `expiresAtUtc`, a DateTime")]
     expires_at: String,
+    expires_at_utc: DateTime<Utc>,
     me: Me,
 }
 
@@ -92,12 +95,21 @@ pub struct ApiKey {
     scopes: Vec<Scope>,
     /// The email of the user the key acts as.
     owner_email: String,
+    #[graphql(deprecation = "a String: use `createdAtUtc`, a DateTime")]
     created_at: String,
+    created_at_utc: DateTime<Utc>,
     /// The last request the key authenticated, to the minute (recorded at
     /// most once a minute); null if never used.
+    #[graphql(deprecation = "a String: use `lastUsedAtUtc`, a DateTime")]
     last_used_at: Option<String>,
+    /// The last request the key authenticated, to the minute (recorded at
+    /// most once a minute); null if never used.
+    last_used_at_utc: Option<DateTime<Utc>>,
     /// Null while the key works.
+    #[graphql(deprecation = "a String: use `revokedAtUtc`, a DateTime")]
     revoked_at: Option<String>,
+    /// Null while the key works.
+    revoked_at_utc: Option<DateTime<Utc>>,
     /// The key this one replaced, when it was made by `rotateApiKey`.
     rotated_from: Option<ID>,
 }
@@ -111,8 +123,11 @@ impl From<api::ApiKeyInfo> for ApiKey {
             scopes: key.scopes.into_iter().map(Into::into).collect(),
             owner_email: key.owner_email,
             created_at: instant(key.created_at),
+            created_at_utc: key.created_at,
             last_used_at: key.last_used_at.map(instant),
+            last_used_at_utc: key.last_used_at,
             revoked_at: key.revoked_at.map(instant),
+            revoked_at_utc: key.revoked_at,
             rotated_from: key.rotated_from.map(Into::into),
         }
     }
@@ -140,8 +155,11 @@ impl CreateApiKeyPayload {
                 scopes: created.scopes.into_iter().map(Into::into).collect(),
                 owner_email: principal.email.clone(),
                 created_at: instant(created.created_at),
+                created_at_utc: created.created_at,
                 last_used_at: None,
+                last_used_at_utc: None,
                 revoked_at: None,
+                revoked_at_utc: None,
                 rotated_from: rotated_from.map(Into::into),
             },
             secret: created.secret,
@@ -189,6 +207,7 @@ fn auth_payload(ctx: &Context<'_>, principal: api::Principal) -> Result<AuthPayl
     Ok(AuthPayload {
         token: issued.token,
         expires_at: instant(issued.expires_at),
+        expires_at_utc: issued.expires_at,
         me: principal.into(),
     })
 }

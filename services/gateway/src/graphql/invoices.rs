@@ -7,6 +7,7 @@ use async_graphql::{Context, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api;
 use contracts::states::InvoiceStatus;
+use contracts::states::Meter;
 use rust_decimal::Decimal;
 
 use super::instant;
@@ -21,7 +22,11 @@ use crate::validate;
 #[derive(SimpleObject)]
 pub struct InvoiceLine {
     instance_id: ID,
+    #[graphql(deprecation = "a String: use `meterKind`, a Meter")]
     meter: String,
+    /// What is measured; null for usage posted before postings carried
+    /// their meter (the old field says `unknown` there).
+    meter_kind: Option<Meter>,
     /// The line's quantity in `unit`, corrections included.
     quantity: i64,
     /// What `quantity` counts: `second` (GPU time), `gib_second` (storage),
@@ -42,8 +47,12 @@ pub struct InvoiceLine {
     /// Usage from before this invoice's period that reached the ledger after
     /// that period's invoice was finalized (billed here as a delta).
     earlier_period: bool,
+    #[graphql(deprecation = "a String: use `chargePeriodStartUtc`, a DateTime")]
     charge_period_start: String,
+    charge_period_start_utc: DateTime<Utc>,
+    #[graphql(deprecation = "a String: use `chargePeriodEndUtc`, a DateTime")]
     charge_period_end: String,
+    charge_period_end_utc: DateTime<Utc>,
     /// Ledger postings summed into the line.
     postings: i32,
     /// The exact sum of the postings (9 decimals).
@@ -58,6 +67,7 @@ impl From<api::InvoiceLine> for InvoiceLine {
         let pricing_quantity = contracts::meters::pricing_quantity(&l.meter, l.quantity);
         Self {
             instance_id: l.instance_id.into(),
+            meter_kind: Meter::parse(&l.meter),
             meter: l.meter,
             quantity: l.quantity,
             unit_price: l.unit_price_per_hour,
@@ -68,7 +78,9 @@ impl From<api::InvoiceLine> for InvoiceLine {
             unit_price_per_hour: l.unit_price_per_hour,
             earlier_period: l.earlier_period,
             charge_period_start: instant(l.charge_period_start),
+            charge_period_start_utc: l.charge_period_start,
             charge_period_end: instant(l.charge_period_end),
+            charge_period_end_utc: l.charge_period_end,
             postings: l.postings,
             exact_amount: l.exact_amount,
             amount: l.amount,
@@ -86,7 +98,9 @@ pub struct CreditNote {
     amount: Decimal,
     currency: String,
     reason: String,
+    #[graphql(deprecation = "a String: use `createdAtUtc`, a DateTime")]
     created_at: String,
+    created_at_utc: DateTime<Utc>,
 }
 
 impl From<api::CreditNote> for CreditNote {
@@ -99,6 +113,7 @@ impl From<api::CreditNote> for CreditNote {
             currency: c.currency,
             reason: c.reason,
             created_at: instant(c.created_at),
+            created_at_utc: c.created_at,
         }
     }
 }
@@ -182,8 +197,12 @@ impl TryFrom<api::Invoice> for Invoice {
 /// on an invoice, including late usage of earlier periods). Not stored.
 #[derive(SimpleObject)]
 pub struct InvoicePreview {
+    #[graphql(deprecation = "a String: use `periodStartUtc`, a DateTime")]
     period_start: String,
+    period_start_utc: DateTime<Utc>,
+    #[graphql(deprecation = "a String: use `periodEndUtc`, a DateTime")]
     period_end: String,
+    period_end_utc: DateTime<Utc>,
     currency: String,
     total: Decimal,
     exact_total: Decimal,
@@ -195,7 +214,9 @@ impl From<api::Invoice> for InvoicePreview {
     fn from(i: api::Invoice) -> Self {
         Self {
             period_start: instant(i.period_start),
+            period_start_utc: i.period_start,
             period_end: instant(i.period_end),
+            period_end_utc: i.period_end,
             currency: i.currency,
             total: i.total,
             exact_total: i.exact_total,
@@ -208,7 +229,9 @@ impl From<api::Invoice> for InvoicePreview {
 /// What an invoicing run finalized (or found finalized) for its period end.
 #[derive(SimpleObject)]
 pub struct InvoiceRun {
+    #[graphql(deprecation = "a String: use `periodEndUtc`, a DateTime")]
     period_end: String,
+    period_end_utc: DateTime<Utc>,
     invoices: Vec<Invoice>,
 }
 
@@ -314,6 +337,7 @@ impl InvoicesMutation {
             .await?;
         Ok(InvoiceRun {
             period_end: instant(run.period_end),
+            period_end_utc: run.period_end,
             invoices: invoices(run.invoices)?,
         })
     }

@@ -2,6 +2,7 @@
 //! top-ups.
 
 use async_graphql::{Context, ID, Object, SimpleObject};
+use chrono::{DateTime, Utc};
 use contracts::api;
 use rust_decimal::Decimal;
 
@@ -61,7 +62,9 @@ pub struct EarningPosting {
     fee: Decimal,
     net: Decimal,
     fee_rate: Decimal,
+    #[graphql(deprecation = "a String: use `postedAtUtc`, a DateTime")]
     posted_at: String,
+    posted_at_utc: DateTime<Utc>,
 }
 
 impl From<api::HostEarnings> for HostEarnings {
@@ -80,6 +83,7 @@ impl From<api::HostEarnings> for HostEarnings {
                     net: p.net,
                     fee_rate: p.fee_rate,
                     posted_at: instant(p.posted_at),
+                    posted_at_utc: p.posted_at,
                 })
                 .collect(),
         }
@@ -102,8 +106,12 @@ pub struct TopUp {
     /// For Stripe.js (`stripe.confirmPayment`); only in `createTopUp`'s answer.
     client_secret: Option<String>,
     payment_intent_id: Option<String>,
+    #[graphql(deprecation = "a String: use `createdAtUtc`, a DateTime")]
     created_at: String,
+    created_at_utc: DateTime<Utc>,
+    #[graphql(deprecation = "a String: use `succeededAtUtc`, a DateTime")]
     succeeded_at: Option<String>,
+    succeeded_at_utc: Option<DateTime<Utc>>,
     /// Why a `failed` top-up could not be created; null otherwise.
     failure_reason: Option<String>,
 }
@@ -118,7 +126,9 @@ impl From<api::TopUp> for TopUp {
             client_secret: t.client_secret,
             payment_intent_id: t.payment_intent_id,
             created_at: instant(t.created_at),
+            created_at_utc: t.created_at,
             succeeded_at: t.succeeded_at.map(instant),
+            succeeded_at_utc: t.succeeded_at,
             failure_reason: t.failure_reason,
         }
     }

@@ -30,7 +30,9 @@ const DEFAULT_NEAR_QUOTA_PERCENT: i32 = 80;
 /// posted.
 #[derive(SimpleObject)]
 pub struct MarketVolumePoint {
+    #[graphql(deprecation = "a String: use `bucketStartUtc`, a DateTime")]
     bucket_start: String,
+    bucket_start_utc: DateTime<Utc>,
     /// What renters were charged for usage (their ledger legs, positive).
     volume: Decimal,
     /// The hosts' share of the same postings.
@@ -71,6 +73,7 @@ impl From<ApiMarketVolume> for MarketVolume {
                 .into_iter()
                 .map(|p| MarketVolumePoint {
                     bucket_start: instant(p.bucket_start),
+                    bucket_start_utc: p.bucket_start,
                     volume: p.volume,
                     host_earnings: p.host_earnings,
                     fees: p.fees,
@@ -109,7 +112,10 @@ pub struct GpuSupplyModel {
 #[derive(SimpleObject)]
 pub struct GpuSupply {
     /// When the catalog counted.
+    #[graphql(deprecation = "a String: use `atUtc`, a DateTime")]
     at: String,
+    /// When the catalog counted.
+    at_utc: DateTime<Utc>,
     /// By model name.
     models: Vec<GpuSupplyModel>,
     listed_gpus: i64,
@@ -122,6 +128,7 @@ impl From<ApiGpuSupply> for GpuSupply {
     fn from(s: ApiGpuSupply) -> Self {
         Self {
             at: instant(s.at),
+            at_utc: s.at,
             models: s
                 .models
                 .into_iter()
@@ -223,9 +230,14 @@ pub struct OutOfCreditTenant {
     /// it raised it, and since when.
     burn_per_hour: Option<Decimal>,
     runway_seconds: Option<i64>,
+    #[graphql(deprecation = "a String: use `lowSinceUtc`, a DateTime")]
     low_since: Option<String>,
+    low_since_utc: Option<DateTime<Utc>>,
     /// The tenant's latest usage posting.
+    #[graphql(deprecation = "a String: use `lastChargedAtUtc`, a DateTime")]
     last_charged_at: Option<String>,
+    /// The tenant's latest usage posting.
+    last_charged_at_utc: Option<DateTime<Utc>>,
 }
 
 #[derive(SimpleObject)]
@@ -271,7 +283,9 @@ fn out_of_credit(
                     burn_per_hour: t.burn_per_hour,
                     runway_seconds: t.runway_seconds,
                     low_since: t.low_since.map(instant),
+                    low_since_utc: t.low_since,
                     last_charged_at: t.last_charged_at.map(instant),
+                    last_charged_at_utc: t.last_charged_at,
                 }
             })
             .collect(),

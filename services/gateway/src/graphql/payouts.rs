@@ -7,6 +7,7 @@
 use async_graphql::{Context, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::states::Meter;
 use contracts::states::{PayoutStatus, StatementStatus};
 use rust_decimal::Decimal;
 
@@ -23,7 +24,11 @@ pub struct StatementLine {
     /// None for usage recorded before machines were tracked on postings.
     machine_id: Option<ID>,
     gpu_model: Option<String>,
+    #[graphql(deprecation = "a String: use `meterKind`, a Meter")]
     meter: String,
+    /// What is measured; null for usage posted before postings carried
+    /// their meter (the old field says `unknown` there).
+    meter_kind: Option<Meter>,
     /// Usage of an earlier period that reached the ledger after that
     /// period's statement was finalized.
     earlier_period: bool,
@@ -48,6 +53,7 @@ impl From<api::StatementLine> for StatementLine {
         Self {
             machine_id: l.machine_id.map(Into::into),
             gpu_model: l.gpu_model,
+            meter_kind: Meter::parse(&l.meter),
             meter: l.meter,
             earlier_period: l.earlier_period,
             seconds: l.seconds,
@@ -134,7 +140,9 @@ impl From<api::Statement> for Statement {
 /// What a statement run finalized (or found finalized) for its period end.
 #[derive(SimpleObject)]
 pub struct StatementRun {
+    #[graphql(deprecation = "a String: use `periodEndUtc`, a DateTime")]
     period_end: String,
+    period_end_utc: DateTime<Utc>,
     statements: Vec<Statement>,
 }
 
@@ -149,7 +157,9 @@ pub struct PayoutAccount {
     transfers_status: String,
     payouts_enabled: bool,
     details_submitted: bool,
+    #[graphql(deprecation = "a String: use `createdAtUtc`, a DateTime")]
     created_at: String,
+    created_at_utc: DateTime<Utc>,
 }
 
 impl From<api::PayoutAccount> for PayoutAccount {
@@ -162,6 +172,7 @@ impl From<api::PayoutAccount> for PayoutAccount {
             payouts_enabled: a.payouts_enabled,
             details_submitted: a.details_submitted,
             created_at: instant(a.created_at),
+            created_at_utc: a.created_at,
         }
     }
 }
@@ -174,7 +185,9 @@ pub struct PublicUrl(pub String);
 #[derive(SimpleObject)]
 pub struct PayoutOnboardingLink {
     url: String,
+    #[graphql(deprecation = "a String: use `expiresAtUtc`, a DateTime")]
     expires_at: String,
+    expires_at_utc: DateTime<Utc>,
 }
 
 /// A transfer of earnings to the host's connected account.
@@ -400,6 +413,7 @@ impl PayoutsMutation {
         Ok(PayoutOnboardingLink {
             url: link.url,
             expires_at: instant(link.expires_at),
+            expires_at_utc: link.expires_at,
         })
     }
 
@@ -430,6 +444,7 @@ impl PayoutsMutation {
             .await?;
         Ok(StatementRun {
             period_end: instant(run.period_end),
+            period_end_utc: run.period_end,
             statements: run.statements.into_iter().map(Into::into).collect(),
         })
     }

@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
+use chrono::{DateTime, Utc};
 use contracts::api;
 use rust_decimal::Decimal;
 
@@ -104,7 +105,9 @@ pub struct Team {
     name: String,
     quota: Quota,
     borrowing_limit: QuotaLimits,
+    #[graphql(deprecation = "a String: use `createdAtUtc`, a DateTime")]
     created_at: String,
+    created_at_utc: DateTime<Utc>,
 }
 
 impl From<api::Team> for Team {
@@ -115,6 +118,7 @@ impl From<api::Team> for Team {
             quota: Quota::new(t.limits, t.usage),
             borrowing_limit: t.borrowing_limit.into(),
             created_at: instant(t.created_at),
+            created_at_utc: t.created_at,
         }
     }
 }

@@ -3,6 +3,7 @@
 use async_graphql::{ComplexObject, Context, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::states::Meter;
 use contracts::states::{InstanceAction, InstanceState, RentalType};
 use rust_decimal::Decimal;
 
@@ -288,10 +289,19 @@ pub struct EnvVar {
 pub struct UsageInterval {
     id: ID,
     instance_id: ID,
+    #[graphql(deprecation = "a String: use `meterKind`, a Meter")]
     meter: String,
+    /// What is measured; null for usage posted before postings carried
+    /// their meter (the old field says `unknown` there).
+    meter_kind: Option<Meter>,
+    #[graphql(deprecation = "a String: use `startedAtUtc`, a DateTime")]
     started_at: Option<String>,
+    started_at_utc: Option<DateTime<Utc>>,
     /// Null while the interval is open.
+    #[graphql(deprecation = "a String: use `endedAtUtc`, a DateTime")]
     ended_at: Option<String>,
+    /// Null while the interval is open.
+    ended_at_utc: Option<DateTime<Utc>>,
     /// Whole seconds between start and end; null while open.
     billed_seconds: Option<i64>,
     price_per_hour: Decimal,
@@ -307,9 +317,12 @@ impl From<api::UsageInterval> for UsageInterval {
         Self {
             id: u.id.into(),
             instance_id: u.instance_id.into(),
+            meter_kind: Meter::parse(&u.meter),
             meter: u.meter,
             started_at: u.started_at.map(instant),
+            started_at_utc: u.started_at,
             ended_at: u.ended_at.map(instant),
+            ended_at_utc: u.ended_at,
             billed_seconds: u.seconds,
             price_per_hour: u.price_per_hour,
             currency: u.currency,

@@ -1,0 +1,11 @@
+ALTER TABLE billing.statement_lines DROP CONSTRAINT statement_lines_meter_known;
+ALTER TABLE billing.invoice_lines DROP CONSTRAINT invoice_lines_meter_known;
+ALTER TABLE billing.usage_details DROP CONSTRAINT usage_details_meter_known;
+ALTER TABLE metering.intervals DROP CONSTRAINT intervals_meter_known;
+ALTER TABLE ordering.instance_events DROP CONSTRAINT instance_events_states_known;
+ALTER TABLE ordering.instance_events DROP CONSTRAINT instance_events_kind_known;
+ALTER TABLE ordering.instance_transitions DROP CONSTRAINT instance_transitions_states_known;
+ALTER TABLE ordering.orders DROP CONSTRAINT orders_rental_type_known;
+ALTER TABLE ordering.orders DROP CONSTRAINT orders_state_known;
+ALTER TABLE ordering.instances DROP CONSTRAINT instances_rental_type_known;
+ALTER TABLE ordering.instances DROP CONSTRAINT instances_state_known;
