@@ -129,7 +129,7 @@ test('a renter sees its balance, a running instance whose cost grows, and the in
   // the chart has a bar for today, and the invoice opens on its lines.
   await until(
     async () =>
-      (await gql('query($f: String!, $t: String!) { usageSeries(bucket: DAY, groupBy: GPU_MODEL, from: $f, to: $t) { points { key } } }', {
+      (await gql('query($f: DateTime!, $t: DateTime!) { usageSeries(bucket: DAY, groupBy: GPU_MODEL, fromUtc: $f, toUtc: $t) { points { key } } }', {
         f: new Date(Date.now() - 86_400_000).toISOString(),
         t: new Date(Date.now() + 86_400_000).toISOString(),
       }, renter.token)).usageSeries.points.some((/** @type {any} */ p) => p.key === model.name),
@@ -137,7 +137,7 @@ test('a renter sees its balance, a running instance whose cost grows, and the in
   );
   const run = (
     await gql(
-      'mutation($e: String, $t: ID) { runInvoices(periodEnd: $e, tenantId: $t) { invoices { number lines { meterKind } } } }',
+      'mutation($e: DateTime, $t: ID) { runInvoices(periodEndUtc: $e, tenantId: $t) { invoices { number lines { meterKind } } } }',
       { e: new Date().toISOString(), t: renter.tenantId },
       op,
     )

@@ -33,8 +33,8 @@ import { checkA11y } from './portal-axe.mjs';
 
 const browser = browserForFile('operator page state');
 
-const OVERVIEW = `query($f: String!, $t: String!) {
-  marketplaceOverview(from: $f, to: $t, bucket: DAY, nearQuotaPercent: 80) {
+const OVERVIEW = `query($f: DateTime!, $t: DateTime!) {
+  marketplaceOverview(fromUtc: $f, toUtc: $t, bucket: DAY, nearQuotaPercent: 80) {
     volume { currency totalVolume totalFees totalHostEarnings totalFeeRevenue points { bucketStartUtc volume fees } }
     gpuSupply { listedGpus onlineGpus rentedGpus models { gpuModel listedGpus onlineGpus rentedGpus } }
     nearQuota { tenants { tenantId tenantName dimensions { quota limit used percent } } }

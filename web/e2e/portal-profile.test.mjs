@@ -411,7 +411,7 @@ test('a host opens the current period and a finalized statement: the lines add u
   // The demo operator finalizes the period up to now for this host.
   const run = (
     await gql(
-      `mutation($e: String, $h: ID) { runStatements(periodEnd: $e, hostTenantId: $h) { statements { id number } } }`,
+      `mutation($e: DateTime, $h: ID) { runStatements(periodEndUtc: $e, hostTenantId: $h) { statements { id number } } }`,
       { e: new Date().toISOString(), h: host.tenantId },
       op,
     )

@@ -190,12 +190,12 @@ export const PlatformFeeRate = graphql(`
 `);
 
 export const HostEarningsOverview = graphql(`
-  query HostEarningsOverview($from: String!, $to: String!) {
+  query HostEarningsOverview($from: DateTime!, $to: DateTime!) {
     hostEarnings {
       total
       currency
     }
-    earningsByMachine(from: $from, to: $to) {
+    earningsByMachine(fromUtc: $from, toUtc: $to) {
       fromUtc
       toUtc
       currency

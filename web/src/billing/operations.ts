@@ -29,8 +29,8 @@ export const BillingRunway = graphql(`
 `);
 
 export const BillingSpendSeries = graphql(`
-  query BillingSpendSeries($from: String!, $to: String!) {
-    usageSeries(bucket: DAY, groupBy: GPU_MODEL, from: $from, to: $to) {
+  query BillingSpendSeries($from: DateTime!, $to: DateTime!) {
+    usageSeries(bucket: DAY, groupBy: GPU_MODEL, fromUtc: $from, toUtc: $to) {
       fromUtc
       toUtc
       currency

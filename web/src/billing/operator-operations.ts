@@ -12,8 +12,8 @@ export const OperatorViewer = graphql(`
 `);
 
 export const OperatorMarketplace = graphql(`
-  query OperatorMarketplace($from: String!, $to: String!, $nearQuotaPercent: Int) {
-    marketplaceOverview(from: $from, to: $to, bucket: DAY, nearQuotaPercent: $nearQuotaPercent) {
+  query OperatorMarketplace($from: DateTime!, $to: DateTime!, $nearQuotaPercent: Int) {
+    marketplaceOverview(fromUtc: $from, toUtc: $to, bucket: DAY, nearQuotaPercent: $nearQuotaPercent) {
       from
       to
       volume {

@@ -638,8 +638,8 @@ export const BillingRunwayDocument = new TypedDocumentString(`
 }
     `) as unknown as TypedDocumentString<BillingRunwayQuery, BillingRunwayQueryVariables>;
 export const BillingSpendSeriesDocument = new TypedDocumentString(`
-    query BillingSpendSeries($from: String!, $to: String!) {
-  usageSeries(bucket: DAY, groupBy: GPU_MODEL, from: $from, to: $to) {
+    query BillingSpendSeries($from: DateTime!, $to: DateTime!) {
+  usageSeries(bucket: DAY, groupBy: GPU_MODEL, fromUtc: $from, toUtc: $to) {
     fromUtc
     toUtc
     currency
@@ -750,10 +750,10 @@ export const OperatorViewerDocument = new TypedDocumentString(`
 }
     `) as unknown as TypedDocumentString<OperatorViewerQuery, OperatorViewerQueryVariables>;
 export const OperatorMarketplaceDocument = new TypedDocumentString(`
-    query OperatorMarketplace($from: String!, $to: String!, $nearQuotaPercent: Int) {
+    query OperatorMarketplace($from: DateTime!, $to: DateTime!, $nearQuotaPercent: Int) {
   marketplaceOverview(
-    from: $from
-    to: $to
+    fromUtc: $from
+    toUtc: $to
     bucket: DAY
     nearQuotaPercent: $nearQuotaPercent
   ) {
@@ -1101,12 +1101,12 @@ export const PlatformFeeRateDocument = new TypedDocumentString(`
 }
     `) as unknown as TypedDocumentString<PlatformFeeRateQuery, PlatformFeeRateQueryVariables>;
 export const HostEarningsOverviewDocument = new TypedDocumentString(`
-    query HostEarningsOverview($from: String!, $to: String!) {
+    query HostEarningsOverview($from: DateTime!, $to: DateTime!) {
   hostEarnings {
     total
     currency
   }
-  earningsByMachine(from: $from, to: $to) {
+  earningsByMachine(fromUtc: $from, toUtc: $to) {
     fromUtc
     toUtc
     currency

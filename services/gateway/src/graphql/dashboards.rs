@@ -255,18 +255,16 @@ impl From<api::MachineEarnings> for MachineEarnings {
     }
 }
 
-fn parse_instant(field: &'static str, raw: &str) -> Result<DateTime<Utc>, GatewayError> {
-    DateTime::parse_from_rfc3339(raw)
-        .map(|t| t.with_timezone(&Utc))
-        .map_err(|_| {
-            GatewayError::validation(field, "an RFC 3339 instant such as 2027-01-01T00:00:00Z")
-        })
-}
-
 /// `[from, to)`, checked before billing is asked (billing checks the bucket
 /// count too).
-pub(super) fn range(from: &str, to: &str) -> Result<(DateTime<Utc>, DateTime<Utc>), GatewayError> {
-    let (from, to) = (parse_instant("from", from)?, parse_instant("to", to)?);
+pub(super) fn range(
+    from: Option<String>,
+    from_utc: Option<DateTime<Utc>>,
+    to: Option<String>,
+    to_utc: Option<DateTime<Utc>>,
+) -> Result<(DateTime<Utc>, DateTime<Utc>), GatewayError> {
+    let from = super::scalars::required_instant("from", from, "fromUtc", from_utc)?;
+    let to = super::scalars::required_instant("to", to, "toUtc", to_utc)?;
     if to <= from {
         return Err(GatewayError::validation("to", "must be after from"));
     }
@@ -340,17 +338,21 @@ impl DashboardsQuery {
     /// bucket its usage segment started in: the points add up exactly to
     /// the postings.
     #[graphql(complexity = "super::extensions::limits::EXPENSIVE_FIELD + child_complexity")]
+    // A resolver's arguments are the GraphQL field's: one each.
+    #[allow(clippy::too_many_arguments)]
     async fn usage_series(
         &self,
         ctx: &Context<'_>,
         bucket: UsageBucket,
         group_by: UsageGroupBy,
-        from: String,
-        to: String,
+        #[graphql(deprecation = "a String: use `fromUtc`, a DateTime")] from: Option<String>,
+        from_utc: Option<DateTime<Utc>>,
+        #[graphql(deprecation = "a String: use `toUtc`, a DateTime")] to: Option<String>,
+        to_utc: Option<DateTime<Utc>>,
         tenant_id: Option<ID>,
     ) -> GqlResult<UsageSeries> {
         let tenant = tenant(ctx, Access::Billing, tenant_id).await?;
-        let (from, to) = range(&from, &to)?;
+        let (from, to) = range(from, from_utc, to, to_utc)?;
         let series = clients::from_context(ctx)?
             .usage_series(
                 tenant,
@@ -371,12 +373,14 @@ impl DashboardsQuery {
     async fn earnings_by_machine(
         &self,
         ctx: &Context<'_>,
-        from: String,
-        to: String,
+        #[graphql(deprecation = "a String: use `fromUtc`, a DateTime")] from: Option<String>,
+        from_utc: Option<DateTime<Utc>>,
+        #[graphql(deprecation = "a String: use `toUtc`, a DateTime")] to: Option<String>,
+        to_utc: Option<DateTime<Utc>>,
         tenant_id: Option<ID>,
     ) -> GqlResult<MachineEarnings> {
         let tenant = tenant(ctx, Access::Host, tenant_id).await?;
-        let (from, to) = range(&from, &to)?;
+        let (from, to) = range(from, from_utc, to, to_utc)?;
         let earnings = clients::from_context(ctx)?
             .machine_earnings(tenant, &api::MachineEarningsQuery { from, to })
             .await?;

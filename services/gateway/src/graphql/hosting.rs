@@ -389,7 +389,14 @@ impl HostingMutation {
         bandwidth_up_price_per_tb: Option<Decimal>,
         bandwidth_down_price_per_tb: Option<Decimal>,
         allowed_gpu_counts: Option<Vec<i32>>,
-        #[graphql(desc = "RFC 3339; the machine is unlisted after it.")] list_until: Option<String>,
+        #[graphql(
+            desc = "RFC 3339; the machine is unlisted after it.",
+            deprecation = "a String: use `listUntilUtc`, a DateTime"
+        )]
+        list_until: Option<String>,
+        #[graphql(desc = "The machine is unlisted after it.")] list_until_utc: Option<
+            DateTime<Utc>,
+        >,
     ) -> GqlResult<Machine> {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let machine_id = validate::id("machineId", &machine_id)?;
@@ -418,18 +425,8 @@ impl HostingMutation {
             bandwidth_down_price_per_tb,
             contracts::bounds::BANDWIDTH_PRICE,
         )?;
-        let list_until = list_until
-            .map(|s| {
-                chrono::DateTime::parse_from_rfc3339(&s)
-                    .map(|t| t.with_timezone(&chrono::Utc))
-                    .map_err(|_| {
-                        GatewayError::validation(
-                            "listUntil",
-                            "an RFC 3339 instant such as 2027-06-30T00:00:00Z",
-                        )
-                    })
-            })
-            .transpose()?;
+        let list_until =
+            super::scalars::instant_arg("listUntil", list_until, "listUntilUtc", list_until_utc)?;
         let request = api::SetPricingRequest {
             host_tenant_id: principal.tenant_id,
             price_per_gpu_hour,

@@ -306,22 +306,15 @@ impl InvoicesMutation {
     async fn run_invoices(
         &self,
         ctx: &Context<'_>,
-        period_end: Option<String>,
+        #[graphql(deprecation = "a String: use `periodEndUtc`, a DateTime")] period_end: Option<
+            String,
+        >,
+        period_end_utc: Option<DateTime<Utc>>,
         tenant_id: Option<ID>,
     ) -> GqlResult<InvoiceRun> {
         auth::authorize(ctx, Access::Operator).await?;
-        let period_end = period_end
-            .map(|s| {
-                chrono::DateTime::parse_from_rfc3339(&s)
-                    .map(|t| t.with_timezone(&chrono::Utc))
-                    .map_err(|_| {
-                        GatewayError::validation(
-                            "periodEnd",
-                            "an RFC 3339 instant such as 2027-01-01T00:00:00Z",
-                        )
-                    })
-            })
-            .transpose()?;
+        let period_end =
+            super::scalars::instant_arg("periodEnd", period_end, "periodEndUtc", period_end_utc)?;
         let tenant_id = tenant_id
             .map(|t| validate::id("tenantId", &t))
             .transpose()?;

@@ -1,6 +1,7 @@
 //! The market as renters search it: offers, why none matched, GPU models.
 
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
+use chrono::{DateTime, Utc};
 use contracts::api;
 use rust_decimal::Decimal;
 
@@ -168,7 +169,9 @@ pub struct Offer {
     storage_price_per_gb_month: Decimal,
     bandwidth_up_price_per_tb: Decimal,
     bandwidth_down_price_per_tb: Decimal,
+    #[graphql(deprecation = "a String: use `listUntilUtc`, a DateTime")]
     list_until: Option<String>,
+    list_until_utc: Option<DateTime<Utc>>,
     currency: String,
 }
 
@@ -208,6 +211,7 @@ impl From<api::Offer> for Offer {
             bandwidth_up_price_per_tb: o.bandwidth_up_price_per_tb,
             bandwidth_down_price_per_tb: o.bandwidth_down_price_per_tb,
             list_until: o.list_until.map(super::instant),
+            list_until_utc: o.list_until,
             currency: o.currency,
         }
     }

@@ -392,16 +392,20 @@ impl OperatorQuery {
     /// `[from, to)` (RFC 3339; at most 2000 buckets), GPU supply now, and the
     /// tenants at or above `nearQuotaPercent` (1–100, default 80) of a quota
     /// or out of credit.
+    // A resolver's arguments are the GraphQL field's: one each.
+    #[allow(clippy::too_many_arguments)]
     async fn marketplace_overview(
         &self,
         ctx: &Context<'_>,
-        from: String,
-        to: String,
+        #[graphql(deprecation = "a String: use `fromUtc`, a DateTime")] from: Option<String>,
+        from_utc: Option<DateTime<Utc>>,
+        #[graphql(deprecation = "a String: use `toUtc`, a DateTime")] to: Option<String>,
+        to_utc: Option<DateTime<Utc>>,
         bucket: Option<UsageBucket>,
         near_quota_percent: Option<i32>,
     ) -> GqlResult<MarketplaceOverview> {
         auth::authorize(ctx, Access::Operator).await?;
-        let (from, to) = range(&from, &to)?;
+        let (from, to) = range(from, from_utc, to, to_utc)?;
         let percent = near_quota_percent.unwrap_or(DEFAULT_NEAR_QUOTA_PERCENT);
         let near_quota_percent = u32::try_from(percent)
             .ok()

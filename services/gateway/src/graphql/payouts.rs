@@ -265,22 +265,6 @@ pub struct PayoutRun {
     outcomes: Vec<PayoutOutcome>,
 }
 
-fn parse_period_end(
-    raw: Option<String>,
-) -> Result<Option<chrono::DateTime<chrono::Utc>>, GatewayError> {
-    raw.map(|s| {
-        chrono::DateTime::parse_from_rfc3339(&s)
-            .map(|t| t.with_timezone(&chrono::Utc))
-            .map_err(|_| {
-                GatewayError::validation(
-                    "periodEnd",
-                    "an RFC 3339 instant such as 2027-01-01T00:00:00Z",
-                )
-            })
-    })
-    .transpose()
-}
-
 #[derive(Default)]
 pub struct PayoutsQuery;
 
@@ -424,11 +408,15 @@ impl PayoutsMutation {
     async fn run_statements(
         &self,
         ctx: &Context<'_>,
-        period_end: Option<String>,
+        #[graphql(deprecation = "a String: use `periodEndUtc`, a DateTime")] period_end: Option<
+            String,
+        >,
+        period_end_utc: Option<DateTime<Utc>>,
         host_tenant_id: Option<ID>,
     ) -> GqlResult<StatementRun> {
         auth::authorize(ctx, Access::Operator).await?;
-        let period_end = parse_period_end(period_end)?;
+        let period_end =
+            super::scalars::instant_arg("periodEnd", period_end, "periodEndUtc", period_end_utc)?;
         let host_tenant_id = host_tenant_id
             .map(|t| validate::id("hostTenantId", &t))
             .transpose()?;
