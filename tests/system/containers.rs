@@ -871,7 +871,7 @@ async fn containers_the_readmes_real_container_steps_work_on_make_run_real() {
             .run(&graphql[1].replace("<instance id>", &id), json!({}))
             .await
             .ok()?;
-        (shown["instance"]["status"] == "running").then_some(shown)
+        (shown["instance"]["state"] == "RUNNING").then_some(shown)
     })
     .await;
     let connection = &shown["instance"]["connection"];

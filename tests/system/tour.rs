@@ -226,12 +226,12 @@ async fn the_readme_tour_shows_what_it_claims_on_the_demo_market() {
             let (renter, step4) = (&renter, &step4);
             async move {
                 let data = renter.run(step4, json!({})).await.expect("step 4");
-                (data["instance"]["status"] == "running").then_some(data)
+                (data["instance"]["state"] == "RUNNING").then_some(data)
             }
         },
     )
     .await;
-    assert!(running["instance"]["runningAt"].is_string(), "{running}");
+    assert!(running["instance"]["runningAtUtc"].is_string(), "{running}");
     // Some billable seconds before the stop.
     tokio::time::sleep(Duration::from_millis(2100)).await;
 
@@ -241,7 +241,7 @@ async fn the_readme_tour_shows_what_it_claims_on_the_demo_market() {
         .await
         .expect("step 5");
     assert!(
-        stopped["stopInstance"]["stoppedAt"].is_string(),
+        stopped["stopInstance"]["stoppedAtUtc"].is_string(),
         "{stopped}"
     );
 
@@ -265,7 +265,7 @@ async fn the_readme_tour_shows_what_it_claims_on_the_demo_market() {
         }
     })
     .await;
-    assert!(bill["usage"][0]["endedAt"].is_string(), "{bill}");
+    assert!(bill["usage"][0]["endedAtUtc"].is_string(), "{bill}");
 
     // 7. Dashboards: today's spend on the RTX 4090, the balance's history.
     let step7 = graphql[8];
