@@ -1,19 +1,21 @@
-//! The meters usage is measured and priced in, by name: what a quantity
+//! The meters usage is measured and priced in, by name (the names are
+//! [`Meter`]'s, as text for SQL and routing): what a quantity
 //! counts and what a price is per. Metering measures, billing rates,
 //! invoices and the FOCUS export show them; all read the same table here.
 
 use rust_decimal::{Decimal, RoundingStrategy};
 
 use crate::money::LEDGER_SCALE;
+use crate::states::Meter;
 
 /// GPU time: seconds at a price per hour (all the rental's GPUs).
-pub const GPU: &str = "gpu";
+pub const GPU: &str = Meter::Gpu.as_str();
 /// Disk: seconds of the rental's GiB (GiB-seconds on invoices) at a price
 /// per GB-month.
-pub const STORAGE: &str = "storage";
+pub const STORAGE: &str = Meter::Storage.as_str();
 /// Traffic: bytes at a price per TB.
-pub const BANDWIDTH_UP: &str = "bandwidth_up";
-pub const BANDWIDTH_DOWN: &str = "bandwidth_down";
+pub const BANDWIDTH_UP: &str = Meter::BandwidthUp.as_str();
+pub const BANDWIDTH_DOWN: &str = Meter::BandwidthDown.as_str();
 
 /// The hours-per-month convention of storage prices (365 × 24 / 12; the
 /// catalog prices offers with the same one), in seconds.

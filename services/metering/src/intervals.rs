@@ -10,8 +10,7 @@ use uuid::Uuid;
 
 use crate::{Error, SCHEMA};
 
-pub(crate) const GPU: &str = "gpu";
-pub use contracts::meters::{BANDWIDTH_DOWN, BANDWIDTH_UP, STORAGE};
+pub use contracts::meters::{BANDWIDTH_DOWN, BANDWIDTH_UP, GPU, STORAGE};
 /// The meters measured in seconds between two instants.
 pub const TIME_METERS: [&str; 2] = [GPU, STORAGE];
 /// What a bandwidth segment's `seconds` count.

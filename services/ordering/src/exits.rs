@@ -57,7 +57,7 @@ pub async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), Hand
         .map_err(|e| HandlerError::Transient(e.to_string()))?;
     db.tx(move |conn| {
         let row = lock(conn, id)?;
-        if row.state()? == InstanceState::Stopping {
+        if row.state == InstanceState::Stopping {
             let why = row.status_reason.clone();
             transition(
                 conn,
@@ -132,7 +132,7 @@ fn apply(
         return Ok(None);
     }
     let current = attempt(conn, row.id)?;
-    if row.state()? != InstanceState::Running || event.run != current {
+    if row.state != InstanceState::Running || event.run != current {
         tracing::info!(
             instance.id = %row.id,
             run = event.run,
@@ -165,7 +165,7 @@ fn unfinished(
     let Some(row) = crate::instances::load(conn, event.instance_id)? else {
         return Ok(None);
     };
-    if row.machine_id != event.machine_id || row.state()? != InstanceState::Stopping {
+    if row.machine_id != event.machine_id || row.state != InstanceState::Stopping {
         return Ok(None);
     }
     Ok(Some((row.id, current_holding_key(conn, &row)?)))

@@ -98,7 +98,7 @@ pub async fn mark_ready(
     });
     db.tx(move |conn| {
         let row = lock(conn, id)?;
-        if row.state()? != InstanceState::Provisioning {
+        if row.state != InstanceState::Provisioning {
             return Ok(row.into());
         }
         let at = contracts::time::now();
@@ -146,7 +146,7 @@ pub async fn mark_failed(
         .tx(move |conn| -> Result<(InstanceRow, Uuid, bool), Error> {
             let row = lock(conn, id)?;
             let key = current_holding_key(conn, &row)?;
-            if row.state()? != InstanceState::Provisioning {
+            if row.state != InstanceState::Provisioning {
                 return Ok((row, key, false));
             }
             let at = contracts::time::now();
@@ -215,7 +215,7 @@ pub async fn stop_because(
                 return Err(Error::NotFound(format!("instance {id} not found")));
             }
             let key = current_holding_key(conn, &row)?;
-            match row.state()? {
+            match row.state {
                 InstanceState::Running => {}
                 InstanceState::Stopping | InstanceState::Stopped => return Ok((row, key)),
                 other => {
@@ -247,7 +247,7 @@ pub async fn stop_because(
     crate::holdings::release_holdings(deps, key).await?;
     db.tx(move |conn| {
         let row = lock(conn, id)?;
-        if row.state()? == InstanceState::Stopping {
+        if row.state == InstanceState::Stopping {
             // The status keeps saying why it stopped (the renter, the
             // balance, the spend cap, a lifecycle rule), whoever finishes
             // the stop: the reason the stop was made with is on the row.

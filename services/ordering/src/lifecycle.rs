@@ -62,7 +62,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
             Ok::<_, Error>((row, current))
         })
         .await?;
-    match row.state()? {
+    match row.state {
         InstanceState::Stopped => {}
         // Already started (a repeated request): answer the instance.
         InstanceState::Provisioning | InstanceState::Running => return Ok(row.into()),
@@ -103,7 +103,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
     let result = db
         .tx(move |conn| -> Result<(InstanceRow, bool), Error> {
             let row = lock(conn, id)?;
-            if row.state()? != InstanceState::Stopped || attempt(conn, id)? != current {
+            if row.state != InstanceState::Stopped || attempt(conn, id)? != current {
                 return Ok((row, false));
             }
             // The catalog preempted this start's GPUs already (its consumer
@@ -151,7 +151,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
         // A concurrent start of the same attempt shares the holdings and owns
         // them now; otherwise (a destroy meanwhile) nobody will use them.
         let holding = matches!(
-            latest.state()?,
+            latest.state,
             InstanceState::Provisioning | InstanceState::Running | InstanceState::Stopping
         );
         let owner = db
@@ -274,7 +274,7 @@ fn destroy_in_tx(
 ) -> Result<(Instance, Option<Uuid>), Error> {
     {
         let row = owned(Some(lock(conn, id)?), id, tenant_id)?;
-        let state = row.state()?;
+        let state = row.state;
         match state {
             // Provisioning: the renter cancels the order (or a start). The
             // provisioner cancels the provisioning job when the
@@ -378,7 +378,7 @@ pub async fn deprovisioning_result(
             Ok::<_, Error>((row, key))
         })
         .await?;
-    if row.state()? != InstanceState::Deprovisioning {
+    if row.state != InstanceState::Deprovisioning {
         return Ok(row.into());
     }
     if result.clean {
@@ -388,7 +388,7 @@ pub async fn deprovisioning_result(
         return db
             .tx(move |conn| {
                 let row = lock(conn, id)?;
-                if row.state()? == InstanceState::Deprovisioning {
+                if row.state == InstanceState::Deprovisioning {
                     transition(
                         conn,
                         &row,
@@ -409,7 +409,7 @@ pub async fn deprovisioning_result(
     let instance = db
         .tx(move |conn| {
             let row = lock(conn, id)?;
-            if row.state()? == InstanceState::Deprovisioning {
+            if row.state == InstanceState::Deprovisioning {
                 diesel::update(instances::table.find(id))
                     .filter(instances::version.eq(row.version))
                     .set((

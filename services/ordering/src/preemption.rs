@@ -129,7 +129,7 @@ fn apply(
     if current_holding_key(conn, &row)? != event.allocation_key {
         return Ok(());
     }
-    let state = row.state()?;
+    let state = row.state;
     if !matches!(state, InstanceState::Running | InstanceState::Provisioning) {
         return Ok(());
     }

@@ -104,7 +104,7 @@ impl InstanceView {
         Ok(Self {
             id: row.id,
             machine_id: row.machine_id,
-            state: row.state()?,
+            state: row.state,
             run_seq: row.run_seq,
             running_at: row.running_at,
             stopped_at: row.stopped_at,

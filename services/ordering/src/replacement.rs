@@ -62,7 +62,7 @@ async fn load_failed(db: &Db, id: Uuid) -> Result<Option<Failed>, Error> {
         let Some(row) = load(conn, id)? else {
             return Ok(None);
         };
-        if row.state()? != InstanceState::Provisioning {
+        if row.state != InstanceState::Provisioning {
             return Ok(None);
         }
         let failed_machines: Vec<Uuid> = instances::table
@@ -182,7 +182,7 @@ pub async fn try_replace(
     let outcome = db
         .tx(move |conn| -> Result<Option<contracts::api::Instance>, Error> {
             let row = lock(conn, id)?;
-            if row.state()? != InstanceState::Provisioning || attempt(conn, id)? != current {
+            if row.state != InstanceState::Provisioning || attempt(conn, id)? != current {
                 return Ok(None);
             }
             if crate::holdings::preempted(conn, new_key)? {

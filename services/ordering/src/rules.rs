@@ -196,7 +196,7 @@ pub async fn set(
         if row.tenant_id != tenant_id {
             return Err(Error::NotFound(format!("instance {id} not found")));
         }
-        let state = row.state()?;
+        let state = row.state;
         if matches!(
             state,
             InstanceState::Deprovisioning | InstanceState::Destroyed | InstanceState::Failed

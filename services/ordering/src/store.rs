@@ -26,6 +26,7 @@ pub struct InstanceRow {
     pub price_per_gpu_hour: Decimal,
     pub currency: String,
     pub image: String,
+    /// A text no state names fails the row's load (`contracts::states`).
     pub state: InstanceState,
     pub status_reason: Option<String>,
     pub version: i32,
@@ -45,13 +46,6 @@ pub struct InstanceRow {
     /// `/workspace` in use as the agent last measured it, and when.
     pub disk_used_bytes: Option<i64>,
     pub disk_measured_at: Option<DateTime<Utc>>,
-}
-
-impl InstanceRow {
-    pub fn state(&self) -> Result<InstanceState, Error> {
-        // A text no state names fails the row's load (`contracts::states`).
-        Ok(self.state)
-    }
 }
 
 /// GPU allocations and quota reservations are idempotent by key. The first

@@ -24,7 +24,7 @@ pub fn transition(
     reason: Option<&str>,
     at: DateTime<Utc>,
 ) -> Result<(), Error> {
-    let current = row.state()?;
+    let current = row.state;
     if !current.can_become(next) {
         return Err(Error::Conflict(format!(
             "instance is {current} and cannot become {next}"
