@@ -711,6 +711,15 @@ pub struct EarningPosting {
 
 // ---------------------------------------------------------------- metering
 
+/// `GET /internal/usage` query: a tenant's usage intervals, or one
+/// instance's.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UsageQuery {
+    pub tenant_id: Uuid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_id: Option<Uuid>,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UsageInterval {
     pub id: Uuid,

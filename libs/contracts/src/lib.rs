@@ -5,10 +5,12 @@
 pub mod agent;
 pub mod api;
 pub mod bounds;
+pub mod endpoints;
 pub mod envelope;
 pub mod error_code;
 pub mod events;
 pub mod field_errors;
+pub mod ids;
 pub mod meters;
 pub mod money;
 pub mod offer_query;

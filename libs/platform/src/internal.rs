@@ -6,6 +6,7 @@ use std::future::{Ready, ready};
 
 use actix_web::dev::Payload;
 use actix_web::{FromRequest, HttpRequest, web};
+use contracts::endpoints::{Endpoint, Method, PathParams};
 use contracts::{ErrorBody, ErrorCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -93,6 +94,24 @@ impl InternalClient {
             base: base.into(),
             token: token.into(),
         }
+    }
+
+    /// Calls an internal endpoint: its path filled with `params`, `body` as
+    /// its JSON body (or its query string, for a GET), its reply parsed as
+    /// the endpoint's reply type.
+    pub async fn call<P: PathParams, B: Serialize, R: DeserializeOwned>(
+        &self,
+        endpoint: Endpoint<P, B, R>,
+        params: P,
+        body: &B,
+    ) -> Result<R, RemoteError> {
+        let url = self.url(&endpoint.url_path(&params));
+        let req = match endpoint.method {
+            Method::Get => self.http.get(url).query(body),
+            Method::Post => self.http.post(url).json(body),
+            Method::Put => self.http.put(url).json(body),
+        };
+        self.send(req).await
     }
 
     pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, RemoteError> {

@@ -9,6 +9,7 @@ pub mod config;
 pub mod consumer;
 pub mod correlation;
 pub mod db;
+pub mod endpoint;
 pub mod error;
 pub mod http;
 pub mod internal;

@@ -19,7 +19,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use contracts::events::{RunwayLow, SpendCapReached};
-use contracts::{api, money};
+use contracts::ids::TenantId;
+use contracts::{api, endpoints, money};
 use diesel::prelude::*;
 use platform::consumer::HandlerError;
 use platform::internal::InternalClient;
@@ -396,13 +397,11 @@ impl Peers {
     }
 
     async fn observe(&self, tenant_id: Uuid) -> Result<Observed, Error> {
-        let (quota_path, burn_path) = (
-            format!("/internal/tenants/{tenant_id}/quota"),
-            format!("/internal/burn-rates/{tenant_id}"),
-        );
+        let quota_path = format!("/internal/tenants/{tenant_id}/quota");
         let (quota, burn) = tokio::try_join!(
             self.quota.get::<api::TenantQuota>(&quota_path),
-            self.metering.get::<api::BurnRate>(&burn_path),
+            self.metering
+                .call(endpoints::metering::BURN_RATE, TenantId(tenant_id), &()),
         )?;
         Ok(Observed {
             tenant_id,

@@ -1,32 +1,27 @@
-use actix_web::{HttpResponse, web};
+use actix_web::web;
+use contracts::api::{BurnRate, GpuInterval, IntervalLookupRequest, UsageInterval, UsageQuery};
+use contracts::endpoints::metering::{BURN_RATE, INTERVALS_LOOKUP, USAGE};
+use contracts::ids::TenantId;
 use platform::Db;
+use platform::endpoint::{Reply, route};
 use platform::internal::ServiceCaller;
-use serde::Deserialize;
-use uuid::Uuid;
 
 use crate::{Error, intervals};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::scope("/internal")
-            .route("/usage", web::get().to(usage))
-            .route("/intervals/lookup", web::post().to(lookup))
-            .route("/burn-rates/{tenant_id}", web::get().to(burn_rate)),
-    );
-}
-
-#[derive(Deserialize)]
-struct UsageQuery {
-    tenant_id: Uuid,
-    instance_id: Option<Uuid>,
+    route(cfg, USAGE, usage);
+    route(cfg, INTERVALS_LOOKUP, lookup);
+    route(cfg, BURN_RATE, burn_rate);
 }
 
 async fn usage(
     _: ServiceCaller,
     db: web::Data<Db>,
     q: web::Query<UsageQuery>,
-) -> Result<HttpResponse, Error> {
-    Ok(HttpResponse::Ok().json(intervals::usage(&db, q.tenant_id, q.instance_id).await?))
+) -> Result<Reply<Vec<UsageInterval>>, Error> {
+    Ok(Reply::ok(
+        intervals::usage(&db, q.tenant_id, q.instance_id).await?,
+    ))
 }
 
 /// `POST /internal/intervals/lookup`: the GPU intervals of the instances
@@ -34,10 +29,10 @@ async fn usage(
 async fn lookup(
     _: ServiceCaller,
     db: web::Data<Db>,
-    body: web::Json<contracts::api::IntervalLookupRequest>,
-) -> Result<HttpResponse, Error> {
+    body: web::Json<IntervalLookupRequest>,
+) -> Result<Reply<Vec<GpuInterval>>, Error> {
     let ids = body.into_inner().instance_ids;
-    Ok(HttpResponse::Ok().json(intervals::lookup(&db, ids).await?))
+    Ok(Reply::ok(intervals::lookup(&db, ids).await?))
 }
 
 /// `GET /internal/burn-rates/{tenant_id}`: what the tenant's running
@@ -45,7 +40,9 @@ async fn lookup(
 async fn burn_rate(
     _: ServiceCaller,
     db: web::Data<Db>,
-    path: web::Path<Uuid>,
-) -> Result<HttpResponse, Error> {
-    Ok(HttpResponse::Ok().json(intervals::burn_rate(&db, path.into_inner()).await?))
+    path: web::Path<TenantId>,
+) -> Result<Reply<BurnRate>, Error> {
+    Ok(Reply::ok(
+        intervals::burn_rate(&db, path.into_inner().into_uuid()).await?,
+    ))
 }

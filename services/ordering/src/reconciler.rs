@@ -49,6 +49,7 @@ use contracts::Envelope;
 use contracts::api::{
     GpuInterval, IntervalLookupRequest, MachineHeartbeat, MachineHeartbeatsRequest,
 };
+use contracts::endpoints;
 use contracts::events::{INSTANCE_STOPPED, InstanceStopped};
 use diesel::prelude::*;
 use diesel::sql_types::{Integer, Jsonb, Text};
@@ -452,8 +453,9 @@ async fn meter_pass(r: &Reconciler) -> Result<usize, Error> {
         let instance_ids: Vec<Uuid> = rows.iter().map(|row| row.id).collect();
         let intervals: Vec<GpuInterval> = r
             .metering
-            .post(
-                "/internal/intervals/lookup",
+            .call(
+                endpoints::metering::INTERVALS_LOOKUP,
+                (),
                 &IntervalLookupRequest { instance_ids },
             )
             .await?;

@@ -4,6 +4,8 @@
 use async_graphql::{Context, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::endpoints;
+use contracts::ids::TenantId;
 use rust_decimal::Decimal;
 
 use super::instant;
@@ -173,13 +175,12 @@ impl MoneyQuery {
         let principal = auth::authorize(ctx, Access::Billing).await?;
         let clients = clients::from_context(ctx)?;
         let tenant = principal.tenant_id;
-        let (balance_path, burn_path) = (
-            format!("/internal/balances/{tenant}"),
-            format!("/internal/burn-rates/{tenant}"),
-        );
+        let balance_path = format!("/internal/balances/{tenant}");
         let (balance, burn) = tokio::try_join!(
             clients.billing.get::<api::Balance>(&balance_path),
-            clients.metering.get::<api::BurnRate>(&burn_path),
+            clients
+                .metering
+                .call(endpoints::metering::BURN_RATE, TenantId(tenant), &()),
         )?;
         let runway = contracts::money::runway_seconds(balance.amount, burn.per_hour);
         let warn = clients.runway_warning_seconds;

@@ -3,6 +3,7 @@
 use async_graphql::{ComplexObject, Context, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::endpoints;
 use contracts::states::Meter;
 use contracts::states::{InstanceAction, InstanceState, RentalType};
 use rust_decimal::Decimal;
@@ -469,13 +470,15 @@ impl RentalsQuery {
         instance_id: Option<ID>,
     ) -> GqlResult<Vec<UsageInterval>> {
         let principal = auth::authorize(ctx, Access::Billing).await?;
-        let mut query = vec![("tenant_id", principal.tenant_id)];
-        if let Some(id) = instance_id {
-            query.push(("instance_id", validate::id("instanceId", &id)?));
-        }
-        let usage: Vec<api::UsageInterval> = clients::from_context(ctx)?
+        let query = api::UsageQuery {
+            tenant_id: principal.tenant_id,
+            instance_id: instance_id
+                .map(|id| validate::id("instanceId", &id))
+                .transpose()?,
+        };
+        let usage = clients::from_context(ctx)?
             .metering
-            .get_query("/internal/usage", &query)
+            .call(endpoints::metering::USAGE, (), &query)
             .await?;
         Ok(usage.into_iter().map(Into::into).collect())
     }
