@@ -958,6 +958,19 @@ pub struct TenantRequest {
     pub tenant_id: Uuid,
 }
 
+/// The tenant a GET is asked for (`?tenant_id=`): an instance, its events or
+/// its rules are found only in their own tenant.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct TenantQuery {
+    pub tenant_id: Uuid,
+}
+
+/// The host a GET about machines is asked for (`?host_tenant_id=`).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+pub struct HostQuery {
+    pub host_tenant_id: Uuid,
+}
+
 /// Provisioner's report that an instance is user-ready or has failed.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ProvisioningResult {
@@ -967,6 +980,10 @@ pub struct ProvisioningResult {
     /// driver's readiness check); absent from simulated machines.
     #[serde(default)]
     pub connection: Option<Connection>,
+    /// Which provisioning attempt the report is about (absent: the current
+    /// one). A late report about an earlier attempt changes nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt: Option<i32>,
 }
 
 /// Provisioner's report on a deprovisioning job: `clean` only when the

@@ -1,51 +1,40 @@
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use contracts::api::{
-    CreateOrderWithRules, DeprovisioningResult, ProvisioningResult, SetInstanceRulesRequest,
-    TenantRequest,
+    CreateOrderWithRules, DeprovisioningResult, HostQuery, Instance, InstanceRules,
+    MachineLiveInstances, ProvisioningResult, SetInstanceRulesRequest, TenantQuery, TenantRequest,
 };
+use contracts::endpoints::ordering::{
+    CREATE_ORDER, DEPROVISIONING_RESULT, DESTROY, INSTANCE, INSTANCE_EVENTS, INSTANCE_LIST,
+    INSTANCE_RULES, MACHINE_LIVE_INSTANCES, PROVISIONING_RESULT, SET_INSTANCE_RULES, START, STOP,
+};
+use contracts::events::InstanceEvent;
+use contracts::ids::{InstanceId, MachineId};
 use platform::Db;
+use platform::endpoint::{Reply, route};
 use platform::internal::ServiceCaller;
-use serde::Deserialize;
-use uuid::Uuid;
 
 use crate::{Deps, Error, events, instances, lifecycle, rules, saga};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::scope("/internal")
-            .route("/orders", web::post().to(create_order))
-            .route("/instances", web::get().to(list))
-            .route("/instances/{id}", web::get().to(get))
-            .route("/instances/{id}/events", web::get().to(instance_events))
-            .route("/instances/{id}/rules", web::get().to(get_rules))
-            .route("/instances/{id}/rules", web::put().to(set_rules))
-            .route("/instances/{id}/stop", web::post().to(stop))
-            .route("/instances/{id}/start", web::post().to(start))
-            .route("/instances/{id}/destroy", web::post().to(destroy))
-            .route(
-                "/machines/{id}/live-instances",
-                web::get().to(machine_live_instances),
-            )
-            .route(
-                "/instances/{id}/deprovisioning-result",
-                web::post().to(deprovisioning_result),
-            )
-            .route(
-                "/instances/{id}/provisioning-result",
-                web::post().to(provisioning_result),
-            ),
-    );
+    route(cfg, CREATE_ORDER, create_order);
+    route(cfg, INSTANCE_LIST, list);
+    route(cfg, INSTANCE, get);
+    route(cfg, INSTANCE_EVENTS, instance_events);
+    route(cfg, INSTANCE_RULES, get_rules);
+    route(cfg, SET_INSTANCE_RULES, set_rules);
+    route(cfg, STOP, stop);
+    route(cfg, START, start);
+    route(cfg, DESTROY, destroy);
+    route(cfg, MACHINE_LIVE_INSTANCES, machine_live_instances);
+    route(cfg, DEPROVISIONING_RESULT, deprovisioning_result);
+    route(cfg, PROVISIONING_RESULT, provisioning_result);
 }
 
-type Reply = Result<HttpResponse, Error>;
+type Answer<R> = Result<Reply<R>, Error>;
 
-#[derive(Deserialize)]
-struct TenantQuery {
-    tenant_id: Uuid,
-}
-
-/// Which provisioning attempt a report is about (absent: the current one).
-#[derive(Deserialize)]
+/// `?attempt=`, as a provisioner of the previous release sends it (now in
+/// the body); read for one release, during a rolling deploy.
+#[derive(serde::Deserialize)]
 struct AttemptQuery {
     attempt: Option<i32>,
 }
@@ -55,7 +44,7 @@ async fn create_order(
     db: web::Data<Db>,
     deps: web::Data<Deps>,
     body: web::Json<CreateOrderWithRules>,
-) -> Reply {
+) -> Answer<Instance> {
     let CreateOrderWithRules { order, rules } = body.into_inner();
     // Bad rules must fail the order before it takes anything.
     if let Some(rules) = &rules {
@@ -69,110 +58,133 @@ async fn create_order(
     if let Some(rules) = rules {
         rules::attach_to_order(&db, instance.id, tenant_id, rules).await?;
     }
-    Ok(HttpResponse::Ok().json(instance))
+    Ok(Reply::ok(instance))
 }
 
 async fn instance_events(
     _: ServiceCaller,
     db: web::Data<Db>,
-    path: web::Path<Uuid>,
+    path: web::Path<InstanceId>,
     q: web::Query<TenantQuery>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(events::history(&db, path.into_inner(), q.tenant_id).await?))
+) -> Answer<Vec<InstanceEvent>> {
+    Ok(Reply::ok(
+        events::history(&db, path.into_inner().into_uuid(), q.tenant_id).await?,
+    ))
 }
 
 async fn get_rules(
     _: ServiceCaller,
     db: web::Data<Db>,
-    path: web::Path<Uuid>,
+    path: web::Path<InstanceId>,
     q: web::Query<TenantQuery>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(rules::get(&db, path.into_inner(), q.tenant_id).await?))
+) -> Answer<InstanceRules> {
+    Ok(Reply::ok(
+        rules::get(&db, path.into_inner().into_uuid(), q.tenant_id).await?,
+    ))
 }
 
 async fn set_rules(
     _: ServiceCaller,
     db: web::Data<Db>,
     deps: web::Data<Deps>,
-    path: web::Path<Uuid>,
+    path: web::Path<InstanceId>,
     body: web::Json<SetInstanceRulesRequest>,
-) -> Reply {
+) -> Answer<InstanceRules> {
     let body = body.into_inner();
-    Ok(HttpResponse::Ok()
-        .json(rules::set(&db, &deps, path.into_inner(), body.tenant_id, body.rules).await?))
+    Ok(Reply::ok(
+        rules::set(
+            &db,
+            &deps,
+            path.into_inner().into_uuid(),
+            body.tenant_id,
+            body.rules,
+        )
+        .await?,
+    ))
 }
 
-async fn list(_: ServiceCaller, db: web::Data<Db>, q: web::Query<TenantQuery>) -> Reply {
-    Ok(HttpResponse::Ok().json(instances::list(&db, q.tenant_id).await?))
-}
-
-#[derive(Deserialize)]
-struct HostQuery {
-    host_tenant_id: Uuid,
+async fn list(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    q: web::Query<TenantQuery>,
+) -> Answer<Vec<Instance>> {
+    Ok(Reply::ok(instances::list(&db, q.tenant_id).await?))
 }
 
 /// Asked before a host's machine is deleted (the gateway's `deleteMachine`).
 async fn machine_live_instances(
     _: ServiceCaller,
     db: web::Data<Db>,
-    path: web::Path<Uuid>,
+    path: web::Path<MachineId>,
     q: web::Query<HostQuery>,
-) -> Reply {
-    Ok(HttpResponse::Ok()
-        .json(instances::live_on_machine(&db, path.into_inner(), q.host_tenant_id).await?))
+) -> Answer<MachineLiveInstances> {
+    Ok(Reply::ok(
+        instances::live_on_machine(&db, path.into_inner().into_uuid(), q.host_tenant_id).await?,
+    ))
 }
 
 async fn get(
     _: ServiceCaller,
     db: web::Data<Db>,
-    path: web::Path<Uuid>,
+    path: web::Path<InstanceId>,
     q: web::Query<TenantQuery>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(instances::get(&db, path.into_inner(), q.tenant_id).await?))
+) -> Answer<Instance> {
+    Ok(Reply::ok(
+        instances::get(&db, path.into_inner().into_uuid(), q.tenant_id).await?,
+    ))
 }
 
 async fn stop(
     _: ServiceCaller,
     db: web::Data<Db>,
     deps: web::Data<Deps>,
-    path: web::Path<Uuid>,
+    path: web::Path<InstanceId>,
     body: web::Json<TenantRequest>,
-) -> Reply {
-    Ok(HttpResponse::Ok()
-        .json(instances::stop(&db, &deps, path.into_inner(), body.tenant_id).await?))
+) -> Answer<Instance> {
+    Ok(Reply::ok(
+        instances::stop(&db, &deps, path.into_inner().into_uuid(), body.tenant_id).await?,
+    ))
 }
 
 async fn start(
     _: ServiceCaller,
     db: web::Data<Db>,
     deps: web::Data<Deps>,
-    path: web::Path<Uuid>,
+    path: web::Path<InstanceId>,
     body: web::Json<TenantRequest>,
-) -> Reply {
-    Ok(HttpResponse::Ok()
-        .json(lifecycle::start(&db, &deps, path.into_inner(), body.tenant_id).await?))
+) -> Answer<Instance> {
+    Ok(Reply::ok(
+        lifecycle::start(&db, &deps, path.into_inner().into_uuid(), body.tenant_id).await?,
+    ))
 }
 
 async fn destroy(
     _: ServiceCaller,
     db: web::Data<Db>,
     deps: web::Data<Deps>,
-    path: web::Path<Uuid>,
+    path: web::Path<InstanceId>,
     body: web::Json<TenantRequest>,
-) -> Reply {
-    Ok(HttpResponse::Ok()
-        .json(lifecycle::destroy(&db, &deps, path.into_inner(), body.tenant_id).await?))
+) -> Answer<Instance> {
+    Ok(Reply::ok(
+        lifecycle::destroy(&db, &deps, path.into_inner().into_uuid(), body.tenant_id).await?,
+    ))
 }
 
 async fn deprovisioning_result(
     _: ServiceCaller,
     db: web::Data<Db>,
     deps: web::Data<Deps>,
-    path: web::Path<Uuid>,
+    path: web::Path<InstanceId>,
     body: web::Json<DeprovisioningResult>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(
-        lifecycle::deprovisioning_result(&db, &deps, path.into_inner(), body.into_inner()).await?,
+) -> Answer<Instance> {
+    Ok(Reply::ok(
+        lifecycle::deprovisioning_result(
+            &db,
+            &deps,
+            path.into_inner().into_uuid(),
+            body.into_inner(),
+        )
+        .await?,
     ))
 }
 
@@ -180,17 +192,17 @@ async fn provisioning_result(
     _: ServiceCaller,
     db: web::Data<Db>,
     deps: web::Data<Deps>,
-    path: web::Path<Uuid>,
+    path: web::Path<InstanceId>,
     body: web::Json<ProvisioningResult>,
     q: web::Query<AttemptQuery>,
-) -> Reply {
-    let id = path.into_inner();
+) -> Answer<Instance> {
+    let id = path.into_inner().into_uuid();
     let body = body.into_inner();
     // A late report about an earlier provisioning attempt changes nothing.
-    if let Some(attempt) = q.attempt
+    if let Some(attempt) = body.attempt.or(q.attempt)
         && let Some(current) = instances::stale_report(&db, id, attempt).await?
     {
-        return Ok(HttpResponse::Ok().json(current));
+        return Ok(Reply::ok(current));
     }
     let instance = if body.ready {
         instances::mark_ready(&db, &deps, id, body.connection).await?
@@ -198,5 +210,5 @@ async fn provisioning_result(
         let reason = body.reason.unwrap_or_else(|| "provisioning failed".into());
         instances::mark_failed(&db, &deps, id, reason).await?
     };
-    Ok(HttpResponse::Ok().json(instance))
+    Ok(Reply::ok(instance))
 }

@@ -33,8 +33,9 @@ use contracts::events::{
     DEPROVISION_INSTANCE, DeprovisionInstance, PROVISION_INSTANCE, PROVISIONING_STEP, ProvisionRun,
     ProvisioningStep, STOP_INSTANCE, StopInstance,
 };
+use contracts::ids::InstanceId;
 use contracts::states::{JobKind, StepStatus};
-use contracts::{Envelope, ErrorCode};
+use contracts::{Envelope, ErrorCode, endpoints};
 use diesel::pg::PgConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{Double, Jsonb, Nullable, Text, Uuid as SqlUuid};
@@ -758,23 +759,28 @@ impl Worker {
                     ready: failure.is_none(),
                     reason: failure.clone(),
                     connection,
+                    attempt: Some(run.attempt),
                 };
-                let path = format!(
-                    "/internal/instances/{}/provisioning-result?attempt={}",
-                    run.instance.instance_id, run.attempt
-                );
-                self.ordering.post(&path, &result).await
+                self.ordering
+                    .call(
+                        endpoints::ordering::PROVISIONING_RESULT,
+                        InstanceId(run.instance.instance_id),
+                        &result,
+                    )
+                    .await
             }
             Work::Deprovision(d) => {
                 let result = DeprovisioningResult {
                     clean: failure.is_none(),
                     reason: failure.clone(),
                 };
-                let path = format!(
-                    "/internal/instances/{}/deprovisioning-result",
-                    d.instance_id
-                );
-                self.ordering.post(&path, &result).await
+                self.ordering
+                    .call(
+                        endpoints::ordering::DEPROVISIONING_RESULT,
+                        InstanceId(d.instance_id),
+                        &result,
+                    )
+                    .await
             }
         };
         match reported {

@@ -12,6 +12,7 @@
 use std::marker::PhantomData;
 
 pub mod metering;
+pub mod ordering;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {

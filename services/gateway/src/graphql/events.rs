@@ -18,9 +18,11 @@ use std::sync::Arc;
 use async_graphql::{Context, ID, SimpleObject, Subscription};
 use chrono::{DateTime, Utc};
 use contracts::events;
+use contracts::ids::InstanceId;
 use contracts::states::{
     InstanceEventKind, InstanceState, JobType, LifecycleRule, RuleAction, StepStatus,
 };
+use contracts::{api, endpoints};
 use futures_util::StreamExt;
 use futures_util::stream::BoxStream;
 use tokio::sync::broadcast;
@@ -231,11 +233,14 @@ async fn instance_events(
         // Join the live channel before reading the history, so nothing falls
         // between the two.
         let rx = hub.subscribe(id);
-        let history: Vec<events::InstanceEvent> = clients::from_context(ctx)?
+        let history = clients::from_context(ctx)?
             .ordering
-            .get_query(
-                &format!("/internal/instances/{id}/events"),
-                &[("tenant_id", principal.tenant_id)],
+            .call(
+                endpoints::ordering::INSTANCE_EVENTS,
+                InstanceId(id),
+                &api::TenantQuery {
+                    tenant_id: principal.tenant_id,
+                },
             )
             .await?;
         let mut streamed = Streamed::default();

@@ -3,7 +3,8 @@
 
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
-use contracts::{ErrorCode, api};
+use contracts::ids::MachineId;
+use contracts::{ErrorCode, api, endpoints};
 use platform::internal::RemoteError;
 use rust_decimal::Decimal;
 use uuid::Uuid;
@@ -512,11 +513,14 @@ impl HostingMutation {
         // deletion while any are held (and any allocation once deleted).
         // Counted for the caller's machines only: another host's machine
         // counts none and the catalog answers NOT_FOUND.
-        let live: api::MachineLiveInstances = clients
+        let live = clients
             .ordering
-            .get_query(
-                &format!("/internal/machines/{machine_id}/live-instances"),
-                &[("host_tenant_id", principal.tenant_id)],
+            .call(
+                endpoints::ordering::MACHINE_LIVE_INSTANCES,
+                MachineId(machine_id),
+                &api::HostQuery {
+                    host_tenant_id: principal.tenant_id,
+                },
             )
             .await?;
         if live.live_instances > 0 {

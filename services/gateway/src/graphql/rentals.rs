@@ -3,7 +3,8 @@
 use async_graphql::{ComplexObject, Context, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api;
-use contracts::endpoints;
+use contracts::endpoints::{self, Endpoint};
+use contracts::ids::InstanceId;
 use contracts::states::Meter;
 use contracts::states::{InstanceAction, InstanceState, RentalType};
 use rust_decimal::Decimal;
@@ -420,11 +421,14 @@ impl RentalsQuery {
     async fn instance(&self, ctx: &Context<'_>, id: ID) -> GqlResult<Instance> {
         let principal = auth::authorize(ctx, Access::Instances).await?;
         let id = validate::id("id", &id)?;
-        let instance: api::Instance = clients::from_context(ctx)?
+        let instance = clients::from_context(ctx)?
             .ordering
-            .get_query(
-                &format!("/internal/instances/{id}"),
-                &[("tenant_id", principal.tenant_id)],
+            .call(
+                endpoints::ordering::INSTANCE,
+                InstanceId(id),
+                &api::TenantQuery {
+                    tenant_id: principal.tenant_id,
+                },
             )
             .await?;
         Ok(instance.into())
@@ -433,9 +437,15 @@ impl RentalsQuery {
     /// The caller's tenant's instances.
     async fn instances(&self, ctx: &Context<'_>) -> GqlResult<Vec<Instance>> {
         let principal = auth::authorize(ctx, Access::Instances).await?;
-        let instances: Vec<api::Instance> = clients::from_context(ctx)?
+        let instances = clients::from_context(ctx)?
             .ordering
-            .get_query("/internal/instances", &[("tenant_id", principal.tenant_id)])
+            .call(
+                endpoints::ordering::INSTANCE_LIST,
+                (),
+                &api::TenantQuery {
+                    tenant_id: principal.tenant_id,
+                },
+            )
             .await?;
         let mut instances: Vec<Instance> = instances.into_iter().map(Into::into).collect();
         // Charges asked for: one batched call to billing for the whole list
@@ -546,10 +556,11 @@ impl RentalsMutation {
                 .collect(),
             ports: ports(input.ports),
         };
-        let instance: api::Instance = clients::from_context(ctx)?
+        let instance = clients::from_context(ctx)?
             .ordering
-            .post(
-                "/internal/orders",
+            .call(
+                endpoints::ordering::CREATE_ORDER,
+                (),
                 &api::CreateOrderWithRules {
                     order: request,
                     rules: input.rules.map(Into::into),
@@ -561,13 +572,13 @@ impl RentalsMutation {
 
     /// Stops billing now and gives the GPUs back; the disk stays.
     async fn stop_instance(&self, ctx: &Context<'_>, id: ID) -> GqlResult<Instance> {
-        instance_action(ctx, &id, "stop").await
+        instance_action(ctx, &id, endpoints::ordering::STOP).await
     }
 
     /// Starts a stopped instance again on the same machine (or fails with
     /// INSUFFICIENT_CAPACITY when its GPUs are taken).
     async fn start_instance(&self, ctx: &Context<'_>, id: ID) -> GqlResult<Instance> {
-        instance_action(ctx, &id, "start").await
+        instance_action(ctx, &id, endpoints::ordering::START).await
     }
 
     /// Stops billing now (if running) and deprovisions the instance; it is
@@ -576,18 +587,23 @@ impl RentalsMutation {
     /// provisioning is cancelled, its GPUs and quota go back and no GPU time
     /// is billed. Destroying a destroyed (or failed) instance changes nothing.
     async fn destroy_instance(&self, ctx: &Context<'_>, id: ID) -> GqlResult<Instance> {
-        instance_action(ctx, &id, "destroy").await
+        instance_action(ctx, &id, endpoints::ordering::DESTROY).await
     }
 }
 
 /// A renter's action on one of its tenant's instances.
-async fn instance_action(ctx: &Context<'_>, id: &ID, action: &str) -> GqlResult<Instance> {
+async fn instance_action(
+    ctx: &Context<'_>,
+    id: &ID,
+    action: Endpoint<InstanceId, api::TenantRequest, api::Instance>,
+) -> GqlResult<Instance> {
     let principal = auth::authorize(ctx, Access::Rent).await?;
     let id = validate::id("id", id)?;
-    let instance: api::Instance = clients::from_context(ctx)?
+    let instance = clients::from_context(ctx)?
         .ordering
-        .post(
-            &format!("/internal/instances/{id}/{action}"),
+        .call(
+            action,
+            InstanceId(id),
             &api::TenantRequest {
                 tenant_id: principal.tenant_id,
             },

@@ -4,7 +4,8 @@
 //! enforcement as an instance event.
 
 use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
-use contracts::api;
+use contracts::ids::InstanceId;
+use contracts::{api, endpoints};
 
 use crate::auth::{self, Access};
 use crate::clients;
@@ -67,11 +68,14 @@ impl LifecycleQuery {
     async fn instance_rules(&self, ctx: &Context<'_>, instance_id: ID) -> GqlResult<InstanceRules> {
         let principal = auth::authorize(ctx, Access::Instances).await?;
         let id = validate::id("instanceId", &instance_id)?;
-        let rules: api::InstanceRules = clients::from_context(ctx)?
+        let rules = clients::from_context(ctx)?
             .ordering
-            .get_query(
-                &format!("/internal/instances/{id}/rules"),
-                &[("tenant_id", principal.tenant_id)],
+            .call(
+                endpoints::ordering::INSTANCE_RULES,
+                InstanceId(id),
+                &api::TenantQuery {
+                    tenant_id: principal.tenant_id,
+                },
             )
             .await?;
         Ok(rules.into())
@@ -93,10 +97,11 @@ impl LifecycleMutation {
     ) -> GqlResult<InstanceRules> {
         let principal = auth::authorize(ctx, Access::Rent).await?;
         let id = validate::id("instanceId", &instance_id)?;
-        let rules: api::InstanceRules = clients::from_context(ctx)?
+        let rules = clients::from_context(ctx)?
             .ordering
-            .put(
-                &format!("/internal/instances/{id}/rules"),
+            .call(
+                endpoints::ordering::SET_INSTANCE_RULES,
+                InstanceId(id),
                 &api::SetInstanceRulesRequest {
                     tenant_id: principal.tenant_id,
                     rules: rules.into(),
