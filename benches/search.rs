@@ -10,7 +10,8 @@
 use std::time::Instant;
 
 use anyhow::Context;
-use contracts::api::{OfferPage, OfferSearch, OfferSort};
+use contracts::api::{OfferSearch, OfferSort};
+use contracts::endpoints;
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use platform::internal::InternalClient;
 use platform::{Config, Db};
@@ -161,7 +162,9 @@ async fn main() -> anyhow::Result<()> {
         let mut found = 0;
         for i in 0..queries + 10 {
             let t = Instant::now();
-            let page: OfferPage = client.post("/internal/offers/search", &case.search).await?;
+            let page = client
+                .call(endpoints::catalog::SEARCH_OFFERS, (), &case.search)
+                .await?;
             let elapsed = t.elapsed();
             found = page.offers.len();
             if i >= 10 {

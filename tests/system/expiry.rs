@@ -5,9 +5,8 @@
 
 use std::time::Duration;
 
-use contracts::api::{
-    AllocateRequest, Allocation, QuotaReservation, RentalType, ReserveQuotaRequest,
-};
+use contracts::api::{AllocateRequest, QuotaReservation, RentalType, ReserveQuotaRequest};
+use contracts::endpoints;
 use gpumarket::dev::Parts;
 use platform::internal::InternalClient;
 use rust_decimal::Decimal;
@@ -53,8 +52,9 @@ async fn abandoned_order(
     let quota = InternalClient::new(config.url("quota"), &config.service_token);
     let catalog = InternalClient::new(config.url("catalog"), &config.service_token);
     let _: QuotaReservation = quota
-        .post(
-            "/internal/reservations",
+        .call(
+            contracts::endpoints::quota::RESERVE,
+            (),
             &ReserveQuotaRequest {
                 order_id: order,
                 tenant_id: tenant,
@@ -68,9 +68,10 @@ async fn abandoned_order(
         )
         .await
         .expect("reserve");
-    let allocation: Allocation = catalog
-        .post(
-            "/internal/allocations",
+    let allocation = catalog
+        .call(
+            endpoints::catalog::ALLOCATE,
+            (),
             &AllocateRequest {
                 order_id: order,
                 tenant_id: tenant,

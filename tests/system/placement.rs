@@ -4,8 +4,11 @@
 //! machine's price at allocation is above the order's maximum, and the rates
 //! actually billed echoed on the instance.
 
+use contracts::api::{AllocateRequest, RentalType};
+use contracts::endpoints;
 use gpumarket::client::{Client, GraphQlError};
 use gpumarket::dev::Parts;
+use rust_decimal::Decimal;
 use serde_json::{Value, json};
 
 use crate::harness::*;
@@ -206,11 +209,20 @@ async fn the_price_is_checked_when_the_gpus_are_allocated() {
         stack.config.service_token.clone(),
     );
     env.exec("UPDATE catalog.machines SET price_per_gpu_hour = 0.45");
-    let raised: Result<Value, _> = catalog
-        .post(
-            "/internal/allocations",
-            &json!({ "order_id": uuid::Uuid::now_v7(), "tenant_id": tenant, "machine_id": offer,
-                     "gpu_count": 1, "max_price_per_gpu_hour": "0.40" }),
+    let raised = catalog
+        .call(
+            endpoints::catalog::ALLOCATE,
+            (),
+            &AllocateRequest {
+                order_id: uuid::Uuid::now_v7(),
+                tenant_id: tenant.parse().expect("tenant id"),
+                machine_id: offer.parse().expect("offer id"),
+                gpu_count: 1,
+                rental_type: RentalType::OnDemand,
+                bid_per_gpu_hour: None,
+                max_price_per_gpu_hour: Some(Decimal::new(40, 2)),
+                instance_id: None,
+            },
         )
         .await;
     let e = raised.expect_err("raised above the quote");

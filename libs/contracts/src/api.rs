@@ -199,6 +199,13 @@ pub struct QuotaReservation {
     pub team_id: Option<Uuid>,
 }
 
+/// `POST /internal/reservations/{order_id}/release` reply: always
+/// `released: true` (releasing twice, or a hold never made, is fine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReservationReleased {
+    pub released: bool,
+}
+
 /// Limits of a tenant or a team. An absent dimension is not limited at that
 /// level (a team is then bounded by its tenant only); in a team's
 /// `borrowing_limit` an absent dimension means no borrowing on it.
@@ -332,6 +339,10 @@ pub struct UpdateHostProfileRequest {
 pub struct SetVerificationRequest {
     pub verification: Verification,
     pub reason: String,
+    /// The operator who decided (recorded as `verified_by`); None when no
+    /// operator is known.
+    #[serde(default)]
+    pub operator_id: Option<Uuid>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -426,6 +437,36 @@ pub struct HeartbeatGap {
     /// None while the machine is still silent.
     pub ended_at: Option<DateTime<Utc>>,
     pub seconds: i64,
+}
+
+/// `GET /internal/machines/{id}/heartbeat-gaps` query: the host, who must
+/// own the machine.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HeartbeatGapsQuery {
+    pub host_tenant_id: Uuid,
+}
+
+/// `GET /internal/machines/{id}/gpu-activity` query (see [`GpuActivity`]).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct GpuActivityQuery {
+    /// Utilisation (percent, 0 to 100) at or above which a GPU counts as busy.
+    pub threshold: i32,
+    /// Only heartbeats at or after this instant count.
+    pub since: DateTime<Utc>,
+}
+
+/// A machine's agent token revoked (`revoked` is always true).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AgentTokenRevoked {
+    pub machine_id: Uuid,
+    pub revoked: bool,
+}
+
+/// A machine deleted, or already deleted (`deleted` is always true).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MachineDeleted {
+    pub machine_id: Uuid,
+    pub deleted: bool,
 }
 
 /// Listing terms. Absent optional fields keep their current value.
@@ -655,6 +696,13 @@ pub struct Allocation {
     pub bandwidth_down_price_per_tb: Decimal,
     #[serde(default)]
     pub currency: String,
+}
+
+/// A holding key's GPUs given back, or none were held (`released` is
+/// always true).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct AllocationReleased {
+    pub released: bool,
 }
 
 // ---------------------------------------------------------------- billing

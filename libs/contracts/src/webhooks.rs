@@ -222,6 +222,12 @@ pub struct EndpointSecret {
     pub secret: String,
 }
 
+/// The reply to deleting an endpoint: always `deleted: true`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct EndpointDeleted {
+    pub deleted: bool,
+}
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Attempt {
     pub started_at: DateTime<Utc>,
@@ -251,8 +257,11 @@ pub struct Delivery {
     pub attempt_log: Vec<Attempt>,
 }
 
+/// `GET /internal/tenants/{tenant_id}/webhooks/deliveries` query.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DeliveriesQuery {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub endpoint_id: Option<Uuid>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<i64>,
 }

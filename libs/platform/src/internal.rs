@@ -114,34 +114,6 @@ impl InternalClient {
         self.send(req).await
     }
 
-    pub async fn get<T: DeserializeOwned>(&self, path: &str) -> Result<T, RemoteError> {
-        self.send(self.http.get(self.url(path))).await
-    }
-
-    pub async fn get_query<Q: Serialize + ?Sized, T: DeserializeOwned>(
-        &self,
-        path: &str,
-        query: &Q,
-    ) -> Result<T, RemoteError> {
-        self.send(self.http.get(self.url(path)).query(query)).await
-    }
-
-    pub async fn post<B: Serialize + ?Sized, T: DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &B,
-    ) -> Result<T, RemoteError> {
-        self.send(self.http.post(self.url(path)).json(body)).await
-    }
-
-    pub async fn put<B: Serialize + ?Sized, T: DeserializeOwned>(
-        &self,
-        path: &str,
-        body: &B,
-    ) -> Result<T, RemoteError> {
-        self.send(self.http.put(self.url(path)).json(body)).await
-    }
-
     fn url(&self, path: &str) -> String {
         format!("{}{}", self.base, path)
     }
@@ -239,6 +211,8 @@ mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
+    const PROBE: Endpoint<(), serde_json::Value, serde_json::Value> = Endpoint::post("/internal/x");
+
     /// A peer that is restarting (nothing listens yet) is waited for: the
     /// call lands once it listens instead of failing with UNAVAILABLE.
     #[tokio::test]
@@ -264,8 +238,8 @@ mod tests {
                 .expect("write");
         });
         let client = InternalClient::new(format!("http://127.0.0.1:{port}"), "token");
-        let answer: serde_json::Value = client
-            .post("/internal/x", &serde_json::json!({ "a": 1 }))
+        let answer = client
+            .call(PROBE, (), &serde_json::json!({ "a": 1 }))
             .await
             .expect("answered after the peer came up");
         assert_eq!(answer["ok"], true);
@@ -295,7 +269,7 @@ mod tests {
         });
         let client = InternalClient::new(format!("http://127.0.0.1:{port}"), "token");
         let err = client
-            .post::<_, serde_json::Value>("/internal/x", &serde_json::json!({ "a": 1 }))
+            .call(PROBE, (), &serde_json::json!({ "a": 1 }))
             .await
             .expect_err("no answer");
         assert_eq!(err.code, ErrorCode::Unavailable);
@@ -327,7 +301,7 @@ mod tests {
         });
         let client = InternalClient::new(format!("http://127.0.0.1:{port}"), "token");
         let err = client
-            .post::<_, serde_json::Value>("/internal/x", &serde_json::json!({ "a": 1 }))
+            .call(PROBE, (), &serde_json::json!({ "a": 1 }))
             .await
             .expect_err("408");
         assert_eq!(err.code, ErrorCode::Unavailable);

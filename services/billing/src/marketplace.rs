@@ -11,7 +11,7 @@
 //! no usage segment and count where they were posted, as `fee_adjustments`,
 //! so `fees + fee_adjustments` is everything the fee account received.
 
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use chrono::{DateTime, Duration, Utc};
 use contracts::api::SeriesBucket;
 use contracts::operator::{
@@ -20,6 +20,7 @@ use contracts::operator::{
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Numeric, Text, Timestamptz};
 use platform::Db;
+use platform::endpoint::Reply;
 use platform::internal::ServiceCaller;
 use rust_decimal::Decimal;
 use uuid::Uuid;
@@ -221,14 +222,14 @@ pub async fn volume_route(
     db: web::Data<Db>,
     s: web::Data<Settings>,
     query: web::Query<MarketVolumeQuery>,
-) -> Result<HttpResponse, Error> {
-    Ok(HttpResponse::Ok().json(volume(&db, &s, query.into_inner()).await?))
+) -> Result<Reply<MarketVolume>, Error> {
+    Ok(Reply::ok(volume(&db, &s, query.into_inner()).await?))
 }
 
 pub async fn credit_risks_route(
     _: ServiceCaller,
     db: web::Data<Db>,
     s: web::Data<Settings>,
-) -> Result<HttpResponse, Error> {
-    Ok(HttpResponse::Ok().json(credit_risks(&db, &s).await?))
+) -> Result<Reply<CreditRisks>, Error> {
+    Ok(Reply::ok(credit_risks(&db, &s).await?))
 }

@@ -1,11 +1,25 @@
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use contracts::api::{
-    CreateTopUpRequest, CreditNoteRequest, FundsCheckRequest, GrantCreditRequest, PlatformTerms,
-    RunInvoicesRequest, UsageExport, VoidInvoiceRequest,
+    Balance, BalanceHistoryPage, BalanceHistoryQuery, CreatePayoutAccountRequest,
+    CreateTopUpRequest, CreditNote, CreditNoteRequest, FundsCheckRequest, GrantCreditRequest,
+    HostEarnings, InstanceCharges, InstanceChargesRequest, Invoice, MachineEarnings,
+    MachineEarningsQuery, OnboardingLink, OnboardingLinkRequest, Payout, PayoutAccount,
+    PlatformTerms, RunInvoicesRequest, RunInvoicesResult, RunPayoutsRequest, RunPayoutsResult,
+    RunStatementsRequest, RunStatementsResult, Statement, TopUp, UsageExport, UsageSeries,
+    UsageSeriesQuery, VoidInvoiceRequest,
 };
+use contracts::endpoints::billing::{
+    BALANCE, CREDIT_NOTE_ISSUE, CREDIT_RISKS, DASHBOARD_BALANCE_HISTORY, DASHBOARD_EARNINGS,
+    DASHBOARD_USAGE, EARNINGS, FUNDS_CHECK, GRANT_CREDIT, INSTANCE_CHARGES, INVOICE, INVOICE_LIST,
+    INVOICE_MARK_PAID, INVOICE_PREVIEW, INVOICE_USAGE_CSV, INVOICE_VOID, INVOICES_RUN,
+    MARKET_VOLUME, PAYOUT_ACCOUNT, PAYOUT_ACCOUNT_CREATE, PAYOUT_LIST, PAYOUT_ONBOARDING_LINK,
+    PAYOUTS_RUN, PLATFORM_TERMS, STATEMENT, STATEMENT_LIST, STATEMENT_PREVIEW, STATEMENTS_RUN,
+    TOP_UP_CREATE, TOP_UP_LIST,
+};
+use contracts::ids::{InvoiceId, StatementId, TenantId};
 use platform::Db;
+use platform::endpoint::{Reply, route};
 use platform::internal::ServiceCaller;
-use uuid::Uuid;
 
 use crate::invoices::InvoicePeriod;
 use crate::stripe::client::StripeApi;
@@ -13,60 +27,42 @@ use crate::stripe::{StripeSettings, topups, webhook};
 use crate::{Error, Settings, focus, invoices, usage};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::scope("/internal")
-            .configure(configure_dashboards)
-            .configure(configure_payouts)
-            .route("/balances/{tenant_id}", web::get().to(balance))
-            .route(
-                "/marketplace/volume",
-                web::get().to(crate::marketplace::volume_route),
-            )
-            .route(
-                "/marketplace/credit-risks",
-                web::get().to(crate::marketplace::credit_risks_route),
-            )
-            .route("/credits", web::post().to(grant_credit))
-            .route("/funds-checks", web::post().to(funds_check))
-            .route("/instance-charges", web::post().to(instance_charges))
-            .route("/earnings/{host_tenant_id}", web::get().to(earnings))
-            .route("/top-ups", web::post().to(create_top_up))
-            .route("/top-ups/{tenant_id}", web::get().to(list_top_ups))
-            .route("/platform-terms", web::get().to(platform_terms))
-            .route("/invoices/run", web::post().to(run_invoices))
-            // Before the tenant's routes of the same shape.
-            .route(
-                "/invoices/paid/{invoice_id}",
-                web::post().to(mark_invoice_paid),
-            )
-            .route("/invoices/void/{invoice_id}", web::post().to(void_invoice))
-            .route("/invoices/credit-notes", web::post().to(issue_credit_note))
-            .route("/invoices/{tenant_id}", web::get().to(list_invoices))
-            // Before `{invoice_id}`, which would not parse "preview".
-            .route(
-                "/invoices/{tenant_id}/preview",
-                web::get().to(invoice_preview),
-            )
-            .route("/invoices/{tenant_id}/{invoice_id}", web::get().to(invoice))
-            .route(
-                "/invoices/{tenant_id}/{invoice_id}/usage.csv",
-                web::get().to(invoice_usage_csv),
-            ),
-    );
+    configure_dashboards(cfg);
+    configure_payouts(cfg);
+    route(cfg, BALANCE, balance);
+    route(cfg, MARKET_VOLUME, crate::marketplace::volume_route);
+    route(cfg, CREDIT_RISKS, crate::marketplace::credit_risks_route);
+    route(cfg, GRANT_CREDIT, grant_credit);
+    route(cfg, FUNDS_CHECK, funds_check);
+    route(cfg, INSTANCE_CHARGES, instance_charges);
+    route(cfg, EARNINGS, earnings);
+    route(cfg, TOP_UP_CREATE, create_top_up);
+    route(cfg, TOP_UP_LIST, list_top_ups);
+    route(cfg, PLATFORM_TERMS, platform_terms);
+    route(cfg, INVOICES_RUN, run_invoices);
+    // Before the tenant's routes of the same shape.
+    route(cfg, INVOICE_MARK_PAID, mark_invoice_paid);
+    route(cfg, INVOICE_VOID, void_invoice);
+    route(cfg, CREDIT_NOTE_ISSUE, issue_credit_note);
+    route(cfg, INVOICE_LIST, list_invoices);
+    // Before `{invoice_id}`, which would not parse "preview".
+    route(cfg, INVOICE_PREVIEW, invoice_preview);
+    route(cfg, INVOICE, invoice);
+    route(cfg, INVOICE_USAGE_CSV, invoice_usage_csv);
     // Public: Stripe calls it (through the gateway or the ingress) and
     // proves itself by signature, not by the service token.
     cfg.route("/webhooks/stripe", web::post().to(webhook::receive));
 }
 
-type Reply = Result<HttpResponse, Error>;
-
 async fn balance(
     _: ServiceCaller,
     db: web::Data<Db>,
     s: web::Data<Settings>,
-    path: web::Path<Uuid>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(usage::balance(&db, &s, path.into_inner()).await?))
+    path: web::Path<TenantId>,
+) -> Result<Reply<Balance>, Error> {
+    Ok(Reply::ok(
+        usage::balance(&db, &s, path.into_inner().into_uuid()).await?,
+    ))
 }
 
 async fn grant_credit(
@@ -74,8 +70,10 @@ async fn grant_credit(
     db: web::Data<Db>,
     s: web::Data<Settings>,
     body: web::Json<GrantCreditRequest>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(usage::grant_credit(&db, &s, body.into_inner()).await?))
+) -> Result<Reply<Balance>, Error> {
+    Ok(Reply::ok(
+        usage::grant_credit(&db, &s, body.into_inner()).await?,
+    ))
 }
 
 async fn funds_check(
@@ -83,27 +81,31 @@ async fn funds_check(
     db: web::Data<Db>,
     s: web::Data<Settings>,
     body: web::Json<FundsCheckRequest>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(usage::funds_check(&db, &s, body.into_inner()).await?))
+) -> Result<Reply<Balance>, Error> {
+    Ok(Reply::ok(
+        usage::funds_check(&db, &s, body.into_inner()).await?,
+    ))
 }
 
 async fn instance_charges(
     _: ServiceCaller,
     db: web::Data<Db>,
     s: web::Data<Settings>,
-    body: web::Json<contracts::api::InstanceChargesRequest>,
-) -> Reply {
+    body: web::Json<InstanceChargesRequest>,
+) -> Result<Reply<Vec<InstanceCharges>>, Error> {
     let charges = crate::charges::instance_charges(&db, &s, body.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(charges))
+    Ok(Reply::ok(charges))
 }
 
 async fn earnings(
     _: ServiceCaller,
     db: web::Data<Db>,
     s: web::Data<Settings>,
-    path: web::Path<Uuid>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(usage::earnings(&db, &s, path.into_inner()).await?))
+    path: web::Path<TenantId>,
+) -> Result<Reply<HostEarnings>, Error> {
+    Ok(Reply::ok(
+        usage::earnings(&db, &s, path.into_inner().into_uuid()).await?,
+    ))
 }
 
 async fn create_top_up(
@@ -113,21 +115,32 @@ async fn create_top_up(
     stripe: web::Data<StripeSettings>,
     api: web::Data<StripeApi>,
     body: web::Json<CreateTopUpRequest>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(topups::create(&db, &api, &s, &stripe, body.into_inner()).await?))
+) -> Result<Reply<TopUp>, Error> {
+    Ok(Reply::ok(
+        topups::create(&db, &api, &s, &stripe, body.into_inner()).await?,
+    ))
 }
 
-async fn list_top_ups(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
-    Ok(HttpResponse::Ok().json(topups::list(&db, path.into_inner()).await?))
+async fn list_top_ups(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<TenantId>,
+) -> Result<Reply<Vec<TopUp>>, Error> {
+    Ok(Reply::ok(
+        topups::list(&db, path.into_inner().into_uuid()).await?,
+    ))
 }
 
 /// The terms the gateway shows publicly; from billing's settings, so the
 /// gateway never parses billing's configuration itself.
-async fn platform_terms(_: ServiceCaller, s: web::Data<Settings>) -> HttpResponse {
-    HttpResponse::Ok().json(PlatformTerms {
+async fn platform_terms(
+    _: ServiceCaller,
+    s: web::Data<Settings>,
+) -> Result<Reply<PlatformTerms>, Error> {
+    Ok(Reply::ok(PlatformTerms {
         currency: s.currency.clone(),
         fee_rate: s.fee_rate,
-    })
+    }))
 }
 
 async fn run_invoices(
@@ -136,13 +149,19 @@ async fn run_invoices(
     s: web::Data<Settings>,
     period: web::Data<InvoicePeriod>,
     body: web::Json<RunInvoicesRequest>,
-) -> Reply {
+) -> Result<Reply<RunInvoicesResult>, Error> {
     let run = invoices::run_invoices(&db, &s, **period, body.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(run))
+    Ok(Reply::ok(run))
 }
 
-async fn list_invoices(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
-    Ok(HttpResponse::Ok().json(invoices::list(&db, path.into_inner()).await?))
+async fn list_invoices(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<TenantId>,
+) -> Result<Reply<Vec<Invoice>>, Error> {
+    Ok(Reply::ok(
+        invoices::list(&db, path.into_inner().into_uuid()).await?,
+    ))
 }
 
 async fn invoice_preview(
@@ -150,29 +169,35 @@ async fn invoice_preview(
     db: web::Data<Db>,
     s: web::Data<Settings>,
     period: web::Data<InvoicePeriod>,
-    path: web::Path<Uuid>,
-) -> Reply {
+    path: web::Path<TenantId>,
+) -> Result<Reply<Invoice>, Error> {
     let now = chrono::Utc::now();
-    let preview = invoices::preview(&db, &s, **period, path.into_inner(), now).await?;
-    Ok(HttpResponse::Ok().json(preview))
+    let preview = invoices::preview(&db, &s, **period, path.into_inner().into_uuid(), now).await?;
+    Ok(Reply::ok(preview))
 }
 
 /// Tenant and invoice: an invoice of another tenant is not found.
-async fn invoice(_: ServiceCaller, db: web::Data<Db>, path: web::Path<(Uuid, Uuid)>) -> Reply {
+async fn invoice(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<(TenantId, InvoiceId)>,
+) -> Result<Reply<Invoice>, Error> {
     let (tenant_id, invoice_id) = path.into_inner();
-    Ok(HttpResponse::Ok().json(invoices::get(&db, tenant_id, invoice_id).await?))
+    Ok(Reply::ok(
+        invoices::get(&db, tenant_id.into_uuid(), invoice_id.into_uuid()).await?,
+    ))
 }
 
 /// JSON around the CSV text: internal callers speak JSON only.
 async fn invoice_usage_csv(
     _: ServiceCaller,
     db: web::Data<Db>,
-    path: web::Path<(Uuid, Uuid)>,
-) -> Reply {
+    path: web::Path<(TenantId, InvoiceId)>,
+) -> Result<Reply<UsageExport>, Error> {
     let (tenant_id, invoice_id) = path.into_inner();
-    let invoice = invoices::get(&db, tenant_id, invoice_id).await?;
-    Ok(HttpResponse::Ok().json(UsageExport {
-        invoice_id,
+    let invoice = invoices::get(&db, tenant_id.into_uuid(), invoice_id.into_uuid()).await?;
+    Ok(Reply::ok(UsageExport {
+        invoice_id: invoice_id.into_uuid(),
         csv: focus::csv(&invoice),
     }))
 }
@@ -181,20 +206,23 @@ async fn mark_invoice_paid(
     _: ServiceCaller,
     db: web::Data<Db>,
     s: web::Data<Settings>,
-    path: web::Path<Uuid>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(invoices::mark_paid(&db, &s, path.into_inner()).await?))
+    path: web::Path<InvoiceId>,
+) -> Result<Reply<Invoice>, Error> {
+    Ok(Reply::ok(
+        invoices::mark_paid(&db, &s, path.into_inner().into_uuid()).await?,
+    ))
 }
 
 async fn void_invoice(
     _: ServiceCaller,
     db: web::Data<Db>,
     s: web::Data<Settings>,
-    path: web::Path<Uuid>,
+    path: web::Path<InvoiceId>,
     body: web::Json<VoidInvoiceRequest>,
-) -> Reply {
-    let invoice = invoices::void(&db, &s, path.into_inner(), body.into_inner().reason).await?;
-    Ok(HttpResponse::Ok().json(invoice))
+) -> Result<Reply<Invoice>, Error> {
+    let id = path.into_inner().into_uuid();
+    let invoice = invoices::void(&db, &s, id, body.into_inner().reason).await?;
+    Ok(Reply::ok(invoice))
 }
 
 async fn issue_credit_note(
@@ -202,87 +230,69 @@ async fn issue_credit_note(
     db: web::Data<Db>,
     s: web::Data<Settings>,
     body: web::Json<CreditNoteRequest>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(invoices::credit_note(&db, &s, body.into_inner()).await?))
+) -> Result<Reply<CreditNote>, Error> {
+    Ok(Reply::ok(
+        invoices::credit_note(&db, &s, body.into_inner()).await?,
+    ))
 }
 
 /// The billing dashboards' reads (docs/dashboards.md), one tenant each.
 fn configure_dashboards(cfg: &mut web::ServiceConfig) {
-    cfg.route(
-        "/dashboards/balance-history/{tenant_id}",
-        web::get().to(balance_history),
-    )
-    .route("/dashboards/usage/{tenant_id}", web::get().to(usage_series))
-    .route(
-        "/dashboards/earnings/{host_tenant_id}",
-        web::get().to(machine_earnings),
-    );
+    route(cfg, DASHBOARD_BALANCE_HISTORY, balance_history);
+    route(cfg, DASHBOARD_USAGE, usage_series);
+    route(cfg, DASHBOARD_EARNINGS, machine_earnings);
 }
 
 async fn balance_history(
     _: ServiceCaller,
     db: web::Data<Db>,
     s: web::Data<Settings>,
-    path: web::Path<Uuid>,
-    query: web::Query<contracts::api::BalanceHistoryQuery>,
-) -> Reply {
-    let page =
-        crate::dashboards::balance_history(&db, &s, path.into_inner(), query.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(page))
+    path: web::Path<TenantId>,
+    query: web::Query<BalanceHistoryQuery>,
+) -> Result<Reply<BalanceHistoryPage>, Error> {
+    let tenant_id = path.into_inner().into_uuid();
+    let page = crate::dashboards::balance_history(&db, &s, tenant_id, query.into_inner()).await?;
+    Ok(Reply::ok(page))
 }
 
 async fn usage_series(
     _: ServiceCaller,
     db: web::Data<Db>,
     s: web::Data<Settings>,
-    path: web::Path<Uuid>,
-    query: web::Query<contracts::api::UsageSeriesQuery>,
-) -> Reply {
-    let series =
-        crate::dashboards::usage_series(&db, &s, path.into_inner(), query.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(series))
+    path: web::Path<TenantId>,
+    query: web::Query<UsageSeriesQuery>,
+) -> Result<Reply<UsageSeries>, Error> {
+    let tenant_id = path.into_inner().into_uuid();
+    let series = crate::dashboards::usage_series(&db, &s, tenant_id, query.into_inner()).await?;
+    Ok(Reply::ok(series))
 }
 
 async fn machine_earnings(
     _: ServiceCaller,
     db: web::Data<Db>,
     s: web::Data<Settings>,
-    path: web::Path<Uuid>,
-    query: web::Query<contracts::api::MachineEarningsQuery>,
-) -> Reply {
+    path: web::Path<TenantId>,
+    query: web::Query<MachineEarningsQuery>,
+) -> Result<Reply<MachineEarnings>, Error> {
+    let host_tenant_id = path.into_inner().into_uuid();
     let earnings =
-        crate::dashboards::machine_earnings(&db, &s, path.into_inner(), query.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(earnings))
+        crate::dashboards::machine_earnings(&db, &s, host_tenant_id, query.into_inner()).await?;
+    Ok(Reply::ok(earnings))
 }
 
 // ---------------------------------------------------------------- host statements and payouts
 
 fn configure_payouts(cfg: &mut web::ServiceConfig) {
-    cfg.route("/statements/run", web::post().to(run_statements))
-        .route(
-            "/statements/{host_tenant_id}",
-            web::get().to(list_statements),
-        )
-        // Before `{statement_id}`, which would not parse "preview".
-        .route(
-            "/statements/{host_tenant_id}/preview",
-            web::get().to(statement_preview),
-        )
-        .route(
-            "/statements/{host_tenant_id}/{statement_id}",
-            web::get().to(statement),
-        )
-        .route("/payout-accounts", web::post().to(create_payout_account))
-        .route(
-            "/payout-accounts/{host_tenant_id}",
-            web::get().to(payout_account),
-        )
-        .route(
-            "/payout-accounts/{host_tenant_id}/onboarding-link",
-            web::post().to(create_onboarding_link),
-        )
-        .route("/payouts/run", web::post().to(run_payouts))
-        .route("/payouts/{host_tenant_id}", web::get().to(list_payouts));
+    route(cfg, STATEMENTS_RUN, run_statements);
+    route(cfg, STATEMENT_LIST, list_statements);
+    // Before `{statement_id}`, which would not parse "preview".
+    route(cfg, STATEMENT_PREVIEW, statement_preview);
+    route(cfg, STATEMENT, statement);
+    route(cfg, PAYOUT_ACCOUNT_CREATE, create_payout_account);
+    route(cfg, PAYOUT_ACCOUNT, payout_account);
+    route(cfg, PAYOUT_ONBOARDING_LINK, create_onboarding_link);
+    route(cfg, PAYOUTS_RUN, run_payouts);
+    route(cfg, PAYOUT_LIST, list_payouts);
 }
 
 async fn run_statements(
@@ -290,14 +300,20 @@ async fn run_statements(
     db: web::Data<Db>,
     s: web::Data<Settings>,
     period: web::Data<InvoicePeriod>,
-    body: web::Json<contracts::api::RunStatementsRequest>,
-) -> Reply {
+    body: web::Json<RunStatementsRequest>,
+) -> Result<Reply<RunStatementsResult>, Error> {
     let run = crate::statements::run_statements(&db, &s, **period, body.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(run))
+    Ok(Reply::ok(run))
 }
 
-async fn list_statements(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
-    Ok(HttpResponse::Ok().json(crate::statements::list(&db, path.into_inner()).await?))
+async fn list_statements(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<TenantId>,
+) -> Result<Reply<Vec<Statement>>, Error> {
+    Ok(Reply::ok(
+        crate::statements::list(&db, path.into_inner().into_uuid()).await?,
+    ))
 }
 
 async fn statement_preview(
@@ -305,49 +321,57 @@ async fn statement_preview(
     db: web::Data<Db>,
     s: web::Data<Settings>,
     period: web::Data<InvoicePeriod>,
-    path: web::Path<Uuid>,
-) -> Reply {
+    path: web::Path<TenantId>,
+) -> Result<Reply<Statement>, Error> {
     let now = chrono::Utc::now();
-    let preview = crate::statements::preview(&db, &s, **period, path.into_inner(), now).await?;
-    Ok(HttpResponse::Ok().json(preview))
+    let host = path.into_inner().into_uuid();
+    let preview = crate::statements::preview(&db, &s, **period, host, now).await?;
+    Ok(Reply::ok(preview))
 }
 
 /// Host and statement: a statement of another host is not found.
-async fn statement(_: ServiceCaller, db: web::Data<Db>, path: web::Path<(Uuid, Uuid)>) -> Reply {
+async fn statement(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<(TenantId, StatementId)>,
+) -> Result<Reply<Statement>, Error> {
     let (host, id) = path.into_inner();
-    Ok(HttpResponse::Ok().json(crate::statements::get(&db, host, id).await?))
+    Ok(Reply::ok(
+        crate::statements::get(&db, host.into_uuid(), id.into_uuid()).await?,
+    ))
 }
 
 async fn create_payout_account(
     _: ServiceCaller,
     db: web::Data<Db>,
     api: web::Data<crate::stripe::connect::ConnectApi>,
-    body: web::Json<contracts::api::CreatePayoutAccountRequest>,
-) -> Reply {
+    body: web::Json<CreatePayoutAccountRequest>,
+) -> Result<Reply<PayoutAccount>, Error> {
     let account = crate::payouts::create_account(&db, &api, body.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(account))
+    Ok(Reply::ok(account))
 }
 
 async fn payout_account(
     _: ServiceCaller,
     db: web::Data<Db>,
     api: web::Data<crate::stripe::connect::ConnectApi>,
-    path: web::Path<Uuid>,
-) -> Reply {
-    let account = crate::payouts::get_account(&db, &api, path.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(account))
+    path: web::Path<TenantId>,
+) -> Result<Reply<PayoutAccount>, Error> {
+    let host = path.into_inner().into_uuid();
+    let account = crate::payouts::get_account(&db, &api, host).await?;
+    Ok(Reply::ok(account))
 }
 
 async fn create_onboarding_link(
     _: ServiceCaller,
     db: web::Data<Db>,
     api: web::Data<crate::stripe::connect::ConnectApi>,
-    path: web::Path<Uuid>,
-    body: web::Json<contracts::api::OnboardingLinkRequest>,
-) -> Reply {
-    let link =
-        crate::payouts::onboarding_link(&db, &api, path.into_inner(), body.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(link))
+    path: web::Path<TenantId>,
+    body: web::Json<OnboardingLinkRequest>,
+) -> Result<Reply<OnboardingLink>, Error> {
+    let host = path.into_inner().into_uuid();
+    let link = crate::payouts::onboarding_link(&db, &api, host, body.into_inner()).await?;
+    Ok(Reply::ok(link))
 }
 
 async fn run_payouts(
@@ -356,12 +380,18 @@ async fn run_payouts(
     s: web::Data<Settings>,
     p: web::Data<crate::payouts::PayoutSettings>,
     api: web::Data<crate::stripe::connect::ConnectApi>,
-    body: web::Json<contracts::api::RunPayoutsRequest>,
-) -> Reply {
+    body: web::Json<RunPayoutsRequest>,
+) -> Result<Reply<RunPayoutsResult>, Error> {
     let run = crate::payouts::run_payouts(&db, &api, &s, &p, body.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(run))
+    Ok(Reply::ok(run))
 }
 
-async fn list_payouts(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
-    Ok(HttpResponse::Ok().json(crate::payouts::list(&db, path.into_inner()).await?))
+async fn list_payouts(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<TenantId>,
+) -> Result<Reply<Vec<Payout>>, Error> {
+    Ok(Reply::ok(
+        crate::payouts::list(&db, path.into_inner().into_uuid()).await?,
+    ))
 }

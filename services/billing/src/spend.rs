@@ -397,9 +397,9 @@ impl Peers {
     }
 
     async fn observe(&self, tenant_id: Uuid) -> Result<Observed, Error> {
-        let quota_path = format!("/internal/tenants/{tenant_id}/quota");
         let (quota, burn) = tokio::try_join!(
-            self.quota.get::<api::TenantQuota>(&quota_path),
+            self.quota
+                .call(endpoints::quota::TENANT_QUOTA, TenantId(tenant_id), &()),
             self.metering
                 .call(endpoints::metering::BURN_RATE, TenantId(tenant_id), &()),
         )?;

@@ -8,9 +8,11 @@
 //! (docs/scaling.md). Rotating or revoking deletes the old token's user and
 //! closes its connections, so an old token stops working at once.
 
-use actix_web::{HttpResponse, web};
-use contracts::api::HostMachineRequest;
+use actix_web::web;
+use contracts::api::{AgentTokenRevoked, HostMachineRequest};
+use contracts::ids::MachineId;
 use diesel::prelude::*;
+use platform::endpoint::Reply;
 use platform::internal::ServiceCaller;
 use platform::rabbitmq_admin::RabbitAdmin;
 use platform::{Config, Db, PlatformError};
@@ -308,10 +310,10 @@ pub async fn revoke_route(
     _: ServiceCaller,
     db: web::Data<Db>,
     access: web::Data<AgentAccess>,
-    path: web::Path<Uuid>,
+    path: web::Path<MachineId>,
     body: web::Json<HostMachineRequest>,
-) -> Result<HttpResponse, Error> {
-    let machine_id = path.into_inner();
+) -> Result<Reply<AgentTokenRevoked>, Error> {
+    let machine_id = path.into_inner().into_uuid();
     let host_tenant_id = body.host_tenant_id;
     let hash = owned_token_hash(&db, machine_id, host_tenant_id).await?;
     // The broker first: it is what the token opens. A failure after it
@@ -335,7 +337,10 @@ pub async fn revoke_route(
     })
     .await?;
     tracing::info!(machine.id = %machine_id, "agent token revoked");
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "machine_id": machine_id, "revoked": true })))
+    Ok(Reply::ok(AgentTokenRevoked {
+        machine_id,
+        revoked: true,
+    }))
 }
 
 #[cfg(test)]

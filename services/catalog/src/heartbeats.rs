@@ -15,17 +15,20 @@
 
 use std::sync::Arc;
 
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use chrono::{DateTime, SubsecRound, TimeDelta, Utc};
 use contracts::Envelope;
+use contracts::api::{GpuActivity, GpuActivityQuery, HeartbeatGap, HeartbeatGapsQuery};
 use contracts::events::{
     INSTANCE_DISK_USAGE, INSTANCE_EXITED, INSTANCE_TRAFFIC, InstanceDiskUsage, InstanceExited,
     InstanceTraffic, MAX_EXIT_REASON, MachineLiveness,
 };
+use contracts::ids::MachineId;
 use diesel::pg::PgConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{Jsonb, Nullable, Timestamptz, Uuid as SqlUuid};
 use platform::consumer::{HandlerError, RawMessage};
+use platform::endpoint::Reply;
 use platform::internal::ServiceCaller;
 use platform::{Config, Db};
 use schema::catalog::{heartbeat_gaps, machines};
@@ -714,14 +717,6 @@ fn record_utilisation(
     Ok(())
 }
 
-#[derive(Deserialize)]
-pub struct ActivityQuery {
-    /// Utilisation (percent) at or above which a GPU counts as busy.
-    pub threshold: i32,
-    /// Only heartbeats at or after this instant count.
-    pub since: DateTime<Utc>,
-}
-
 #[derive(QueryableByName)]
 struct Activity {
     #[diesel(sql_type = Nullable<Timestamptz>)]
@@ -738,11 +733,11 @@ struct Activity {
 pub async fn gpu_activity_route(
     _: ServiceCaller,
     db: web::Data<Db>,
-    path: web::Path<Uuid>,
-    query: web::Query<ActivityQuery>,
-) -> Result<HttpResponse, Error> {
-    let machine_id = path.into_inner();
-    let ActivityQuery { threshold, since } = query.into_inner();
+    path: web::Path<MachineId>,
+    query: web::Query<GpuActivityQuery>,
+) -> Result<Reply<GpuActivity>, Error> {
+    let machine_id = path.into_inner().into_uuid();
+    let GpuActivityQuery { threshold, since } = query.into_inner();
     if !(0..=100).contains(&threshold) {
         return Err(Error::Validation("threshold: 0 to 100".into()));
     }
@@ -761,16 +756,11 @@ pub async fn gpu_activity_route(
             .map_err(Error::from)
         })
         .await?;
-    Ok(HttpResponse::Ok().json(contracts::api::GpuActivity {
+    Ok(Reply::ok(GpuActivity {
         machine_id,
         last_sample_at: activity.last_sample_at,
         last_busy_at: activity.last_busy_at,
     }))
-}
-
-#[derive(Deserialize)]
-pub struct GapsQuery {
-    pub host_tenant_id: Uuid,
 }
 
 /// `GET /internal/machines/{id}/heartbeat-gaps?host_tenant_id=`: the gaps
@@ -781,16 +771,24 @@ pub async fn gaps_route(
     _: ServiceCaller,
     db: web::Data<Db>,
     access: web::Data<AgentAccess>,
-    path: web::Path<Uuid>,
-    query: web::Query<GapsQuery>,
-) -> Result<HttpResponse, Error> {
-    let machine_id = path.into_inner();
+    path: web::Path<MachineId>,
+    query: web::Query<HeartbeatGapsQuery>,
+) -> Result<Reply<Vec<HeartbeatGap>>, Error> {
+    let machine_id = path.into_inner().into_uuid();
     ensure_owner(&db, machine_id, query.host_tenant_id).await?;
     let window_days = access.settings().window_days;
     let gaps = db
         .run(move |conn| reliability::gaps(conn, machine_id, window_days).map_err(Error::from))
         .await?;
-    Ok(HttpResponse::Ok().json(gaps))
+    Ok(Reply::ok(
+        gaps.into_iter()
+            .map(|gap| HeartbeatGap {
+                started_at: gap.started_at,
+                ended_at: gap.ended_at,
+                seconds: gap.seconds,
+            })
+            .collect(),
+    ))
 }
 
 #[cfg(test)]

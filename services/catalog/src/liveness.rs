@@ -4,12 +4,13 @@
 //! it which hosts of its running instances went silent and which came back;
 //! ordering never reads the catalog's tables, so the rule stays here.
 
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use chrono::{DateTime, Utc};
 use contracts::api::{MachineHeartbeat, MachineHeartbeatsRequest, RECONCILE_LOOKUP_MAX};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Nullable, Timestamptz, Uuid as SqlUuid};
 use platform::Db;
+use platform::endpoint::Reply;
 use platform::internal::ServiceCaller;
 use uuid::Uuid;
 
@@ -65,7 +66,7 @@ pub async fn heartbeats_route(
     db: web::Data<Db>,
     market: web::Data<Market>,
     body: web::Json<MachineHeartbeatsRequest>,
-) -> Result<HttpResponse, Error> {
+) -> Result<Reply<Vec<MachineHeartbeat>>, Error> {
     let body = body.into_inner();
-    Ok(HttpResponse::Ok().json(heartbeats(&db, &market, body.machine_ids).await?))
+    Ok(Reply::ok(heartbeats(&db, &market, body.machine_ids).await?))
 }

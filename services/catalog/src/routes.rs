@@ -1,107 +1,95 @@
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use contracts::api::{
-    AllocateRequest, HostMachineRequest, OfferSearch, RegisterMachineRequest, SetPricingRequest,
+    AgentTokenIssued, AllocateRequest, Allocation, AllocationReleased, GpuModel,
+    HostMachineRequest, HostProfile, HostQuery, Machine, MachineDeleted, MachineRegistered, Offer,
+    OfferPage, OfferSearch, PlacementSearch, RegisterMachineRequest, SetPricingRequest,
     SetVerificationRequest, UpdateHostProfileRequest,
 };
+use contracts::endpoints::catalog::{
+    ALLOCATE, DELETE_MACHINE, GPU_ACTIVITY, GPU_MODELS, GPU_SUPPLY, HEARTBEAT_GAPS, HOST_MACHINES,
+    HOST_PROFILE, LIST_MACHINE, MACHINE_HEARTBEATS, OFFER, OFFER_PLACEMENT, REGISTER_MACHINE,
+    RELEASE_ALLOCATION, REVOKE_AGENT_TOKEN, ROTATE_AGENT_TOKEN, SEARCH_OFFERS,
+    SET_HOST_VERIFICATION, SET_PRICING, UNLIST_MACHINE, UPDATE_HOST_PROFILE,
+};
+use contracts::ids::{MachineId, OrderId, TenantId};
 use platform::Db;
+use platform::endpoint::{Reply, route};
 use platform::internal::ServiceCaller;
-use serde::Deserialize;
-use uuid::Uuid;
 
 use crate::agents::AgentAccess;
 use crate::market::Market;
 use crate::{Error, allocations, gpu_models, hosts, machines, offers};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::scope("/internal")
-            .route("/gpu-models", web::get().to(gpu_model_list))
-            .route("/gpu-supply", web::get().to(crate::supply::supply_route))
-            .route("/hosts/{tenant_id}/profile", web::get().to(host_profile))
-            .route(
-                "/hosts/{tenant_id}/profile",
-                web::put().to(update_host_profile),
-            )
-            .route(
-                "/hosts/{tenant_id}/verification",
-                web::put().to(set_verification),
-            )
-            .route("/machines", web::post().to(register))
-            .route("/machines", web::get().to(host_machines))
-            .route(
-                "/machines/heartbeats",
-                web::post().to(crate::liveness::heartbeats_route),
-            )
-            .route("/machines/{id}/pricing", web::put().to(set_pricing))
-            .route("/machines/{id}/list", web::post().to(list))
-            .route("/machines/{id}/unlist", web::post().to(unlist))
-            .route(
-                "/machines/{id}/agent-token/revoke",
-                web::post().to(crate::agents::revoke_route),
-            )
-            .route(
-                "/machines/{id}/heartbeat-gaps",
-                web::get().to(crate::heartbeats::gaps_route),
-            )
-            .route(
-                "/machines/{id}/gpu-activity",
-                web::get().to(crate::heartbeats::gpu_activity_route),
-            )
-            .route(
-                "/machines/{id}/agent-token/rotate",
-                web::post().to(rotate_token),
-            )
-            .route("/machines/{id}/delete", web::post().to(delete_machine))
-            .route("/offers/search", web::post().to(search))
-            .route("/offers/placement", web::post().to(placement))
-            .route("/offers/{id}", web::get().to(get_offer))
-            .route("/allocations", web::post().to(allocate))
-            .route("/allocations/{order_id}/release", web::post().to(release)),
-    );
+    route(cfg, GPU_MODELS, gpu_model_list);
+    route(cfg, GPU_SUPPLY, crate::supply::supply_route);
+    route(cfg, HOST_PROFILE, host_profile);
+    route(cfg, UPDATE_HOST_PROFILE, update_host_profile);
+    route(cfg, SET_HOST_VERIFICATION, set_verification);
+    route(cfg, REGISTER_MACHINE, register);
+    route(cfg, HOST_MACHINES, host_machines);
+    route(cfg, MACHINE_HEARTBEATS, crate::liveness::heartbeats_route);
+    route(cfg, SET_PRICING, set_pricing);
+    route(cfg, LIST_MACHINE, list);
+    route(cfg, UNLIST_MACHINE, unlist);
+    route(cfg, REVOKE_AGENT_TOKEN, crate::agents::revoke_route);
+    route(cfg, HEARTBEAT_GAPS, crate::heartbeats::gaps_route);
+    route(cfg, GPU_ACTIVITY, crate::heartbeats::gpu_activity_route);
+    route(cfg, ROTATE_AGENT_TOKEN, rotate_token);
+    route(cfg, DELETE_MACHINE, delete_machine);
+    route(cfg, SEARCH_OFFERS, search);
+    route(cfg, OFFER_PLACEMENT, placement);
+    route(cfg, OFFER, get_offer);
+    route(cfg, ALLOCATE, allocate);
+    route(cfg, RELEASE_ALLOCATION, release);
 }
 
-type Reply = Result<HttpResponse, Error>;
-
-async fn gpu_model_list(_: ServiceCaller, db: web::Data<Db>) -> Reply {
-    Ok(HttpResponse::Ok().json(gpu_models::all(&db).await?))
+async fn gpu_model_list(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+) -> Result<Reply<Vec<GpuModel>>, Error> {
+    Ok(Reply::ok(gpu_models::all(&db).await?))
 }
 
-async fn host_profile(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
-    Ok(HttpResponse::Ok().json(hosts::get(&db, path.into_inner()).await?))
+async fn host_profile(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<TenantId>,
+) -> Result<Reply<HostProfile>, Error> {
+    Ok(Reply::ok(
+        hosts::get(&db, path.into_inner().into_uuid()).await?,
+    ))
 }
 
 async fn update_host_profile(
     _: ServiceCaller,
     db: web::Data<Db>,
-    path: web::Path<Uuid>,
+    path: web::Path<TenantId>,
     body: web::Json<UpdateHostProfileRequest>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(hosts::update(&db, path.into_inner(), body.into_inner()).await?))
-}
-
-#[derive(Deserialize)]
-struct OperatorQuery {
-    operator_id: Option<Uuid>,
+) -> Result<Reply<HostProfile>, Error> {
+    Ok(Reply::ok(
+        hosts::update(&db, path.into_inner().into_uuid(), body.into_inner()).await?,
+    ))
 }
 
 async fn set_verification(
     _: ServiceCaller,
     db: web::Data<Db>,
     events: web::Data<allocations::Events>,
-    path: web::Path<Uuid>,
-    q: web::Query<OperatorQuery>,
+    path: web::Path<TenantId>,
     body: web::Json<SetVerificationRequest>,
-) -> Reply {
+) -> Result<Reply<HostProfile>, Error> {
+    let body = body.into_inner();
     let profile = hosts::set_verification(
         &db,
         &events.0,
-        path.into_inner(),
-        q.operator_id,
-        body.into_inner(),
+        path.into_inner().into_uuid(),
+        body.operator_id,
+        body,
     )
     .await?;
     tracing::info!(tenant.id = %profile.tenant_id, verification = ?profile.verification, "host verification set");
-    Ok(HttpResponse::Ok().json(profile))
+    Ok(Reply::ok(profile))
 }
 
 async fn register(
@@ -110,7 +98,7 @@ async fn register(
     market: web::Data<Market>,
     agents: web::Data<AgentAccess>,
     body: web::Json<RegisterMachineRequest>,
-) -> Reply {
+) -> Result<Reply<MachineRegistered>, Error> {
     let registered = machines::register_machine(
         &db,
         &market,
@@ -120,12 +108,7 @@ async fn register(
     )
     .await?;
     tracing::info!(machine.id = %registered.machine.id, "machine registered");
-    Ok(HttpResponse::Created().json(registered))
-}
-
-#[derive(Deserialize)]
-struct HostQuery {
-    host_tenant_id: Uuid,
+    Ok(Reply::created(registered))
 }
 
 async fn host_machines(
@@ -133,53 +116,74 @@ async fn host_machines(
     db: web::Data<Db>,
     market: web::Data<Market>,
     q: web::Query<HostQuery>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(machines::host_machines(&db, &market, q.host_tenant_id).await?))
+) -> Result<Reply<Vec<Machine>>, Error> {
+    Ok(Reply::ok(
+        machines::host_machines(&db, &market, q.host_tenant_id).await?,
+    ))
 }
 
 async fn set_pricing(
     _: ServiceCaller,
     db: web::Data<Db>,
     market: web::Data<Market>,
-    path: web::Path<Uuid>,
+    path: web::Path<MachineId>,
     body: web::Json<SetPricingRequest>,
-) -> Reply {
-    Ok(HttpResponse::Ok()
-        .json(machines::set_pricing(&db, &market, path.into_inner(), body.into_inner()).await?))
+) -> Result<Reply<Machine>, Error> {
+    Ok(Reply::ok(
+        machines::set_pricing(
+            &db,
+            &market,
+            path.into_inner().into_uuid(),
+            body.into_inner(),
+        )
+        .await?,
+    ))
 }
 
 async fn list(
     _: ServiceCaller,
     db: web::Data<Db>,
     market: web::Data<Market>,
-    path: web::Path<Uuid>,
+    path: web::Path<MachineId>,
     body: web::Json<HostMachineRequest>,
-) -> Reply {
-    let machine =
-        machines::list_machine(&db, &market, path.into_inner(), body.host_tenant_id, true).await?;
-    Ok(HttpResponse::Ok().json(machine))
+) -> Result<Reply<Machine>, Error> {
+    let machine = machines::list_machine(
+        &db,
+        &market,
+        path.into_inner().into_uuid(),
+        body.host_tenant_id,
+        true,
+    )
+    .await?;
+    Ok(Reply::ok(machine))
 }
 
 async fn unlist(
     _: ServiceCaller,
     db: web::Data<Db>,
     market: web::Data<Market>,
-    path: web::Path<Uuid>,
+    path: web::Path<MachineId>,
     body: web::Json<HostMachineRequest>,
-) -> Reply {
-    let machine =
-        machines::list_machine(&db, &market, path.into_inner(), body.host_tenant_id, false).await?;
-    Ok(HttpResponse::Ok().json(machine))
+) -> Result<Reply<Machine>, Error> {
+    let machine = machines::list_machine(
+        &db,
+        &market,
+        path.into_inner().into_uuid(),
+        body.host_tenant_id,
+        false,
+    )
+    .await?;
+    Ok(Reply::ok(machine))
 }
 
 async fn rotate_token(
     _: ServiceCaller,
     db: web::Data<Db>,
     agents: web::Data<AgentAccess>,
-    path: web::Path<Uuid>,
+    path: web::Path<MachineId>,
     body: web::Json<HostMachineRequest>,
-) -> Reply {
-    let machine_id = path.into_inner();
+) -> Result<Reply<AgentTokenIssued>, Error> {
+    let machine_id = path.into_inner().into_uuid();
     let token = machines::rotate_agent_token(
         &db,
         machine_id,
@@ -189,23 +193,28 @@ async fn rotate_token(
         async |id, new| agents.remove(id, &new).await,
     )
     .await?;
-    Ok(HttpResponse::Ok()
-        .json(serde_json::json!({ "machine_id": machine_id, "agent_token": token })))
+    Ok(Reply::ok(AgentTokenIssued {
+        machine_id,
+        agent_token: token,
+    }))
 }
 
 async fn delete_machine(
     _: ServiceCaller,
     db: web::Data<Db>,
     agents: web::Data<AgentAccess>,
-    path: web::Path<Uuid>,
+    path: web::Path<MachineId>,
     body: web::Json<HostMachineRequest>,
-) -> Reply {
-    let machine_id = path.into_inner();
+) -> Result<Reply<MachineDeleted>, Error> {
+    let machine_id = path.into_inner().into_uuid();
     machines::delete_machine(&db, machine_id, body.host_tenant_id, async |id, hash| {
         agents.remove(id, &hash).await
     })
     .await?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "machine_id": machine_id, "deleted": true })))
+    Ok(Reply::ok(MachineDeleted {
+        machine_id,
+        deleted: true,
+    }))
 }
 
 async fn search(
@@ -213,27 +222,32 @@ async fn search(
     db: web::Data<Db>,
     market: web::Data<Market>,
     body: web::Json<OfferSearch>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(offers::search(&db, &market, body.into_inner()).await?))
+) -> Result<Reply<OfferPage>, Error> {
+    Ok(Reply::ok(
+        offers::search(&db, &market, body.into_inner()).await?,
+    ))
 }
 
 async fn get_offer(
     _: ServiceCaller,
     db: web::Data<Db>,
     market: web::Data<Market>,
-    path: web::Path<Uuid>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(offers::get(&db, &market, path.into_inner()).await?))
+    path: web::Path<MachineId>,
+) -> Result<Reply<Offer>, Error> {
+    Ok(Reply::ok(
+        offers::get(&db, &market, path.into_inner().into_uuid()).await?,
+    ))
 }
 
 async fn placement(
     _: ServiceCaller,
     db: web::Data<Db>,
     market: web::Data<Market>,
-    body: web::Json<contracts::api::PlacementSearch>,
-) -> Reply {
-    Ok(HttpResponse::Ok()
-        .json(offers::placement_candidates(&db, &market, body.into_inner()).await?))
+    body: web::Json<PlacementSearch>,
+) -> Result<Reply<Vec<Offer>>, Error> {
+    Ok(Reply::ok(
+        offers::placement_candidates(&db, &market, body.into_inner()).await?,
+    ))
 }
 
 async fn allocate(
@@ -241,16 +255,18 @@ async fn allocate(
     db: web::Data<Db>,
     events: web::Data<allocations::Events>,
     body: web::Json<AllocateRequest>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(allocations::allocate(&db, &events, body.into_inner()).await?))
+) -> Result<Reply<Allocation>, Error> {
+    Ok(Reply::ok(
+        allocations::allocate(&db, &events, body.into_inner()).await?,
+    ))
 }
 
 async fn release(
     _: ServiceCaller,
     db: web::Data<Db>,
     events: web::Data<allocations::Events>,
-    path: web::Path<Uuid>,
-) -> Reply {
-    allocations::release(&db, &events, path.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "released": true })))
+    path: web::Path<OrderId>,
+) -> Result<Reply<AllocationReleased>, Error> {
+    allocations::release(&db, &events, path.into_inner().into_uuid()).await?;
+    Ok(Reply::ok(AllocationReleased { released: true }))
 }

@@ -4,11 +4,12 @@
 //! the heartbeat grace), and GPUs held by live allocations. The catalog is
 //! the only writer of capacity, so these are the numbers placement uses.
 
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use contracts::operator::{GpuSupply, GpuSupplyModel};
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Text};
 use platform::Db;
+use platform::endpoint::Reply;
 use platform::internal::ServiceCaller;
 
 use crate::Error;
@@ -89,6 +90,6 @@ pub async fn supply_route(
     _: ServiceCaller,
     db: web::Data<Db>,
     market: web::Data<Market>,
-) -> Result<HttpResponse, Error> {
-    Ok(HttpResponse::Ok().json(supply(&db, &market).await?))
+) -> Result<Reply<GpuSupply>, Error> {
+    Ok(Reply::ok(supply(&db, &market).await?))
 }

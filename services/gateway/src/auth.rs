@@ -5,6 +5,7 @@ use async_graphql::Context;
 use chrono::{DateTime, Utc};
 use contracts::ErrorCode;
 use contracts::api::{AuthenticateKeyRequest, Principal, Scope, TenantRole};
+use contracts::endpoints;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
@@ -265,7 +266,7 @@ async fn authenticate_key(clients: &Clients, secret: &str) -> Result<Principal, 
     };
     clients
         .quota
-        .post("/internal/api-keys/authenticate", &request)
+        .call(endpoints::quota::API_KEY_AUTHENTICATE, (), &request)
         .await
         .map_err(|e| match e.code {
             // Quota may say "no such key" or "revoked"; either way the

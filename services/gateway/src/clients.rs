@@ -1,6 +1,8 @@
 //! The services behind the gateway, one internal HTTP client each.
 
 use async_graphql::Context;
+use contracts::endpoints;
+use contracts::ids::TenantId;
 use platform::Config;
 use platform::internal::InternalClient;
 
@@ -41,8 +43,9 @@ impl Clients {
         query: &contracts::api::BalanceHistoryQuery,
     ) -> Result<contracts::api::BalanceHistoryPage, platform::internal::RemoteError> {
         self.billing
-            .get_query(
-                &format!("/internal/dashboards/balance-history/{tenant_id}"),
+            .call(
+                endpoints::billing::DASHBOARD_BALANCE_HISTORY,
+                TenantId(tenant_id),
                 query,
             )
             .await
@@ -55,7 +58,11 @@ impl Clients {
         query: &contracts::api::UsageSeriesQuery,
     ) -> Result<contracts::api::UsageSeries, platform::internal::RemoteError> {
         self.billing
-            .get_query(&format!("/internal/dashboards/usage/{tenant_id}"), query)
+            .call(
+                endpoints::billing::DASHBOARD_USAGE,
+                TenantId(tenant_id),
+                query,
+            )
             .await
     }
 
@@ -66,8 +73,9 @@ impl Clients {
         query: &contracts::api::MachineEarningsQuery,
     ) -> Result<contracts::api::MachineEarnings, platform::internal::RemoteError> {
         self.billing
-            .get_query(
-                &format!("/internal/dashboards/earnings/{host_tenant_id}"),
+            .call(
+                endpoints::billing::DASHBOARD_EARNINGS,
+                TenantId(host_tenant_id),
                 query,
             )
             .await

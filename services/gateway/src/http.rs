@@ -267,7 +267,7 @@ async fn healthz() -> HttpResponse {
 // The gateway holds no state of its own; it is useful only when quota, which
 // every login and key check needs, answers.
 async fn readyz(state: web::Data<AppState>) -> HttpResponse {
-    let probe = state.quota.get::<serde_json::Value>("/healthz");
+    let probe = state.quota.call(contracts::endpoints::HEALTHZ, (), &());
     match tokio::time::timeout(READY_TIMEOUT, probe).await {
         Ok(Ok(_)) => HttpResponse::Ok().json(serde_json::json!({ "status": "ready" })),
         Ok(Err(error)) => {

@@ -8,6 +8,8 @@ use contracts::ErrorCode;
 use contracts::api::{
     AllocateRequest, CreateOrderRequest, Offer, OfferSearch, OfferSort, PlacementSearch, RentalType,
 };
+use contracts::endpoints;
+use contracts::ids::OrderId;
 use diesel::prelude::*;
 use platform::internal::RemoteError;
 use rust_decimal::Decimal;
@@ -53,10 +55,11 @@ pub(crate) async fn candidates(deps: &Deps, req: &CreateOrderRequest) -> Result<
         first: Some((PLACEMENT_ATTEMPTS * 2) as i64),
         ..Default::default()
     };
-    let offers: Vec<Offer> = deps
+    let offers = deps
         .catalog
-        .post(
-            "/internal/offers/placement",
+        .call(
+            endpoints::catalog::OFFER_PLACEMENT,
+            (),
             &PlacementSearch {
                 search,
                 bid_per_gpu_hour: req.bid_per_gpu_hour,
@@ -113,23 +116,19 @@ pub async fn release_holdings(deps: &Deps, order_id: Uuid) -> Result<(), Error> 
 
 /// Gives back a holding key's GPUs (idempotent).
 pub async fn release_gpus(deps: &Deps, key: Uuid) -> Result<(), Error> {
-    let _: serde_json::Value = deps
-        .catalog
-        .post(
-            &format!("/internal/allocations/{key}/release"),
-            &serde_json::json!({}),
-        )
+    deps.catalog
+        .call(endpoints::catalog::RELEASE_ALLOCATION, OrderId(key), &())
         .await?;
     Ok(())
 }
 
 /// Gives back a holding key's quota reservation (idempotent).
 pub async fn release_quota(deps: &Deps, key: Uuid) -> Result<(), Error> {
-    let _: serde_json::Value = deps
-        .quota
-        .post(
-            &format!("/internal/reservations/{key}/release"),
-            &serde_json::json!({}),
+    deps.quota
+        .call(
+            contracts::endpoints::quota::RESERVATION_RELEASE,
+            contracts::ids::OrderId(key),
+            &(),
         )
         .await?;
     Ok(())

@@ -23,10 +23,12 @@
 //! re-lists it after fixing it).
 
 use contracts::api::{
-    AllocateRequest, Allocation, Balance, DeprovisioningResult, FundsCheckRequest,
-    HostMachineRequest, Instance, Offer, QuotaReservation, ReserveQuotaRequest,
+    AllocateRequest, DeprovisioningResult, FundsCheckRequest, HostMachineRequest, Instance,
+    QuotaReservation, ReserveQuotaRequest,
 };
+use contracts::endpoints;
 use contracts::events::DeprovisionInstance;
+use contracts::ids::MachineId;
 use contracts::{ErrorCode, api};
 use diesel::prelude::*;
 use platform::Db;
@@ -75,9 +77,9 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<In
     let next = current + 1;
     let key = holding_key(row.order_id, next);
 
-    let offer: Offer = deps
+    let offer = deps
         .catalog
-        .get(&format!("/internal/offers/{}", row.machine_id))
+        .call(endpoints::catalog::OFFER, MachineId(row.machine_id), &())
         .await
         .map_err(|e| match e.code {
             ErrorCode::NotFound => Error::Conflict(format!(
@@ -173,8 +175,9 @@ async fn take_holdings(
 ) -> Result<crate::funds::Runway, Error> {
     let _: QuotaReservation = deps
         .quota
-        .post(
-            "/internal/reservations",
+        .call(
+            contracts::endpoints::quota::RESERVE,
+            (),
             &ReserveQuotaRequest {
                 order_id: key,
                 tenant_id: row.tenant_id,
@@ -190,10 +193,11 @@ async fn take_holdings(
         .await?;
     let hourly = row.price_per_gpu_hour * Decimal::from(row.gpu_count);
     let required = contracts::money::rate(deps.settings.min_runway_seconds, hourly);
-    let balance: Balance = deps
+    let balance = deps
         .billing
-        .post(
-            "/internal/funds-checks",
+        .call(
+            endpoints::billing::FUNDS_CHECK,
+            (),
             &FundsCheckRequest {
                 tenant_id: row.tenant_id,
                 required,
@@ -206,10 +210,10 @@ async fn take_holdings(
         currency: balance.currency,
         runway_seconds: deps.settings.min_runway_seconds,
     };
-    let _: Allocation = deps
-        .catalog
-        .post(
-            "/internal/allocations",
+    deps.catalog
+        .call(
+            endpoints::catalog::ALLOCATE,
+            (),
             &AllocateRequest {
                 order_id: key,
                 tenant_id: row.tenant_id,
@@ -423,10 +427,11 @@ pub async fn deprovisioning_result(
         })
         .await?;
     tracing::error!(instance.id = %id, machine.id = %row.machine_id, "machine failed clean validation; unlisting it");
-    let unlisted: Result<serde_json::Value, _> = deps
+    let unlisted = deps
         .catalog
-        .post(
-            &format!("/internal/machines/{}/unlist", row.machine_id),
+        .call(
+            endpoints::catalog::UNLIST_MACHINE,
+            MachineId(row.machine_id),
             &HostMachineRequest {
                 host_tenant_id: row.host_tenant_id,
             },

@@ -415,11 +415,12 @@ async fn liveness_pass(r: &Reconciler) -> Result<usize, Error> {
             .collect::<HashSet<_>>()
             .into_iter()
             .collect();
-        let machines: Vec<MachineHeartbeat> = r
+        let machines = r
             .deps
             .catalog
-            .post(
-                "/internal/machines/heartbeats",
+            .call(
+                endpoints::catalog::MACHINE_HEARTBEATS,
+                (),
                 &MachineHeartbeatsRequest { machine_ids },
             )
             .await?;

@@ -28,6 +28,7 @@ use contracts::api::{
     Allocation, CreateOrderRequest, PlacementConstraints, QuotaReservation, RentalType,
     ReserveQuotaRequest,
 };
+use contracts::endpoints;
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
@@ -144,8 +145,9 @@ pub async fn try_replace(
 
     let moved: Result<QuotaReservation, _> = deps
         .quota
-        .post(
-            "/internal/reservations",
+        .call(
+            contracts::endpoints::quota::RESERVE,
+            (),
             &ReserveQuotaRequest {
                 order_id: new_key,
                 tenant_id: row.tenant_id,
@@ -284,8 +286,10 @@ async fn allocate_elsewhere(
             row.price_per_gpu_hour,
         );
         request.instance_id = Some(row.id);
-        let result: Result<Allocation, _> =
-            deps.catalog.post("/internal/allocations", &request).await;
+        let result = deps
+            .catalog
+            .call(endpoints::catalog::ALLOCATE, (), &request)
+            .await;
         match result {
             Ok(allocation) if !allocation.released => return Ok(Some(allocation)),
             Ok(_) => return Ok(None),

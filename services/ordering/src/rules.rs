@@ -23,8 +23,10 @@
 //! keeps the instance running, never the reverse.
 
 use chrono::{DateTime, TimeDelta, Utc};
-use contracts::api::{self, GpuActivity, InstanceRules};
+use contracts::api::{self, GpuActivity, GpuActivityQuery, InstanceRules};
+use contracts::endpoints;
 use contracts::events::RuleNotice;
+use contracts::ids::MachineId;
 use diesel::prelude::*;
 use platform::Db;
 use schema::ordering::{instance_rules, instances};
@@ -463,13 +465,12 @@ async fn activity(
     threshold: i32,
     since: DateTime<Utc>,
 ) -> Result<GpuActivity, Error> {
-    let since = since.to_rfc3339_opts(chrono::SecondsFormat::Micros, true);
-    let threshold = threshold.to_string();
     Ok(deps
         .catalog
-        .get_query(
-            &format!("/internal/machines/{machine_id}/gpu-activity"),
-            &[("threshold", threshold.as_str()), ("since", since.as_str())],
+        .call(
+            endpoints::catalog::GPU_ACTIVITY,
+            MachineId(machine_id),
+            &GpuActivityQuery { threshold, since },
         )
         .await?)
 }

@@ -10,10 +10,12 @@
 
 use contracts::ErrorCode;
 use contracts::api::{
-    Allocation, Balance, CreateOrderRequest, FundsCheckRequest, Instance, Offer, QuotaReservation,
-    RentalType, ReserveQuotaRequest,
+    Allocation, CreateOrderRequest, FundsCheckRequest, Instance, Offer, RentalType,
+    ReserveQuotaRequest,
 };
+use contracts::endpoints;
 use contracts::events::ProvisionInstance;
+use contracts::ids::MachineId;
 use diesel::prelude::*;
 use platform::Db;
 use platform::internal::RemoteError;
@@ -409,9 +411,9 @@ async fn place_fresh(
     // check at commit) is made against.
     let (quote, candidates) = match req.offer_id {
         Some(offer_id) => {
-            let offer: Offer = deps
+            let offer = deps
                 .catalog
-                .get(&format!("/internal/offers/{offer_id}"))
+                .call(endpoints::catalog::OFFER, MachineId(offer_id), &())
                 .await?;
             check_offer(req, &offer)?;
             (quote_of(req, &offer), None)
@@ -571,9 +573,9 @@ async fn run_steps(
     };
     let (reservation, balance) = tokio::join!(
         deps.quota
-            .post::<_, QuotaReservation>("/internal/reservations", &reserve),
+            .call(contracts::endpoints::quota::RESERVE, (), &reserve),
         deps.billing
-            .post::<_, Balance>("/internal/funds-checks", &funds),
+            .call(endpoints::billing::FUNDS_CHECK, (), &funds),
     );
     // Released already: the order expired while its request was away (see
     // `expiry`); resuming it would run on quota nobody holds.
@@ -610,10 +612,11 @@ async fn place(
     mut searched: Option<Vec<Offer>>,
 ) -> Result<Allocation, Error> {
     if let Some(offer_id) = req.offer_id {
-        let allocation: Allocation = deps
+        let allocation = deps
             .catalog
-            .post(
-                "/internal/allocations",
+            .call(
+                endpoints::catalog::ALLOCATE,
+                (),
                 &allocate_request(order_id, req, offer_id, quote.price),
             )
             .await?;
@@ -634,10 +637,11 @@ async fn place(
             break;
         };
         let quoted = quote_of(req, offer).price;
-        let result: Result<Allocation, RemoteError> = deps
+        let result = deps
             .catalog
-            .post(
-                "/internal/allocations",
+            .call(
+                endpoints::catalog::ALLOCATE,
+                (),
                 &allocate_request(order_id, req, offer.machine_id, quoted),
             )
             .await;

@@ -8,7 +8,7 @@
 
 use std::collections::HashMap;
 
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use contracts::api::QuotaLimits;
 use contracts::operator::{
     MAX_LISTED_TENANTS, QuotaPressure, QuotaPressureDimension, QuotaPressureQuery,
@@ -16,6 +16,7 @@ use contracts::operator::{
 };
 use diesel::prelude::*;
 use platform::Db;
+use platform::endpoint::Reply;
 use platform::internal::ServiceCaller;
 use rust_decimal::{Decimal, RoundingStrategy};
 use schema::quota::{reservations, tenant_quotas, tenants};
@@ -190,17 +191,19 @@ pub async fn pressure_route(
     db: web::Data<Db>,
     state: web::Data<State>,
     query: web::Query<QuotaPressureQuery>,
-) -> Result<HttpResponse, Error> {
+) -> Result<Reply<QuotaPressure>, Error> {
     let currency = state.currency.clone();
-    Ok(HttpResponse::Ok().json(pressure(&db, currency, query.into_inner()).await?))
+    Ok(Reply::ok(
+        pressure(&db, currency, query.into_inner()).await?,
+    ))
 }
 
 pub async fn names_route(
     _: ServiceCaller,
     db: web::Data<Db>,
     body: web::Json<TenantNamesRequest>,
-) -> Result<HttpResponse, Error> {
-    Ok(HttpResponse::Ok().json(names(&db, body.into_inner()).await?))
+) -> Result<Reply<Vec<TenantName>>, Error> {
+    Ok(Reply::ok(names(&db, body.into_inner()).await?))
 }
 
 #[cfg(test)]

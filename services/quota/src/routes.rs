@@ -1,106 +1,107 @@
-use actix_web::{HttpResponse, web};
+use actix_web::web;
 use contracts::api::{
-    ApiKeyCaller, AuthenticateKeyRequest, CreateApiKeyRequest, CreateTeamRequest,
-    ListApiKeysRequest, LoginRequest, ReserveQuotaRequest, RotateApiKeyRequest,
-    SetTeamQuotaRequest, SetTenantQuotaRequest, SignUpRequest,
+    ApiKeyCaller, ApiKeyCreated, ApiKeyInfo, AuthenticateKeyRequest, CreateApiKeyRequest,
+    CreateTeamRequest, ListApiKeysRequest, LoginRequest, Principal, QuotaReservation,
+    ReservationReleased, ReserveQuotaRequest, RotateApiKeyRequest, SetTeamQuotaRequest,
+    SetTenantQuotaRequest, SignUpRequest, Team, TenantQuota,
 };
+use contracts::endpoints::quota::{
+    API_KEY_AUTHENTICATE, API_KEY_CREATE, API_KEY_LIST, API_KEY_REVOKE, API_KEY_ROTATE, LOGIN,
+    QUOTA_PRESSURE, RESERVATION_RELEASE, RESERVE, SET_TEAM_QUOTA, SET_TENANT_QUOTA, SIGN_UP,
+    TEAM_CREATE, TEAM_LIST, TENANT_NAMES, TENANT_QUOTA,
+};
+use contracts::ids::{ApiKeyId, OrderId, TeamId, TenantId};
 use platform::Db;
+use platform::endpoint::{Reply, route};
 use platform::internal::ServiceCaller;
-use uuid::Uuid;
 
 use crate::{Error, State, api_keys, reservations, teams, tenants};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::scope("/internal")
-            .route("/signup", web::post().to(sign_up))
-            .route("/login", web::post().to(login))
-            .route("/api-keys", web::post().to(create_api_key))
-            .route("/api-keys/authenticate", web::post().to(authenticate))
-            .route("/api-keys/list", web::post().to(list_api_keys))
-            .route("/api-keys/{id}/revoke", web::post().to(revoke_api_key))
-            .route("/api-keys/{id}/rotate", web::post().to(rotate_api_key))
-            .route("/reservations", web::post().to(reserve))
-            .route(
-                "/quota-pressure",
-                web::get().to(crate::pressure::pressure_route),
-            )
-            .route(
-                "/tenant-names",
-                web::post().to(crate::pressure::names_route),
-            )
-            .route("/reservations/{order_id}/release", web::post().to(release))
-            .route("/tenants/{tenant_id}/quota", web::get().to(get_quota))
-            .route("/tenants/{tenant_id}/quota", web::put().to(set_quota))
-            .route("/tenants/{tenant_id}/teams", web::get().to(list_teams))
-            .route("/tenants/{tenant_id}/teams", web::post().to(create_team))
-            .route(
-                "/tenants/{tenant_id}/teams/{team_id}/quota",
-                web::put().to(set_team_quota),
-            ),
-    );
+    route(cfg, SIGN_UP, sign_up);
+    route(cfg, LOGIN, login);
+    route(cfg, API_KEY_CREATE, create_api_key);
+    route(cfg, API_KEY_AUTHENTICATE, authenticate);
+    route(cfg, API_KEY_LIST, list_api_keys);
+    route(cfg, API_KEY_REVOKE, revoke_api_key);
+    route(cfg, API_KEY_ROTATE, rotate_api_key);
+    route(cfg, RESERVE, reserve);
+    route(cfg, QUOTA_PRESSURE, crate::pressure::pressure_route);
+    route(cfg, TENANT_NAMES, crate::pressure::names_route);
+    route(cfg, RESERVATION_RELEASE, release);
+    route(cfg, TENANT_QUOTA, get_quota);
+    route(cfg, SET_TENANT_QUOTA, set_quota);
+    route(cfg, TEAM_LIST, list_teams);
+    route(cfg, TEAM_CREATE, create_team);
+    route(cfg, SET_TEAM_QUOTA, set_team_quota);
 }
-
-type Reply = Result<HttpResponse, Error>;
 
 async fn sign_up(
     _: ServiceCaller,
     db: web::Data<Db>,
     state: web::Data<State>,
     body: web::Json<SignUpRequest>,
-) -> Reply {
+) -> Result<Reply<Principal>, Error> {
     let principal = tenants::sign_up(&db, body.into_inner(), state.default_max_gpus).await?;
     tracing::info!(tenant.id = %principal.tenant_id, "tenant signed up");
-    Ok(HttpResponse::Created().json(principal))
+    Ok(Reply::created(principal))
 }
 
-async fn login(_: ServiceCaller, db: web::Data<Db>, body: web::Json<LoginRequest>) -> Reply {
+async fn login(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    body: web::Json<LoginRequest>,
+) -> Result<Reply<Principal>, Error> {
     let LoginRequest { email, password } = body.into_inner();
-    Ok(HttpResponse::Ok().json(tenants::login(&db, email, password).await?))
+    Ok(Reply::ok(tenants::login(&db, email, password).await?))
 }
 
 async fn create_api_key(
     _: ServiceCaller,
     db: web::Data<Db>,
     body: web::Json<CreateApiKeyRequest>,
-) -> Reply {
-    Ok(HttpResponse::Created().json(api_keys::create_api_key(&db, body.into_inner()).await?))
+) -> Result<Reply<ApiKeyCreated>, Error> {
+    Ok(Reply::created(
+        api_keys::create_api_key(&db, body.into_inner()).await?,
+    ))
 }
 
 async fn list_api_keys(
     _: ServiceCaller,
     db: web::Data<Db>,
     body: web::Json<ListApiKeysRequest>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(api_keys::list(&db, body.into_inner()).await?))
+) -> Result<Reply<Vec<ApiKeyInfo>>, Error> {
+    Ok(Reply::ok(api_keys::list(&db, body.into_inner()).await?))
 }
 
 async fn revoke_api_key(
     _: ServiceCaller,
     db: web::Data<Db>,
-    path: web::Path<Uuid>,
+    path: web::Path<ApiKeyId>,
     body: web::Json<ApiKeyCaller>,
-) -> Reply {
-    let key = api_keys::revoke(&db, path.into_inner(), body.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(key))
+) -> Result<Reply<ApiKeyInfo>, Error> {
+    let key = api_keys::revoke(&db, path.into_inner().into_uuid(), body.into_inner()).await?;
+    Ok(Reply::ok(key))
 }
 
 async fn rotate_api_key(
     _: ServiceCaller,
     db: web::Data<Db>,
-    path: web::Path<Uuid>,
+    path: web::Path<ApiKeyId>,
     body: web::Json<RotateApiKeyRequest>,
-) -> Reply {
-    let key = api_keys::rotate(&db, path.into_inner(), body.into_inner()).await?;
-    Ok(HttpResponse::Created().json(key))
+) -> Result<Reply<ApiKeyCreated>, Error> {
+    let key = api_keys::rotate(&db, path.into_inner().into_uuid(), body.into_inner()).await?;
+    Ok(Reply::created(key))
 }
 
 async fn authenticate(
     _: ServiceCaller,
     db: web::Data<Db>,
     body: web::Json<AuthenticateKeyRequest>,
-) -> Reply {
-    Ok(HttpResponse::Ok().json(api_keys::authenticate(&db, body.into_inner().secret).await?))
+) -> Result<Reply<Principal>, Error> {
+    Ok(Reply::ok(
+        api_keys::authenticate(&db, body.into_inner().secret).await?,
+    ))
 }
 
 async fn reserve(
@@ -108,70 +109,98 @@ async fn reserve(
     db: web::Data<Db>,
     state: web::Data<State>,
     body: web::Json<ReserveQuotaRequest>,
-) -> Reply {
+) -> Result<Reply<QuotaReservation>, Error> {
     let currency = state.currency.clone();
-    Ok(HttpResponse::Ok().json(reservations::reserve(&db, currency, body.into_inner()).await?))
+    Ok(Reply::ok(
+        reservations::reserve(&db, currency, body.into_inner()).await?,
+    ))
 }
 
-async fn release(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
-    reservations::release(&db, path.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "released": true })))
+async fn release(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<OrderId>,
+) -> Result<Reply<ReservationReleased>, Error> {
+    reservations::release(&db, path.into_inner().into_uuid()).await?;
+    Ok(Reply::ok(ReservationReleased { released: true }))
 }
 
 async fn get_quota(
     _: ServiceCaller,
     db: web::Data<Db>,
     state: web::Data<State>,
-    path: web::Path<Uuid>,
-) -> Reply {
+    path: web::Path<TenantId>,
+) -> Result<Reply<TenantQuota>, Error> {
     let currency = state.currency.clone();
-    Ok(HttpResponse::Ok().json(reservations::get_quota(&db, currency, path.into_inner()).await?))
+    Ok(Reply::ok(
+        reservations::get_quota(&db, currency, path.into_inner().into_uuid()).await?,
+    ))
 }
 
 async fn set_quota(
     _: ServiceCaller,
     db: web::Data<Db>,
     state: web::Data<State>,
-    path: web::Path<Uuid>,
+    path: web::Path<TenantId>,
     body: web::Json<SetTenantQuotaRequest>,
-) -> Reply {
+) -> Result<Reply<TenantQuota>, Error> {
     let currency = state.currency.clone();
-    let quota =
-        reservations::set_quota(&db, currency, path.into_inner(), body.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(quota))
+    let quota = reservations::set_quota(
+        &db,
+        currency,
+        path.into_inner().into_uuid(),
+        body.into_inner(),
+    )
+    .await?;
+    Ok(Reply::ok(quota))
 }
 
 async fn list_teams(
     _: ServiceCaller,
     db: web::Data<Db>,
     state: web::Data<State>,
-    path: web::Path<Uuid>,
-) -> Reply {
+    path: web::Path<TenantId>,
+) -> Result<Reply<Vec<Team>>, Error> {
     let currency = state.currency.clone();
-    Ok(HttpResponse::Ok().json(teams::list(&db, currency, path.into_inner()).await?))
+    Ok(Reply::ok(
+        teams::list(&db, currency, path.into_inner().into_uuid()).await?,
+    ))
 }
 
 async fn create_team(
     _: ServiceCaller,
     db: web::Data<Db>,
     state: web::Data<State>,
-    path: web::Path<Uuid>,
+    path: web::Path<TenantId>,
     body: web::Json<CreateTeamRequest>,
-) -> Reply {
+) -> Result<Reply<Team>, Error> {
     let currency = state.currency.clone();
-    let team = teams::create(&db, currency, path.into_inner(), body.into_inner()).await?;
-    Ok(HttpResponse::Created().json(team))
+    let team = teams::create(
+        &db,
+        currency,
+        path.into_inner().into_uuid(),
+        body.into_inner(),
+    )
+    .await?;
+    Ok(Reply::created(team))
 }
 
 async fn set_team_quota(
     _: ServiceCaller,
     db: web::Data<Db>,
     state: web::Data<State>,
-    path: web::Path<(Uuid, Uuid)>,
+    path: web::Path<(TenantId, TeamId)>,
     body: web::Json<SetTeamQuotaRequest>,
-) -> Reply {
+) -> Result<Reply<Team>, Error> {
     let (tenant_id, team_id) = path.into_inner();
     let currency = state.currency.clone();
-    let team = teams::set_quota(&db, currency, tenant_id, team_id, body.into_inner()).await?;
-    Ok(HttpResponse::Ok().json(team))
+    let team = teams::set_quota(
+        &db,
+        currency,
+        tenant_id.into_uuid(),
+        team_id.into_uuid(),
+        body.into_inner(),
+    )
+    .await?;
+    Ok(Reply::ok(team))
 }

@@ -1,11 +1,18 @@
 //! The internal HTTP API the gateway calls; every route names the tenant
 //! the caller acts for, and every query is limited to it.
 
-use actix_web::{HttpResponse, web};
+use actix_web::web;
+use contracts::endpoints::webhooks::{
+    DELIVERY_LIST, DELIVERY_REDELIVER, ENDPOINT_CREATE, ENDPOINT_DELETE, ENDPOINT_GET,
+    ENDPOINT_LIST, ENDPOINT_ROTATE_SECRET, ENDPOINT_TEST, ENDPOINT_UPDATE,
+};
+use contracts::ids::{DeliveryId, TenantId, WebhookEndpointId};
 use contracts::webhooks::{
-    CreateEndpointRequest, DeliveriesQuery, EndpointSecret, UpdateEndpointRequest,
+    CreateEndpointRequest, DeliveriesQuery, Delivery, Endpoint, EndpointDeleted, EndpointSecret,
+    UpdateEndpointRequest,
 };
 use platform::Db;
+use platform::endpoint::{Reply, route};
 use platform::internal::ServiceCaller;
 use uuid::Uuid;
 
@@ -14,21 +21,16 @@ use crate::signature::SigningSecret;
 use crate::{Error, Settings, deliveries, endpoints};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::scope("/internal/tenants/{tenant_id}/webhooks")
-            .route("/endpoints", web::get().to(list))
-            .route("/endpoints", web::post().to(create))
-            .route("/endpoints/{id}", web::get().to(get))
-            .route("/endpoints/{id}", web::put().to(update))
-            .route("/endpoints/{id}/delete", web::post().to(delete))
-            .route("/endpoints/{id}/rotate-secret", web::post().to(rotate))
-            .route("/endpoints/{id}/test", web::post().to(test))
-            .route("/deliveries", web::get().to(list_deliveries))
-            .route("/deliveries/{id}/redeliver", web::post().to(redeliver)),
-    );
+    route(cfg, ENDPOINT_LIST, list);
+    route(cfg, ENDPOINT_CREATE, create);
+    route(cfg, ENDPOINT_GET, get);
+    route(cfg, ENDPOINT_UPDATE, update);
+    route(cfg, ENDPOINT_DELETE, delete);
+    route(cfg, ENDPOINT_ROTATE_SECRET, rotate);
+    route(cfg, ENDPOINT_TEST, test);
+    route(cfg, DELIVERY_LIST, list_deliveries);
+    route(cfg, DELIVERY_REDELIVER, redeliver);
 }
-
-type Reply = Result<HttpResponse, Error>;
 
 fn policy(settings: &Settings) -> Policy {
     Policy {
@@ -40,10 +42,10 @@ async fn create(
     _: ServiceCaller,
     db: web::Data<Db>,
     settings: web::Data<Settings>,
-    path: web::Path<Uuid>,
+    path: web::Path<TenantId>,
     body: web::Json<CreateEndpointRequest>,
-) -> Reply {
-    let tenant_id = path.into_inner();
+) -> Result<Reply<EndpointSecret>, Error> {
+    let tenant_id = path.into_inner().into_uuid();
     let body = body.into_inner();
     let url = egress::check_url(&body.url, policy(&settings)).await?;
     let description = endpoints::description(&body.description)?;
@@ -66,34 +68,42 @@ async fn create(
         .await?
     };
     tracing::info!(tenant.id = %tenant_id, endpoint.id = %endpoint.id, "webhook endpoint created");
-    Ok(HttpResponse::Created().json(EndpointSecret {
+    Ok(Reply::created(EndpointSecret {
         endpoint,
         secret: secret.expose().to_owned(),
     }))
 }
 
-async fn list(_: ServiceCaller, db: web::Data<Db>, path: web::Path<Uuid>) -> Reply {
-    let tenant_id = path.into_inner();
+async fn list(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<TenantId>,
+) -> Result<Reply<Vec<Endpoint>>, Error> {
+    let tenant_id = path.into_inner().into_uuid();
     let list = db.run(move |conn| endpoints::list(conn, tenant_id)).await?;
-    Ok(HttpResponse::Ok().json(list))
+    Ok(Reply::ok(list))
 }
 
-async fn get(_: ServiceCaller, db: web::Data<Db>, path: web::Path<(Uuid, Uuid)>) -> Reply {
-    let (tenant_id, id) = path.into_inner();
+async fn get(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<(TenantId, WebhookEndpointId)>,
+) -> Result<Reply<Endpoint>, Error> {
+    let (tenant_id, id) = ids(path);
     let endpoint = db
         .run(move |conn| endpoints::get(conn, tenant_id, id))
         .await?;
-    Ok(HttpResponse::Ok().json(endpoint))
+    Ok(Reply::ok(endpoint))
 }
 
 async fn update(
     _: ServiceCaller,
     db: web::Data<Db>,
     settings: web::Data<Settings>,
-    path: web::Path<(Uuid, Uuid)>,
+    path: web::Path<(TenantId, WebhookEndpointId)>,
     body: web::Json<UpdateEndpointRequest>,
-) -> Reply {
-    let (tenant_id, id) = path.into_inner();
+) -> Result<Reply<Endpoint>, Error> {
+    let (tenant_id, id) = ids(path);
     let body = body.into_inner();
     let url = match &body.url {
         Some(raw) => Some(egress::check_url(raw, policy(&settings)).await?.to_string()),
@@ -123,23 +133,27 @@ async fn update(
             )
         })
         .await?;
-    Ok(HttpResponse::Ok().json(endpoint))
+    Ok(Reply::ok(endpoint))
 }
 
-async fn delete(_: ServiceCaller, db: web::Data<Db>, path: web::Path<(Uuid, Uuid)>) -> Reply {
-    let (tenant_id, id) = path.into_inner();
+async fn delete(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<(TenantId, WebhookEndpointId)>,
+) -> Result<Reply<EndpointDeleted>, Error> {
+    let (tenant_id, id) = ids(path);
     db.tx(move |conn| endpoints::delete(conn, tenant_id, id))
         .await?;
-    Ok(HttpResponse::Ok().json(serde_json::json!({ "deleted": true })))
+    Ok(Reply::ok(EndpointDeleted { deleted: true }))
 }
 
 async fn rotate(
     _: ServiceCaller,
     db: web::Data<Db>,
     settings: web::Data<Settings>,
-    path: web::Path<(Uuid, Uuid)>,
-) -> Reply {
-    let (tenant_id, id) = path.into_inner();
+    path: web::Path<(TenantId, WebhookEndpointId)>,
+) -> Result<Reply<EndpointSecret>, Error> {
+    let (tenant_id, id) = ids(path);
     let secret = SigningSecret::generate();
     let until = chrono::Utc::now()
         + chrono::Duration::from_std(settings.rotation_overlap)
@@ -150,27 +164,31 @@ async fn rotate(
             .await?
     };
     tracing::info!(tenant.id = %tenant_id, endpoint.id = %id, "webhook secret rotated");
-    Ok(HttpResponse::Ok().json(EndpointSecret {
+    Ok(Reply::ok(EndpointSecret {
         endpoint,
         secret: secret.expose().to_owned(),
     }))
 }
 
-async fn test(_: ServiceCaller, db: web::Data<Db>, path: web::Path<(Uuid, Uuid)>) -> Reply {
-    let (tenant_id, id) = path.into_inner();
+async fn test(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<(TenantId, WebhookEndpointId)>,
+) -> Result<Reply<Delivery>, Error> {
+    let (tenant_id, id) = ids(path);
     let delivery = db
         .tx(move |conn| deliveries::ping(conn, tenant_id, id))
         .await?;
-    Ok(HttpResponse::Created().json(delivery))
+    Ok(Reply::created(delivery))
 }
 
 async fn list_deliveries(
     _: ServiceCaller,
     db: web::Data<Db>,
-    path: web::Path<Uuid>,
+    path: web::Path<TenantId>,
     query: web::Query<DeliveriesQuery>,
-) -> Reply {
-    let tenant_id = path.into_inner();
+) -> Result<Reply<Vec<Delivery>>, Error> {
+    let tenant_id = path.into_inner().into_uuid();
     let query = query.into_inner();
     let limit = query.limit.unwrap_or(50);
     if !(1..=100).contains(&limit) {
@@ -179,13 +197,24 @@ async fn list_deliveries(
     let list = db
         .run(move |conn| deliveries::list(conn, tenant_id, query.endpoint_id, limit))
         .await?;
-    Ok(HttpResponse::Ok().json(list))
+    Ok(Reply::ok(list))
 }
 
-async fn redeliver(_: ServiceCaller, db: web::Data<Db>, path: web::Path<(Uuid, Uuid)>) -> Reply {
+async fn redeliver(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<(TenantId, DeliveryId)>,
+) -> Result<Reply<Delivery>, Error> {
     let (tenant_id, id) = path.into_inner();
+    let (tenant_id, id) = (tenant_id.into_uuid(), id.into_uuid());
     let delivery = db
         .tx(move |conn| deliveries::redeliver(conn, tenant_id, id))
         .await?;
-    Ok(HttpResponse::Ok().json(delivery))
+    Ok(Reply::ok(delivery))
+}
+
+/// The tenant's and the endpoint's ids, as the queries take them.
+fn ids(path: web::Path<(TenantId, WebhookEndpointId)>) -> (Uuid, Uuid) {
+    let (tenant_id, id) = path.into_inner();
+    (tenant_id.into_uuid(), id.into_uuid())
 }

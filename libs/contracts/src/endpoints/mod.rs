@@ -11,8 +11,21 @@
 
 use std::marker::PhantomData;
 
+pub mod billing;
+pub mod catalog;
 pub mod metering;
 pub mod ordering;
+pub mod quota;
+pub mod webhooks;
+
+/// Every service's liveness probe (outside `/internal`, no token needed).
+pub const HEALTHZ: Endpoint<(), (), Health> = Endpoint::get("/healthz");
+
+/// The answer of a probe: `ok` (live) or `ready`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Health {
+    pub status: String,
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {

@@ -3,7 +3,7 @@
 
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
-use contracts::ids::MachineId;
+use contracts::ids::{MachineId, TenantId};
 use contracts::{ErrorCode, api, endpoints};
 use platform::internal::RemoteError;
 use rust_decimal::Decimal;
@@ -228,11 +228,14 @@ impl HostingQuery {
     /// The caller's machines, listed or not.
     async fn my_machines(&self, ctx: &Context<'_>) -> GqlResult<Vec<Machine>> {
         let principal = auth::authorize(ctx, Access::Host).await?;
-        let machines: Vec<api::Machine> = clients::from_context(ctx)?
+        let machines = clients::from_context(ctx)?
             .catalog
-            .get_query(
-                "/internal/machines",
-                &[("host_tenant_id", principal.tenant_id)],
+            .call(
+                endpoints::catalog::HOST_MACHINES,
+                (),
+                &api::HostQuery {
+                    host_tenant_id: principal.tenant_id,
+                },
             )
             .await?;
         Ok(machines.into_iter().map(Into::into).collect())
@@ -247,11 +250,14 @@ impl HostingQuery {
     ) -> GqlResult<Vec<HeartbeatGap>> {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let machine_id: Uuid = validate::id("machineId", &machine_id)?;
-        let gaps: Vec<api::HeartbeatGap> = clients::from_context(ctx)?
+        let gaps = clients::from_context(ctx)?
             .catalog
-            .get_query(
-                &format!("/internal/machines/{machine_id}/heartbeat-gaps"),
-                &[("host_tenant_id", principal.tenant_id)],
+            .call(
+                endpoints::catalog::HEARTBEAT_GAPS,
+                MachineId(machine_id),
+                &api::HeartbeatGapsQuery {
+                    host_tenant_id: principal.tenant_id,
+                },
             )
             .await?;
         Ok(gaps
@@ -279,9 +285,9 @@ impl HostingQuery {
             }
             None => auth::authorize(ctx, Access::Host).await?.tenant_id,
         };
-        let profile: api::HostProfile = clients::from_context(ctx)?
+        let profile = clients::from_context(ctx)?
             .catalog
-            .get(&format!("/internal/hosts/{tenant}/profile"))
+            .call(endpoints::catalog::HOST_PROFILE, TenantId(tenant), &())
             .await?;
         Ok(profile.into())
     }
@@ -299,10 +305,11 @@ impl HostingMutation {
     ) -> GqlResult<HostProfile> {
         // Catalog checks every field and reports all that are wrong at once.
         let principal = auth::authorize(ctx, Access::Host).await?;
-        let profile: api::HostProfile = clients::from_context(ctx)?
+        let profile = clients::from_context(ctx)?
             .catalog
-            .put(
-                &format!("/internal/hosts/{}/profile", principal.tenant_id),
+            .call(
+                endpoints::catalog::UPDATE_HOST_PROFILE,
+                TenantId(principal.tenant_id),
                 &api::UpdateHostProfileRequest {
                     legal_name: input.legal_name,
                     country: input.country,
@@ -324,16 +331,15 @@ impl HostingMutation {
         let operator = auth::authorize(ctx, Access::Operator).await?;
         let tenant: Uuid = validate::id("tenantId", &tenant_id)?;
         validate::not_blank("reason", &reason)?;
-        let profile: api::HostProfile = clients::from_context(ctx)?
+        let profile = clients::from_context(ctx)?
             .catalog
-            .put(
-                &format!(
-                    "/internal/hosts/{tenant}/verification?operator_id={}",
-                    operator.user_id
-                ),
+            .call(
+                endpoints::catalog::SET_HOST_VERIFICATION,
+                TenantId(tenant),
                 &api::SetVerificationRequest {
                     verification: verification.into(),
                     reason,
+                    operator_id: Some(operator.user_id),
                 },
             )
             .await?;
@@ -368,9 +374,9 @@ impl HostingMutation {
             cuda_version: input.cuda_version,
             idempotency_key: input.idempotency_key,
         };
-        let registered: api::MachineRegistered = clients::from_context(ctx)?
+        let registered = clients::from_context(ctx)?
             .catalog
-            .post("/internal/machines", &request)
+            .call(endpoints::catalog::REGISTER_MACHINE, (), &request)
             .await?;
         Ok(RegisterMachinePayload {
             machine: registered.machine.into(),
@@ -438,10 +444,11 @@ impl HostingMutation {
             allowed_gpu_counts,
             list_until,
         };
-        let machine: api::Machine = clients::from_context(ctx)?
+        let machine = clients::from_context(ctx)?
             .catalog
-            .put(
-                &format!("/internal/machines/{machine_id}/pricing"),
+            .call(
+                endpoints::catalog::SET_PRICING,
+                MachineId(machine_id),
                 &request,
             )
             .await?;
@@ -453,10 +460,11 @@ impl HostingMutation {
     async fn rotate_agent_token(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<AgentToken> {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let machine_id: Uuid = validate::id("machineId", &machine_id)?;
-        let issued: api::AgentTokenIssued = clients::from_context(ctx)?
+        let issued = clients::from_context(ctx)?
             .catalog
-            .post(
-                &format!("/internal/machines/{machine_id}/agent-token/rotate"),
+            .call(
+                endpoints::catalog::ROTATE_AGENT_TOKEN,
+                MachineId(machine_id),
                 &api::HostMachineRequest {
                     host_tenant_id: principal.tenant_id,
                 },
@@ -474,10 +482,11 @@ impl HostingMutation {
     async fn revoke_agent_token(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<bool> {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let machine_id: Uuid = validate::id("machineId", &machine_id)?;
-        let _: serde_json::Value = clients::from_context(ctx)?
+        clients::from_context(ctx)?
             .catalog
-            .post(
-                &format!("/internal/machines/{machine_id}/agent-token/revoke"),
+            .call(
+                endpoints::catalog::REVOKE_AGENT_TOKEN,
+                MachineId(machine_id),
                 &api::HostMachineRequest {
                     host_tenant_id: principal.tenant_id,
                 },
@@ -488,12 +497,12 @@ impl HostingMutation {
 
     /// Puts the machine on the offers list.
     async fn list_machine(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<Machine> {
-        host_machine_action(ctx, &machine_id, "list").await
+        host_machine_action(ctx, &machine_id, endpoints::catalog::LIST_MACHINE).await
     }
 
     /// Takes the machine off the offers list.
     async fn unlist_machine(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<Machine> {
-        host_machine_action(ctx, &machine_id, "unlist").await
+        host_machine_action(ctx, &machine_id, endpoints::catalog::UNLIST_MACHINE).await
     }
 
     /// Deletes the machine: it is unlisted and no longer shown, its agent's
@@ -539,10 +548,11 @@ impl HostingMutation {
             })
             .into());
         }
-        let _: serde_json::Value = clients
+        clients
             .catalog
-            .post(
-                &format!("/internal/machines/{machine_id}/delete"),
+            .call(
+                endpoints::catalog::DELETE_MACHINE,
+                MachineId(machine_id),
                 &api::HostMachineRequest {
                     host_tenant_id: principal.tenant_id,
                 },
@@ -555,14 +565,15 @@ impl HostingMutation {
 async fn host_machine_action(
     ctx: &Context<'_>,
     machine_id: &ID,
-    action: &str,
+    action: endpoints::Endpoint<MachineId, api::HostMachineRequest, api::Machine>,
 ) -> GqlResult<Machine> {
     let principal = auth::authorize(ctx, Access::Host).await?;
     let machine_id: Uuid = validate::id("machineId", machine_id)?;
-    let machine: api::Machine = clients::from_context(ctx)?
+    let machine = clients::from_context(ctx)?
         .catalog
-        .post(
-            &format!("/internal/machines/{machine_id}/{action}"),
+        .call(
+            action,
+            MachineId(machine_id),
             &api::HostMachineRequest {
                 host_tenant_id: principal.tenant_id,
             },

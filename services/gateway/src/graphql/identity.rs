@@ -3,6 +3,8 @@
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::endpoints;
+use contracts::ids::{ApiKeyId, TenantId};
 
 use super::instant;
 use super::quotas::{Quota, QuotaLimitsInput, Team};
@@ -235,9 +237,9 @@ impl IdentityQuery {
         if tenant_id != principal.tenant_id {
             Access::Operator.check(&principal)?;
         }
-        let quota: api::TenantQuota = clients::from_context(ctx)?
+        let quota = clients::from_context(ctx)?
             .quota
-            .get(&format!("/internal/tenants/{tenant_id}/quota"))
+            .call(endpoints::quota::TENANT_QUOTA, TenantId(tenant_id), &())
             .await?;
         Ok(quota.into())
     }
@@ -255,9 +257,9 @@ impl IdentityQuery {
             caller: key_caller(&principal),
             include_revoked,
         };
-        let keys: Vec<api::ApiKeyInfo> = clients::from_context(ctx)?
+        let keys = clients::from_context(ctx)?
             .quota
-            .post("/internal/api-keys/list", &request)
+            .call(endpoints::quota::API_KEY_LIST, (), &request)
             .await?;
         Ok(keys.into_iter().map(Into::into).collect())
     }
@@ -278,9 +280,9 @@ impl IdentityMutation {
             tenant_name: input.tenant_name,
             roles: input.roles.into_iter().map(Into::into).collect(),
         };
-        let principal: api::Principal = clients::from_context(ctx)?
+        let principal = clients::from_context(ctx)?
             .quota
-            .post("/internal/signup", &request)
+            .call(endpoints::quota::SIGN_UP, (), &request)
             .await?;
         Ok(auth_payload(ctx, principal)?)
     }
@@ -307,9 +309,9 @@ impl IdentityMutation {
             email: email.clone(),
             password,
         };
-        let result: Result<api::Principal, _> = clients::from_context(ctx)?
+        let result = clients::from_context(ctx)?
             .quota
-            .post("/internal/login", &request)
+            .call(endpoints::quota::LOGIN, (), &request)
             .await;
         let principal = match result {
             Ok(principal) => principal,
@@ -346,9 +348,9 @@ impl IdentityMutation {
             idempotency_key: input.idempotency_key,
             created_by_key: principal.api_key_id,
         };
-        let created: api::ApiKeyCreated = clients::from_context(ctx)?
+        let created = clients::from_context(ctx)?
             .quota
-            .post("/internal/api-keys", &request)
+            .call(endpoints::quota::API_KEY_CREATE, (), &request)
             .await?;
         Ok(CreateApiKeyPayload::new(&principal, created, None))
     }
@@ -360,10 +362,11 @@ impl IdentityMutation {
     async fn revoke_api_key(&self, ctx: &Context<'_>, id: ID) -> GqlResult<ApiKey> {
         let principal = auth::principal(ctx).await?;
         let id = validate::id("id", &id)?;
-        let key: api::ApiKeyInfo = clients::from_context(ctx)?
+        let key = clients::from_context(ctx)?
             .quota
-            .post(
-                &format!("/internal/api-keys/{id}/revoke"),
+            .call(
+                endpoints::quota::API_KEY_REVOKE,
+                ApiKeyId(id),
                 &key_caller(&principal),
             )
             .await?;
@@ -387,9 +390,9 @@ impl IdentityMutation {
             caller: key_caller(&principal),
             idempotency_key,
         };
-        let created: api::ApiKeyCreated = clients::from_context(ctx)?
+        let created = clients::from_context(ctx)?
             .quota
-            .post(&format!("/internal/api-keys/{id}/rotate"), &request)
+            .call(endpoints::quota::API_KEY_ROTATE, ApiKeyId(id), &request)
             .await?;
         Ok(CreateApiKeyPayload::new(&principal, created, Some(id)))
     }
@@ -434,9 +437,13 @@ impl IdentityMutation {
                 );
             }
         };
-        let quota: api::TenantQuota = clients::from_context(ctx)?
+        let quota = clients::from_context(ctx)?
             .quota
-            .put(&format!("/internal/tenants/{tenant_id}/quota"), &request)
+            .call(
+                endpoints::quota::SET_TENANT_QUOTA,
+                TenantId(tenant_id),
+                &request,
+            )
             .await?;
         Ok(quota.into())
     }

@@ -6,6 +6,8 @@
 use async_graphql::{Context, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::endpoints;
+use contracts::ids::{InvoiceId, TenantId};
 use contracts::states::InvoiceStatus;
 use contracts::states::Meter;
 use rust_decimal::Decimal;
@@ -247,9 +249,13 @@ impl InvoicesQuery {
     /// The caller's tenant's invoices, newest first (at most 100).
     async fn invoices(&self, ctx: &Context<'_>) -> GqlResult<Vec<Invoice>> {
         let principal = auth::authorize(ctx, Access::Billing).await?;
-        let list: Vec<api::Invoice> = clients::from_context(ctx)?
+        let list = clients::from_context(ctx)?
             .billing
-            .get(&format!("/internal/invoices/{}", principal.tenant_id))
+            .call(
+                endpoints::billing::INVOICE_LIST,
+                TenantId(principal.tenant_id),
+                &(),
+            )
             .await?;
         Ok(invoices(list)?)
     }
@@ -258,9 +264,13 @@ impl InvoicesQuery {
     async fn invoice(&self, ctx: &Context<'_>, id: ID) -> GqlResult<Invoice> {
         let principal = auth::authorize(ctx, Access::Billing).await?;
         let id = validate::id("id", &id)?;
-        let invoice: api::Invoice = clients::from_context(ctx)?
+        let invoice = clients::from_context(ctx)?
             .billing
-            .get(&format!("/internal/invoices/{}/{id}", principal.tenant_id))
+            .call(
+                endpoints::billing::INVOICE,
+                (TenantId(principal.tenant_id), InvoiceId(id)),
+                &(),
+            )
             .await?;
         Ok(Invoice::try_from(invoice)?)
     }
@@ -268,12 +278,13 @@ impl InvoicesQuery {
     /// The current period's invoice as it stands: not stored, not numbered.
     async fn invoice_preview(&self, ctx: &Context<'_>) -> GqlResult<InvoicePreview> {
         let principal = auth::authorize(ctx, Access::Billing).await?;
-        let preview: api::Invoice = clients::from_context(ctx)?
+        let preview = clients::from_context(ctx)?
             .billing
-            .get(&format!(
-                "/internal/invoices/{}/preview",
-                principal.tenant_id
-            ))
+            .call(
+                endpoints::billing::INVOICE_PREVIEW,
+                TenantId(principal.tenant_id),
+                &(),
+            )
             .await?;
         Ok(preview.into())
     }
@@ -283,12 +294,13 @@ impl InvoicesQuery {
     async fn invoice_usage_csv(&self, ctx: &Context<'_>, invoice_id: ID) -> GqlResult<String> {
         let principal = auth::authorize(ctx, Access::Billing).await?;
         let invoice_id = validate::id("invoiceId", &invoice_id)?;
-        let export: api::UsageExport = clients::from_context(ctx)?
+        let export = clients::from_context(ctx)?
             .billing
-            .get(&format!(
-                "/internal/invoices/{}/{invoice_id}/usage.csv",
-                principal.tenant_id
-            ))
+            .call(
+                endpoints::billing::INVOICE_USAGE_CSV,
+                (TenantId(principal.tenant_id), InvoiceId(invoice_id)),
+                &(),
+            )
             .await?;
         Ok(export.csv)
     }
@@ -318,10 +330,11 @@ impl InvoicesMutation {
         let tenant_id = tenant_id
             .map(|t| validate::id("tenantId", &t))
             .transpose()?;
-        let run: api::RunInvoicesResult = clients::from_context(ctx)?
+        let run = clients::from_context(ctx)?
             .billing
-            .post(
-                "/internal/invoices/run",
+            .call(
+                endpoints::billing::INVOICES_RUN,
+                (),
                 &api::RunInvoicesRequest {
                     period_end,
                     tenant_id,
@@ -341,12 +354,9 @@ impl InvoicesMutation {
     async fn mark_invoice_paid(&self, ctx: &Context<'_>, id: ID) -> GqlResult<Invoice> {
         auth::authorize(ctx, Access::Operator).await?;
         let id = validate::id("id", &id)?;
-        let invoice: api::Invoice = clients::from_context(ctx)?
+        let invoice = clients::from_context(ctx)?
             .billing
-            .post(
-                &format!("/internal/invoices/paid/{id}"),
-                &serde_json::json!({}),
-            )
+            .call(endpoints::billing::INVOICE_MARK_PAID, InvoiceId(id), &())
             .await?;
         Ok(Invoice::try_from(invoice)?)
     }
@@ -368,10 +378,11 @@ impl InvoicesMutation {
         validate::money("amount", amount, contracts::bounds::CREDIT)?;
         validate::not_blank("reason", &reason)?;
         validate::idempotency_key("idempotencyKey", &idempotency_key)?;
-        let note: api::CreditNote = clients::from_context(ctx)?
+        let note = clients::from_context(ctx)?
             .billing
-            .post(
-                "/internal/invoices/credit-notes",
+            .call(
+                endpoints::billing::CREDIT_NOTE_ISSUE,
+                (),
                 &api::CreditNoteRequest {
                     invoice_id,
                     amount,
@@ -390,10 +401,11 @@ impl InvoicesMutation {
         auth::authorize(ctx, Access::Operator).await?;
         let id = validate::id("id", &id)?;
         validate::not_blank("reason", &reason)?;
-        let invoice: api::Invoice = clients::from_context(ctx)?
+        let invoice = clients::from_context(ctx)?
             .billing
-            .post(
-                &format!("/internal/invoices/void/{id}"),
+            .call(
+                endpoints::billing::INVOICE_VOID,
+                InvoiceId(id),
                 &api::VoidInvoiceRequest { reason },
             )
             .await?;

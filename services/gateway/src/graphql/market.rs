@@ -3,6 +3,7 @@
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::endpoints;
 use rust_decimal::Decimal;
 
 use crate::clients;
@@ -358,9 +359,9 @@ impl MarketQuery {
         }
         search.first = Some(i64::from(first));
         search.after = after.filter(|a| !a.is_empty());
-        let page: api::OfferPage = clients::from_context(ctx)?
+        let page = clients::from_context(ctx)?
             .catalog
-            .post("/internal/offers/search", &search)
+            .call(endpoints::catalog::SEARCH_OFFERS, (), &search)
             .await?;
         Ok(OfferConnection {
             nodes: page.offers.into_iter().map(Into::into).collect(),
@@ -374,9 +375,9 @@ impl MarketQuery {
 
     /// The GPU models the market knows, fastest first. Needs no login.
     async fn gpu_models(&self, ctx: &Context<'_>) -> GqlResult<Vec<GpuModel>> {
-        let models: Vec<api::GpuModel> = clients::from_context(ctx)?
+        let models = clients::from_context(ctx)?
             .catalog
-            .get("/internal/gpu-models")
+            .call(endpoints::catalog::GPU_MODELS, (), &())
             .await?;
         Ok(models
             .into_iter()

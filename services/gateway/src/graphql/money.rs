@@ -163,9 +163,13 @@ impl MoneyQuery {
     /// The caller's tenant's balance.
     async fn balance(&self, ctx: &Context<'_>) -> GqlResult<Money> {
         let principal = auth::authorize(ctx, Access::Billing).await?;
-        let balance: api::Balance = clients::from_context(ctx)?
+        let balance = clients::from_context(ctx)?
             .billing
-            .get(&format!("/internal/balances/{}", principal.tenant_id))
+            .call(
+                endpoints::billing::BALANCE,
+                TenantId(principal.tenant_id),
+                &(),
+            )
             .await?;
         Ok(balance.into())
     }
@@ -175,9 +179,10 @@ impl MoneyQuery {
         let principal = auth::authorize(ctx, Access::Billing).await?;
         let clients = clients::from_context(ctx)?;
         let tenant = principal.tenant_id;
-        let balance_path = format!("/internal/balances/{tenant}");
         let (balance, burn) = tokio::try_join!(
-            clients.billing.get::<api::Balance>(&balance_path),
+            clients
+                .billing
+                .call(endpoints::billing::BALANCE, TenantId(tenant), &()),
             clients
                 .metering
                 .call(endpoints::metering::BURN_RATE, TenantId(tenant), &()),
@@ -197,9 +202,13 @@ impl MoneyQuery {
 
     async fn host_earnings(&self, ctx: &Context<'_>) -> GqlResult<HostEarnings> {
         let principal = auth::authorize(ctx, Access::Host).await?;
-        let earnings: api::HostEarnings = clients::from_context(ctx)?
+        let earnings = clients::from_context(ctx)?
             .billing
-            .get(&format!("/internal/earnings/{}", principal.tenant_id))
+            .call(
+                endpoints::billing::EARNINGS,
+                TenantId(principal.tenant_id),
+                &(),
+            )
             .await?;
         Ok(earnings.into())
     }
@@ -207,9 +216,13 @@ impl MoneyQuery {
     /// The caller's tenant's latest top-ups (at most 100), newest first.
     async fn top_ups(&self, ctx: &Context<'_>) -> GqlResult<Vec<TopUp>> {
         let principal = auth::authorize(ctx, Access::Billing).await?;
-        let top_ups: Vec<api::TopUp> = clients::from_context(ctx)?
+        let top_ups = clients::from_context(ctx)?
             .billing
-            .get(&format!("/internal/top-ups/{}", principal.tenant_id))
+            .call(
+                endpoints::billing::TOP_UP_LIST,
+                TenantId(principal.tenant_id),
+                &(),
+            )
             .await?;
         Ok(top_ups.into_iter().map(Into::into).collect())
     }
@@ -239,14 +252,15 @@ impl MoneyMutation {
         let clients = clients::from_context(ctx)?;
         // Billing keeps balances for any id it is given; the tenants are
         // quota's, which answers NOT_FOUND for one that does not exist.
-        let _: api::TenantQuota = clients
+        clients
             .quota
-            .get(&format!("/internal/tenants/{tenant_id}/quota"))
+            .call(endpoints::quota::TENANT_QUOTA, TenantId(tenant_id), &())
             .await?;
-        let balance: api::Balance = clients
+        let balance = clients
             .billing
-            .post(
-                "/internal/credits",
+            .call(
+                endpoints::billing::GRANT_CREDIT,
+                (),
                 &api::GrantCreditRequest {
                     tenant_id,
                     amount,
@@ -276,10 +290,11 @@ impl MoneyMutation {
         if let Some(key) = &idempotency_key {
             validate::idempotency_key("idempotencyKey", key)?;
         }
-        let top_up: api::TopUp = clients::from_context(ctx)?
+        let top_up = clients::from_context(ctx)?
             .billing
-            .post(
-                "/internal/top-ups",
+            .call(
+                endpoints::billing::TOP_UP_CREATE,
+                (),
                 &api::CreateTopUpRequest {
                     tenant_id: principal.tenant_id,
                     amount,

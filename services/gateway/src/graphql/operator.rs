@@ -9,6 +9,7 @@
 use async_graphql::{Context, Enum, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api::SeriesBucket;
+use contracts::endpoints;
 use contracts::operator::{
     CreditRisks, GpuSupply as ApiGpuSupply, MarketVolume as ApiMarketVolume, MarketVolumeQuery,
     QuotaPressure, QuotaPressureQuery, TenantName, TenantNamesRequest,
@@ -322,9 +323,9 @@ impl MarketplaceOverview {
             from: self.from,
             to: self.to,
         };
-        let volume: ApiMarketVolume = clients::from_context(ctx)?
+        let volume = clients::from_context(ctx)?
             .billing
-            .get_query("/internal/marketplace/volume", &query)
+            .call(endpoints::billing::MARKET_VOLUME, (), &query)
             .await
             .map_err(GatewayError::from)?;
         Ok(volume.into())
@@ -333,9 +334,9 @@ impl MarketplaceOverview {
     /// GPUs listed, online and rented now, per model (the catalog).
     #[graphql(complexity = "super::extensions::limits::EXPENSIVE_FIELD + child_complexity")]
     async fn gpu_supply(&self, ctx: &Context<'_>) -> GqlResult<GpuSupply> {
-        let supply: ApiGpuSupply = clients::from_context(ctx)?
+        let supply = clients::from_context(ctx)?
             .catalog
-            .get("/internal/gpu-supply")
+            .call(endpoints::catalog::GPU_SUPPLY, (), &())
             .await
             .map_err(GatewayError::from)?;
         Ok(supply.into())
@@ -345,10 +346,11 @@ impl MarketplaceOverview {
     /// limit now (quota).
     #[graphql(complexity = "super::extensions::limits::EXPENSIVE_FIELD + child_complexity")]
     async fn near_quota(&self, ctx: &Context<'_>) -> GqlResult<NearQuota> {
-        let pressure: QuotaPressure = clients::from_context(ctx)?
+        let pressure = clients::from_context(ctx)?
             .quota
-            .get_query(
-                "/internal/quota-pressure",
+            .call(
+                contracts::endpoints::quota::QUOTA_PRESSURE,
+                (),
                 &QuotaPressureQuery {
                     threshold_percent: self.near_quota_percent,
                 },
@@ -362,9 +364,9 @@ impl MarketplaceOverview {
     /// the low-runway threshold (billing), named by quota.
     async fn out_of_credit(&self, ctx: &Context<'_>) -> GqlResult<OutOfCredit> {
         let clients = clients::from_context(ctx)?;
-        let risks: CreditRisks = clients
+        let risks = clients
             .billing
-            .get("/internal/marketplace/credit-risks")
+            .call(endpoints::billing::CREDIT_RISKS, (), &())
             .await
             .map_err(GatewayError::from)?;
         let names: Vec<TenantName> = if risks.tenants.is_empty() {
@@ -375,7 +377,7 @@ impl MarketplaceOverview {
             };
             clients
                 .quota
-                .post("/internal/tenant-names", &request)
+                .call(contracts::endpoints::quota::TENANT_NAMES, (), &request)
                 .await
                 .map_err(GatewayError::from)?
         };

@@ -7,6 +7,8 @@
 use async_graphql::{Context, ID, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::endpoints;
+use contracts::ids::{StatementId, TenantId};
 use contracts::states::Meter;
 use contracts::states::{PayoutStatus, StatementStatus};
 use rust_decimal::Decimal;
@@ -273,9 +275,13 @@ impl PayoutsQuery {
     /// The caller's host tenant's statements, newest first (at most 100).
     async fn statements(&self, ctx: &Context<'_>) -> GqlResult<Vec<Statement>> {
         let principal = auth::authorize(ctx, Access::Host).await?;
-        let list: Vec<api::Statement> = clients::from_context(ctx)?
+        let list = clients::from_context(ctx)?
             .billing
-            .get(&format!("/internal/statements/{}", principal.tenant_id))
+            .call(
+                endpoints::billing::STATEMENT_LIST,
+                TenantId(principal.tenant_id),
+                &(),
+            )
             .await?;
         Ok(list.into_iter().map(Into::into).collect())
     }
@@ -284,12 +290,13 @@ impl PayoutsQuery {
     async fn statement(&self, ctx: &Context<'_>, id: ID) -> GqlResult<Statement> {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let id = validate::id("id", &id)?;
-        let statement: api::Statement = clients::from_context(ctx)?
+        let statement = clients::from_context(ctx)?
             .billing
-            .get(&format!(
-                "/internal/statements/{}/{id}",
-                principal.tenant_id
-            ))
+            .call(
+                endpoints::billing::STATEMENT,
+                (TenantId(principal.tenant_id), StatementId(id)),
+                &(),
+            )
             .await?;
         Ok(statement.into())
     }
@@ -297,12 +304,13 @@ impl PayoutsQuery {
     /// The current period's statement as it stands: not stored, not numbered.
     async fn statement_preview(&self, ctx: &Context<'_>) -> GqlResult<Statement> {
         let principal = auth::authorize(ctx, Access::Host).await?;
-        let preview: api::Statement = clients::from_context(ctx)?
+        let preview = clients::from_context(ctx)?
             .billing
-            .get(&format!(
-                "/internal/statements/{}/preview",
-                principal.tenant_id
-            ))
+            .call(
+                endpoints::billing::STATEMENT_PREVIEW,
+                TenantId(principal.tenant_id),
+                &(),
+            )
             .await?;
         Ok(preview.into())
     }
@@ -310,9 +318,13 @@ impl PayoutsQuery {
     /// The caller's host tenant's payouts, newest first (at most 100).
     async fn payouts(&self, ctx: &Context<'_>) -> GqlResult<Vec<Payout>> {
         let principal = auth::authorize(ctx, Access::Host).await?;
-        let list: Vec<api::Payout> = clients::from_context(ctx)?
+        let list = clients::from_context(ctx)?
             .billing
-            .get(&format!("/internal/payouts/{}", principal.tenant_id))
+            .call(
+                endpoints::billing::PAYOUT_LIST,
+                TenantId(principal.tenant_id),
+                &(),
+            )
             .await?;
         Ok(list.into_iter().map(Into::into).collect())
     }
@@ -321,12 +333,13 @@ impl PayoutsQuery {
     /// from Stripe when Stripe answers); null when there is none yet.
     async fn payout_account(&self, ctx: &Context<'_>) -> GqlResult<Option<PayoutAccount>> {
         let principal = auth::authorize(ctx, Access::Host).await?;
-        let result: Result<api::PayoutAccount, _> = clients::from_context(ctx)?
+        let result = clients::from_context(ctx)?
             .billing
-            .get(&format!(
-                "/internal/payout-accounts/{}",
-                principal.tenant_id
-            ))
+            .call(
+                endpoints::billing::PAYOUT_ACCOUNT,
+                TenantId(principal.tenant_id),
+                &(),
+            )
             .await;
         match result {
             Ok(account) => Ok(Some(account.into())),
@@ -352,10 +365,11 @@ impl PayoutsMutation {
     ) -> GqlResult<PayoutAccount> {
         let principal = auth::authorize(ctx, Access::Host).await?;
         validate::not_blank("country", &country)?;
-        let account: api::PayoutAccount = clients::from_context(ctx)?
+        let account = clients::from_context(ctx)?
             .billing
-            .post(
-                "/internal/payout-accounts",
+            .call(
+                endpoints::billing::PAYOUT_ACCOUNT_CREATE,
+                (),
                 &api::CreatePayoutAccountRequest {
                     host_tenant_id: principal.tenant_id,
                     country,
@@ -381,13 +395,11 @@ impl PayoutsMutation {
             .ok_or_else(|| GatewayError::Internal("public URL missing from schema data".into()))?
             .0;
         let page = format!("{base}/portal/profile");
-        let link: api::OnboardingLink = clients::from_context(ctx)?
+        let link = clients::from_context(ctx)?
             .billing
-            .post(
-                &format!(
-                    "/internal/payout-accounts/{}/onboarding-link",
-                    principal.tenant_id
-                ),
+            .call(
+                endpoints::billing::PAYOUT_ONBOARDING_LINK,
+                TenantId(principal.tenant_id),
                 &api::OnboardingLinkRequest {
                     return_url: format!("{page}?payouts=done"),
                     refresh_url: format!("{page}?payouts=expired"),
@@ -420,10 +432,11 @@ impl PayoutsMutation {
         let host_tenant_id = host_tenant_id
             .map(|t| validate::id("hostTenantId", &t))
             .transpose()?;
-        let run: api::RunStatementsResult = clients::from_context(ctx)?
+        let run = clients::from_context(ctx)?
             .billing
-            .post(
-                "/internal/statements/run",
+            .call(
+                endpoints::billing::STATEMENTS_RUN,
+                (),
                 &api::RunStatementsRequest {
                     period_end,
                     host_tenant_id,
@@ -450,10 +463,11 @@ impl PayoutsMutation {
         let host_tenant_id = host_tenant_id
             .map(|t| validate::id("hostTenantId", &t))
             .transpose()?;
-        let run: api::RunPayoutsResult = clients::from_context(ctx)?
+        let run = clients::from_context(ctx)?
             .billing
-            .post(
-                "/internal/payouts/run",
+            .call(
+                endpoints::billing::PAYOUTS_RUN,
+                (),
                 &api::RunPayoutsRequest { host_tenant_id },
             )
             .await?;

@@ -4,7 +4,7 @@
 //! pages anyone can open, and a publishable key is meant for browsers.
 
 use async_graphql::{Context, Object, SimpleObject};
-use contracts::api;
+use contracts::endpoints;
 use rust_decimal::Decimal;
 
 use crate::clients;
@@ -37,9 +37,9 @@ impl PlatformQuery {
     async fn platform(&self, ctx: &Context<'_>) -> GqlResult<Platform> {
         // Billing owns the currency and the fee: asked, not re-parsed here,
         // so the two can never disagree.
-        let terms: api::PlatformTerms = clients::from_context(ctx)?
+        let terms = clients::from_context(ctx)?
             .billing
-            .get("/internal/platform-terms")
+            .call(endpoints::billing::PLATFORM_TERMS, (), &())
             .await?;
         let key = ctx
             .data_opt::<StripePublishableKey>()

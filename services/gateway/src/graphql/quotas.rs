@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::endpoints;
+use contracts::ids::{TeamId, TenantId};
 use rust_decimal::Decimal;
 
 use super::instant;
@@ -194,9 +196,13 @@ impl QuotasQuery {
     /// The caller's tenant's teams with their quotas and usage.
     async fn teams(&self, ctx: &Context<'_>) -> GqlResult<Vec<Team>> {
         let principal = auth::authorize(ctx, Access::Instances).await?;
-        let teams: Vec<api::Team> = clients::from_context(ctx)?
+        let teams = clients::from_context(ctx)?
             .quota
-            .get(&format!("/internal/tenants/{}/teams", principal.tenant_id))
+            .call(
+                endpoints::quota::TEAM_LIST,
+                TenantId(principal.tenant_id),
+                &(),
+            )
             .await?;
         Ok(teams.into_iter().map(Into::into).collect())
     }
@@ -222,10 +228,11 @@ impl QuotasMutation {
                 .unwrap_or_default()
                 .into_api("borrowingLimit")?,
         };
-        let team: api::Team = clients::from_context(ctx)?
+        let team = clients::from_context(ctx)?
             .quota
-            .post(
-                &format!("/internal/tenants/{}/teams", principal.tenant_id),
+            .call(
+                endpoints::quota::TEAM_CREATE,
+                TenantId(principal.tenant_id),
                 &request,
             )
             .await?;
@@ -250,13 +257,11 @@ impl QuotasMutation {
                 .unwrap_or_default()
                 .into_api("borrowingLimit")?,
         };
-        let team: api::Team = clients::from_context(ctx)?
+        let team = clients::from_context(ctx)?
             .quota
-            .put(
-                &format!(
-                    "/internal/tenants/{}/teams/{team_id}/quota",
-                    principal.tenant_id
-                ),
+            .call(
+                endpoints::quota::SET_TEAM_QUOTA,
+                (TenantId(principal.tenant_id), TeamId(team_id)),
                 &request,
             )
             .await?;

@@ -143,10 +143,11 @@ async fn charges_of(
     let clients = clients::from_context(ctx)?;
     let mut all = Vec::with_capacity(ids.len());
     for chunk in ids.chunks(api::MAX_CHARGED_INSTANCES) {
-        let charges: Vec<api::InstanceCharges> = clients
+        let charges = clients
             .billing
-            .post(
-                "/internal/instance-charges",
+            .call(
+                endpoints::billing::INSTANCE_CHARGES,
+                (),
                 &api::InstanceChargesRequest {
                     tenant_id,
                     instance_ids: chunk.to_vec(),

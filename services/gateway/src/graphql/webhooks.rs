@@ -5,6 +5,8 @@
 
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
+use contracts::endpoints::webhooks as endpoints;
+use contracts::ids::{DeliveryId, TenantId, WebhookEndpointId};
 use contracts::webhooks as api;
 
 use crate::auth::{self, Access};
@@ -167,10 +169,6 @@ pub struct UpdateWebhookEndpointInput {
     enabled: Option<bool>,
 }
 
-fn base(tenant_id: uuid::Uuid) -> String {
-    format!("/internal/tenants/{tenant_id}/webhooks")
-}
-
 #[derive(Default)]
 pub struct WebhooksQuery;
 
@@ -191,9 +189,9 @@ impl WebhooksQuery {
     /// The caller's tenant's webhook endpoints, oldest first.
     async fn webhook_endpoints(&self, ctx: &Context<'_>) -> GqlResult<Vec<WebhookEndpoint>> {
         let principal = auth::authorize(ctx, Access::Webhooks).await?;
-        let list: Vec<api::Endpoint> = clients::from_context(ctx)?
+        let list = clients::from_context(ctx)?
             .webhooks
-            .get(&format!("{}/endpoints", base(principal.tenant_id)))
+            .call(endpoints::ENDPOINT_LIST, TenantId(principal.tenant_id), &())
             .await?;
         Ok(list.into_iter().map(Into::into).collect())
     }
@@ -217,9 +215,13 @@ impl WebhooksQuery {
                 .transpose()?,
             limit: Some(i64::from(limit)),
         };
-        let list: Vec<api::Delivery> = clients::from_context(ctx)?
+        let list = clients::from_context(ctx)?
             .webhooks
-            .get_query(&format!("{}/deliveries", base(principal.tenant_id)), &query)
+            .call(
+                endpoints::DELIVERY_LIST,
+                TenantId(principal.tenant_id),
+                &query,
+            )
             .await?;
         Ok(list.into_iter().map(Into::into).collect())
     }
@@ -244,9 +246,13 @@ impl WebhooksMutation {
             description: input.description.unwrap_or_default(),
             event_types: input.event_types.unwrap_or_default(),
         };
-        let created: api::EndpointSecret = clients::from_context(ctx)?
+        let created = clients::from_context(ctx)?
             .webhooks
-            .post(&format!("{}/endpoints", base(principal.tenant_id)), &body)
+            .call(
+                endpoints::ENDPOINT_CREATE,
+                TenantId(principal.tenant_id),
+                &body,
+            )
             .await?;
         Ok(created.into())
     }
@@ -265,10 +271,11 @@ impl WebhooksMutation {
             event_types: input.event_types,
             enabled: input.enabled,
         };
-        let updated: api::Endpoint = clients::from_context(ctx)?
+        let updated = clients::from_context(ctx)?
             .webhooks
-            .put(
-                &format!("{}/endpoints/{id}", base(principal.tenant_id)),
+            .call(
+                endpoints::ENDPOINT_UPDATE,
+                (TenantId(principal.tenant_id), WebhookEndpointId(id)),
                 &body,
             )
             .await?;
@@ -279,11 +286,12 @@ impl WebhooksMutation {
     async fn delete_webhook_endpoint(&self, ctx: &Context<'_>, id: ID) -> GqlResult<bool> {
         let principal = auth::authorize(ctx, Access::Webhooks).await?;
         let id = validate::id("id", &id)?;
-        let _: serde_json::Value = clients::from_context(ctx)?
+        clients::from_context(ctx)?
             .webhooks
-            .post(
-                &format!("{}/endpoints/{id}/delete", base(principal.tenant_id)),
-                &serde_json::json!({}),
+            .call(
+                endpoints::ENDPOINT_DELETE,
+                (TenantId(principal.tenant_id), WebhookEndpointId(id)),
+                &(),
             )
             .await?;
         Ok(true)
@@ -298,11 +306,12 @@ impl WebhooksMutation {
     ) -> GqlResult<WebhookEndpointSecret> {
         let principal = auth::authorize(ctx, Access::Webhooks).await?;
         let id = validate::id("id", &id)?;
-        let rotated: api::EndpointSecret = clients::from_context(ctx)?
+        let rotated = clients::from_context(ctx)?
             .webhooks
-            .post(
-                &format!("{}/endpoints/{id}/rotate-secret", base(principal.tenant_id)),
-                &serde_json::json!({}),
+            .call(
+                endpoints::ENDPOINT_ROTATE_SECRET,
+                (TenantId(principal.tenant_id), WebhookEndpointId(id)),
+                &(),
             )
             .await?;
         Ok(rotated.into())
@@ -316,11 +325,12 @@ impl WebhooksMutation {
     ) -> GqlResult<WebhookDelivery> {
         let principal = auth::authorize(ctx, Access::Webhooks).await?;
         let id = validate::id("endpointId", &endpoint_id)?;
-        let delivery: api::Delivery = clients::from_context(ctx)?
+        let delivery = clients::from_context(ctx)?
             .webhooks
-            .post(
-                &format!("{}/endpoints/{id}/test", base(principal.tenant_id)),
-                &serde_json::json!({}),
+            .call(
+                endpoints::ENDPOINT_TEST,
+                (TenantId(principal.tenant_id), WebhookEndpointId(id)),
+                &(),
             )
             .await?;
         Ok(delivery.into())
@@ -335,11 +345,12 @@ impl WebhooksMutation {
     ) -> GqlResult<WebhookDelivery> {
         let principal = auth::authorize(ctx, Access::Webhooks).await?;
         let id = validate::id("deliveryId", &delivery_id)?;
-        let delivery: api::Delivery = clients::from_context(ctx)?
+        let delivery = clients::from_context(ctx)?
             .webhooks
-            .post(
-                &format!("{}/deliveries/{id}/redeliver", base(principal.tenant_id)),
-                &serde_json::json!({}),
+            .call(
+                endpoints::DELIVERY_REDELIVER,
+                (TenantId(principal.tenant_id), DeliveryId(id)),
+                &(),
             )
             .await?;
         Ok(delivery.into())
