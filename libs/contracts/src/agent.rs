@@ -10,6 +10,7 @@
 //! (which the broker checks against the connection's user), `type` = kind,
 //! `message_id` a UUIDv7 and `content_type` `application/json`.
 
+use crate::ids::{InstanceId, MachineId, TenantId};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
@@ -122,7 +123,7 @@ pub struct GpuInfo {
 /// `agent.<id>.inventory`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InventoryReport {
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub sent_at: DateTime<Utc>,
     pub agent_version: String,
     /// True when the GPUs are simulated (no NVML).
@@ -144,7 +145,7 @@ pub struct GpuSample {
 /// `agent.<id>.heartbeat`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeartbeatReport {
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub sent_at: DateTime<Utc>,
     /// Counts up from 1 within one run of the agent.
     pub seq: u64,
@@ -168,7 +169,7 @@ pub struct HeartbeatReport {
 /// A rental's container that stopped being usable without being asked to.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceExited {
-    pub instance_id: Uuid,
+    pub instance_id: InstanceId,
     /// The provisioning run (attempt) whose container it was.
     pub run: i32,
     /// The engine's exit code (137 after SIGKILL, e.g. an OOM kill).
@@ -187,7 +188,7 @@ pub struct InstanceExited {
 /// restart of the container (or of whatever counts) starts them from zero.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceCounters {
-    pub instance_id: Uuid,
+    pub instance_id: InstanceId,
     /// Bytes the instance sent.
     pub tx_bytes: u64,
     /// Bytes the instance received.
@@ -210,7 +211,7 @@ pub struct SelfTestCheck {
 /// `agent.<id>.self_test`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SelfTestReport {
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub sent_at: DateTime<Utc>,
     /// All checks passed.
     pub passed: bool,
@@ -227,7 +228,7 @@ pub struct SelfTestReport {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct AgentCommand {
     pub command_id: Uuid,
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     /// `provision`, `deprovision` or `stop`.
     pub action: String,
     /// The step's name (`bind_gpus`, `wipe_volume`, `stop_instance`, ...).
@@ -245,7 +246,7 @@ pub struct AgentCommand {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepResult {
     pub command_id: Uuid,
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub step: String,
     pub ok: bool,
     pub error: Option<String>,
@@ -288,7 +289,7 @@ pub struct PortMapping {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StepProgress {
     pub command_id: Uuid,
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub step: String,
     /// `pulled 120 MB of 900 MB`, bounded to 200 characters.
     pub message: String,
@@ -300,9 +301,9 @@ pub struct StepProgress {
 /// does not use are ignored. Its `Debug` leaves the env values out.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RentalSpec {
-    pub instance_id: Uuid,
-    pub tenant_id: Uuid,
-    pub machine_id: Uuid,
+    pub instance_id: InstanceId,
+    pub tenant_id: TenantId,
+    pub machine_id: MachineId,
     pub gpu_count: i32,
     pub machine_gpu_count: i32,
     /// The renter's image reference (`registry/name:tag`).
@@ -345,8 +346,8 @@ impl std::fmt::Debug for RentalSpec {
 /// What the agent reads of a deprovisioning or stop command's job.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceRef {
-    pub instance_id: Uuid,
-    pub machine_id: Uuid,
+    pub instance_id: InstanceId,
+    pub machine_id: MachineId,
 }
 
 /// `12.4` → 12040 (NVML's encoding: major × 1000 + minor × 10).

@@ -2,6 +2,9 @@
 //! share these types so a field cannot be renamed on one side only. Every
 //! internal route lives under `/internal` and needs the service token.
 
+use crate::ids::{
+    ApiKeyId, InstanceId, InvoiceId, MachineId, OrderId, StatementId, TeamId, TenantId,
+};
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
@@ -72,19 +75,19 @@ pub struct LoginRequest {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Principal {
     pub user_id: Uuid,
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub email: String,
     pub tenant_roles: Vec<TenantRole>,
     pub operator: bool,
     pub scopes: Vec<Scope>,
     /// The API key the caller authenticated with; None for a login.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub api_key_id: Option<Uuid>,
+    pub api_key_id: Option<ApiKeyId>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CreateApiKeyRequest {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub user_id: Uuid,
     pub name: String,
     pub scopes: Vec<Scope>,
@@ -99,7 +102,7 @@ pub struct CreateApiKeyRequest {
 /// request with the same idempotency key answers without it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApiKeyCreated {
-    pub id: Uuid,
+    pub id: ApiKeyId,
     pub name: String,
     pub prefix: String,
     pub scopes: Vec<Scope>,
@@ -112,7 +115,7 @@ pub struct ApiKeyCreated {
 /// caller may not touch a key that can do more than itself).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApiKeyCaller {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub user_id: Uuid,
     pub scopes: Vec<Scope>,
 }
@@ -132,7 +135,7 @@ pub struct RotateApiKeyRequest {
 /// One API key as a listing shows it; never its secret.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ApiKeyInfo {
-    pub id: Uuid,
+    pub id: ApiKeyId,
     pub user_id: Uuid,
     /// The email of the user the key acts as.
     pub owner_email: String,
@@ -154,7 +157,7 @@ pub struct AuthenticateKeyRequest {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TenantSummary {
-    pub id: Uuid,
+    pub id: TenantId,
     pub name: String,
     pub roles: Vec<TenantRole>,
 }
@@ -164,15 +167,15 @@ pub struct TenantSummary {
 /// tenant's quota and, when `team_id` is set, the team's.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ReserveQuotaRequest {
-    pub order_id: Uuid,
-    pub tenant_id: Uuid,
+    pub order_id: OrderId,
+    pub tenant_id: TenantId,
     pub gpu_count: i32,
     pub gpu_model: String,
     /// The all-in hourly rate the order will be billed at (GPUs and any
     /// storage), in the settlement currency; the monthly budget projects it.
     pub hourly_rate: Decimal,
     #[serde(default)]
-    pub team_id: Option<Uuid>,
+    pub team_id: Option<TeamId>,
     /// A start after a stop renews the holding of this earlier key (the
     /// order id): the new hold counts against the same team.
     #[serde(default)]
@@ -187,8 +190,8 @@ pub struct ReserveQuotaRequest {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct QuotaReservation {
-    pub order_id: Uuid,
-    pub tenant_id: Uuid,
+    pub order_id: OrderId,
+    pub tenant_id: TenantId,
     pub gpu_count: i32,
     pub released: bool,
     #[serde(default)]
@@ -196,7 +199,7 @@ pub struct QuotaReservation {
     #[serde(default)]
     pub hourly_rate: Decimal,
     #[serde(default)]
-    pub team_id: Option<Uuid>,
+    pub team_id: Option<TeamId>,
 }
 
 /// `POST /internal/reservations/{order_id}/release` reply: always
@@ -250,7 +253,7 @@ pub struct SetTenantQuotaRequest {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TenantQuota {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub max_gpus: i32,
     pub gpus_in_use: i32,
     #[serde(default)]
@@ -264,8 +267,8 @@ pub struct TenantQuota {
 /// A team (project) inside a tenant, with its own quota.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Team {
-    pub id: Uuid,
-    pub tenant_id: Uuid,
+    pub id: TeamId,
+    pub tenant_id: TenantId,
     pub name: String,
     /// Nominal quota; no dimension above the tenant's.
     pub limits: QuotaLimits,
@@ -319,7 +322,7 @@ pub enum Verification {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostProfile {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub legal_name: Option<String>,
     pub country: Option<String>,
     pub payout_currency: Option<String>,
@@ -355,7 +358,7 @@ pub enum DiskType {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RegisterMachineRequest {
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
     pub name: String,
     pub gpu_model: String,
     pub gpu_count: i32,
@@ -379,8 +382,8 @@ pub struct RegisterMachineRequest {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Machine {
-    pub id: Uuid,
-    pub host_tenant_id: Uuid,
+    pub id: MachineId,
+    pub host_tenant_id: TenantId,
     pub name: String,
     pub gpu_model: String,
     pub gpu_count: i32,
@@ -425,7 +428,7 @@ pub struct MachineRegistered {
 /// A new agent token, shown once.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentTokenIssued {
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub agent_token: String,
 }
 
@@ -443,7 +446,7 @@ pub struct HeartbeatGap {
 /// own the machine.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HeartbeatGapsQuery {
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
 }
 
 /// `GET /internal/machines/{id}/gpu-activity` query (see [`GpuActivity`]).
@@ -458,21 +461,21 @@ pub struct GpuActivityQuery {
 /// A machine's agent token revoked (`revoked` is always true).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AgentTokenRevoked {
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub revoked: bool,
 }
 
 /// A machine deleted, or already deleted (`deleted` is always true).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MachineDeleted {
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub deleted: bool,
 }
 
 /// Listing terms. Absent optional fields keep their current value.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SetPricingRequest {
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
     pub price_per_gpu_hour: Decimal,
     pub min_bid_per_gpu_hour: Option<Decimal>,
     pub storage_price_per_gb_month: Option<Decimal>,
@@ -484,7 +487,7 @@ pub struct SetPricingRequest {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostMachineRequest {
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
 }
 
 /// `GET /internal/machines/{id}/live-instances?host_tenant_id=` (ordering):
@@ -493,7 +496,7 @@ pub struct HostMachineRequest {
 /// machine cannot be deleted.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct MachineLiveInstances {
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub live_instances: i64,
 }
 
@@ -557,9 +560,9 @@ pub struct OfferSearch {
 /// A listed, online machine as renters see it.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Offer {
-    pub id: Uuid,
-    pub machine_id: Uuid,
-    pub host_tenant_id: Uuid,
+    pub id: MachineId,
+    pub machine_id: MachineId,
+    pub host_tenant_id: TenantId,
     pub gpu_model: String,
     pub gpu_count: i32,
     pub gpus_free: i32,
@@ -649,9 +652,9 @@ pub struct OfferPage {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AllocateRequest {
     /// The holding key: the order id, or a start attempt's key.
-    pub order_id: Uuid,
-    pub tenant_id: Uuid,
-    pub machine_id: Uuid,
+    pub order_id: OrderId,
+    pub tenant_id: TenantId,
+    pub machine_id: MachineId,
     pub gpu_count: i32,
     #[serde(default)]
     pub rental_type: RentalType,
@@ -665,7 +668,7 @@ pub struct AllocateRequest {
     pub max_price_per_gpu_hour: Option<Decimal>,
     /// The instance these GPUs are for, when it exists already (a start).
     #[serde(default)]
-    pub instance_id: Option<Uuid>,
+    pub instance_id: Option<InstanceId>,
 }
 
 /// GPUs held for an order, with the rates committed with them: the billed
@@ -673,9 +676,9 @@ pub struct AllocateRequest {
 /// and bandwidth prices at that instant.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Allocation {
-    pub order_id: Uuid,
-    pub machine_id: Uuid,
-    pub host_tenant_id: Uuid,
+    pub order_id: OrderId,
+    pub machine_id: MachineId,
+    pub host_tenant_id: TenantId,
     pub gpu_count: i32,
     pub released: bool,
     #[serde(default)]
@@ -709,13 +712,13 @@ pub struct AllocationReleased {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct FundsCheckRequest {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub required: Decimal,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct GrantCreditRequest {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub amount: Decimal,
     pub idempotency_key: String,
     pub reason: String,
@@ -723,7 +726,7 @@ pub struct GrantCreditRequest {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Balance {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub amount: Decimal,
     pub currency: String,
 }
@@ -733,14 +736,14 @@ pub struct Balance {
 /// counts the GPU ones (rentals running).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BurnRate {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub per_hour: Decimal,
     pub running_intervals: i64,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct HostEarnings {
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
     pub total: Decimal,
     pub currency: String,
     pub postings: Vec<EarningPosting>,
@@ -749,7 +752,7 @@ pub struct HostEarnings {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct EarningPosting {
     pub transaction_id: String,
-    pub instance_id: Option<Uuid>,
+    pub instance_id: Option<InstanceId>,
     pub gross: Decimal,
     pub fee: Decimal,
     pub net: Decimal,
@@ -763,15 +766,15 @@ pub struct EarningPosting {
 /// instance's.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UsageQuery {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub instance_id: Option<Uuid>,
+    pub instance_id: Option<InstanceId>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UsageInterval {
     pub id: Uuid,
-    pub instance_id: Uuid,
+    pub instance_id: InstanceId,
     pub meter: String,
     pub started_at: Option<DateTime<Utc>>,
     pub ended_at: Option<DateTime<Utc>>,
@@ -788,8 +791,8 @@ pub struct UsageInterval {
 /// [`MAX_CHARGED_INSTANCES`]), all of `tenant_id`.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InstanceChargesRequest {
-    pub tenant_id: Uuid,
-    pub instance_ids: Vec<Uuid>,
+    pub tenant_id: TenantId,
+    pub instance_ids: Vec<InstanceId>,
 }
 
 pub const MAX_CHARGED_INSTANCES: usize = 500;
@@ -798,7 +801,7 @@ pub const MAX_CHARGED_INSTANCES: usize = 500;
 /// usage posting, per meter). An instance with nothing posted gets zeros.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct InstanceCharges {
-    pub instance_id: Uuid,
+    pub instance_id: InstanceId,
     pub currency: String,
     /// Everything charged, all meters.
     pub total: Decimal,
@@ -819,11 +822,11 @@ pub struct InstanceCharges {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CreateOrderRequest {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub user_id: Uuid,
     pub idempotency_key: String,
     /// An offer, or `constraints` for auto-placement: exactly one of them.
-    pub offer_id: Option<Uuid>,
+    pub offer_id: Option<MachineId>,
     #[serde(default)]
     pub constraints: Option<PlacementConstraints>,
     pub gpu_count: i32,
@@ -837,7 +840,7 @@ pub struct CreateOrderRequest {
     pub image: Option<String>,
     /// The team (of the tenant) the order counts against, besides the tenant.
     #[serde(default)]
-    pub team_id: Option<Uuid>,
+    pub team_id: Option<TeamId>,
     /// The instance's disk in GiB (billed from creation to destroy); the
     /// default when absent is ordering's `DEFAULT_DISK_GIB`.
     #[serde(default)]
@@ -957,10 +960,10 @@ pub struct PlacementConstraints {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Instance {
-    pub id: Uuid,
-    pub order_id: Uuid,
-    pub tenant_id: Uuid,
-    pub machine_id: Uuid,
+    pub id: InstanceId,
+    pub order_id: OrderId,
+    pub tenant_id: TenantId,
+    pub machine_id: MachineId,
     pub gpu_model: String,
     pub gpu_count: i32,
     pub rental_type: RentalType,
@@ -1003,20 +1006,20 @@ pub struct Instance {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TenantRequest {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
 }
 
 /// The tenant a GET is asked for (`?tenant_id=`): an instance, its events or
 /// its rules are found only in their own tenant.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct TenantQuery {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
 }
 
 /// The host a GET about machines is asked for (`?host_tenant_id=`).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize)]
 pub struct HostQuery {
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
 }
 
 /// Provisioner's report that an instance is user-ready or has failed.
@@ -1068,7 +1071,7 @@ pub struct CreateOrderWithRules {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SetInstanceRulesRequest {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub rules: InstanceRules,
 }
 
@@ -1076,7 +1079,7 @@ pub struct SetInstanceRulesRequest {
 /// or above a utilisation threshold (`GET /internal/machines/{id}/gpu-activity`).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GpuActivity {
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub last_sample_at: Option<DateTime<Utc>>,
     pub last_busy_at: Option<DateTime<Utc>>,
 }
@@ -1091,7 +1094,7 @@ pub const RECONCILE_LOOKUP_MAX: usize = 500;
 /// ordering's reconciler needs.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct MachineHeartbeatsRequest {
-    pub machine_ids: Vec<Uuid>,
+    pub machine_ids: Vec<MachineId>,
 }
 
 /// One machine as the catalog's liveness rule sees it: `online` iff its last
@@ -1099,7 +1102,7 @@ pub struct MachineHeartbeatsRequest {
 /// know are left out of the answer.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct MachineHeartbeat {
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub last_heartbeat_at: Option<DateTime<Utc>>,
     pub online: bool,
 }
@@ -1108,14 +1111,14 @@ pub struct MachineHeartbeat {
 /// ordering's reconciler compares with its own view.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct IntervalLookupRequest {
-    pub instance_ids: Vec<Uuid>,
+    pub instance_ids: Vec<InstanceId>,
 }
 
 /// One GPU interval (one run of an instance) as metering holds it: a start
 /// or an end is null until its event arrived.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct GpuInterval {
-    pub instance_id: Uuid,
+    pub instance_id: InstanceId,
     pub run_seq: i32,
     pub started_at: Option<DateTime<Utc>>,
     pub ended_at: Option<DateTime<Utc>>,
@@ -1127,7 +1130,7 @@ pub struct GpuInterval {
 /// the settlement currency) to its balance by card through Stripe.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CreateTopUpRequest {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub amount: Decimal,
     /// Same key + same amount → the same top-up (and PaymentIntent); none →
     /// a new top-up every time.
@@ -1139,7 +1142,7 @@ pub struct CreateTopUpRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TopUp {
     pub id: Uuid,
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub amount: Decimal,
     pub currency: String,
     /// `creating` until Stripe answered, then the PaymentIntent's status
@@ -1174,7 +1177,7 @@ pub struct PlatformTerms {
 /// unit (half-even).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct InvoiceLine {
-    pub instance_id: Uuid,
+    pub instance_id: InstanceId,
     /// A [`crate::states::Meter`], or `unknown` for usage posted before
     /// postings carried their meter.
     pub meter: String,
@@ -1201,8 +1204,8 @@ pub struct InvoiceLine {
 /// is not stored; a finalized invoice never changes except its status.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Invoice {
-    pub id: Option<Uuid>,
-    pub tenant_id: Uuid,
+    pub id: Option<InvoiceId>,
+    pub tenant_id: TenantId,
     /// Per tenant, from 1, without gaps.
     pub number: Option<i64>,
     /// `draft` (a preview), `finalized`, `paid` or `void`.
@@ -1230,8 +1233,8 @@ pub struct Invoice {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CreditNote {
     pub id: Uuid,
-    pub tenant_id: Uuid,
-    pub invoice_id: Uuid,
+    pub tenant_id: TenantId,
+    pub invoice_id: InvoiceId,
     pub number: i64,
     pub amount: Decimal,
     pub currency: String,
@@ -1243,7 +1246,7 @@ pub struct CreditNote {
 /// returns the same credit note.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CreditNoteRequest {
-    pub invoice_id: Uuid,
+    pub invoice_id: InvoiceId,
     pub amount: Decimal,
     pub reason: String,
     pub idempotency_key: String,
@@ -1261,7 +1264,7 @@ pub struct VoidInvoiceRequest {
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct RunInvoicesRequest {
     pub period_end: Option<DateTime<Utc>>,
-    pub tenant_id: Option<Uuid>,
+    pub tenant_id: Option<TenantId>,
 }
 
 /// What a run finalized (or found already finalized) for that period end.
@@ -1274,7 +1277,7 @@ pub struct RunInvoicesResult {
 /// An invoice's usage as CSV in FinOps FOCUS 1.0 columns, one row per line.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct UsageExport {
-    pub invoice_id: Uuid,
+    pub invoice_id: InvoiceId,
     pub csv: String,
 }
 
@@ -1298,7 +1301,7 @@ pub struct BalanceHistoryEntry {
     /// The posting's kind: `usage`, `credit`, `top_up`, `downtime_credit`, ...
     pub kind: String,
     pub description: String,
-    pub instance_id: Option<Uuid>,
+    pub instance_id: Option<InstanceId>,
     /// Signed: a charge is negative, a credit positive.
     pub amount: Decimal,
     /// The balance right after this entry (all entries up to and including it).
@@ -1308,7 +1311,7 @@ pub struct BalanceHistoryEntry {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BalanceHistoryPage {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub currency: String,
     /// The balance now (the newest entry's `balance_after`).
     pub balance: Decimal,
@@ -1361,7 +1364,7 @@ pub struct UsagePoint {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct UsageSeries {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub bucket: SeriesBucket,
     pub group_by: SeriesGroupBy,
     pub from: DateTime<Utc>,
@@ -1386,7 +1389,7 @@ pub struct MachineEarningsQuery {
 pub struct MachineDayEarnings {
     pub day: DateTime<Utc>,
     /// None for usage that predates the dimension (before migration 000021).
-    pub machine_id: Option<Uuid>,
+    pub machine_id: Option<MachineId>,
     pub gpu_model: Option<String>,
     pub seconds: i64,
     /// What renters were charged: `net + fee`.
@@ -1402,7 +1405,7 @@ pub struct MachineDayEarnings {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MachineEarnings {
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
     pub from: DateTime<Utc>,
     pub to: DateTime<Utc>,
     pub currency: String,
@@ -1423,7 +1426,7 @@ pub struct MachineEarnings {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StatementLine {
     /// None for usage that predates the dimension (before migration 000021).
-    pub machine_id: Option<Uuid>,
+    pub machine_id: Option<MachineId>,
     pub gpu_model: Option<String>,
     /// A [`crate::states::Meter`], or `unknown` for usage posted before
     /// postings carried their meter.
@@ -1447,8 +1450,8 @@ pub struct StatementLine {
 /// number and is not stored; a finalized statement never changes.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Statement {
-    pub id: Option<Uuid>,
-    pub host_tenant_id: Uuid,
+    pub id: Option<StatementId>,
+    pub host_tenant_id: TenantId,
     /// Per host, from 1, without gaps.
     pub number: Option<i64>,
     /// `draft` (a preview) or `finalized`.
@@ -1481,7 +1484,7 @@ pub struct Statement {
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct RunStatementsRequest {
     pub period_end: Option<DateTime<Utc>>,
-    pub host_tenant_id: Option<Uuid>,
+    pub host_tenant_id: Option<TenantId>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -1494,7 +1497,7 @@ pub struct RunStatementsResult {
 /// created once (a repeat returns the same account).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct CreatePayoutAccountRequest {
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
     /// ISO 3166-1 alpha-2 country of the host's business.
     pub country: String,
     pub email: Option<String>,
@@ -1518,7 +1521,7 @@ pub struct OnboardingLink {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PayoutAccount {
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
     pub stripe_account_id: String,
     pub country: String,
     pub email: Option<String>,
@@ -1532,7 +1535,7 @@ pub struct PayoutAccount {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Payout {
     pub id: Uuid,
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
     pub stripe_account_id: String,
     /// In the settlement currency, a whole number of minor units.
     pub amount: Decimal,
@@ -1551,13 +1554,13 @@ pub struct Payout {
 /// (or only `host_tenant_id`) whose available earnings reach the minimum.
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 pub struct RunPayoutsRequest {
-    pub host_tenant_id: Option<Uuid>,
+    pub host_tenant_id: Option<TenantId>,
 }
 
 /// What a payout run did for one host that had an account.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PayoutOutcome {
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
     /// `paid`, `failed`, `pending` (Stripe unavailable; retried by the next
     /// run under the same idempotency key) or `skipped`.
     pub outcome: String,
@@ -1623,10 +1626,10 @@ mod connection_tests {
         let shown = format!("{var:?}");
         assert!(shown.contains("TOKEN") && !shown.contains("hunter2"));
         let job = crate::events::ProvisionInstance {
-            instance_id: Uuid::nil(),
-            order_id: Uuid::nil(),
-            tenant_id: Uuid::nil(),
-            machine_id: Uuid::nil(),
+            instance_id: InstanceId(Uuid::nil()),
+            order_id: OrderId(Uuid::nil()),
+            tenant_id: TenantId(Uuid::nil()),
+            machine_id: MachineId(Uuid::nil()),
             gpu_count: 1,
             machine_gpu_count: 1,
             image: "i".into(),

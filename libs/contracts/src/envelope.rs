@@ -1,3 +1,4 @@
+use crate::ids::TenantId;
 use std::marker::PhantomData;
 
 use chrono::{DateTime, Utc};
@@ -14,7 +15,7 @@ pub struct Envelope {
     pub kind: String,
     pub version: u32,
     pub occurred_at: DateTime<Utc>,
-    pub tenant_id: Option<Uuid>,
+    pub tenant_id: Option<TenantId>,
     pub correlation_id: Option<String>,
     pub payload: serde_json::Value,
 }
@@ -66,7 +67,7 @@ impl Envelope {
     pub fn new<P: Serialize>(
         kind: Kind<P>,
         occurred_at: DateTime<Utc>,
-        tenant_id: Option<Uuid>,
+        tenant_id: Option<TenantId>,
         correlation_id: Option<String>,
         payload: &P,
     ) -> Result<Self, serde_json::Error> {
@@ -78,7 +79,7 @@ impl Envelope {
     pub fn named<P: Serialize>(
         kind: &str,
         occurred_at: DateTime<Utc>,
-        tenant_id: Option<Uuid>,
+        tenant_id: Option<TenantId>,
         correlation_id: Option<String>,
         payload: &P,
     ) -> Result<Self, serde_json::Error> {

@@ -1,5 +1,6 @@
 //! Message payloads. The routing key of an event is its `type`.
 
+use crate::ids::{InstanceId, InvoiceId, MachineId, OrderId, StatementId, TenantId};
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -23,10 +24,10 @@ pub const PROVISION_INSTANCE: &str = "provisioner.jobs.provision";
 /// metering can pair each start with its stop whatever order they arrive in.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct InstanceRunning {
-    pub instance_id: Uuid,
-    pub tenant_id: Uuid,
-    pub host_tenant_id: Uuid,
-    pub machine_id: Uuid,
+    pub instance_id: InstanceId,
+    pub tenant_id: TenantId,
+    pub host_tenant_id: TenantId,
+    pub machine_id: MachineId,
     /// The rented GPU model (`H100_SXM`); empty in events from before it was
     /// carried.
     #[serde(default)]
@@ -42,8 +43,8 @@ pub struct InstanceRunning {
 /// Ordering says the instance's GPUs stopped being billable at `stopped_at` (T1).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct InstanceStopped {
-    pub instance_id: Uuid,
-    pub tenant_id: Uuid,
+    pub instance_id: InstanceId,
+    pub tenant_id: TenantId,
     pub run_seq: i32,
     pub stopped_at: DateTime<Utc>,
     pub reason: String,
@@ -52,8 +53,8 @@ pub struct InstanceStopped {
 /// Ordering says the instance failed before it ran: nothing is billed.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct InstanceFailed {
-    pub instance_id: Uuid,
-    pub tenant_id: Uuid,
+    pub instance_id: InstanceId,
+    pub tenant_id: TenantId,
     pub reason: String,
 }
 
@@ -61,9 +62,9 @@ pub struct InstanceFailed {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct UsageRecorded {
     pub interval_id: Uuid,
-    pub instance_id: Uuid,
-    pub tenant_id: Uuid,
-    pub host_tenant_id: Uuid,
+    pub instance_id: InstanceId,
+    pub tenant_id: TenantId,
+    pub host_tenant_id: TenantId,
     pub meter: Meter,
     pub started_at: DateTime<Utc>,
     pub ended_at: DateTime<Utc>,
@@ -82,7 +83,7 @@ pub struct UsageRecorded {
     /// The machine and GPU model the usage ran on, for dashboards and host
     /// statements (absent in events from before they were carried).
     #[serde(default)]
-    pub machine_id: Option<Uuid>,
+    pub machine_id: Option<MachineId>,
     #[serde(default)]
     pub gpu_model: Option<String>,
 }
@@ -96,10 +97,10 @@ pub const INSTANCE_DOWNTIME: &str = "ordering.instance.downtime";
 /// `[down_from, down_until)` is the evidence (the catalog records it too).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct InstanceDowntime {
-    pub instance_id: Uuid,
-    pub tenant_id: Uuid,
-    pub host_tenant_id: Uuid,
-    pub machine_id: Uuid,
+    pub instance_id: InstanceId,
+    pub tenant_id: TenantId,
+    pub host_tenant_id: TenantId,
+    pub machine_id: MachineId,
     /// The run the outage interrupted.
     pub run_seq: i32,
     pub down_from: DateTime<Utc>,
@@ -120,7 +121,7 @@ pub const BALANCE_EXHAUSTED: &str = "billing.balance.exhausted";
 /// happened).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct BalanceExhausted {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub balance: Decimal,
     pub currency: String,
     pub at: DateTime<Utc>,
@@ -135,10 +136,10 @@ pub struct BalanceExhausted {
 /// Its `Debug` leaves the env values out (they are the renter's secrets).
 #[derive(Clone, Serialize, Deserialize, PartialEq)]
 pub struct ProvisionInstance {
-    pub instance_id: Uuid,
-    pub order_id: Uuid,
-    pub tenant_id: Uuid,
-    pub machine_id: Uuid,
+    pub instance_id: InstanceId,
+    pub order_id: OrderId,
+    pub tenant_id: TenantId,
+    pub machine_id: MachineId,
     pub gpu_count: i32,
     /// GPUs the machine has, so a driver can check the indices it binds.
     pub machine_gpu_count: i32,
@@ -184,8 +185,8 @@ pub const STOP_INSTANCE: &str = "provisioner.jobs.stop";
 /// container; its volume stays.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StopInstance {
-    pub instance_id: Uuid,
-    pub machine_id: Uuid,
+    pub instance_id: InstanceId,
+    pub machine_id: MachineId,
 }
 
 /// A provisioning command for one attempt of an instance, published under
@@ -231,9 +232,9 @@ pub const DEPROVISION_INSTANCE: &str = "provisioner.jobs.deprovision";
 /// GPU bindings) and validate that nothing is left.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct DeprovisionInstance {
-    pub instance_id: Uuid,
-    pub machine_id: Uuid,
-    pub tenant_id: Uuid,
+    pub instance_id: InstanceId,
+    pub machine_id: MachineId,
+    pub tenant_id: TenantId,
 }
 
 /// Every change an instance goes through, as the renter sees it: state
@@ -246,7 +247,7 @@ pub const PROVISIONING_STEP: &str = "provisioner.instance.step";
 /// One provisioning or deprovisioning step of a worker job.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct ProvisioningStep {
-    pub instance_id: Uuid,
+    pub instance_id: InstanceId,
     /// `provision`, `provision:N` (a start after a stop), `deprovision`,
     /// `cleanup[:N]` or `stop:<command id>`.
     pub job_kind: JobKind,
@@ -280,9 +281,9 @@ pub struct AllocationPreempted {
     /// attempt's key).
     pub allocation_key: Uuid,
     /// The instance, when the allocation was made for an existing one.
-    pub instance_id: Option<Uuid>,
-    pub tenant_id: Uuid,
-    pub machine_id: Uuid,
+    pub instance_id: Option<InstanceId>,
+    pub tenant_id: TenantId,
+    pub machine_id: MachineId,
     pub gpu_count: i32,
     pub bid_per_gpu_hour: Decimal,
     pub preempted_at: DateTime<Utc>,
@@ -299,8 +300,8 @@ pub struct AllocationPreempted {
 /// instance's events (from 1) in the order ordering recorded them.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct InstanceEvent {
-    pub instance_id: Uuid,
-    pub tenant_id: Uuid,
+    pub instance_id: InstanceId,
+    pub tenant_id: TenantId,
     pub seq: i32,
     pub kind: InstanceEventKind,
     pub from_state: Option<InstanceState>,
@@ -334,7 +335,7 @@ pub const RUNWAY_LOW: &str = "billing.runway.low";
 /// recovers (a top-up, or rentals stopped), and a later drop announces again.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct RunwayLow {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub balance: Decimal,
     pub currency: String,
     pub burn_rate_per_hour: Decimal,
@@ -357,7 +358,7 @@ pub const SPEND_CAP_REACHED: &str = "billing.balance.cap_reached";
 /// `billing.balance.*` so ordering's existing binding receives it.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SpendCapReached {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     /// First day of the month (UTC) the cap applies to.
     pub month: chrono::NaiveDate,
     pub spent: Decimal,
@@ -380,10 +381,10 @@ pub const INSTANCE_STORAGE_ENDED: &str = "ordering.instance.storage_ended";
 /// snapshots, which metering rates the instance's disk and traffic at.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct InstanceStorageStarted {
-    pub instance_id: Uuid,
-    pub tenant_id: Uuid,
-    pub host_tenant_id: Uuid,
-    pub machine_id: Uuid,
+    pub instance_id: InstanceId,
+    pub tenant_id: TenantId,
+    pub host_tenant_id: TenantId,
+    pub machine_id: MachineId,
     pub gpu_model: String,
     pub disk_gib: i32,
     pub storage_price_per_gb_month: Decimal,
@@ -417,8 +418,8 @@ pub const INSTANCE_TRAFFIC: &str = "catalog.instance.traffic";
 /// names the sample: a repeat is the same sample.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct InstanceTraffic {
-    pub instance_id: Uuid,
-    pub machine_id: Uuid,
+    pub instance_id: InstanceId,
+    pub machine_id: MachineId,
     /// Changes whenever the agent restarts.
     pub boot_id: Uuid,
     /// The heartbeat's `seq` within `boot_id`.
@@ -486,8 +487,8 @@ pub const MAX_EXIT_REASON: usize = 500;
 /// heartbeat, so the same exit arrives many times.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct InstanceExited {
-    pub machine_id: Uuid,
-    pub instance_id: Uuid,
+    pub machine_id: MachineId,
+    pub instance_id: InstanceId,
     /// The provisioning run (attempt) whose container it was.
     pub run: i32,
     pub exit_code: i64,
@@ -506,8 +507,8 @@ pub const INSTANCE_DISK_USAGE: &str = "catalog.instance.disk_usage";
 /// on the reporting machine.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct InstanceDiskUsage {
-    pub machine_id: Uuid,
-    pub instance_id: Uuid,
+    pub machine_id: MachineId,
+    pub instance_id: InstanceId,
     pub bytes: i64,
     /// The heartbeat's `sent_at`.
     pub measured_at: DateTime<Utc>,
@@ -519,7 +520,7 @@ pub const TOP_UP_SUCCEEDED: &str = "billing.top_up.succeeded";
 /// the transaction of the ledger posting).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct TopUpSucceeded {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub top_up_id: Uuid,
     /// What Stripe collected, in the settlement currency.
     pub amount: Decimal,
@@ -539,7 +540,7 @@ pub const PAYOUT_FAILED: &str = "billing.payout.failed";
 /// or failed (Stripe refused it; the earnings stay on the account).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct PayoutSettled {
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
     pub payout_id: Uuid,
     pub amount: Decimal,
     pub currency: String,
@@ -563,8 +564,8 @@ pub const MACHINE_RELEASED: &str = "catalog.machine.released";
 /// the transaction that changed the machine's allocation.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MachineRental {
-    pub host_tenant_id: Uuid,
-    pub machine_id: Uuid,
+    pub host_tenant_id: TenantId,
+    pub machine_id: MachineId,
     /// The allocation (one per rental order); pairs a release with its rent.
     pub allocation_id: Uuid,
     pub gpu_count: i32,
@@ -587,8 +588,8 @@ pub const MACHINE_ONLINE: &str = "catalog.machine.online";
 /// late, dropped).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct MachineLiveness {
-    pub host_tenant_id: Uuid,
-    pub machine_id: Uuid,
+    pub host_tenant_id: TenantId,
+    pub machine_id: MachineId,
     pub online: bool,
     /// The last heartbeat before the silence (or the listing's start).
     pub silent_since: DateTime<Utc>,
@@ -610,8 +611,8 @@ pub const INVOICE_PAID: &str = "billing.invoice.paid";
 /// paid (at finalization, by a credit or top-up, or by an operator).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct InvoiceChanged {
-    pub tenant_id: Uuid,
-    pub invoice_id: Uuid,
+    pub tenant_id: TenantId,
+    pub invoice_id: InvoiceId,
     pub number: i64,
     pub total: Decimal,
     pub currency: String,
@@ -631,8 +632,8 @@ pub const STATEMENT_FINALIZED: &str = "billing.statement.finalized";
 /// A host's statement of a period was finalized (numbered, never changes).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct StatementFinalized {
-    pub host_tenant_id: Uuid,
-    pub statement_id: Uuid,
+    pub host_tenant_id: TenantId,
+    pub statement_id: StatementId,
     pub number: i64,
     /// What the host's machines earned in the period, net of fees and credits.
     pub earnings: Decimal,
@@ -653,7 +654,7 @@ pub const HOST_VERIFICATION: &str = "catalog.host.verification";
 /// `suspended`, with the reason), announced in the same transaction.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct HostVerification {
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
     pub verification: String,
     pub reason: String,
     pub at: DateTime<Utc>,

@@ -4,10 +4,10 @@
 //! the GPU supply, quota the tenants' use of their limits. The gateway only
 //! puts the answers side by side.
 
+use crate::ids::TenantId;
 use chrono::{DateTime, Utc};
 use rust_decimal::Decimal;
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 use crate::api::SeriesBucket;
 
@@ -62,7 +62,7 @@ pub struct MarketVolume {
 /// low-runway threshold.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct CreditRisk {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub balance: Decimal,
     /// The burn and runway of the low-runway warning in force, if any (as
     /// billing measured them when it raised the warning).
@@ -134,7 +134,7 @@ pub struct QuotaPressureDimension {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct QuotaPressureTenant {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub tenant_name: String,
     /// Highest share first.
     pub dimensions: Vec<QuotaPressureDimension>,
@@ -150,11 +150,11 @@ pub struct QuotaPressure {
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct TenantNamesRequest {
-    pub tenant_ids: Vec<Uuid>,
+    pub tenant_ids: Vec<TenantId>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct TenantName {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub name: String,
 }

@@ -2,9 +2,9 @@
 //! hosts can subscribe to, and the bodies of the service's internal API.
 //! The payload schema of each type is in `api-specs/webhooks.yaml`.
 
+use crate::ids::{DeliveryId, TenantId, WebhookEndpointId};
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
 /// Every event type a webhook endpoint can receive.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -200,8 +200,8 @@ pub struct UpdateEndpointRequest {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Endpoint {
-    pub id: Uuid,
-    pub tenant_id: Uuid,
+    pub id: WebhookEndpointId,
+    pub tenant_id: TenantId,
     pub url: String,
     pub description: String,
     pub event_types: Vec<String>,
@@ -241,10 +241,10 @@ pub struct Attempt {
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct Delivery {
-    pub id: Uuid,
+    pub id: DeliveryId,
     /// The `webhook-id` header of every attempt.
     pub webhook_id: String,
-    pub endpoint_id: Uuid,
+    pub endpoint_id: WebhookEndpointId,
     pub event_type: String,
     /// `pending`, `delivered` or `failed`.
     pub status: String,
@@ -261,7 +261,7 @@ pub struct Delivery {
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
 pub struct DeliveriesQuery {
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub endpoint_id: Option<Uuid>,
+    pub endpoint_id: Option<WebhookEndpointId>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<i64>,
 }
