@@ -10,6 +10,7 @@
 //! Flags: `--events N` per level (default 100000), `--batch N` (default
 //! 500, the consumer's `GPUMARKET_BATCH_MAX`), `--renters N` (default 1000).
 
+use contracts::ids::{InstanceId, TenantId};
 use std::io::Write;
 use std::time::Instant;
 
@@ -53,9 +54,9 @@ fn usage_events(n: usize, tenants: &[Uuid], host: Uuid) -> anyhow::Result<Vec<En
             let seconds = 1 + (i as i64 * 7919) % 3600;
             let usage = UsageRecorded {
                 interval_id: Uuid::now_v7(),
-                instance_id: Uuid::now_v7(),
-                tenant_id: tenant,
-                host_tenant_id: host,
+                instance_id: InstanceId(Uuid::now_v7()),
+                tenant_id: TenantId(tenant),
+                host_tenant_id: TenantId(host),
                 meter: contracts::states::Meter::Gpu,
                 started_at: now - chrono::Duration::seconds(seconds),
                 ended_at: now,
@@ -69,7 +70,7 @@ fn usage_events(n: usize, tenants: &[Uuid], host: Uuid) -> anyhow::Result<Vec<En
             Envelope::new(
                 contracts::events::kinds::USAGE_RECORDED,
                 now,
-                Some(tenant),
+                Some(TenantId(tenant)),
                 None,
                 &contracts::events::MeteredUsage::from(usage),
             )

@@ -3,6 +3,7 @@
 //! as the `simulated` driver would. The adapter lives here, in the binary
 //! that runs both, so that no worker crate depends on another (issue 19).
 
+use contracts::ids::InstanceId;
 use std::future::Future;
 use std::pin::Pin;
 
@@ -58,7 +59,7 @@ impl host_agent::Executor for SimulatedAgent {
                     .into_iter()
                     .map(
                         |(instance_id, tx_bytes, rx_bytes)| contracts::agent::InstanceCounters {
-                            instance_id,
+                            instance_id: InstanceId(instance_id),
                             tx_bytes,
                             rx_bytes,
                             workspace_bytes: None,

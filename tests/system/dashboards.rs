@@ -6,6 +6,7 @@
 //! earnings postings, the balance history's running balance ends at the
 //! balance, and bad input is refused with a code.
 
+use contracts::ids::TenantId;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -66,7 +67,8 @@ fn apply(
     tenant: Uuid,
     payload: &impl serde::Serialize,
 ) {
-    let envelope = Envelope::named(kind, at, Some(tenant), None, payload).expect("envelope");
+    let envelope =
+        Envelope::named(kind, at, Some(TenantId(tenant)), None, payload).expect("envelope");
     let settings = billing::Settings::from_config(&env.config).expect("settings");
     env.conn()
         .transaction::<_, diesel::result::Error, _>(|c| {
@@ -187,8 +189,8 @@ async fn dashboard_series_and_earnings_add_up_to_the_ledger_exactly() {
     let segment = |offset: i64, seconds: i64, start: &str, end: &str| UsageRecorded {
         interval_id: interval,
         instance_id: a.parse().unwrap(),
-        tenant_id,
-        host_tenant_id: host_id,
+        tenant_id: TenantId(tenant_id),
+        host_tenant_id: TenantId(host_id),
         meter: contracts::states::Meter::Gpu,
         started_at: at(start),
         ended_at: at(end),
@@ -214,8 +216,8 @@ async fn dashboard_series_and_earnings_add_up_to_the_ledger_exactly() {
     let now = Utc::now();
     let down = InstanceDowntime {
         instance_id: a.parse().unwrap(),
-        tenant_id,
-        host_tenant_id: host_id,
+        tenant_id: TenantId(tenant_id),
+        host_tenant_id: TenantId(host_id),
         machine_id: machine_a.parse().unwrap(),
         run_seq: 99,
         down_from: now - chrono::Duration::seconds(120),

@@ -3,6 +3,7 @@
 //! and GPUs they held (orders within the deadline are left alone), and a
 //! stop interrupted half-way is finished.
 
+use contracts::ids::{MachineId, OrderId, TenantId};
 use std::time::Duration;
 
 use contracts::api::{AllocateRequest, QuotaReservation, RentalType, ReserveQuotaRequest};
@@ -56,8 +57,8 @@ async fn abandoned_order(
             contracts::endpoints::quota::RESERVE,
             (),
             &ReserveQuotaRequest {
-                order_id: order,
-                tenant_id: tenant,
+                order_id: OrderId(order),
+                tenant_id: TenantId(tenant),
                 gpu_count: 2,
                 gpu_model: "RTX 4090".into(),
                 hourly_rate: Decimal::ONE,
@@ -73,9 +74,9 @@ async fn abandoned_order(
             endpoints::catalog::ALLOCATE,
             (),
             &AllocateRequest {
-                order_id: order,
-                tenant_id: tenant,
-                machine_id: machine,
+                order_id: OrderId(order),
+                tenant_id: TenantId(tenant),
+                machine_id: MachineId(machine),
                 gpu_count: 2,
                 rental_type: RentalType::OnDemand,
                 bid_per_gpu_hour: None,

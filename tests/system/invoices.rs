@@ -5,6 +5,7 @@
 //! cannot be edited; the FOCUS export adds up to the invoice; another tenant
 //! sees none of it.
 
+use contracts::ids::{InstanceId, TenantId};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -221,7 +222,7 @@ async fn usage_is_invoiced_once_rounded_numbered_without_gaps_and_exported_in_fo
         interval_id: Uuid::now_v7(),
         instance_id: id.parse().expect("uuid"),
         tenant_id: tenant.parse().expect("uuid"),
-        host_tenant_id: host,
+        host_tenant_id: TenantId(host),
         meter: contracts::states::Meter::Gpu,
         started_at: end1 - chrono::Duration::seconds(10),
         ended_at: end1 - chrono::Duration::seconds(8),
@@ -532,9 +533,9 @@ async fn racing_finalizations_number_without_gaps_and_assign_each_posting_once()
     for i in 0..6i64 {
         let usage = UsageRecorded {
             interval_id: Uuid::now_v7(),
-            instance_id: instances[(i % 2) as usize],
-            tenant_id: tenant,
-            host_tenant_id: host,
+            instance_id: InstanceId(instances[(i % 2) as usize]),
+            tenant_id: TenantId(tenant),
+            host_tenant_id: TenantId(host),
             meter: contracts::states::Meter::Gpu,
             started_at: Utc::now(),
             ended_at: Utc::now(),
@@ -548,7 +549,7 @@ async fn racing_finalizations_number_without_gaps_and_assign_each_posting_once()
         let envelope = Envelope::new(
             contracts::events::kinds::USAGE_RECORDED,
             usage.ended_at,
-            Some(tenant),
+            Some(TenantId(tenant)),
             None,
             &contracts::events::MeteredUsage::from(usage.clone()),
         )
@@ -582,7 +583,11 @@ async fn racing_finalizations_number_without_gaps_and_assign_each_posting_once()
         match result {
             Ok(Some(invoice)) => {
                 let id = invoice.id.expect("stored");
-                assert_eq!(*by_end.entry(i).or_insert(id), id, "one invoice per end");
+                assert_eq!(
+                    *by_end.entry(i).or_insert(id.into()),
+                    id,
+                    "one invoice per end"
+                );
             }
             Ok(None) => panic!("end {i} had usage to invoice"),
             Err(billing::Error::Conflict(_)) => {}
@@ -673,9 +678,9 @@ async fn a_credit_that_covers_an_overdraft_pays_the_open_invoices() {
     let start = Utc::now() - chrono::Duration::hours(2);
     let usage = UsageRecorded {
         interval_id: Uuid::now_v7(),
-        instance_id: Uuid::now_v7(),
-        tenant_id,
-        host_tenant_id: Uuid::now_v7(),
+        instance_id: InstanceId(Uuid::now_v7()),
+        tenant_id: TenantId(tenant_id),
+        host_tenant_id: TenantId(Uuid::now_v7()),
         meter: contracts::states::Meter::Gpu,
         started_at: start,
         ended_at: start + chrono::Duration::hours(1),
@@ -689,7 +694,7 @@ async fn a_credit_that_covers_an_overdraft_pays_the_open_invoices() {
     let envelope = Envelope::new(
         contracts::events::kinds::USAGE_RECORDED,
         usage.ended_at,
-        Some(tenant_id),
+        Some(TenantId(tenant_id)),
         None,
         &contracts::events::MeteredUsage::from(usage.clone()),
     )

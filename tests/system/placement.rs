@@ -6,6 +6,7 @@
 
 use contracts::api::{AllocateRequest, RentalType};
 use contracts::endpoints;
+use contracts::ids::OrderId;
 use gpumarket::client::{Client, GraphQlError};
 use gpumarket::dev::Parts;
 use rust_decimal::Decimal;
@@ -214,7 +215,7 @@ async fn the_price_is_checked_when_the_gpus_are_allocated() {
             endpoints::catalog::ALLOCATE,
             (),
             &AllocateRequest {
-                order_id: uuid::Uuid::now_v7(),
+                order_id: OrderId(uuid::Uuid::now_v7()),
                 tenant_id: tenant.parse().expect("tenant id"),
                 machine_id: offer.parse().expect("offer id"),
                 gpu_count: 1,

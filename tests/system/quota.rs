@@ -4,6 +4,7 @@
 //! borrow up to their limit and never past the tenant, and usage returns to
 //! zero when instances end.
 
+use contracts::ids::OrderId;
 use std::time::Duration;
 
 use chrono::{DateTime, Datelike, TimeZone, Utc};
@@ -590,7 +591,7 @@ async fn race_holds(db: &platform::Db, limits: QuotaLimits, racers: usize) -> (i
     quota::set_quota(
         db,
         "USD".into(),
-        tenant,
+        tenant.into(),
         SetTenantQuotaRequest {
             max_gpus: None,
             limits: Some(limits),
@@ -607,7 +608,7 @@ async fn race_holds(db: &platform::Db, limits: QuotaLimits, racers: usize) -> (i
                     &db,
                     "USD".into(),
                     ReserveQuotaRequest {
-                        order_id: uuid::Uuid::now_v7(),
+                        order_id: OrderId(uuid::Uuid::now_v7()),
                         tenant_id: tenant,
                         gpu_count: 1,
                         gpu_model: model.into(),

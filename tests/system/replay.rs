@@ -5,6 +5,7 @@
 
 use chrono::{Duration as ChronoDuration, TimeZone, Utc};
 use contracts::events::{InstanceRunning, InstanceStopped, USAGE_RECORDED};
+use contracts::ids::{InstanceId, MachineId, TenantId};
 use contracts::{Envelope, money};
 use diesel::{Connection, PgConnection, RunQueryDsl};
 use rand::seq::SliceRandom;
@@ -69,10 +70,10 @@ async fn duplicated_and_reordered_events_bill_each_second_once() {
                 + ChronoDuration::microseconds(rng.gen_range(0..10_000_000_000));
             let t1 = t0 + ChronoDuration::microseconds(rng.gen_range(0..100_000_000_000));
             let running = InstanceRunning {
-                instance_id: instance,
-                tenant_id: renter,
-                host_tenant_id: host,
-                machine_id: Uuid::now_v7(),
+                instance_id: InstanceId(instance),
+                tenant_id: TenantId(renter),
+                host_tenant_id: TenantId(host),
+                machine_id: MachineId(Uuid::now_v7()),
                 gpu_model: "RTX_4090".into(),
                 gpu_count: gpus,
                 rental_type: contracts::api::RentalType::OnDemand,
@@ -82,8 +83,8 @@ async fn duplicated_and_reordered_events_bill_each_second_once() {
                 running_at: t0,
             };
             let stopped = InstanceStopped {
-                instance_id: instance,
-                tenant_id: renter,
+                instance_id: InstanceId(instance),
+                tenant_id: TenantId(renter),
                 run_seq: 1,
                 stopped_at: t1,
                 reason: "stop requested".into(),
@@ -93,7 +94,7 @@ async fn duplicated_and_reordered_events_bill_each_second_once() {
             let r = Envelope::new(
                 contracts::events::kinds::INSTANCE_RUNNING,
                 t0,
-                Some(renter),
+                Some(TenantId(renter)),
                 None,
                 &running,
             )
@@ -101,7 +102,7 @@ async fn duplicated_and_reordered_events_bill_each_second_once() {
             let s = Envelope::new(
                 contracts::events::kinds::INSTANCE_STOPPED,
                 t1,
-                Some(renter),
+                Some(TenantId(renter)),
                 None,
                 &stopped,
             )
@@ -228,10 +229,10 @@ async fn every_event_twice_and_shuffled_gives_the_same_invoice() {
                 [(in_order, ids.0, &mut once), (shuffled, ids.1, &mut twice)]
             {
                 let running = InstanceRunning {
-                    instance_id: instance,
-                    tenant_id: tenant,
-                    host_tenant_id: host,
-                    machine_id: Uuid::nil(),
+                    instance_id: InstanceId(instance),
+                    tenant_id: TenantId(tenant),
+                    host_tenant_id: TenantId(host),
+                    machine_id: MachineId(Uuid::nil()),
                     gpu_model: "H100_SXM".into(),
                     gpu_count: gpus,
                     rental_type: contracts::api::RentalType::OnDemand,
@@ -241,8 +242,8 @@ async fn every_event_twice_and_shuffled_gives_the_same_invoice() {
                     running_at: t0,
                 };
                 let stopped = InstanceStopped {
-                    instance_id: instance,
-                    tenant_id: tenant,
+                    instance_id: InstanceId(instance),
+                    tenant_id: TenantId(tenant),
                     run_seq: 1,
                     stopped_at: t1,
                     reason: "stop requested".into(),
@@ -251,7 +252,7 @@ async fn every_event_twice_and_shuffled_gives_the_same_invoice() {
                     Envelope::new(
                         contracts::events::kinds::INSTANCE_RUNNING,
                         t0,
-                        Some(tenant),
+                        Some(TenantId(tenant)),
                         None,
                         &running,
                     )
@@ -261,7 +262,7 @@ async fn every_event_twice_and_shuffled_gives_the_same_invoice() {
                     Envelope::new(
                         contracts::events::kinds::INSTANCE_STOPPED,
                         t1,
-                        Some(tenant),
+                        Some(TenantId(tenant)),
                         None,
                         &stopped,
                     )
@@ -329,7 +330,7 @@ async fn every_event_twice_and_shuffled_gives_the_same_invoice() {
                 .iter()
                 .map(|l| {
                     (
-                        index(l.instance_id),
+                        index(l.instance_id.into()),
                         l.meter.clone(),
                         l.quantity,
                         l.unit.clone(),

@@ -13,6 +13,7 @@
 //! A failing seed is printed; `GPUMARKET_SIM_SEED=n` replays just that seed
 //! and `GPUMARKET_SIM_SEEDS=n` runs more (default 40).
 
+use contracts::ids::{InstanceId, MachineId, TenantId};
 use std::collections::HashMap;
 
 use chrono::{DateTime, Duration as ChronoDuration, TimeZone, Utc};
@@ -161,10 +162,10 @@ fn simulate(env: &TestEnv, db: &platform::Db, rt: &tokio::runtime::Handle, seed:
     let mut lifecycle: Vec<(DateTime<Utc>, Envelope)> = Vec::new();
     for run in &runs {
         let running = InstanceRunning {
-            instance_id: run.instance,
-            tenant_id: renter,
-            host_tenant_id: host,
-            machine_id: Uuid::now_v7(),
+            instance_id: InstanceId(run.instance),
+            tenant_id: TenantId(renter),
+            host_tenant_id: TenantId(host),
+            machine_id: MachineId(Uuid::now_v7()),
             gpu_model: "RTX_4090".into(),
             gpu_count: 1,
             rental_type: contracts::api::RentalType::OnDemand,
@@ -174,8 +175,8 @@ fn simulate(env: &TestEnv, db: &platform::Db, rt: &tokio::runtime::Handle, seed:
             running_at: run.t0,
         };
         let stopped = InstanceStopped {
-            instance_id: run.instance,
-            tenant_id: renter,
+            instance_id: InstanceId(run.instance),
+            tenant_id: TenantId(renter),
             run_seq: 1,
             stopped_at: run.t1,
             reason: "stop requested".into(),
@@ -185,7 +186,7 @@ fn simulate(env: &TestEnv, db: &platform::Db, rt: &tokio::runtime::Handle, seed:
             Envelope::new(
                 contracts::events::kinds::INSTANCE_RUNNING,
                 run.t0,
-                Some(renter),
+                Some(TenantId(renter)),
                 None,
                 &running,
             )
@@ -196,7 +197,7 @@ fn simulate(env: &TestEnv, db: &platform::Db, rt: &tokio::runtime::Handle, seed:
             Envelope::new(
                 contracts::events::kinds::INSTANCE_STOPPED,
                 run.t1,
-                Some(renter),
+                Some(TenantId(renter)),
                 None,
                 &stopped,
             )

@@ -3,6 +3,7 @@
 //! at most), and a low runway is announced on the broker once per crossing,
 //! clearing after a top-up.
 
+use contracts::ids::{InstanceId, TenantId};
 use std::time::Duration;
 
 use contracts::money;
@@ -264,9 +265,9 @@ async fn the_charge_that_reaches_the_cap_announces_it_once() {
     let segment = |offset: i64, seconds: i64| {
         let usage = UsageRecorded {
             interval_id: interval,
-            instance_id: Uuid::nil(),
-            tenant_id: tenant,
-            host_tenant_id: host,
+            instance_id: InstanceId(Uuid::nil()),
+            tenant_id: TenantId(tenant),
+            host_tenant_id: TenantId(host),
             meter: contracts::states::Meter::Gpu,
             started_at: Utc::now(),
             ended_at: Utc::now(),
@@ -280,7 +281,7 @@ async fn the_charge_that_reaches_the_cap_announces_it_once() {
         Envelope::new(
             contracts::events::kinds::USAGE_RECORDED,
             Utc::now(),
-            Some(tenant),
+            Some(TenantId(tenant)),
             None,
             &contracts::events::MeteredUsage::from(usage),
         )

@@ -5,6 +5,7 @@
 //! is delivered. Forged and stale webhooks are refused with 400 and change
 //! nothing.
 
+use contracts::ids::{InstanceId, TenantId};
 use gpumarket::client::Client;
 use gpumarket::dev::Parts;
 use rust_decimal::Decimal;
@@ -506,9 +507,9 @@ async fn a_top_up_that_covers_an_overdraft_pays_the_open_invoice() {
     let start = chrono::Utc::now() - chrono::Duration::hours(3);
     let usage = UsageRecorded {
         interval_id: uuid::Uuid::now_v7(),
-        instance_id: uuid::Uuid::now_v7(),
-        tenant_id,
-        host_tenant_id: uuid::Uuid::now_v7(),
+        instance_id: InstanceId(uuid::Uuid::now_v7()),
+        tenant_id: TenantId(tenant_id),
+        host_tenant_id: TenantId(uuid::Uuid::now_v7()),
         meter: contracts::states::Meter::Gpu,
         started_at: start,
         ended_at: start + chrono::Duration::hours(2),
@@ -522,7 +523,7 @@ async fn a_top_up_that_covers_an_overdraft_pays_the_open_invoice() {
     let envelope = Envelope::new(
         contracts::events::kinds::USAGE_RECORDED,
         usage.ended_at,
-        Some(tenant_id),
+        Some(TenantId(tenant_id)),
         None,
         &contracts::events::MeteredUsage::from(usage.clone()),
     )

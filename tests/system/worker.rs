@@ -9,6 +9,7 @@
 //! is full, and a command sent while the agent was away is carried out when
 //! it is back.
 
+use contracts::ids::{InstanceId, MachineId, OrderId, TenantId};
 use std::time::Duration;
 
 use gpumarket::client::Client;
@@ -798,10 +799,10 @@ async fn racing_binds_on_one_machine_never_share_a_gpu_index() {
     let machine = uuid::Uuid::now_v7();
     let jobs: Vec<contracts::events::ProvisionInstance> = (0..8)
         .map(|_| contracts::events::ProvisionInstance {
-            instance_id: uuid::Uuid::now_v7(),
-            order_id: uuid::Uuid::now_v7(),
-            tenant_id: uuid::Uuid::now_v7(),
-            machine_id: machine,
+            instance_id: InstanceId(uuid::Uuid::now_v7()),
+            order_id: OrderId(uuid::Uuid::now_v7()),
+            tenant_id: TenantId(uuid::Uuid::now_v7()),
+            machine_id: MachineId(machine),
             gpu_count: 1,
             machine_gpu_count: 8,
             image: "nvidia/cuda:12.4.1-runtime-ubuntu22.04".into(),

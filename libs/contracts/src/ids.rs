@@ -48,6 +48,21 @@ macro_rules! id_type {
             }
         }
 
+        // A typed id compares with a raw UUID (a row or a value not typed
+        // yet): comparing cannot confuse two kinds of id the way passing one
+        // can, and passing one still needs the type.
+        impl PartialEq<Uuid> for $name {
+            fn eq(&self, other: &Uuid) -> bool {
+                self.0 == *other
+            }
+        }
+
+        impl PartialEq<$name> for Uuid {
+            fn eq(&self, other: &$name) -> bool {
+                *self == other.0
+            }
+        }
+
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 self.0.fmt(f)

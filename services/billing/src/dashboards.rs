@@ -16,6 +16,7 @@ use contracts::api::{
     self, BalanceHistoryEntry, BalanceHistoryPage, MachineDayEarnings, MachineEarnings,
     SeriesBucket, SeriesGroupBy, UsagePoint, UsageSeries,
 };
+use contracts::ids::{InstanceId, MachineId, TenantId};
 use diesel::prelude::*;
 use diesel::sql_types::{BigInt, Nullable, Numeric, Text, Timestamptz};
 use platform::Db;
@@ -187,7 +188,7 @@ pub async fn balance_history(
                             transaction_id: r.transaction_id,
                             kind: r.kind,
                             description: r.description,
-                            instance_id: r.instance_id,
+                            instance_id: r.instance_id.map(InstanceId),
                             amount: r.amount,
                             balance_after: after_entry,
                             posted_at: r.posted_at,
@@ -195,7 +196,7 @@ pub async fn balance_history(
                     })
                     .collect();
                 Ok::<_, Error>(BalanceHistoryPage {
-                    tenant_id,
+                    tenant_id: TenantId(tenant_id),
                     currency: currency.clone(),
                     balance,
                     end_cursor: entries.last().map(|e| e.entry_id.to_string()),
@@ -294,7 +295,7 @@ pub async fn usage_series(
         })
         .collect();
     Ok(UsageSeries {
-        tenant_id,
+        tenant_id: TenantId(tenant_id),
         bucket: query.bucket,
         group_by: query.group_by,
         from,
@@ -409,7 +410,7 @@ pub async fn machine_earnings(
         .into_iter()
         .map(|r| MachineDayEarnings {
             day: r.day,
-            machine_id: r.machine_id,
+            machine_id: r.machine_id.map(MachineId),
             gpu_model: r.gpu_model,
             seconds: r.seconds,
             gross: r.net + r.fee,
@@ -422,12 +423,12 @@ pub async fn machine_earnings(
     for c in credits {
         match days
             .iter_mut()
-            .find(|d| d.day == c.day && d.machine_id == c.machine_id)
+            .find(|d| d.day == c.day && d.machine_id == c.machine_id.map(MachineId))
         {
             Some(d) => d.downtime_credits += c.credits,
             None => days.push(MachineDayEarnings {
                 day: c.day,
-                machine_id: c.machine_id,
+                machine_id: c.machine_id.map(MachineId),
                 gpu_model: None,
                 seconds: 0,
                 gross: Decimal::ZERO,
@@ -444,7 +445,7 @@ pub async fn machine_earnings(
     // Machines without a known id (usage from before the dimension) last.
     days.sort_by_key(|d| (d.day, d.machine_id.is_none(), d.machine_id));
     Ok(MachineEarnings {
-        host_tenant_id,
+        host_tenant_id: TenantId(host_tenant_id),
         from,
         to,
         currency: settings.currency.clone(),

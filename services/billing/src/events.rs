@@ -1,6 +1,7 @@
 //! Billing's events on the broker, written to its outbox in the transaction
 //! of the change they announce (a relay publishes them).
 
+use contracts::ids::TenantId;
 use contracts::{Envelope, Kind};
 use diesel::pg::PgConnection;
 use serde::Serialize;
@@ -21,7 +22,7 @@ pub fn publish<T: Serialize>(
     let envelope = Envelope::new(
         kind,
         contracts::time::now(),
-        Some(tenant_id),
+        Some(TenantId(tenant_id)),
         correlation_id.or_else(platform::http::current_correlation_id),
         payload,
     )
@@ -44,7 +45,7 @@ pub fn publish_all<T: Serialize>(
             Envelope::new(
                 *kind,
                 now,
-                Some(*tenant_id),
+                Some(TenantId(*tenant_id)),
                 correlation_id.clone(),
                 payload,
             )

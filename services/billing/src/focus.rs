@@ -193,6 +193,7 @@ pub fn billed_cost_sum(csv: &str) -> Option<Decimal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use contracts::ids::{InstanceId, InvoiceId, TenantId};
     use uuid::Uuid;
 
     #[test]
@@ -206,7 +207,7 @@ mod tests {
     fn one_row_per_line_with_minor_unit_costs() {
         let at = DateTime::from_timestamp(1_796_281_800, 0).unwrap_or_default();
         let line = api::InvoiceLine {
-            instance_id: Uuid::nil(),
+            instance_id: InstanceId(Uuid::nil()),
             meter: "gpu".into(),
             quantity: 5400,
             unit: "second".into(),
@@ -219,8 +220,8 @@ mod tests {
             amount: Decimal::new(1_350_000_000, 9),
         };
         let invoice = api::Invoice {
-            id: Some(Uuid::nil()),
-            tenant_id: Uuid::nil(),
+            id: Some(InvoiceId(Uuid::nil())),
+            tenant_id: TenantId(Uuid::nil()),
             number: Some(1),
             status: contracts::states::InvoiceStatus::Paid,
             period_start: at,
@@ -250,7 +251,7 @@ mod tests {
     fn storage_and_bandwidth_rows_are_priced_in_their_own_units() {
         let at = DateTime::from_timestamp(1_796_281_800, 0).unwrap_or_default();
         let line = |meter: &str, quantity: i64, price: Decimal, amount: Decimal| api::InvoiceLine {
-            instance_id: Uuid::nil(),
+            instance_id: InstanceId(Uuid::nil()),
             meter: meter.into(),
             quantity,
             unit: meters::unit(meter).into(),
@@ -263,8 +264,8 @@ mod tests {
             amount,
         };
         let invoice = api::Invoice {
-            id: Some(Uuid::nil()),
-            tenant_id: Uuid::nil(),
+            id: Some(InvoiceId(Uuid::nil())),
+            tenant_id: TenantId(Uuid::nil()),
             number: Some(1),
             status: contracts::states::InvoiceStatus::Paid,
             period_start: at,
@@ -315,8 +316,8 @@ mod tests {
     fn a_credit_note_is_a_negative_credit_row_and_the_costs_net_out() {
         let at = DateTime::from_timestamp(1_796_281_800, 0).unwrap_or_default();
         let mut invoice = api::Invoice {
-            id: Some(Uuid::nil()),
-            tenant_id: Uuid::nil(),
+            id: Some(InvoiceId(Uuid::nil())),
+            tenant_id: TenantId(Uuid::nil()),
             number: Some(1),
             status: contracts::states::InvoiceStatus::Paid,
             period_start: at,
@@ -335,8 +336,8 @@ mod tests {
         };
         invoice.credit_notes.push(api::CreditNote {
             id: Uuid::nil(),
-            tenant_id: Uuid::nil(),
-            invoice_id: Uuid::nil(),
+            tenant_id: TenantId(Uuid::nil()),
+            invoice_id: InvoiceId(Uuid::nil()),
             number: 1,
             amount: Decimal::new(10, 2),
             currency: "USD".into(),

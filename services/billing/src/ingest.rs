@@ -25,6 +25,7 @@
 //! A batch of one is exactly the old per-event path; every caller (the
 //! consumer, the tests, the simulation) goes through here.
 
+use contracts::ids::{MachineId, TenantId};
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use chrono::{DateTime, Utc};
@@ -173,7 +174,7 @@ pub fn apply_batch(
     let charges: Vec<crate::spend::Charge> = segments
         .iter()
         .map(|s| crate::spend::Charge {
-            tenant_id: s.usage.tenant_id,
+            tenant_id: s.usage.tenant_id.into(),
             amount: s.amount,
             usage_at: s.usage.started_at,
             correlation_id: s.correlation_id.clone(),
@@ -226,8 +227,8 @@ fn insert_postings(
         .map(|s| Row {
             id: &s.posting_id,
             kind: "usage",
-            tenant: s.usage.tenant_id,
-            instance: s.usage.instance_id,
+            tenant: s.usage.tenant_id.into(),
+            instance: s.usage.instance_id.into(),
             fee_rate: Some(settings.fee_rate),
             description: &s.description,
         })
@@ -292,7 +293,7 @@ impl Accounts {
         }
         let owners = segments
             .iter()
-            .map(|s| (s.usage.tenant_id, s.usage.host_tenant_id))
+            .map(|s| (s.usage.tenant_id.0, s.usage.host_tenant_id.0))
             .chain(credits.iter().map(|c| (c.tenant_id, c.host_tenant_id)));
         for (renter, host) in owners {
             wanted.push((AccountKind::RenterBalance, Some(renter)));
@@ -390,8 +391,11 @@ fn insert_legs(
     if !segments.is_empty() {
         let fee = accounts.id(AccountKind::PlatformFee, None)?;
         for s in segments {
-            let renter = accounts.id(AccountKind::RenterBalance, Some(s.usage.tenant_id))?;
-            let host = accounts.id(AccountKind::HostEarnings, Some(s.usage.host_tenant_id))?;
+            let renter = accounts.id(AccountKind::RenterBalance, Some(s.usage.tenant_id.into()))?;
+            let host = accounts.id(
+                AccountKind::HostEarnings,
+                Some(s.usage.host_tenant_id.into()),
+            )?;
             legs.push((&s.posting_id, renter, -s.amount));
             legs.push((&s.posting_id, host, s.host_share));
             legs.push((&s.posting_id, fee, s.fee));
@@ -432,7 +436,10 @@ fn insert_details(conn: &mut PgConnection, segments: &[Segment]) -> Result<(), H
     let prices: Vec<Decimal> = segments.iter().map(|s| s.usage.price_per_hour).collect();
     let started: Vec<DateTime<Utc>> = segments.iter().map(|s| s.usage.started_at).collect();
     let ended: Vec<DateTime<Utc>> = segments.iter().map(|s| s.usage.ended_at).collect();
-    let machines: Vec<Option<Uuid>> = segments.iter().map(|s| s.usage.machine_id).collect();
+    let machines: Vec<Option<Uuid>> = segments
+        .iter()
+        .map(|s| s.usage.machine_id.map(MachineId::into_uuid))
+        .collect();
     let models: Vec<Option<&str>> = segments
         .iter()
         .map(|s| s.usage.gpu_model.as_deref())
@@ -456,8 +463,8 @@ fn insert_details(conn: &mut PgConnection, segments: &[Segment]) -> Result<(), H
     .bind::<Array<Numeric>, _>(&prices)
     .bind::<Array<Timestamptz>, _>(&started)
     .bind::<Array<Timestamptz>, _>(&ended)
-    .bind::<Array<SqlUuid>, _>(col(&|s| s.usage.tenant_id))
-    .bind::<Array<SqlUuid>, _>(col(&|s| s.usage.host_tenant_id))
+    .bind::<Array<SqlUuid>, _>(col(&|s| s.usage.tenant_id.into()))
+    .bind::<Array<SqlUuid>, _>(col(&|s| s.usage.host_tenant_id.into()))
     .bind::<Array<Nullable<SqlUuid>>, _>(&machines)
     .bind::<Array<Nullable<Text>>, _>(&models)
     .bind::<Array<Text>, _>(&units)
@@ -485,7 +492,7 @@ fn announce_exhausted(
     for s in segments.iter().filter(|s| s.amount > Decimal::ZERO) {
         match charged.iter_mut().find(|(t, _)| *t == s.usage.tenant_id) {
             Some(entry) => entry.1.clone_from(&s.correlation_id),
-            None => charged.push((s.usage.tenant_id, s.correlation_id.clone())),
+            None => charged.push((s.usage.tenant_id.into(), s.correlation_id.clone())),
         }
     }
     let mut exhausted: Vec<(Uuid, Decimal, Option<String>)> = Vec::new();
@@ -511,7 +518,7 @@ fn announce_exhausted(
     let sequences = platform::sequence::next_many(conn, crate::SCHEMA, &resources)?;
     for ((tenant_id, balance, correlation_id), sequence) in exhausted.into_iter().zip(sequences) {
         let exhausted = BalanceExhausted {
-            tenant_id,
+            tenant_id: TenantId(tenant_id),
             balance,
             currency: settings.currency.clone(),
             at: contracts::time::now(),
@@ -520,7 +527,7 @@ fn announce_exhausted(
         let envelope = Envelope::new(
             contracts::events::kinds::BALANCE_EXHAUSTED,
             exhausted.at,
-            Some(tenant_id),
+            Some(TenantId(tenant_id)),
             correlation_id,
             &exhausted,
         )

@@ -11,6 +11,7 @@
 //! Finalized invoices are numbered per tenant without gaps and never change
 //! but for their status (the database refuses the rest).
 
+use contracts::ids::{InstanceId, InvoiceId, TenantId};
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, Datelike, Days, Months, NaiveTime, SubsecRound, TimeZone, Utc};
@@ -150,7 +151,7 @@ pub fn draft(postings: &[UsagePosting], period_start: DateTime<Utc>, currency: &
         exact_total += exact;
         lines.push((
             api::InvoiceLine {
-                instance_id,
+                instance_id: InstanceId(instance_id),
                 meter,
                 quantity: members.iter().map(|p| p.seconds).sum(),
                 unit: unit.to_owned(),
@@ -287,8 +288,8 @@ impl From<CreditNoteRow> for api::CreditNote {
         let amount = minor(c.amount, &c.currency);
         Self {
             id: c.id,
-            tenant_id: c.tenant_id,
-            invoice_id: c.invoice_id,
+            tenant_id: TenantId(c.tenant_id),
+            invoice_id: InvoiceId(c.invoice_id),
             number: c.number,
             amount,
             currency: c.currency,
@@ -318,7 +319,7 @@ struct LineRow {
 impl From<LineRow> for api::InvoiceLine {
     fn from(l: LineRow) -> Self {
         Self {
-            instance_id: l.instance_id,
+            instance_id: InstanceId(l.instance_id),
             meter: l.meter,
             quantity: l.quantity,
             unit: l.unit,
@@ -363,8 +364,8 @@ fn with_lines(conn: &mut PgConnection, rows: Vec<InvoiceRow>) -> QueryResult<Vec
             let my_notes = notes.remove(&r.id).unwrap_or_default();
             let currency = r.currency.clone();
             api::Invoice {
-                id: Some(r.id),
-                tenant_id: r.tenant_id,
+                id: Some(InvoiceId(r.id)),
+                tenant_id: TenantId(r.tenant_id),
                 number: Some(r.number),
                 status: r.status,
                 period_start: r.period_start,
@@ -504,8 +505,8 @@ struct Finalized {
 impl Finalized {
     fn event(&self, currency: &str) -> InvoiceChanged {
         InvoiceChanged {
-            tenant_id: self.tenant_id,
-            invoice_id: self.id,
+            tenant_id: TenantId(self.tenant_id),
+            invoice_id: InvoiceId(self.id),
             number: self.number,
             total: self.total,
             currency: currency.to_owned(),
@@ -540,7 +541,7 @@ fn announce(
     }
     let resources: Vec<String> = events
         .iter()
-        .map(|(_, _, e)| contracts::events::resource::invoice(e.invoice_id))
+        .map(|(_, _, e)| contracts::events::resource::invoice(e.invoice_id.into()))
         .collect();
     let sequences = platform::sequence::next_many(conn, crate::SCHEMA, &resources)?;
     for ((_, _, event), sequence) in events.iter_mut().zip(sequences) {
@@ -977,7 +978,7 @@ pub async fn run_invoices(
         .unwrap_or_else(|| period.start_of(Utc::now()))
         .trunc_subsecs(6);
     if let Some(tenant_id) = req.tenant_id {
-        let invoice = finalize_period(db, settings, period, tenant_id, period_end).await?;
+        let invoice = finalize_period(db, settings, period, tenant_id.into(), period_end).await?;
         return Ok(api::RunInvoicesResult {
             period_end,
             invoices: invoice.into_iter().collect(),
@@ -1068,7 +1069,7 @@ pub async fn preview(
         let drafted = draft(&postings, period_start, &currency);
         Ok(api::Invoice {
             id: None,
-            tenant_id,
+            tenant_id: TenantId(tenant_id),
             number: None,
             status: InvoiceStatus::Draft,
             period_start,
@@ -1313,7 +1314,7 @@ pub async fn void(
                 conn,
                 &settings,
                 &api::CreditNoteRequest {
-                    invoice_id: id,
+                    invoice_id: InvoiceId(id),
                     amount: rest,
                     reason: format!("void: {reason}"),
                     idempotency_key: format!("void:{id}"),
@@ -1487,8 +1488,8 @@ mod tests {
             prop_assert_eq!(d.total - d.rounding, ledger);
 
             let invoice = api::Invoice {
-                id: Some(Uuid::nil()),
-                tenant_id: Uuid::nil(),
+                id: Some(InvoiceId(Uuid::nil())),
+                tenant_id: TenantId(Uuid::nil()),
                 number: Some(1),
                 status: InvoiceStatus::Paid,
                 period_start: at(period_start),

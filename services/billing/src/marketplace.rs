@@ -14,6 +14,7 @@
 use actix_web::web;
 use chrono::{DateTime, Duration, Utc};
 use contracts::api::SeriesBucket;
+use contracts::ids::TenantId;
 use contracts::operator::{
     CreditRisk, CreditRisks, MAX_LISTED_TENANTS, MarketVolume, MarketVolumePoint, MarketVolumeQuery,
 };
@@ -206,7 +207,7 @@ pub async fn credit_risks(db: &Db, settings: &Settings) -> Result<CreditRisks, E
         tenants: rows
             .into_iter()
             .map(|r| CreditRisk {
-                tenant_id: r.tenant_id,
+                tenant_id: TenantId(r.tenant_id),
                 balance: r.balance,
                 burn_per_hour: r.burn_per_hour,
                 runway_seconds: r.runway_seconds,

@@ -13,6 +13,7 @@
 //! payout's). A transfer Stripe refuses leaves the earnings untouched and the
 //! payout `failed` with Stripe's reason.
 
+use contracts::ids::TenantId;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,7 +90,7 @@ struct AccountRow {
 impl From<AccountRow> for api::PayoutAccount {
     fn from(a: AccountRow) -> Self {
         Self {
-            host_tenant_id: a.host_tenant_id,
+            host_tenant_id: TenantId(a.host_tenant_id),
             stripe_account_id: a.stripe_account_id,
             country: a.country,
             email: a.email,
@@ -122,7 +123,7 @@ impl From<PayoutRow> for api::Payout {
     fn from(p: PayoutRow) -> Self {
         Self {
             id: p.id,
-            host_tenant_id: p.host_tenant_id,
+            host_tenant_id: TenantId(p.host_tenant_id),
             stripe_account_id: p.stripe_account_id,
             amount: minor_units::from_minor(p.amount_minor, &p.currency),
             currency: p.currency,
@@ -192,12 +193,14 @@ pub async fn create_account(
     };
     let host = req.host_tenant_id;
     if let Some(row) = db
-        .run(move |conn| Ok::<_, Error>(find_account(conn, host)?))
+        .run(move |conn| Ok::<_, Error>(find_account(conn, host.into())?))
         .await?
     {
         return Ok(row.into());
     }
-    let view = api.create_account(host, &country, email.as_deref()).await?;
+    let view = api
+        .create_account(host.into(), &country, email.as_deref())
+        .await?;
     let row = db
         .run(move |conn| {
             diesel::insert_into(payout_accounts::table)
@@ -212,7 +215,7 @@ pub async fn create_account(
                 ))
                 .on_conflict_do_nothing()
                 .execute(conn)?;
-            find_account(conn, host)?
+            find_account(conn, host.into())?
                 .ok_or_else(|| Error::NotFound("the host has no payout account".into()))
         })
         .await?;
@@ -464,7 +467,7 @@ fn announce(conn: &mut PgConnection, settings: &Settings, row: &PayoutRow) -> Re
         contracts::events::kinds::PAYOUT_FAILED
     };
     let event = contracts::events::PayoutSettled {
-        host_tenant_id: row.host_tenant_id,
+        host_tenant_id: TenantId(row.host_tenant_id),
         payout_id: row.id,
         amount: row.amount,
         currency: row.currency.clone(),
@@ -542,7 +545,7 @@ pub async fn pay_host(
     let (row, resumed) = match intent {
         Intent::Skip(reason) => {
             return Ok(api::PayoutOutcome {
-                host_tenant_id: host,
+                host_tenant_id: TenantId(host),
                 outcome: "skipped".into(),
                 available,
                 payout: None,
@@ -600,7 +603,7 @@ pub async fn pay_host(
         }
     };
     Ok(api::PayoutOutcome {
-        host_tenant_id: host,
+        host_tenant_id: TenantId(host),
         outcome: if row.status == PayoutStatus::Pending {
             outcome.to_owned()
         } else {
@@ -622,7 +625,7 @@ pub async fn run_payouts(
     req: api::RunPayoutsRequest,
 ) -> Result<api::RunPayoutsResult, Error> {
     let hosts: Vec<Uuid> = match req.host_tenant_id {
-        Some(h) => vec![h],
+        Some(h) => vec![h.into()],
         None => {
             db.run(|conn| {
                 Ok::<_, Error>(
@@ -643,7 +646,7 @@ pub async fn run_payouts(
             Err(error) if !single => {
                 tracing::error!(host.id = %host, %error, "payout run: host not paid");
                 outcomes.push(api::PayoutOutcome {
-                    host_tenant_id: host,
+                    host_tenant_id: TenantId(host),
                     outcome: "error".into(),
                     available: Decimal::ZERO,
                     payout: None,

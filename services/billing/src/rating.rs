@@ -147,9 +147,9 @@ pub(crate) fn downtime_credit(
     );
     Ok(Some(DowntimeCredit {
         posting_id: format!("downtime:{}:{}", down.instance_id, down.run_seq),
-        tenant_id: down.tenant_id,
-        host_tenant_id: down.host_tenant_id,
-        instance_id: down.instance_id,
+        tenant_id: down.tenant_id.into(),
+        host_tenant_id: down.host_tenant_id.into(),
+        instance_id: down.instance_id.into(),
         amount,
         seconds: down.seconds,
         description,

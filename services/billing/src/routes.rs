@@ -197,7 +197,7 @@ async fn invoice_usage_csv(
     let (tenant_id, invoice_id) = path.into_inner();
     let invoice = invoices::get(&db, tenant_id.into_uuid(), invoice_id.into_uuid()).await?;
     Ok(Reply::ok(UsageExport {
-        invoice_id: invoice_id.into_uuid(),
+        invoice_id: InvoiceId(invoice_id.into_uuid()),
         csv: focus::csv(&invoice),
     }))
 }

@@ -14,12 +14,12 @@
 //!   `GPUMARKET_RUNWAY_WARNING_SECONDS` announces `billing.runway.low` once,
 //!   and the warning re-arms when the runway recovers.
 
+use contracts::ids::TenantId;
 use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Datelike, NaiveDate, Utc};
 use contracts::events::{RunwayLow, SpendCapReached};
-use contracts::ids::TenantId;
 use contracts::{api, endpoints, money};
 use diesel::prelude::*;
 use platform::consumer::HandlerError;
@@ -170,7 +170,7 @@ fn announce_cap(
         return Ok(false);
     }
     let event = SpendCapReached {
-        tenant_id,
+        tenant_id: TenantId(tenant_id),
         month,
         spent,
         monthly_cap: cap,
@@ -350,7 +350,7 @@ pub async fn apply_observed(
                     .execute(conn)?;
                 if raised == 1 {
                     let event = RunwayLow {
-                        tenant_id,
+                        tenant_id: TenantId(tenant_id),
                         balance,
                         currency: settings.currency.clone(),
                         burn_rate_per_hour: observed.burn.per_hour,

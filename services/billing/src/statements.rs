@@ -16,6 +16,7 @@
 //! numbered per host without gaps and never change (the database refuses).
 //! The period is the invoices' (`GPUMARKET_INVOICE_PERIOD`).
 
+use contracts::ids::{MachineId, StatementId, TenantId};
 use std::collections::{BTreeMap, HashMap};
 
 use chrono::{DateTime, SubsecRound, Utc};
@@ -110,7 +111,7 @@ pub fn draft(postings: &[EarningsPosting], period_start: DateTime<Utc>) -> Draft
     }
     for ((earlier, machine_id, meter), members) in groups {
         let mut line = api::StatementLine {
-            machine_id,
+            machine_id: machine_id.map(MachineId),
             gpu_model: members.iter().filter_map(|p| p.gpu_model.clone()).max(),
             meter,
             earlier_period: earlier,
@@ -271,7 +272,7 @@ struct LineRow {
 impl From<LineRow> for api::StatementLine {
     fn from(l: LineRow) -> Self {
         Self {
-            machine_id: l.machine_id,
+            machine_id: l.machine_id.map(MachineId),
             gpu_model: l.gpu_model,
             meter: l.meter,
             earlier_period: l.earlier_period,
@@ -307,8 +308,8 @@ fn with_lines(
         .map(|r| {
             let mine = lines.remove(&r.id).unwrap_or_default();
             api::Statement {
-                id: Some(r.id),
-                host_tenant_id: r.host_tenant_id,
+                id: Some(StatementId(r.id)),
+                host_tenant_id: TenantId(r.host_tenant_id),
                 number: Some(r.number),
                 status: r.status,
                 period_start: r.period_start,
@@ -738,8 +739,8 @@ fn write_statements(
                 contracts::events::kinds::STATEMENT_FINALIZED,
                 f.host_tenant_id,
                 contracts::events::StatementFinalized {
-                    host_tenant_id: f.host_tenant_id,
-                    statement_id: f.id,
+                    host_tenant_id: TenantId(f.host_tenant_id),
+                    statement_id: StatementId(f.id),
                     number: f.number,
                     earnings: f.earnings,
                     currency: settings.currency.clone(),
@@ -785,7 +786,7 @@ pub async fn run_statements(
         .unwrap_or_else(|| period.start_of(Utc::now()))
         .trunc_subsecs(6);
     if let Some(host) = req.host_tenant_id {
-        let statement = finalize_period(db, settings, period, host, period_end).await?;
+        let statement = finalize_period(db, settings, period, host.into(), period_end).await?;
         return Ok(api::RunStatementsResult {
             period_end,
             statements: statement.into_iter().collect(),
@@ -868,7 +869,7 @@ pub async fn preview(
         let opening = last_closing(conn, host_tenant_id)?;
         Ok(api::Statement {
             id: None,
-            host_tenant_id,
+            host_tenant_id: TenantId(host_tenant_id),
             number: None,
             status: StatementStatus::Draft,
             period_start,

@@ -1,6 +1,7 @@
 //! Usage posted one event at a time, credits, and the reads renters and hosts see (balances, funds checks, earnings); rating lives in `rating`.
 
 use chrono::{DateTime, Utc};
+use contracts::ids::{InstanceId, TenantId};
 use contracts::{Envelope, api, money};
 use diesel::prelude::*;
 use platform::Db;
@@ -74,7 +75,7 @@ pub async fn grant_credit(
             let renter = ledger::account(
                 conn,
                 AccountKind::RenterBalance,
-                Some(req.tenant_id),
+                Some(req.tenant_id.into()),
                 &currency,
             )?;
             let clearing = ledger::account(conn, AccountKind::PaymentClearing, None, &currency)?;
@@ -84,7 +85,7 @@ pub async fn grant_credit(
                 &Posting {
                     id: &id,
                     kind: "credit",
-                    tenant_id: Some(req.tenant_id),
+                    tenant_id: Some(req.tenant_id.into()),
                     instance_id: None,
                     fee_rate: None,
                     description: &req.reason,
@@ -109,10 +110,15 @@ pub async fn grant_credit(
                 same_grant(conn)?;
             }
         }
-        crate::invoices::pay_open_invoices(conn, req.tenant_id, &settings)?;
+        crate::invoices::pay_open_invoices(conn, req.tenant_id.into(), &settings)?;
         Ok(api::Balance {
             tenant_id: req.tenant_id,
-            amount: ledger::balance(conn, AccountKind::RenterBalance, req.tenant_id, &currency)?,
+            amount: ledger::balance(
+                conn,
+                AccountKind::RenterBalance,
+                req.tenant_id.into(),
+                &currency,
+            )?,
             currency,
         })
     })
@@ -123,7 +129,7 @@ pub async fn balance(db: &Db, settings: &Settings, tenant_id: Uuid) -> Result<ap
     let currency = settings.currency.clone();
     db.run(move |conn| {
         Ok(api::Balance {
-            tenant_id,
+            tenant_id: TenantId(tenant_id),
             amount: ledger::balance(conn, AccountKind::RenterBalance, tenant_id, &currency)?,
             currency,
         })
@@ -136,7 +142,7 @@ pub async fn funds_check(
     settings: &Settings,
     req: api::FundsCheckRequest,
 ) -> Result<api::Balance, Error> {
-    let balance = balance(db, settings, req.tenant_id).await?;
+    let balance = balance(db, settings, req.tenant_id.into()).await?;
     if balance.amount < req.required {
         return Err(Error::InsufficientFunds(format!(
             "balance {} {} is below the {} {} needed to start this order",
@@ -199,7 +205,7 @@ pub async fn earnings(
             if postings.last().is_none_or(|p| p.transaction_id != txn) {
                 postings.push(api::EarningPosting {
                     transaction_id: txn,
-                    instance_id,
+                    instance_id: instance_id.map(InstanceId),
                     gross: Decimal::ZERO,
                     fee: Decimal::ZERO,
                     net: Decimal::ZERO,
@@ -218,7 +224,7 @@ pub async fn earnings(
             line.gross = line.net + line.fee;
         }
         Ok(api::HostEarnings {
-            host_tenant_id,
+            host_tenant_id: TenantId(host_tenant_id),
             total,
             currency,
             postings,

@@ -7,6 +7,7 @@
 //! deadlock nor lose a cent, nor does an invoice run beside them, and the
 //! ledger refuses TRUNCATE.
 
+use contracts::ids::{InstanceId, MachineId, TenantId};
 use std::sync::{Arc, Barrier};
 
 use billing::invoices::{self, InvoicePeriod};
@@ -28,9 +29,9 @@ fn usage(tenant: Uuid, host: Uuid, interval: Uuid, seconds: i64) -> Envelope {
     let now = Utc::now();
     let usage = UsageRecorded {
         interval_id: interval,
-        instance_id: interval,
-        tenant_id: tenant,
-        host_tenant_id: host,
+        instance_id: InstanceId(interval),
+        tenant_id: TenantId(tenant),
+        host_tenant_id: TenantId(host),
         meter: contracts::states::Meter::Gpu,
         started_at: now - chrono::Duration::seconds(seconds),
         ended_at: now,
@@ -38,13 +39,13 @@ fn usage(tenant: Uuid, host: Uuid, interval: Uuid, seconds: i64) -> Envelope {
         price_per_hour: Decimal::new(137, 2),
         currency: "USD".into(),
         offset_seconds: 0,
-        machine_id: Some(Uuid::from_u128(9)),
+        machine_id: Some(MachineId(Uuid::from_u128(9))),
         gpu_model: Some("RTX 4090".into()),
     };
     Envelope::new(
         contracts::events::kinds::USAGE_RECORDED,
         now,
-        Some(tenant),
+        Some(TenantId(tenant)),
         None,
         &MeteredUsage::from(usage),
     )
@@ -55,10 +56,10 @@ fn usage(tenant: Uuid, host: Uuid, interval: Uuid, seconds: i64) -> Envelope {
 fn downtime(tenant: Uuid, host: Uuid, instance: Uuid, seconds: i64) -> Envelope {
     let now = Utc::now();
     let down = InstanceDowntime {
-        instance_id: instance,
-        tenant_id: tenant,
-        host_tenant_id: host,
-        machine_id: Uuid::from_u128(9),
+        instance_id: InstanceId(instance),
+        tenant_id: TenantId(tenant),
+        host_tenant_id: TenantId(host),
+        machine_id: MachineId(Uuid::from_u128(9)),
         run_seq: 1,
         down_from: now - chrono::Duration::seconds(seconds),
         down_until: now,
@@ -70,7 +71,7 @@ fn downtime(tenant: Uuid, host: Uuid, instance: Uuid, seconds: i64) -> Envelope 
     Envelope::new(
         contracts::events::kinds::INSTANCE_DOWNTIME,
         now,
-        Some(tenant),
+        Some(TenantId(tenant)),
         None,
         &down,
     )

@@ -5,6 +5,7 @@
 //! chunk get their own gap-free numbers, a re-run issues nothing new, and
 //! SQL's half-even rounding is `money::round_to_minor`'s.
 
+use contracts::ids::{InstanceId, MachineId, TenantId};
 use std::time::Duration;
 
 use billing::invoices::{self, InvoicePeriod};
@@ -24,9 +25,9 @@ fn usage(conn: &mut PgConnection, tenant: Uuid, instance: Uuid, seconds: i64, pr
     let now = Utc::now();
     let usage = UsageRecorded {
         interval_id: Uuid::now_v7(),
-        instance_id: instance,
-        tenant_id: tenant,
-        host_tenant_id: Uuid::from_u128(7),
+        instance_id: InstanceId(instance),
+        tenant_id: TenantId(tenant),
+        host_tenant_id: TenantId(Uuid::from_u128(7)),
         meter: contracts::states::Meter::Gpu,
         started_at: now - chrono::Duration::seconds(seconds),
         ended_at: now,
@@ -34,13 +35,13 @@ fn usage(conn: &mut PgConnection, tenant: Uuid, instance: Uuid, seconds: i64, pr
         price_per_hour: price.parse().expect("price"),
         currency: "USD".into(),
         offset_seconds: 0,
-        machine_id: Some(Uuid::from_u128(9)),
+        machine_id: Some(MachineId(Uuid::from_u128(9))),
         gpu_model: Some("RTX 4090".into()),
     };
     let envelope = Envelope::new(
         contracts::events::kinds::USAGE_RECORDED,
         now,
-        Some(tenant),
+        Some(TenantId(tenant)),
         None,
         &contracts::events::MeteredUsage::from(usage),
     )

@@ -315,7 +315,7 @@ pub async fn revoke_route(
 ) -> Result<Reply<AgentTokenRevoked>, Error> {
     let machine_id = path.into_inner().into_uuid();
     let host_tenant_id = body.host_tenant_id;
-    let hash = owned_token_hash(&db, machine_id, host_tenant_id).await?;
+    let hash = owned_token_hash(&db, machine_id, host_tenant_id.into()).await?;
     // The broker first: it is what the token opens. A failure after it
     // leaves the token dead there, and a retry finishes the job.
     access.revoke(machine_id, &hash).await?;
@@ -338,7 +338,7 @@ pub async fn revoke_route(
     .await?;
     tracing::info!(machine.id = %machine_id, "agent token revoked");
     Ok(Reply::ok(AgentTokenRevoked {
-        machine_id,
+        machine_id: MachineId(machine_id),
         revoked: true,
     }))
 }

@@ -13,6 +13,7 @@
 use chrono::{DateTime, Utc};
 use contracts::api::{AllocateRequest, Allocation, RentalType};
 use contracts::events::MachineRental;
+use contracts::ids::{MachineId, OrderId, TenantId};
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
@@ -75,9 +76,9 @@ fn existing(conn: &mut PgConnection, order_id: Uuid) -> QueryResult<Option<Alloc
             (up, down, currency),
             (host_tenant_id, gpu_model, machine_gpu_count),
         )| Allocation {
-            order_id,
-            machine_id,
-            host_tenant_id,
+            order_id: OrderId(order_id),
+            machine_id: MachineId(machine_id),
+            host_tenant_id: TenantId(host_tenant_id),
             gpu_count,
             released: released_at.is_some(),
             preempted: preempted_at.is_some(),
@@ -122,7 +123,7 @@ pub async fn allocate(db: &Db, events: &Events, req: AllocateRequest) -> Result<
             diesel::result::DatabaseErrorKind::UniqueViolation,
             _,
         ))) => db
-            .run(move |conn| existing(conn, order_id).map_err(Error::from))
+            .run(move |conn| existing(conn, order_id.into()).map_err(Error::from))
             .await?
             .ok_or_else(|| Error::Conflict("allocation vanished; retry".into())),
         other => other,
@@ -150,7 +151,7 @@ fn take(
     exchange: &str,
     req: &AllocateRequest,
 ) -> Result<Allocation, Error> {
-    if let Some(found) = existing(conn, req.order_id)? {
+    if let Some(found) = existing(conn, req.order_id.into())? {
         return Ok(found);
     }
     let machine: Option<Locked> = machines::table
@@ -187,7 +188,7 @@ fn take(
     let free = m.gpu_count - m.gpus_allocated;
     let needed = req.gpu_count - free;
     let victims = if needed > 0 {
-        let holdings = preemption::holdings(conn, req.machine_id)?;
+        let holdings = preemption::holdings(conn, req.machine_id.into())?;
         preemption::choose(&holdings, req.rental_type, req.bid_per_gpu_hour, needed).ok_or_else(
             || {
                 Error::InsufficientCapacity(format!(
@@ -203,13 +204,20 @@ fn take(
     let at = contracts::time::now();
     let mut freed = 0;
     for victim in &victims {
-        freed += preemption::preempt(conn, exchange, req.machine_id, victim, req.order_id, at)?;
+        freed += preemption::preempt(
+            conn,
+            exchange,
+            req.machine_id.into(),
+            victim,
+            req.order_id.into(),
+            at,
+        )?;
         announce(
             conn,
             exchange,
             contracts::events::kinds::MACHINE_RELEASED,
             MachineRental {
-                host_tenant_id: m.host_tenant_id,
+                host_tenant_id: TenantId(m.host_tenant_id),
                 machine_id: req.machine_id,
                 allocation_id: victim.order_id,
                 gpu_count: victim.gpu_count,
@@ -252,9 +260,9 @@ fn take(
         exchange,
         contracts::events::kinds::MACHINE_RENTED,
         MachineRental {
-            host_tenant_id: m.host_tenant_id,
+            host_tenant_id: TenantId(m.host_tenant_id),
             machine_id: req.machine_id,
-            allocation_id: req.order_id,
+            allocation_id: req.order_id.into(),
             gpu_count: req.gpu_count,
             preempted: false,
             at,
@@ -264,7 +272,7 @@ fn take(
     Ok(Allocation {
         order_id: req.order_id,
         machine_id: req.machine_id,
-        host_tenant_id: m.host_tenant_id,
+        host_tenant_id: TenantId(m.host_tenant_id),
         gpu_count: req.gpu_count,
         released: false,
         preempted: false,
@@ -363,8 +371,8 @@ pub async fn release(db: &Db, events: &Events, order_id: Uuid) -> Result<(), Err
                 &exchange,
                 contracts::events::kinds::MACHINE_RELEASED,
                 MachineRental {
-                    host_tenant_id,
-                    machine_id,
+                    host_tenant_id: TenantId(host_tenant_id),
+                    machine_id: MachineId(machine_id),
                     allocation_id: order_id,
                     gpu_count,
                     preempted: false,
@@ -388,7 +396,7 @@ fn announce(
     kind: contracts::Kind<MachineRental>,
     mut event: MachineRental,
 ) -> Result<(), Error> {
-    event.sequence = crate::reliability::machine_sequence(conn, event.machine_id)?;
+    event.sequence = crate::reliability::machine_sequence(conn, event.machine_id.into())?;
     let envelope = contracts::Envelope::new(
         kind,
         event.at,

@@ -13,6 +13,7 @@
 //! `sent_at` (clamped to the database clock) and only ever moves
 //! `last_heartbeat_at` forward, so applying one twice changes nothing.
 
+use contracts::ids::{MachineId, TenantId};
 use std::sync::Arc;
 
 use actix_web::web;
@@ -23,7 +24,6 @@ use contracts::events::{
     INSTANCE_DISK_USAGE, INSTANCE_EXITED, INSTANCE_TRAFFIC, InstanceDiskUsage, InstanceExited,
     InstanceTraffic, MAX_EXIT_REASON, MachineLiveness,
 };
-use contracts::ids::MachineId;
 use diesel::pg::PgConnection;
 use diesel::prelude::*;
 use diesel::sql_types::{Jsonb, Nullable, Timestamptz, Uuid as SqlUuid};
@@ -209,7 +209,8 @@ pub async fn handle_report(
         .map_err(|e| permanent(format!("undecodable agent report: {e}")))?;
     match kind {
         Kind::Heartbeat => {
-            let body: Heartbeat = decode(&message, machine_id, |b: &Heartbeat| b.machine_id)?;
+            let body: Heartbeat =
+                decode(&message, machine_id, |b: &Heartbeat| b.machine_id.into())?;
             // The busiest GPU stands for the machine (see `gpu_activity`).
             let busiest = body
                 .gpus
@@ -232,7 +233,8 @@ pub async fn handle_report(
             .await
         }
         Kind::Inventory => {
-            let body: Inventory = decode(&message, machine_id, |b: &Inventory| b.machine_id)?;
+            let body: Inventory =
+                decode(&message, machine_id, |b: &Inventory| b.machine_id.into())?;
             let code = cuda_code(&body.cuda_version).ok_or_else(|| {
                 permanent(format!(
                     "cuda_version {:?} is not major.minor",
@@ -247,7 +249,7 @@ pub async fn handle_report(
                 .await
         }
         Kind::SelfTest => {
-            let body: SelfTest = decode(&message, machine_id, |b: &SelfTest| b.machine_id)?;
+            let body: SelfTest = decode(&message, machine_id, |b: &SelfTest| b.machine_id.into())?;
             db.tx(move |conn| apply_self_test(conn, machine_id, &body, &raw))
                 .await
         }
@@ -273,7 +275,7 @@ fn traffic_of(machine_id: Uuid, body: &Heartbeat) -> Result<Vec<InstanceTraffic>
         .map(|c| {
             Ok(InstanceTraffic {
                 instance_id: c.instance_id,
-                machine_id,
+                machine_id: MachineId(machine_id),
                 boot_id,
                 seq,
                 sent_at: body.sent_at.trunc_subsecs(6),
@@ -298,7 +300,7 @@ fn exits_of(machine_id: Uuid, body: &Heartbeat) -> Vec<InstanceExited> {
         .iter()
         .take(MAX_EXITS_PER_HEARTBEAT)
         .map(|e| InstanceExited {
-            machine_id,
+            machine_id: MachineId(machine_id),
             instance_id: e.instance_id,
             run: e.run,
             exit_code: e.exit_code,
@@ -323,7 +325,7 @@ fn disk_usage_of(machine_id: Uuid, body: &Heartbeat) -> Vec<InstanceDiskUsage> {
         .filter_map(|c| {
             let bytes = i64::try_from(c.workspace_bytes?).ok()?;
             Some(InstanceDiskUsage {
-                machine_id,
+                machine_id: MachineId(machine_id),
                 instance_id: c.instance_id,
                 bytes,
                 measured_at: body.sent_at.trunc_subsecs(6),
@@ -533,8 +535,8 @@ fn apply_heartbeat(
             conn,
             events,
             MachineLiveness {
-                host_tenant_id: locked.host_tenant_id,
-                machine_id,
+                host_tenant_id: TenantId(locked.host_tenant_id),
+                machine_id: MachineId(machine_id),
                 online: true,
                 silent_since: started,
                 back_at: Some(t),
@@ -757,7 +759,7 @@ pub async fn gpu_activity_route(
         })
         .await?;
     Ok(Reply::ok(GpuActivity {
-        machine_id,
+        machine_id: MachineId(machine_id),
         last_sample_at: activity.last_sample_at,
         last_busy_at: activity.last_busy_at,
     }))
@@ -775,7 +777,7 @@ pub async fn gaps_route(
     query: web::Query<HeartbeatGapsQuery>,
 ) -> Result<Reply<Vec<HeartbeatGap>>, Error> {
     let machine_id = path.into_inner().into_uuid();
-    ensure_owner(&db, machine_id, query.host_tenant_id).await?;
+    ensure_owner(&db, machine_id, query.host_tenant_id.into()).await?;
     let window_days = access.settings().window_days;
     let gaps = db
         .run(move |conn| reliability::gaps(conn, machine_id, window_days).map_err(Error::from))

@@ -3,6 +3,7 @@
 
 use contracts::FieldErrors;
 use contracts::api::{HostProfile, SetVerificationRequest, UpdateHostProfileRequest, Verification};
+use contracts::ids::TenantId;
 use diesel::prelude::*;
 use diesel::upsert::excluded;
 use platform::Db;
@@ -47,7 +48,7 @@ fn profile(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResult<HostProfile>
         .optional()?;
     Ok(match row {
         Some(r) => HostProfile {
-            tenant_id: r.tenant_id,
+            tenant_id: TenantId(r.tenant_id),
             legal_name: r.legal_name,
             country: r.country,
             payout_currency: r.payout_currency,
@@ -56,7 +57,7 @@ fn profile(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResult<HostProfile>
             updated_at: r.updated_at,
         },
         None => HostProfile {
-            tenant_id,
+            tenant_id: TenantId(tenant_id),
             legal_name: None,
             country: None,
             payout_currency: None,
@@ -152,7 +153,7 @@ pub async fn set_verification(
             .execute(conn)?;
         // The host's webhooks (docs/webhooks.md).
         let event = contracts::events::HostVerification {
-            host_tenant_id: tenant_id,
+            host_tenant_id: TenantId(tenant_id),
             verification: state.to_owned(),
             reason: reason.clone(),
             at: contracts::time::now(),
@@ -165,7 +166,7 @@ pub async fn set_verification(
         let envelope = contracts::Envelope::new(
             contracts::events::kinds::HOST_VERIFICATION,
             event.at,
-            Some(tenant_id),
+            Some(TenantId(tenant_id)),
             platform::http::current_correlation_id(),
             &event,
         )

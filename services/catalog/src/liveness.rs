@@ -7,6 +7,7 @@
 use actix_web::web;
 use chrono::{DateTime, Utc};
 use contracts::api::{MachineHeartbeat, MachineHeartbeatsRequest, RECONCILE_LOOKUP_MAX};
+use contracts::ids::MachineId;
 use diesel::prelude::*;
 use diesel::sql_types::{Array, Bool, Nullable, Timestamptz, Uuid as SqlUuid};
 use platform::Db;
@@ -54,7 +55,7 @@ pub async fn heartbeats(
     Ok(rows
         .into_iter()
         .map(|r| MachineHeartbeat {
-            machine_id: r.id,
+            machine_id: MachineId(r.id),
             last_heartbeat_at: r.last_heartbeat_at,
             online: r.online,
         })
@@ -68,5 +69,10 @@ pub async fn heartbeats_route(
     body: web::Json<MachineHeartbeatsRequest>,
 ) -> Result<Reply<Vec<MachineHeartbeat>>, Error> {
     let body = body.into_inner();
-    Ok(Reply::ok(heartbeats(&db, &market, body.machine_ids).await?))
+    let ids = body
+        .machine_ids
+        .into_iter()
+        .map(MachineId::into_uuid)
+        .collect();
+    Ok(Reply::ok(heartbeats(&db, &market, ids).await?))
 }

@@ -6,6 +6,7 @@ use contracts::FieldErrors;
 use contracts::api::{
     DiskType, Machine, MachineRegistered, RegisterMachineRequest, SetPricingRequest,
 };
+use contracts::ids::{MachineId, TenantId};
 use diesel::dsl::sql;
 use diesel::prelude::*;
 use diesel::sql_types::Bool;
@@ -79,8 +80,8 @@ fn disk_type_name(d: DiskType) -> &'static str {
 /// The host's view of a machine; `online` and `verified` come from SQL.
 pub fn machine(m: MachineRow, online: bool, verified: bool) -> Machine {
     Machine {
-        id: m.id,
-        host_tenant_id: m.host_tenant_id,
+        id: MachineId(m.id),
+        host_tenant_id: TenantId(m.host_tenant_id),
         name: m.name,
         gpu_model: m.gpu_model,
         gpu_count: m.gpu_count,
@@ -307,7 +308,7 @@ pub async fn register_machine(
                     "idempotencyKey: already used to register another machine".into(),
                 ));
             }
-            Ok(load_machines(conn, &market_for_lookup, host, Some(id))?.pop())
+            Ok(load_machines(conn, &market_for_lookup, host.into(), Some(id))?.pop())
         })
         .await?;
     // An unknown model is refused before the broker is touched (it is
@@ -337,7 +338,7 @@ pub async fn register_machine(
             diesel::insert_into(machines::table)
                 .values(NewMachine {
                     id,
-                    host_tenant_id: req.host_tenant_id,
+                    host_tenant_id: req.host_tenant_id.into(),
                     name: req.name.trim(),
                     gpu_model: &model,
                     gpu_count: req.gpu_count,
@@ -365,7 +366,7 @@ pub async fn register_machine(
                     machine_registrations::request_sha256.eq(&request_hash),
                 ))
                 .execute(conn)?;
-            load_machines(conn, &market, req.host_tenant_id, Some(id))?
+            load_machines(conn, &market, req.host_tenant_id.into(), Some(id))?
                 .pop()
                 .ok_or_else(|| Error::NotFound(format!("machine {id} not found")))
         })
@@ -484,7 +485,7 @@ pub async fn set_pricing(
         db,
         market,
         machine_id,
-        req.host_tenant_id,
+        req.host_tenant_id.into(),
         move |conn, row| {
             if let Some(counts) = &counts {
                 let mut sorted = counts.clone();

@@ -9,6 +9,7 @@ use contracts::api::{
     ConstraintReport, NoOffers, Offer, OfferPage, OfferSearch, OfferSort, PlacementSearch,
     Relaxation, RentalType,
 };
+use contracts::ids::{MachineId, TenantId};
 use diesel::pg::Pg;
 use diesel::prelude::*;
 use diesel::query_builder::BoxedSqlQuery;
@@ -449,9 +450,9 @@ fn offer(r: OfferRow, gpus: i32, disk_gib: i32) -> Offer {
     let storage_per_hour =
         r.storage_price_per_gb_month * Decimal::from(disk_gib) / Decimal::from(HOURS_PER_MONTH);
     Offer {
-        id: r.id,
-        machine_id: r.id,
-        host_tenant_id: r.host_tenant_id,
+        id: MachineId(r.id),
+        machine_id: MachineId(r.id),
+        host_tenant_id: TenantId(r.host_tenant_id),
         gpu_model: r.gpu_model,
         gpu_count: r.gpu_count,
         gpus_free: r.gpus_free,

@@ -15,6 +15,7 @@ use chrono::{DateTime, Utc};
 use contracts::Envelope;
 use contracts::api::RentalType;
 use contracts::events::{ALLOCATION_PREEMPTED, AllocationPreempted};
+use contracts::ids::{InstanceId, MachineId, TenantId};
 use diesel::prelude::*;
 use rust_decimal::Decimal;
 use schema::catalog::allocations;
@@ -114,9 +115,9 @@ pub fn preempt(
     }
     let event = AllocationPreempted {
         allocation_key: victim.order_id,
-        instance_id: victim.instance_id,
-        tenant_id: victim.tenant_id,
-        machine_id,
+        instance_id: victim.instance_id.map(InstanceId),
+        tenant_id: TenantId(victim.tenant_id),
+        machine_id: MachineId(machine_id),
         gpu_count: victim.gpu_count,
         bid_per_gpu_hour: victim.bid_per_gpu_hour.unwrap_or_default(),
         preempted_at: at,
@@ -127,7 +128,7 @@ pub fn preempt(
     let envelope = Envelope::new(
         contracts::events::kinds::ALLOCATION_PREEMPTED,
         at,
-        Some(victim.tenant_id),
+        Some(TenantId(victim.tenant_id)),
         platform::http::current_correlation_id(),
         &event,
     )

@@ -11,6 +11,7 @@
 //! floored to 4 decimal places; NULL when the machine was not listed in the
 //! window. docs/host-agent.md states it for hosts.
 
+use contracts::ids::{MachineId, TenantId};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -242,8 +243,8 @@ pub async fn sweep(
                 conn,
                 &exchange,
                 MachineLiveness {
-                    host_tenant_id: gap.host_tenant_id,
-                    machine_id: gap.machine_id,
+                    host_tenant_id: TenantId(gap.host_tenant_id),
+                    machine_id: MachineId(gap.machine_id),
                     online: false,
                     silent_since: gap.started_at,
                     back_at: None,
@@ -266,7 +267,7 @@ pub fn announce_liveness(
     exchange: &str,
     mut event: MachineLiveness,
 ) -> Result<(), PlatformError> {
-    event.sequence = machine_sequence(conn, event.machine_id)?;
+    event.sequence = machine_sequence(conn, event.machine_id.into())?;
     let kind = if event.online {
         contracts::events::kinds::MACHINE_ONLINE
     } else {

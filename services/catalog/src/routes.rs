@@ -118,7 +118,7 @@ async fn host_machines(
     q: web::Query<HostQuery>,
 ) -> Result<Reply<Vec<Machine>>, Error> {
     Ok(Reply::ok(
-        machines::host_machines(&db, &market, q.host_tenant_id).await?,
+        machines::host_machines(&db, &market, q.host_tenant_id.into()).await?,
     ))
 }
 
@@ -151,7 +151,7 @@ async fn list(
         &db,
         &market,
         path.into_inner().into_uuid(),
-        body.host_tenant_id,
+        body.host_tenant_id.into(),
         true,
     )
     .await?;
@@ -169,7 +169,7 @@ async fn unlist(
         &db,
         &market,
         path.into_inner().into_uuid(),
-        body.host_tenant_id,
+        body.host_tenant_id.into(),
         false,
     )
     .await?;
@@ -187,14 +187,14 @@ async fn rotate_token(
     let token = machines::rotate_agent_token(
         &db,
         machine_id,
-        body.host_tenant_id,
+        body.host_tenant_id.into(),
         async |id, token| agents.grant(id, &token).await,
         async |id, old| agents.retire(id, &old, "agent token replaced").await,
         async |id, new| agents.remove(id, &new).await,
     )
     .await?;
     Ok(Reply::ok(AgentTokenIssued {
-        machine_id,
+        machine_id: MachineId(machine_id),
         agent_token: token,
     }))
 }
@@ -207,12 +207,15 @@ async fn delete_machine(
     body: web::Json<HostMachineRequest>,
 ) -> Result<Reply<MachineDeleted>, Error> {
     let machine_id = path.into_inner().into_uuid();
-    machines::delete_machine(&db, machine_id, body.host_tenant_id, async |id, hash| {
-        agents.remove(id, &hash).await
-    })
+    machines::delete_machine(
+        &db,
+        machine_id,
+        body.host_tenant_id.into(),
+        async |id, hash| agents.remove(id, &hash).await,
+    )
     .await?;
     Ok(Reply::ok(MachineDeleted {
-        machine_id,
+        machine_id: MachineId(machine_id),
         deleted: true,
     }))
 }

@@ -6,6 +6,7 @@ use chrono::{DateTime, Utc};
 use contracts::ErrorCode;
 use contracts::api::{AuthenticateKeyRequest, Principal, Scope, TenantRole};
 use contracts::endpoints;
+use contracts::ids::TenantId;
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde::{Deserialize, Serialize};
 use tokio::sync::OnceCell;
@@ -36,7 +37,7 @@ impl Claims {
     fn into_principal(self) -> Principal {
         Principal {
             user_id: self.sub,
-            tenant_id: self.tid,
+            tenant_id: TenantId(self.tid),
             email: self.email,
             tenant_roles: self.roles,
             operator: self.op,
@@ -117,7 +118,7 @@ impl JwtKeys {
         let expires_at = now + chrono::Duration::seconds(self.ttl_seconds);
         let claims = Claims {
             sub: principal.user_id,
-            tid: principal.tenant_id,
+            tid: principal.tenant_id.into(),
             email: principal.email.clone(),
             roles: principal.tenant_roles.clone(),
             op: principal.operator,
@@ -385,7 +386,7 @@ mod tests {
     fn principal(roles: &[TenantRole], scopes: &[Scope], operator: bool) -> Principal {
         Principal {
             user_id: Uuid::now_v7(),
-            tenant_id: Uuid::now_v7(),
+            tenant_id: TenantId(Uuid::now_v7()),
             email: "ada@example.com".into(),
             tenant_roles: roles.to_vec(),
             operator,

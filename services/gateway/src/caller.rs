@@ -200,7 +200,7 @@ pub async fn identify(
     let auth = RequestAuth::new(credential);
     match auth.resolve(keys, clients).await {
         Ok(principal) => {
-            let key = CallerKey::tenant(principal.tenant_id);
+            let key = CallerKey::tenant(principal.tenant_id.into());
             Ok((auth, key))
         }
         Err(GatewayError::Unauthenticated(message)) => {

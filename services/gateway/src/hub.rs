@@ -72,7 +72,7 @@ impl Hub {
             _ => return,
         };
         match decoded {
-            Ok((id, live)) => self.publish(id, live),
+            Ok((id, live)) => self.publish(id.into(), live),
             Err(error) => tracing::warn!(routing_key, %error, "undecodable event payload ignored"),
         }
     }

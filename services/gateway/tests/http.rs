@@ -2,6 +2,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use contracts::ids::TenantId;
 use std::sync::Arc;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
@@ -13,7 +14,7 @@ use uuid::Uuid;
 fn key_principal() -> Principal {
     Principal {
         user_id: Uuid::from_u128(1),
-        tenant_id: Uuid::from_u128(2),
+        tenant_id: TenantId(Uuid::from_u128(2)),
         email: "key@example.com".into(),
         tenant_roles: vec![TenantRole::Renter],
         operator: false,

@@ -1,5 +1,6 @@
 use chrono::{DateTime, Utc};
 use contracts::events::{MeteredUsage, USAGE_RECORDED, UsageRecorded};
+use contracts::ids::{InstanceId, MachineId, TenantId};
 use contracts::{Envelope, api, money};
 use diesel::prelude::*;
 use platform::Db;
@@ -131,9 +132,9 @@ pub(crate) fn announce(
     let usage = MeteredUsage {
         usage: UsageRecorded {
             interval_id: row.id,
-            instance_id: row.instance_id,
-            tenant_id: row.tenant_id,
-            host_tenant_id: host,
+            instance_id: InstanceId(row.instance_id),
+            tenant_id: TenantId(row.tenant_id),
+            host_tenant_id: TenantId(host),
             // The column takes only these names (its CHECK); a row with any
             // other is a broken database, not a message to guess at.
             meter: row
@@ -148,7 +149,7 @@ pub(crate) fn announce(
             price_per_hour: price,
             currency,
             offset_seconds: from,
-            machine_id: row.machine_id,
+            machine_id: row.machine_id.map(MachineId),
             gpu_model: row.gpu_model.clone(),
         },
         unit: by_bytes.then(|| BYTE.to_owned()),
@@ -162,7 +163,7 @@ pub(crate) fn announce(
     let envelope = Envelope::new(
         contracts::events::kinds::USAGE_RECORDED,
         contracts::time::now(),
-        Some(row.tenant_id),
+        Some(TenantId(row.tenant_id)),
         correlation_id.or_else(|| row.correlation_id.clone()),
         &usage,
     )
@@ -260,7 +261,7 @@ pub async fn lookup(db: &Db, instance_ids: Vec<Uuid>) -> Result<Vec<api::GpuInte
             .into_iter()
             .map(
                 |(instance_id, run_seq, started_at, ended_at)| api::GpuInterval {
-                    instance_id,
+                    instance_id: InstanceId(instance_id),
                     run_seq,
                     started_at,
                     ended_at,
@@ -286,7 +287,7 @@ pub async fn burn_rate(db: &Db, tenant_id: Uuid) -> Result<api::BurnRate, Error>
             .select((intervals::meter, intervals::price_per_hour))
             .load(conn)?;
         Ok(api::BurnRate {
-            tenant_id,
+            tenant_id: TenantId(tenant_id),
             per_hour: rates.iter().filter_map(|(_, rate)| *rate).sum(),
             running_intervals: rates.iter().filter(|(meter, _)| meter == GPU).count() as i64,
         })
@@ -314,7 +315,7 @@ pub async fn usage(
             .into_iter()
             .map(|row| api::UsageInterval {
                 id: row.id,
-                instance_id: row.instance_id,
+                instance_id: InstanceId(row.instance_id),
                 meter: row.meter,
                 started_at: row.started_at,
                 ended_at: row.ended_at,

@@ -19,6 +19,7 @@ use contracts::Envelope;
 use contracts::events::{
     INSTANCE_STORAGE_ENDED, InstanceStorageEnded, InstanceStorageStarted, InstanceTraffic,
 };
+use contracts::ids::{InstanceId, MachineId};
 use diesel::prelude::*;
 use platform::Db;
 use platform::consumer::HandlerError;
@@ -61,7 +62,7 @@ pub fn apply_storage(
     // Before the intervals' row locks, in the order `apply_traffic` takes
     // them: a sample is judged against the instance's placement either
     // before this event commits or after (its end included), never beside.
-    lock_traffic(conn, p.instance_id)?;
+    lock_traffic(conn, p.instance_id.into())?;
     if p.storage_price_per_gb_month > Decimal::ZERO && p.disk_gib > 0 {
         let hourly = (p.storage_price_per_gb_month * Decimal::from(p.disk_gib)
             / Decimal::from(HOURS_PER_MONTH))
@@ -113,7 +114,7 @@ pub fn apply_storage(
         }
     }
     if any_bandwidth {
-        settle_traffic(conn, p.instance_id, events_exchange, correlation_id)?;
+        settle_traffic(conn, p.instance_id.into(), events_exchange, correlation_id)?;
     }
     Ok(())
 }
@@ -245,11 +246,11 @@ pub fn apply_traffic(
     // against every sample kept before it, so two sent at once cannot each
     // pass alone and add up past the link (held to the end of the
     // transaction that keeps the sample).
-    lock_traffic(conn, p.instance_id)?;
-    let placed = placement(conn, p.instance_id)?;
+    lock_traffic(conn, p.instance_id.into())?;
+    let placed = placement(conn, p.instance_id.into())?;
     let screened = placed.is_some();
     if let Some(placed) = placed {
-        if !placed.machines.contains(&p.machine_id) {
+        if !placed.machines.contains(&p.machine_id.into_uuid()) {
             refuse(&p, Refusal::ForeignMachine);
             return Ok(());
         }
@@ -260,8 +261,8 @@ pub fn apply_traffic(
             down_mbps: p.download_mbps,
         };
         // Those that waited for the placement come first, as they arrived.
-        screen_waiting(conn, p.instance_id)?;
-        let existing = load_samples(conn, p.instance_id)?;
+        screen_waiting(conn, p.instance_id.into())?;
+        let existing = load_samples(conn, p.instance_id.into())?;
         let new = Sample {
             boot_id: p.boot_id,
             seq: p.seq,
@@ -291,7 +292,7 @@ pub fn apply_traffic(
         .execute(conn)?;
     settle_traffic(
         conn,
-        p.instance_id,
+        p.instance_id.into(),
         events_exchange,
         envelope.correlation_id.clone(),
     )?;
@@ -469,8 +470,8 @@ fn screen_waiting(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<()>
             Err(refusal) => {
                 diesel::delete(key).execute(conn)?;
                 let waited = InstanceTraffic {
-                    instance_id,
-                    machine_id,
+                    instance_id: InstanceId(instance_id),
+                    machine_id: MachineId(machine_id),
                     boot_id,
                     seq,
                     sent_at,

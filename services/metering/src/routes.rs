@@ -1,7 +1,7 @@
 use actix_web::web;
 use contracts::api::{BurnRate, GpuInterval, IntervalLookupRequest, UsageInterval, UsageQuery};
 use contracts::endpoints::metering::{BURN_RATE, INTERVALS_LOOKUP, USAGE};
-use contracts::ids::TenantId;
+use contracts::ids::{InstanceId, TenantId};
 use platform::Db;
 use platform::endpoint::{Reply, route};
 use platform::internal::ServiceCaller;
@@ -20,7 +20,12 @@ async fn usage(
     q: web::Query<UsageQuery>,
 ) -> Result<Reply<Vec<UsageInterval>>, Error> {
     Ok(Reply::ok(
-        intervals::usage(&db, q.tenant_id, q.instance_id).await?,
+        intervals::usage(
+            &db,
+            q.tenant_id.into(),
+            q.instance_id.map(InstanceId::into_uuid),
+        )
+        .await?,
     ))
 }
 
@@ -31,7 +36,12 @@ async fn lookup(
     db: web::Data<Db>,
     body: web::Json<IntervalLookupRequest>,
 ) -> Result<Reply<Vec<GpuInterval>>, Error> {
-    let ids = body.into_inner().instance_ids;
+    let ids = body
+        .into_inner()
+        .instance_ids
+        .into_iter()
+        .map(InstanceId::into_uuid)
+        .collect();
     Ok(Reply::ok(intervals::lookup(&db, ids).await?))
 }
 

@@ -10,6 +10,7 @@
 use chrono::{DateTime, Duration, Utc};
 use contracts::Envelope;
 use contracts::events::{INSTANCE_TRAFFIC, InstanceStorageStarted, InstanceTraffic};
+use contracts::ids::{InstanceId, MachineId, TenantId};
 use diesel::{Connection, PgConnection, QueryableByName, RunQueryDsl};
 use gpumarket_metering::meters::{apply_storage, apply_traffic};
 use platform::test_db::TestDb;
@@ -45,10 +46,10 @@ impl Instance {
 
     fn started(&self) -> Envelope {
         let payload = InstanceStorageStarted {
-            instance_id: self.id,
-            tenant_id: Uuid::now_v7(),
-            host_tenant_id: Uuid::now_v7(),
-            machine_id: self.machine,
+            instance_id: InstanceId(self.id),
+            tenant_id: TenantId(Uuid::now_v7()),
+            host_tenant_id: TenantId(Uuid::now_v7()),
+            machine_id: MachineId(self.machine),
             gpu_model: "RTX 4090".into(),
             disk_gib: 0,
             storage_price_per_gb_month: Decimal::ZERO,
@@ -71,8 +72,8 @@ impl Instance {
     /// attaches it), sent now.
     fn sample(&self, machine: Uuid, seq: i64, tx: i64, rx: i64) -> Envelope {
         let payload = InstanceTraffic {
-            instance_id: self.id,
-            machine_id: machine,
+            instance_id: InstanceId(self.id),
+            machine_id: MachineId(machine),
             boot_id: Uuid::from_u128(7),
             seq,
             sent_at: Utc::now(),

@@ -13,6 +13,7 @@
 //! instance's row lock (every writer locks the row first), and the unique
 //! `(instance_id, seq)` constraint backs that up.
 
+use contracts::ids::{InstanceId, TenantId};
 use std::sync::{Arc, OnceLock};
 
 use chrono::{DateTime, Utc};
@@ -83,8 +84,8 @@ fn to_event(row: EventRow, tenant_id: Uuid) -> Result<InstanceEvent, Error> {
         _ => (None, None),
     };
     Ok(InstanceEvent {
-        instance_id: row.instance_id,
-        tenant_id,
+        instance_id: InstanceId(row.instance_id),
+        tenant_id: TenantId(tenant_id),
         seq: row.seq,
         kind: row.kind,
         from_state: row.from_state,
@@ -149,8 +150,8 @@ pub(crate) fn record(
         ))
         .execute(conn)?;
     let event = InstanceEvent {
-        instance_id: id,
-        tenant_id,
+        instance_id: InstanceId(id),
+        tenant_id: TenantId(tenant_id),
         seq,
         kind,
         from_state: detail.from_state,
@@ -164,7 +165,7 @@ pub(crate) fn record(
     let envelope = Envelope::new(
         contracts::events::kinds::INSTANCE_EVENT,
         at,
-        Some(tenant_id),
+        Some(TenantId(tenant_id)),
         platform::http::current_correlation_id(),
         &event,
     )
@@ -262,7 +263,7 @@ fn apply_step(conn: &mut PgConnection, envelope: &Envelope) -> Result<(), Handle
     let reason = step.error.clone();
     record(
         conn,
-        step.instance_id,
+        step.instance_id.into(),
         InstanceEventKind::ProvisioningStep,
         Detail {
             reason: reason.as_deref(),
@@ -292,7 +293,7 @@ mod tests {
     #[test]
     fn a_step_is_keyed_by_job_step_status_and_attempt() {
         let step = ProvisioningStep {
-            instance_id: Uuid::now_v7(),
+            instance_id: InstanceId(Uuid::now_v7()),
             job_kind: contracts::states::JobKind::Provision(1),
             step: "image".into(),
             status: StepStatus::Finished,

@@ -17,6 +17,7 @@
 use chrono::{DateTime, Utc};
 use contracts::Envelope;
 use contracts::events::{InstanceDiskUsage, InstanceExited, MAX_EXIT_REASON, StopInstance};
+use contracts::ids::{InstanceId, MachineId};
 use diesel::prelude::*;
 use platform::Db;
 use platform::consumer::HandlerError;
@@ -118,7 +119,7 @@ fn apply(
     event: &InstanceExited,
     now: DateTime<Utc>,
 ) -> Result<Option<(uuid::Uuid, uuid::Uuid)>, Error> {
-    let Some(row) = crate::instances::load(conn, event.instance_id)? else {
+    let Some(row) = crate::instances::load(conn, event.instance_id.into())? else {
         tracing::warn!(instance.id = %event.instance_id, "exit report for an unknown instance ignored");
         return Ok(None);
     };
@@ -162,7 +163,7 @@ fn unfinished(
     conn: &mut PgConnection,
     event: &InstanceExited,
 ) -> Result<Option<(uuid::Uuid, uuid::Uuid)>, Error> {
-    let Some(row) = crate::instances::load(conn, event.instance_id)? else {
+    let Some(row) = crate::instances::load(conn, event.instance_id.into())? else {
         return Ok(None);
     };
     if row.machine_id != event.machine_id || row.state != InstanceState::Stopping {
@@ -213,8 +214,8 @@ fn stop_exited(
         now,
         row.tenant_id,
         &StopInstance {
-            instance_id: row.id,
-            machine_id: row.machine_id,
+            instance_id: InstanceId(row.id),
+            machine_id: MachineId(row.machine_id),
         },
     )
 }

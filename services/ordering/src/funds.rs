@@ -68,7 +68,7 @@ pub(crate) async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(
         .await
         .map_err(|e| HandlerError::Transient(e.to_string()))?;
     for id in running {
-        match crate::instances::stop_because(db, deps, id, tenant_id, reason).await {
+        match crate::instances::stop_because(db, deps, id, tenant_id.into(), reason).await {
             Ok(_) => {
                 tracing::warn!(instance.id = %id, tenant.id = %tenant_id, %detail, "instance {reason}")
             }

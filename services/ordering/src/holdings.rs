@@ -9,7 +9,7 @@ use contracts::api::{
     AllocateRequest, CreateOrderRequest, Offer, OfferSearch, OfferSort, PlacementSearch, RentalType,
 };
 use contracts::endpoints;
-use contracts::ids::OrderId;
+use contracts::ids::{MachineId, OrderId};
 use diesel::prelude::*;
 use platform::internal::RemoteError;
 use rust_decimal::Decimal;
@@ -79,9 +79,9 @@ pub(crate) fn allocate_request(
     quoted: Decimal,
 ) -> AllocateRequest {
     AllocateRequest {
-        order_id,
+        order_id: OrderId(order_id),
         tenant_id: req.tenant_id,
-        machine_id,
+        machine_id: MachineId(machine_id),
         gpu_count: req.gpu_count,
         rental_type: req.rental_type,
         bid_per_gpu_hour: req.bid_per_gpu_hour,
@@ -127,7 +127,7 @@ pub async fn release_quota(deps: &Deps, key: Uuid) -> Result<(), Error> {
     deps.quota
         .call(
             contracts::endpoints::quota::RESERVATION_RELEASE,
-            contracts::ids::OrderId(key),
+            OrderId(key),
             &(),
         )
         .await?;

@@ -8,6 +8,7 @@
 use chrono::{DateTime, Utc};
 use contracts::api;
 use contracts::events::{InstanceFailed, StopInstance};
+use contracts::ids::{InstanceId, MachineId, TenantId};
 use diesel::prelude::*;
 use platform::Db;
 use schema::ordering::instances;
@@ -72,7 +73,7 @@ pub async fn live_on_machine(
         })
         .await?;
     Ok(api::MachineLiveInstances {
-        machine_id,
+        machine_id: MachineId(machine_id),
         live_instances,
     })
 }
@@ -160,8 +161,8 @@ pub async fn mark_failed(
                     at,
                     row.tenant_id,
                     &StopInstance {
-                        instance_id: row.id,
-                        machine_id: row.machine_id,
+                        instance_id: InstanceId(row.id),
+                        machine_id: MachineId(row.machine_id),
                     },
                 )?;
                 return Ok((row, key, true));
@@ -174,8 +175,8 @@ pub async fn mark_failed(
                 at,
                 row.tenant_id,
                 &InstanceFailed {
-                    instance_id: row.id,
-                    tenant_id: row.tenant_id,
+                    instance_id: InstanceId(row.id),
+                    tenant_id: TenantId(row.tenant_id),
                     reason: reason.clone(),
                 },
             )?;
@@ -237,8 +238,8 @@ pub async fn stop_because(
                 at,
                 row.tenant_id,
                 &StopInstance {
-                    instance_id: row.id,
-                    machine_id: row.machine_id,
+                    instance_id: InstanceId(row.id),
+                    machine_id: MachineId(row.machine_id),
                 },
             )?;
             Ok((row, key))

@@ -28,7 +28,7 @@ use contracts::api::{
 };
 use contracts::endpoints;
 use contracts::events::DeprovisionInstance;
-use contracts::ids::MachineId;
+use contracts::ids::{InstanceId, MachineId, OrderId, TenantId};
 use contracts::{ErrorCode, api};
 use diesel::prelude::*;
 use platform::Db;
@@ -179,8 +179,8 @@ async fn take_holdings(
             contracts::endpoints::quota::RESERVE,
             (),
             &ReserveQuotaRequest {
-                order_id: key,
-                tenant_id: row.tenant_id,
+                order_id: OrderId(key),
+                tenant_id: TenantId(row.tenant_id),
                 gpu_count: row.gpu_count,
                 gpu_model: row.gpu_model.clone(),
                 hourly_rate: row.price_per_gpu_hour * Decimal::from(row.gpu_count),
@@ -199,7 +199,7 @@ async fn take_holdings(
             endpoints::billing::FUNDS_CHECK,
             (),
             &FundsCheckRequest {
-                tenant_id: row.tenant_id,
+                tenant_id: TenantId(row.tenant_id),
                 required,
             },
         )
@@ -215,9 +215,9 @@ async fn take_holdings(
             endpoints::catalog::ALLOCATE,
             (),
             &AllocateRequest {
-                order_id: key,
-                tenant_id: row.tenant_id,
-                machine_id: row.machine_id,
+                order_id: OrderId(key),
+                tenant_id: TenantId(row.tenant_id),
+                machine_id: MachineId(row.machine_id),
                 gpu_count: row.gpu_count,
                 // The instance keeps its rental type and its billed rate (an
                 // interruptible one bids it again).
@@ -225,7 +225,7 @@ async fn take_holdings(
                 bid_per_gpu_hour: (row.rental_type == contracts::api::RentalType::Interruptible)
                     .then_some(row.price_per_gpu_hour),
                 max_price_per_gpu_hour: None,
-                instance_id: Some(row.id),
+                instance_id: Some(InstanceId(row.id)),
             },
         )
         .await
@@ -336,9 +336,9 @@ fn destroy_in_tx(
             at,
             row.tenant_id,
             &DeprovisionInstance {
-                instance_id: row.id,
-                machine_id: row.machine_id,
-                tenant_id: row.tenant_id,
+                instance_id: InstanceId(row.id),
+                machine_id: MachineId(row.machine_id),
+                tenant_id: TenantId(row.tenant_id),
             },
         )?;
         tracing::info!(instance.id = %id, from = %state, "instance deprovisioning");
@@ -433,7 +433,7 @@ pub async fn deprovisioning_result(
             endpoints::catalog::UNLIST_MACHINE,
             MachineId(row.machine_id),
             &HostMachineRequest {
-                host_tenant_id: row.host_tenant_id,
+                host_tenant_id: TenantId(row.host_tenant_id),
             },
         )
         .await;

@@ -17,6 +17,7 @@
 //! done for duplicates too: a crash between commit and release is repaired by
 //! the redelivery).
 
+use contracts::ids::{InstanceId, MachineId};
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -90,7 +91,7 @@ fn apply(
     // Lock what a racing saga or start locks before it creates or restarts
     // the instance, so exactly one of the two sees the other.
     let row: Option<InstanceRow> = match event.instance_id {
-        Some(id) => Some(lock(conn, id)?),
+        Some(id) => Some(lock(conn, id.into())?),
         None => {
             let order: Option<Uuid> = orders::table
                 .find(event.allocation_key)
@@ -176,8 +177,8 @@ fn preempt_instance(
         at,
         row.tenant_id,
         &StopInstance {
-            instance_id: row.id,
-            machine_id: row.machine_id,
+            instance_id: InstanceId(row.id),
+            machine_id: MachineId(row.machine_id),
         },
     )?;
     tracing::info!(instance.id = %row.id, from = %state, "instance preempted");

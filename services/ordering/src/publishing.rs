@@ -8,6 +8,7 @@ use contracts::events::{
     InstanceDowntime, InstanceRunning, InstanceStopped, InstanceStorageEnded,
     InstanceStorageStarted, ProvisionInstance, ProvisionRun,
 };
+use contracts::ids::{InstanceId, MachineId, OrderId, TenantId};
 use diesel::prelude::*;
 use rust_decimal::Decimal;
 use schema::ordering::instances;
@@ -30,7 +31,7 @@ pub fn publish<P: Serialize>(
     let envelope = Envelope::new(
         kind,
         at,
-        Some(tenant_id),
+        Some(TenantId(tenant_id)),
         platform::http::current_correlation_id(),
         payload,
     )
@@ -55,10 +56,10 @@ pub fn publish_running(
         running_at,
         row.tenant_id,
         &InstanceRunning {
-            instance_id: row.id,
-            tenant_id: row.tenant_id,
-            host_tenant_id: row.host_tenant_id,
-            machine_id: row.machine_id,
+            instance_id: InstanceId(row.id),
+            tenant_id: TenantId(row.tenant_id),
+            host_tenant_id: TenantId(row.host_tenant_id),
+            machine_id: MachineId(row.machine_id),
             gpu_model: row.gpu_model.clone(),
             gpu_count: row.gpu_count,
             rental_type: row.rental_type,
@@ -87,8 +88,8 @@ pub fn publish_stopped(
         stopped_at,
         row.tenant_id,
         &InstanceStopped {
-            instance_id: row.id,
-            tenant_id: row.tenant_id,
+            instance_id: InstanceId(row.id),
+            tenant_id: TenantId(row.tenant_id),
             run_seq,
             stopped_at,
             reason: reason.into(),
@@ -101,10 +102,10 @@ pub fn publish_stopped(
 fn storage_of(row: &InstanceRow) -> Option<InstanceStorageStarted> {
     let disk_gib = row.disk_gib?;
     Some(InstanceStorageStarted {
-        instance_id: row.id,
-        tenant_id: row.tenant_id,
-        host_tenant_id: row.host_tenant_id,
-        machine_id: row.machine_id,
+        instance_id: InstanceId(row.id),
+        tenant_id: TenantId(row.tenant_id),
+        host_tenant_id: TenantId(row.host_tenant_id),
+        machine_id: MachineId(row.machine_id),
         gpu_model: row.gpu_model.clone(),
         disk_gib,
         storage_price_per_gb_month: row.storage_price_per_gb_month,
@@ -185,10 +186,10 @@ pub fn publish_downtime(
         until,
         row.tenant_id,
         &InstanceDowntime {
-            instance_id: row.id,
-            tenant_id: row.tenant_id,
-            host_tenant_id: row.host_tenant_id,
-            machine_id: row.machine_id,
+            instance_id: InstanceId(row.id),
+            tenant_id: TenantId(row.tenant_id),
+            host_tenant_id: TenantId(row.host_tenant_id),
+            machine_id: MachineId(row.machine_id),
             run_seq: row.run_seq,
             down_from: from,
             down_until: until,
@@ -227,10 +228,10 @@ pub fn provision_instance(
     let env: std::collections::BTreeMap<String, String> =
         serde_json::from_value(env).unwrap_or_default();
     Ok(ProvisionInstance {
-        instance_id: row.id,
-        order_id: row.order_id,
-        tenant_id: row.tenant_id,
-        machine_id: row.machine_id,
+        instance_id: InstanceId(row.id),
+        order_id: OrderId(row.order_id),
+        tenant_id: TenantId(row.tenant_id),
+        machine_id: MachineId(row.machine_id),
         gpu_count: row.gpu_count,
         machine_gpu_count,
         image: row.image.clone(),

@@ -40,6 +40,7 @@
 //! may at worst be sent twice by two replicas, which metering absorbs.
 //! The decisions are pure functions ([`liveness_repair`], [`meter_repairs`]).
 
+use contracts::ids::{InstanceId, MachineId};
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, LazyLock, Mutex};
 use std::time::{Duration, Instant};
@@ -421,11 +422,13 @@ async fn liveness_pass(r: &Reconciler) -> Result<usize, Error> {
             .call(
                 endpoints::catalog::MACHINE_HEARTBEATS,
                 (),
-                &MachineHeartbeatsRequest { machine_ids },
+                &MachineHeartbeatsRequest {
+                    machine_ids: machine_ids.into_iter().map(MachineId).collect(),
+                },
             )
             .await?;
         let machines: HashMap<Uuid, MachineHeartbeat> =
-            machines.into_iter().map(|m| (m.machine_id, m)).collect();
+            machines.into_iter().map(|m| (m.machine_id.0, m)).collect();
         let mut repairs = 0;
         for row in rows {
             let view = InstanceView::of(&row)?;
@@ -457,13 +460,15 @@ async fn meter_pass(r: &Reconciler) -> Result<usize, Error> {
             .call(
                 endpoints::metering::INTERVALS_LOOKUP,
                 (),
-                &IntervalLookupRequest { instance_ids },
+                &IntervalLookupRequest {
+                    instance_ids: instance_ids.into_iter().map(InstanceId).collect(),
+                },
             )
             .await?;
         let mut by_instance: HashMap<Uuid, Vec<GpuInterval>> = HashMap::new();
         for interval in intervals {
             by_instance
-                .entry(interval.instance_id)
+                .entry(interval.instance_id.into())
                 .or_default()
                 .push(interval);
         }
@@ -687,7 +692,7 @@ mod tests {
 
     fn machine(v: &InstanceView, hb: Option<i64>, online: bool) -> MachineHeartbeat {
         MachineHeartbeat {
-            machine_id: v.machine_id,
+            machine_id: MachineId(v.machine_id),
             last_heartbeat_at: hb.map(at),
             online,
         }
@@ -700,7 +705,7 @@ mod tests {
         ended: Option<i64>,
     ) -> GpuInterval {
         GpuInterval {
-            instance_id: v.id,
+            instance_id: InstanceId(v.id),
             run_seq,
             started_at: started.map(at),
             ended_at: ended.map(at),

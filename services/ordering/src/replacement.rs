@@ -29,6 +29,7 @@ use contracts::api::{
     ReserveQuotaRequest,
 };
 use contracts::endpoints;
+use contracts::ids::{InstanceId, OrderId, TenantId};
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
@@ -95,7 +96,7 @@ async fn load_failed(db: &Db, id: Uuid) -> Result<Option<Failed>, Error> {
             return Ok(None);
         }
         let request = CreateOrderRequest {
-            tenant_id: row.tenant_id,
+            tenant_id: TenantId(row.tenant_id),
             user_id,
             idempotency_key: key,
             offer_id: None,
@@ -149,8 +150,8 @@ pub async fn try_replace(
             contracts::endpoints::quota::RESERVE,
             (),
             &ReserveQuotaRequest {
-                order_id: new_key,
-                tenant_id: row.tenant_id,
+                order_id: OrderId(new_key),
+                tenant_id: TenantId(row.tenant_id),
                 gpu_count: row.gpu_count,
                 gpu_model: row.gpu_model.clone(),
                 // Projected at the most the new machine may cost.
@@ -271,7 +272,7 @@ async fn allocate_elsewhere(
     for _ in 0..crate::holdings::PLACEMENT_ATTEMPTS {
         let offers = crate::holdings::candidates(deps, &failed.request).await?;
         let Some(offer) = offers.into_iter().find(|o| {
-            !tried.contains(&o.machine_id)
+            !tried.contains(&o.machine_id.0)
                 && o.gpu_model.eq_ignore_ascii_case(&row.gpu_model)
                 && (failed.request.rental_type == RentalType::Interruptible
                     || o.price_per_gpu_hour <= ceiling(failed))
@@ -282,10 +283,10 @@ async fn allocate_elsewhere(
         let mut request = crate::holdings::allocate_request(
             key,
             &failed.request,
-            offer.machine_id,
+            offer.machine_id.into(),
             row.price_per_gpu_hour,
         );
-        request.instance_id = Some(row.id);
+        request.instance_id = Some(InstanceId(row.id));
         let result = deps
             .catalog
             .call(endpoints::catalog::ALLOCATE, (), &request)
@@ -295,7 +296,7 @@ async fn allocate_elsewhere(
             Ok(_) => return Ok(None),
             Err(e) if crate::holdings::lost_race(&e) => {
                 tracing::debug!(instance.id = %row.id, machine.id = %offer.machine_id, code = e.code.as_str(), "re-placement lost a race; trying the next offer");
-                tried.push(offer.machine_id);
+                tried.push(offer.machine_id.into());
             }
             Err(e) => return Err(Error::Remote(e)),
         }

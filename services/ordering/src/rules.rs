@@ -630,7 +630,7 @@ mod tests {
             ..Default::default()
         });
         let busy = GpuActivity {
-            machine_id: c.machine_id,
+            machine_id: MachineId(c.machine_id),
             last_sample_at: Some(at(40)),
             last_busy_at: Some(at(20)),
         };
@@ -645,7 +645,7 @@ mod tests {
         assert!(next_due(&c, Some(&confirmed)).unwrap().may_act(at(55)));
         // Never heard from: no idle verdict at all.
         let silent = GpuActivity {
-            machine_id: c.machine_id,
+            machine_id: MachineId(c.machine_id),
             last_sample_at: None,
             last_busy_at: None,
         };
@@ -662,7 +662,7 @@ mod tests {
             auto_destroy_after_stopped_seconds: Some(5),
         });
         let idle = GpuActivity {
-            machine_id: c.machine_id,
+            machine_id: MachineId(c.machine_id),
             last_sample_at: Some(at(31)),
             last_busy_at: None,
         };

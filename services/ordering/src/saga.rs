@@ -15,7 +15,7 @@ use contracts::api::{
 };
 use contracts::endpoints;
 use contracts::events::ProvisionInstance;
-use contracts::ids::MachineId;
+use contracts::ids::{InstanceId, MachineId, OrderId};
 use diesel::prelude::*;
 use platform::Db;
 use platform::internal::RemoteError;
@@ -334,7 +334,7 @@ pub async fn create_order(
     let print = fingerprint(&req);
 
     // A repeated request: answer what the first one got.
-    let previous = find_order(db, req.tenant_id, req.idempotency_key.clone()).await?;
+    let previous = find_order(db, req.tenant_id.into(), req.idempotency_key.clone()).await?;
     let placed = match previous {
         Some(order) => {
             if order.request_fingerprint != print {
@@ -413,7 +413,7 @@ async fn place_fresh(
         Some(offer_id) => {
             let offer = deps
                 .catalog
-                .call(endpoints::catalog::OFFER, MachineId(offer_id), &())
+                .call(endpoints::catalog::OFFER, MachineId(offer_id.into()), &())
                 .await?;
             check_offer(req, &offer)?;
             (quote_of(req, &offer), None)
@@ -558,7 +558,7 @@ async fn run_steps(
     // runway lock, for everything the tenant already runs plus this order
     // (see `funds::admit`), which also admits the order (`allocating`).
     let reserve = ReserveQuotaRequest {
-        order_id,
+        order_id: OrderId(order_id),
         tenant_id: req.tenant_id,
         gpu_count: req.gpu_count,
         gpu_model: quote.gpu_model.clone(),
@@ -588,7 +588,7 @@ async fn run_steps(
         currency: balance.currency,
         runway_seconds: deps.settings.min_runway_seconds,
     };
-    if !crate::funds::admit(db, req.tenant_id, order_id, hourly, runway).await? {
+    if !crate::funds::admit(db, req.tenant_id.into(), order_id, hourly, runway).await? {
         return Err(expired());
     }
     let allocation = place(deps, order_id, req, &quote, candidates).await?;
@@ -617,7 +617,7 @@ async fn place(
             .call(
                 endpoints::catalog::ALLOCATE,
                 (),
-                &allocate_request(order_id, req, offer_id, quote.price),
+                &allocate_request(order_id, req, offer_id.into(), quote.price),
             )
             .await?;
         return Ok(allocation);
@@ -632,7 +632,7 @@ async fn place(
         // The quota is held for the quoted model.
         let Some(offer) = offers
             .iter()
-            .find(|o| o.gpu_model == quote.gpu_model && !tried.contains(&o.machine_id))
+            .find(|o| o.gpu_model == quote.gpu_model && !tried.contains(&o.machine_id.0))
         else {
             break;
         };
@@ -642,14 +642,14 @@ async fn place(
             .call(
                 endpoints::catalog::ALLOCATE,
                 (),
-                &allocate_request(order_id, req, offer.machine_id, quoted),
+                &allocate_request(order_id, req, offer.machine_id.into(), quoted),
             )
             .await;
         match result {
             Ok(allocation) => return Ok(allocation),
             Err(e) if lost_race(&e) => {
                 tracing::debug!(order.id = %order_id, machine.id = %offer.machine_id, code = e.code.as_str(), "placement lost a race; trying the next offer");
-                tried.push(offer.machine_id);
+                tried.push(offer.machine_id.into());
                 last = Some(Error::Remote(e));
             }
             Err(e) => return Err(Error::Remote(e)),
@@ -764,10 +764,10 @@ async fn create_instance(
                 &commands,
                 contracts::events::kinds::PROVISION_INSTANCE,
                 at,
-                req.tenant_id,
+                req.tenant_id.into(),
                 &contracts::events::ProvisionRun::from(ProvisionInstance {
-                    instance_id: id,
-                    order_id,
+                    instance_id: InstanceId(id),
+                    order_id: OrderId(order_id),
                     tenant_id: req.tenant_id,
                     machine_id: allocation.machine_id,
                     gpu_count: req.gpu_count,
@@ -932,6 +932,7 @@ fn failure(code: Option<&str>, reason: Option<String>) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use contracts::ids::TenantId;
 
     /// A resumed order without a recorded price is refused, never priced
     /// at zero (issue 19: `unwrap_or_default` used to make it free).
@@ -956,10 +957,10 @@ mod tests {
 
     fn request() -> CreateOrderRequest {
         CreateOrderRequest {
-            tenant_id: Uuid::nil(),
+            tenant_id: TenantId(Uuid::nil()),
             user_id: Uuid::nil(),
             idempotency_key: "k".into(),
-            offer_id: Some(Uuid::nil()),
+            offer_id: Some(MachineId(Uuid::nil())),
             constraints: None,
             gpu_count: 1,
             max_price_per_gpu_hour: None,

@@ -3,6 +3,7 @@
 
 use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::ids::{InstanceId, MachineId, OrderId, TenantId};
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
@@ -113,10 +114,10 @@ impl From<InstanceRow> for api::Instance {
             None
         };
         api::Instance {
-            id: row.id,
-            order_id: row.order_id,
-            tenant_id: row.tenant_id,
-            machine_id: row.machine_id,
+            id: InstanceId(row.id),
+            order_id: OrderId(row.order_id),
+            tenant_id: TenantId(row.tenant_id),
+            machine_id: MachineId(row.machine_id),
             gpu_model: row.gpu_model,
             gpu_count: row.gpu_count,
             rental_type: row.rental_type,

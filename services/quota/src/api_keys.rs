@@ -3,6 +3,7 @@
 //! request), shown once, scoped, listed with their last use, revocable and
 //! rotatable.
 
+use contracts::ids::{ApiKeyId, TenantId};
 use std::collections::BTreeSet;
 
 use chrono::{DateTime, Duration, Utc};
@@ -107,7 +108,7 @@ fn scope_set(scopes: &[Scope]) -> BTreeSet<&'static str> {
 
 fn created(key: ApiKey, secret: Option<String>) -> ApiKeyCreated {
     ApiKeyCreated {
-        id: key.id,
+        id: ApiKeyId(key.id),
         name: key.name,
         prefix: key.prefix,
         scopes: scopes_from_strings(&key.scopes),
@@ -118,7 +119,7 @@ fn created(key: ApiKey, secret: Option<String>) -> ApiKeyCreated {
 
 fn info(key: ApiKey, owner_email: String) -> ApiKeyInfo {
     ApiKeyInfo {
-        id: key.id,
+        id: ApiKeyId(key.id),
         user_id: key.user_id,
         owner_email,
         name: key.name,
@@ -273,7 +274,7 @@ pub async fn create_api_key(db: &Db, req: CreateApiKeyRequest) -> Result<ApiKeyC
         }
     };
     db.tx(move |conn| {
-        if let Some(key) = by_idempotency_key(conn, req.tenant_id, &req.idempotency_key)? {
+        if let Some(key) = by_idempotency_key(conn, req.tenant_id.into(), &req.idempotency_key)? {
             return if same_request(&key) {
                 Ok(created(key, None))
             } else {
@@ -296,7 +297,7 @@ pub async fn create_api_key(db: &Db, req: CreateApiKeyRequest) -> Result<ApiKeyC
             .for_update()
             .first::<Uuid>(conn)
             .optional()?;
-        if active_keys(conn, req.tenant_id)? >= MAX_ACTIVE_KEYS_PER_TENANT {
+        if active_keys(conn, req.tenant_id.into())? >= MAX_ACTIVE_KEYS_PER_TENANT {
             return Err(Error::Conflict(format!(
                 "the tenant has {MAX_ACTIVE_KEYS_PER_TENANT} active API keys; revoke one first"
             )));
@@ -304,7 +305,7 @@ pub async fn create_api_key(db: &Db, req: CreateApiKeyRequest) -> Result<ApiKeyC
         let scopes = scopes_to_strings(&req.scopes);
         match insert(
             conn,
-            req.tenant_id,
+            req.tenant_id.into(),
             req.user_id,
             &name,
             scopes,
@@ -315,7 +316,7 @@ pub async fn create_api_key(db: &Db, req: CreateApiKeyRequest) -> Result<ApiKeyC
             },
         )? {
             Some(new) => Ok(new),
-            None => match by_idempotency_key(conn, req.tenant_id, &req.idempotency_key)? {
+            None => match by_idempotency_key(conn, req.tenant_id.into(), &req.idempotency_key)? {
                 Some(key) if same_request(&key) => Ok(created(key, None)),
                 _ => Err(reused()),
             },
@@ -372,7 +373,7 @@ pub async fn revoke(db: &Db, id: Uuid, caller: ApiKeyCaller) -> Result<ApiKeyInf
                 "API key revoked"
             );
         }
-        let descendants = revoke_descendants(conn, caller.tenant_id, id)?;
+        let descendants = revoke_descendants(conn, caller.tenant_id.into(), id)?;
         if descendants > 0 {
             tracing::info!(
                 tenant.id = %caller.tenant_id, api_key.id = %id, descendants,
@@ -424,7 +425,8 @@ pub async fn rotate(db: &Db, id: Uuid, req: RotateApiKeyRequest) -> Result<ApiKe
         let caller = &req.caller;
         let same_request =
             |key: &ApiKey| key.rotated_from == Some(id) && key.user_id == caller.user_id;
-        if let Some(key) = by_idempotency_key(conn, caller.tenant_id, &req.idempotency_key)? {
+        if let Some(key) = by_idempotency_key(conn, caller.tenant_id.into(), &req.idempotency_key)?
+        {
             return if same_request(&key) {
                 Ok(created(key, None))
             } else {
@@ -448,7 +450,7 @@ pub async fn rotate(db: &Db, id: Uuid, req: RotateApiKeyRequest) -> Result<ApiKe
             .execute(conn)?;
         let new = insert(
             conn,
-            caller.tenant_id,
+            caller.tenant_id.into(),
             caller.user_id,
             &old.name,
             old.scopes.clone(),
@@ -532,12 +534,12 @@ pub async fn authenticate(db: &Db, secret: String) -> Result<Principal, Error> {
     }
     Ok(Principal {
         user_id: user.id,
-        tenant_id: tenant.id,
+        tenant_id: TenantId(tenant.id),
         email: user.email,
         tenant_roles: parse_roles(&tenant.roles),
         operator: user.is_operator,
         scopes,
-        api_key_id: Some(key_id),
+        api_key_id: Some(ApiKeyId(key_id)),
     })
 }
 

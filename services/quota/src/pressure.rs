@@ -6,6 +6,7 @@
 //! not listed: a team is bounded by its tenant, whose row shows the
 //! pressure that refuses orders across the tenant.
 
+use contracts::ids::TenantId;
 use std::collections::HashMap;
 
 use actix_web::web;
@@ -141,7 +142,7 @@ pub async fn pressure(
                             .optional()?
                             .unwrap_or_default();
                         listed.push(QuotaPressureTenant {
-                            tenant_id,
+                            tenant_id: TenantId(tenant_id),
                             tenant_name,
                             dimensions,
                         });
@@ -180,7 +181,10 @@ pub async fn names(db: &Db, req: TenantNamesRequest) -> Result<Vec<TenantName>, 
     let by_id: HashMap<Uuid, String> = rows.into_iter().collect();
     let mut named: Vec<TenantName> = by_id
         .into_iter()
-        .map(|(tenant_id, name)| TenantName { tenant_id, name })
+        .map(|(tenant_id, name)| TenantName {
+            tenant_id: TenantId(tenant_id),
+            name,
+        })
         .collect();
     named.sort_by_key(|n| n.tenant_id);
     Ok(named)

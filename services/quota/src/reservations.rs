@@ -8,6 +8,7 @@ use chrono::{DateTime, Utc};
 use contracts::api::{
     QuotaLimits, QuotaReservation, ReserveQuotaRequest, SetTenantQuotaRequest, TenantQuota,
 };
+use contracts::ids::{OrderId, TeamId, TenantId};
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
@@ -46,13 +47,13 @@ type ReservationRow = (
 fn reservation_from(order_id: Uuid, row: ReservationRow) -> QuotaReservation {
     let (tenant_id, gpu_count, released_at, gpu_model, hourly_rate, team_id) = row;
     QuotaReservation {
-        order_id,
-        tenant_id,
+        order_id: OrderId(order_id),
+        tenant_id: TenantId(tenant_id),
         gpu_count,
         released: released_at.is_some(),
         gpu_model,
         hourly_rate,
-        team_id,
+        team_id: team_id.map(TeamId),
     }
 }
 
@@ -78,12 +79,12 @@ pub async fn reserve(
 ) -> Result<QuotaReservation, Error> {
     validate(&req)?;
     db.tx(move |conn| {
-        let tenant = tenant_limits(conn, req.tenant_id, true)?;
-        if let Some(existing) = find(conn, req.order_id)? {
+        let tenant = tenant_limits(conn, req.tenant_id.into(), true)?;
+        if let Some(existing) = find(conn, req.order_id.into())? {
             if existing.0 != req.tenant_id {
                 return Err(Error::Conflict("order belongs to another tenant".into()));
             }
-            return Ok(reservation_from(req.order_id, existing));
+            return Ok(reservation_from(req.order_id.into(), existing));
         }
         let now = contracts::time::now();
         // A re-placed order's hold moves: released here and admitted again
@@ -109,10 +110,10 @@ pub async fn reserve(
             (None, Some(previous)) => find(conn, previous)?
                 .filter(|row| row.0 == req.tenant_id)
                 .and_then(|row| row.5),
-            (None, None) => req.team_id,
+            (None, None) => req.team_id.map(TeamId::into_uuid),
         };
         let team = team_id
-            .map(|id| teams::load(conn, req.tenant_id, id))
+            .map(|id| teams::load(conn, req.tenant_id.into(), id))
             .transpose()?;
 
         let demand = Demand {
@@ -121,7 +122,7 @@ pub async fn reserve(
             projected_cost: month::projected_cost_of_new(req.hourly_rate, now),
         };
         if let Some(team) = &team {
-            let (held, _) = held(conn, req.tenant_id, Some(team.id), now)?;
+            let (held, _) = held(conn, req.tenant_id.into(), Some(team.id), now)?;
             let ceiling = limits::with_borrowing(&team.limits, &team.borrowing_limit);
             let level = Level::Team {
                 id: team.id,
@@ -130,7 +131,7 @@ pub async fn reserve(
             limits::admit(&level, &ceiling, &held, &demand, &currency)
                 .map_err(Error::QuotaExceeded)?;
         }
-        let (held, _) = held(conn, req.tenant_id, None, now)?;
+        let (held, _) = held(conn, req.tenant_id.into(), None, now)?;
         limits::admit(&Level::Tenant, &tenant, &held, &demand, &currency)
             .map_err(Error::QuotaExceeded)?;
 
@@ -154,7 +155,7 @@ pub async fn reserve(
             released: false,
             gpu_model: req.gpu_model.clone(),
             hourly_rate: req.hourly_rate,
-            team_id,
+            team_id: team_id.map(TeamId),
         })
     })
     .await
@@ -183,7 +184,7 @@ fn tenant_quota(
     let (held, spend) = held(conn, tenant_id, None, now)?;
     let teams = teams::all(conn, tenant_id, now, currency)?;
     Ok(TenantQuota {
-        tenant_id,
+        tenant_id: TenantId(tenant_id),
         max_gpus: limits.max_gpus.unwrap_or(0),
         gpus_in_use: held.gpus,
         limits,

@@ -6,6 +6,7 @@
 
 use chrono::{DateTime, Utc};
 use contracts::api::{CreateTeamRequest, QuotaLimits, SetTeamQuotaRequest, Team};
+use contracts::ids::{TeamId, TenantId};
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
@@ -85,8 +86,8 @@ fn with_usage(
 ) -> Result<Team, Error> {
     let (held, spend) = held(conn, team.tenant_id, Some(team.id), now)?;
     Ok(Team {
-        id: team.id,
-        tenant_id: team.tenant_id,
+        id: TeamId(team.id),
+        tenant_id: TenantId(team.tenant_id),
         name: team.name,
         limits: team.limits,
         borrowing_limit: team.borrowing_limit,

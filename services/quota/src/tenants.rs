@@ -2,6 +2,7 @@
 
 use contracts::FieldErrors;
 use contracts::api::{Principal, Scope, SignUpRequest, TenantRole};
+use contracts::ids::TenantId;
 use diesel::prelude::*;
 use platform::Db;
 use schema::quota::{tenant_quotas, tenants, users};
@@ -84,7 +85,7 @@ pub fn principal(user: &User, tenant: &Tenant) -> Principal {
     let roles = parse_roles(&tenant.roles);
     Principal {
         user_id: user.id,
-        tenant_id: tenant.id,
+        tenant_id: TenantId(tenant.id),
         email: user.email.clone(),
         scopes: scopes_for(&roles, user.is_operator),
         api_key_id: None,

@@ -69,7 +69,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
         RUNWAY_LOW => {
             let e: RunwayLow = envelope.payload().map_err(|e| undecodable(RUNWAY_LOW, e))?;
             Ok(Some(Outgoing {
-                tenant_id: e.tenant_id,
+                tenant_id: e.tenant_id.into(),
                 event_type: EventType::BalanceLow,
                 data: json!({
                     "tenant_id": e.tenant_id,
@@ -88,7 +88,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 .payload()
                 .map_err(|e| undecodable(BALANCE_EXHAUSTED, e))?;
             Ok(Some(Outgoing {
-                tenant_id: e.tenant_id,
+                tenant_id: e.tenant_id.into(),
                 event_type: EventType::BalanceExhausted,
                 data: json!({
                     "tenant_id": e.tenant_id,
@@ -104,7 +104,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 .payload()
                 .map_err(|e| undecodable(SPEND_CAP_REACHED, e))?;
             Ok(Some(Outgoing {
-                tenant_id: e.tenant_id,
+                tenant_id: e.tenant_id.into(),
                 event_type: EventType::SpendCapReached,
                 data: json!({
                     "tenant_id": e.tenant_id,
@@ -122,7 +122,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 .payload()
                 .map_err(|e| undecodable(TOP_UP_SUCCEEDED, e))?;
             Ok(Some(Outgoing {
-                tenant_id: e.tenant_id,
+                tenant_id: e.tenant_id.into(),
                 event_type: EventType::TopUpSucceeded,
                 data: json!({
                     "tenant_id": e.tenant_id,
@@ -142,7 +142,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 EventType::InvoicePaid
             };
             Ok(Some(Outgoing {
-                tenant_id: e.tenant_id,
+                tenant_id: e.tenant_id.into(),
                 event_type,
                 data: json!({
                     "tenant_id": e.tenant_id,
@@ -163,7 +163,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 .payload()
                 .map_err(|e| undecodable(HOST_VERIFICATION, e))?;
             Ok(Some(Outgoing {
-                tenant_id: e.host_tenant_id,
+                tenant_id: e.host_tenant_id.into(),
                 event_type: EventType::HostVerificationChanged,
                 data: json!({
                     "host_tenant_id": e.host_tenant_id,
@@ -179,7 +179,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 .payload()
                 .map_err(|e| undecodable(STATEMENT_FINALIZED, e))?;
             Ok(Some(Outgoing {
-                tenant_id: e.host_tenant_id,
+                tenant_id: e.host_tenant_id.into(),
                 event_type: EventType::StatementFinalized,
                 data: json!({
                     "host_tenant_id": e.host_tenant_id,
@@ -202,7 +202,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 EventType::MachineOffline
             };
             Ok(Some(Outgoing {
-                tenant_id: e.host_tenant_id,
+                tenant_id: e.host_tenant_id.into(),
                 event_type,
                 data: json!({
                     "host_tenant_id": e.host_tenant_id,
@@ -223,7 +223,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 EventType::MachineReleased
             };
             Ok(Some(Outgoing {
-                tenant_id: e.host_tenant_id,
+                tenant_id: e.host_tenant_id.into(),
                 event_type,
                 data: json!({
                     "host_tenant_id": e.host_tenant_id,
@@ -244,7 +244,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 EventType::PayoutFailed
             };
             Ok(Some(Outgoing {
-                tenant_id: e.host_tenant_id,
+                tenant_id: e.host_tenant_id.into(),
                 event_type,
                 data: json!({
                     "host_tenant_id": e.host_tenant_id,
@@ -288,7 +288,7 @@ fn instance(event: &InstanceEvent) -> Option<Outgoing> {
     };
     let i = &event.instance;
     Some(Outgoing {
-        tenant_id: event.tenant_id,
+        tenant_id: event.tenant_id.into(),
         event_type,
         data: json!({
             "instance_id": i.id,
@@ -324,6 +324,7 @@ pub fn body(event_type: EventType, at: chrono::DateTime<chrono::Utc>, data: &Val
 mod tests {
     use super::*;
     use contracts::api::Instance;
+    use contracts::ids::{InstanceId, TenantId};
 
     /// api-specs/webhooks.yaml documents exactly the types there are.
     #[test]
@@ -354,8 +355,8 @@ mod tests {
         }))
         .expect("instance");
         InstanceEvent {
-            instance_id: Uuid::nil(),
-            tenant_id: Uuid::nil(),
+            instance_id: InstanceId(Uuid::nil()),
+            tenant_id: TenantId(Uuid::nil()),
             seq: 3,
             kind: InstanceEventKind::StateChanged,
             from_state: from.map(|s| InstanceState::parse(s).expect("a state")),
@@ -431,6 +432,7 @@ mod tests {
 mod money_and_host_events {
     use super::*;
     use contracts::events::{MachineRental, PayoutSettled, TopUpSucceeded};
+    use contracts::ids::{MachineId, TenantId};
     use rust_decimal::Decimal;
 
     fn envelope<P: serde::Serialize>(kind: &str, payload: &P) -> Envelope {
@@ -442,7 +444,7 @@ mod money_and_host_events {
         let (renter, host) = (Uuid::now_v7(), Uuid::now_v7());
         let at = chrono::Utc::now();
         let top_up = TopUpSucceeded {
-            tenant_id: renter,
+            tenant_id: TenantId(renter),
             top_up_id: Uuid::now_v7(),
             amount: Decimal::new(2500, 2),
             currency: "USD".into(),
@@ -461,8 +463,8 @@ mod money_and_host_events {
         assert_eq!(out.data["sequence"], 4);
 
         let rental = MachineRental {
-            host_tenant_id: host,
-            machine_id: Uuid::now_v7(),
+            host_tenant_id: TenantId(host),
+            machine_id: MachineId(Uuid::now_v7()),
             allocation_id: Uuid::now_v7(),
             gpu_count: 2,
             preempted: true,
@@ -484,7 +486,7 @@ mod money_and_host_events {
         assert_eq!(out.event_type, EventType::MachineRented);
 
         let payout = PayoutSettled {
-            host_tenant_id: host,
+            host_tenant_id: TenantId(host),
             payout_id: Uuid::now_v7(),
             amount: Decimal::new(10_000, 2),
             currency: "USD".into(),

@@ -5,6 +5,7 @@
 //! by pushing its `next_attempt_at` past the request (a lease), so a sender
 //! killed mid-request leaves it to be sent again: at least once, never lost.
 
+use contracts::ids::{DeliveryId, WebhookEndpointId};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -408,9 +409,9 @@ fn with_attempts(conn: &mut PgConnection, rows: Vec<DeliveryRow>) -> Result<Vec<
     Ok(rows
         .into_iter()
         .map(|r| Delivery {
-            id: r.id,
+            id: DeliveryId(r.id),
             webhook_id: webhook_id(r.message_id),
-            endpoint_id: r.endpoint_id,
+            endpoint_id: WebhookEndpointId(r.endpoint_id),
             event_type: r.event_type,
             status: r.status,
             attempts: r.attempts,

@@ -3,6 +3,7 @@
 //! never sees or touches another's endpoint (another's id is NOT_FOUND).
 
 use chrono::{DateTime, Utc};
+use contracts::ids::{TenantId, WebhookEndpointId};
 use contracts::webhooks::{Endpoint, EventType};
 use diesel::pg::PgConnection;
 use diesel::prelude::*;
@@ -44,8 +45,8 @@ pub struct Row {
 impl From<Row> for Endpoint {
     fn from(r: Row) -> Self {
         Endpoint {
-            id: r.id,
-            tenant_id: r.tenant_id,
+            id: WebhookEndpointId(r.id),
+            tenant_id: TenantId(r.tenant_id),
             url: r.url,
             description: r.description,
             event_types: r.event_types,

@@ -195,7 +195,14 @@ async fn list_deliveries(
         return Err(Error::Validation("limit: between 1 and 100".into()));
     }
     let list = db
-        .run(move |conn| deliveries::list(conn, tenant_id, query.endpoint_id, limit))
+        .run(move |conn| {
+            deliveries::list(
+                conn,
+                tenant_id,
+                query.endpoint_id.map(WebhookEndpointId::into_uuid),
+                limit,
+            )
+        })
         .await?;
     Ok(Reply::ok(list))
 }

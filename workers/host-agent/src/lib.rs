@@ -32,6 +32,7 @@ pub mod names;
 pub mod protocol;
 pub mod ssh;
 
+use contracts::ids::MachineId;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -333,7 +334,7 @@ async fn session(
         &user,
         Kind::Inventory,
         &InventoryReport {
-            machine_id: config.machine_id,
+            machine_id: MachineId(config.machine_id),
             sent_at: now(),
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
             simulated: inventory.simulated,
@@ -350,7 +351,7 @@ async fn session(
         &user,
         Kind::SelfTest,
         &SelfTestReport {
-            machine_id: config.machine_id,
+            machine_id: MachineId(config.machine_id),
             sent_at: now(),
             passed: checks.iter().all(|c| c.passed),
             gpus: inventory.gpus.clone(),
@@ -406,7 +407,7 @@ async fn session(
             &user,
             Kind::Heartbeat,
             &HeartbeatReport {
-                machine_id: config.machine_id,
+                machine_id: MachineId(config.machine_id),
                 sent_at: now(),
                 seq: *seq,
                 gpus,
@@ -480,7 +481,7 @@ async fn carry_out(
             return ack(delivery).await;
         }
     };
-    if command.machine_id != machine_id {
+    if command.machine_id != MachineId(machine_id) {
         tracing::error!(command.id = %command.command_id, "command for another machine dropped");
         return ack(delivery).await;
     }
@@ -503,7 +504,7 @@ async fn carry_out(
                 last = Some(tokio::time::Instant::now());
                 let progress = StepProgress {
                     command_id,
-                    machine_id,
+                    machine_id: MachineId(machine_id),
                     step: step.clone(),
                     message,
                     sent_at: now(),
@@ -549,7 +550,7 @@ async fn carry_out(
     };
     let result = StepResult {
         command_id: command.command_id,
-        machine_id,
+        machine_id: MachineId(machine_id),
         step: command.step.clone(),
         ok,
         error,

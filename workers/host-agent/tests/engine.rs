@@ -12,6 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use contracts::ids::{InstanceId, MachineId, TenantId};
 use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
@@ -189,9 +190,9 @@ impl Rig {
 
     fn spec(&self) -> RentalSpec {
         RentalSpec {
-            instance_id: Uuid::now_v7(),
-            tenant_id: Uuid::now_v7(),
-            machine_id: self.machine,
+            instance_id: InstanceId(Uuid::now_v7()),
+            tenant_id: TenantId(Uuid::now_v7()),
+            machine_id: MachineId(self.machine),
             gpu_count: 1,
             machine_gpu_count: 2,
             image: IMAGE.into(),
@@ -207,7 +208,7 @@ impl Rig {
     fn command(&self, action: &str, step: &str, job: serde_json::Value) -> AgentCommand {
         AgentCommand {
             command_id: Uuid::now_v7(),
-            machine_id: self.machine,
+            machine_id: MachineId(self.machine),
             action: action.into(),
             step: step.into(),
             job,
@@ -223,8 +224,8 @@ impl Rig {
 
     async fn instance(&self, action: &str, step: &str, instance: Uuid) -> Result<(), String> {
         let job = serde_json::to_value(InstanceRef {
-            instance_id: instance,
-            machine_id: self.machine,
+            instance_id: InstanceId(instance),
+            machine_id: MachineId(self.machine),
         })
         .unwrap();
         let command = self.command(action, step, job);
@@ -446,7 +447,7 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
         details.push(rig.provision_all(&spec).await);
         let c = rig
             .docker
-            .inspect_container(&names::container(instance), None)
+            .inspect_container(&names::container(instance.into()), None)
             .await
             .unwrap();
         ids.push(c.id.unwrap());
@@ -460,12 +461,12 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
     assert_eq!(connection.ports.len(), 1);
     assert_eq!(connection.ports[0].container_port, 8080);
     assert!((41000..=41999).contains(&connection.ports[0].host_port));
-    assert_eq!(rig.exec.binding(instance).unwrap(), Some(vec![0]));
+    assert_eq!(rig.exec.binding(instance.into()).unwrap(), Some(vec![0]));
 
     // Limits, security, labels, GPUs as created.
     let c = rig
         .docker
-        .inspect_container(&names::container(instance), None)
+        .inspect_container(&names::container(instance.into()), None)
         .await
         .unwrap();
     let host = c.host_config.unwrap();
@@ -498,7 +499,7 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
             .unwrap_or_default()
             .contains(&"GPUMARKET_GPUS=0".to_owned())
     );
-    assert!(rig.access.has_any(instance));
+    assert!(rig.access.has_any(instance.into()));
 
     // Traffic: the container downloads 300 KB from the host.
     let before = rig.exec.traffic(rig.machine).await;
@@ -508,9 +509,9 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
         .unwrap()
         .clone();
     let port = serve_bytes(300_000);
-    let gw = gateway(&rig.docker, instance).await;
+    let gw = gateway(&rig.docker, instance.into()).await;
     let (code, out) = rig
-        .sh(instance, &format!("nc -w 5 {gw} {port} | wc -c"))
+        .sh(instance.into(), &format!("nc -w 5 {gw} {port} | wc -c"))
         .await;
     assert_eq!(code, 0, "{out}");
     assert_eq!(out.trim(), "300000");
@@ -525,7 +526,7 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
     // The order's port is published on the host port.
     let (code, out) = rig
         .sh(
-            instance,
+            instance.into(),
             "echo hello-from-8080 | nc -l -p 8080 >/dev/null 2>&1 & sleep 0.3",
         )
         .await;
@@ -542,39 +543,39 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
     // A file in /workspace, measured.
     let (code, _) = rig
         .sh(
-            instance,
+            instance.into(),
             "head -c 200000 /dev/zero > /workspace/kept && echo ok",
         )
         .await;
     assert_eq!(code, 0);
-    assert!(rig.exec.disk_usage(instance).await.unwrap() >= 200_000);
+    assert!(rig.exec.disk_usage(instance.into()).await.unwrap() >= 200_000);
 
     // Stop, twice: container stopped and kept, volume kept, GPUs released,
     // keys revoked, nothing reported as exited.
     for _ in 0..2 {
-        rig.instance("stop", "stop_instance", instance)
+        rig.instance("stop", "stop_instance", instance.into())
             .await
             .unwrap();
     }
     let c = rig
         .docker
-        .inspect_container(&names::container(instance), None)
+        .inspect_container(&names::container(instance.into()), None)
         .await
         .unwrap();
     assert_eq!(c.state.unwrap().running, Some(false));
     rig.docker
-        .inspect_volume(&names::volume(instance))
+        .inspect_volume(&names::volume(instance.into()))
         .await
         .unwrap();
-    assert_eq!(rig.exec.binding(instance).unwrap(), None);
-    assert!(!rig.access.has_any(instance));
+    assert_eq!(rig.exec.binding(instance.into()).unwrap(), None);
+    assert!(!rig.access.has_any(instance.into()));
     assert!(rig.exec.exited(rig.machine).await.is_empty());
     assert!(rig.exec.traffic(rig.machine).await.is_empty());
 
     // Provisioned again: the same file is there.
     let stop_decided = Utc::now();
     rig.provision_all(&spec).await;
-    let (code, out) = rig.sh(instance, "wc -c < /workspace/kept").await;
+    let (code, out) = rig.sh(instance.into(), "wc -c < /workspace/kept").await;
     assert_eq!((code, out.trim()), (0, "200000"));
 
     // A stop decided before that start, handled late, leaves it running.
@@ -583,24 +584,24 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
         "stop_instance",
         serde_json::to_value(InstanceRef {
             instance_id: instance,
-            machine_id: rig.machine,
+            machine_id: MachineId(rig.machine),
         })
         .unwrap(),
     );
     late.issued_at = stop_decided;
     rig.exec.execute(&late, Progress::none()).await.unwrap();
-    assert!(rig.access.has_any(instance));
-    assert_eq!(rig.exec.binding(instance).unwrap(), Some(vec![0]));
-    let (code, _) = rig.sh(instance, "true").await;
+    assert!(rig.access.has_any(instance.into()));
+    assert_eq!(rig.exec.binding(instance.into()).unwrap(), Some(vec![0]));
+    let (code, _) = rig.sh(instance.into(), "true").await;
     assert_eq!(code, 0, "the late stop stopped the container");
 
     // Not clean while anything remains.
     let error = rig
-        .instance("deprovision", "validate_clean", instance)
+        .instance("deprovision", "validate_clean", instance.into())
         .await
         .unwrap_err();
     assert!(
-        error.contains(&format!("container {}", names::container(instance))),
+        error.contains(&format!("container {}", names::container(instance.into()))),
         "{error}"
     );
     assert!(
@@ -610,11 +611,11 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
     assert!(!error.contains("hunter2"));
 
     // Deprovision, every step twice.
-    rig.deprovision_all(instance).await;
-    rig.deprovision_all(instance).await;
-    assert!(rig.labelled(instance).await.is_empty());
-    assert!(!rig.access.has_any(instance));
-    assert_eq!(rig.exec.binding(instance).unwrap(), None);
+    rig.deprovision_all(instance.into()).await;
+    rig.deprovision_all(instance.into()).await;
+    assert!(rig.labelled(instance.into()).await.is_empty());
+    assert!(!rig.access.has_any(instance.into()));
+    assert_eq!(rig.exec.binding(instance.into()).unwrap(), None);
 }
 
 #[tokio::test]
@@ -660,16 +661,16 @@ async fn a_command_that_exits_fails_readiness_with_its_output_and_is_reported() 
     .await
     .unwrap();
     assert_eq!(restarted.exited(rig.machine).await, exited);
-    assert_eq!(restarted.binding(instance).unwrap(), Some(vec![0]));
+    assert_eq!(restarted.binding(instance.into()).unwrap(), Some(vec![0]));
     drop(restarted);
 
     // Stopped on purpose: no longer reported.
-    rig.instance("stop", "stop_instance", instance)
+    rig.instance("stop", "stop_instance", instance.into())
         .await
         .unwrap();
     assert!(rig.exec.exited(rig.machine).await.is_empty());
-    rig.deprovision_all(instance).await;
-    assert!(rig.labelled(instance).await.is_empty());
+    rig.deprovision_all(instance.into()).await;
+    assert!(rig.labelled(instance.into()).await.is_empty());
 }
 
 /// `a` cannot open a TCP connection to `b` by IP, while `b` can to itself.
@@ -693,8 +694,8 @@ async fn two_instances_cannot_reach_each_other() {
     rig.provision_all(&a).await;
     rig.provision_all(&b).await;
     assert_ne!(
-        rig.exec.binding(a.instance_id).unwrap(),
-        rig.exec.binding(b.instance_id).unwrap()
+        rig.exec.binding(a.instance_id.into()).unwrap(),
+        rig.exec.binding(b.instance_id.into()).unwrap()
     );
     let detail_a = rig.provision(&a, "readiness_check").await.unwrap().unwrap();
     let detail_b = rig.provision(&b, "readiness_check").await.unwrap().unwrap();
@@ -708,28 +709,28 @@ async fn two_instances_cannot_reach_each_other() {
     let error = rig.provision(&greedy, "bind_gpus").await.unwrap_err();
     assert!(error.contains("not enough free GPUs"), "{error}");
 
-    assert_isolated(&rig, a.instance_id, b.instance_id).await;
+    assert_isolated(&rig, a.instance_id.into(), b.instance_id.into()).await;
     // Still after a stop and a start again (the engine re-reads the
     // networks when it starts their containers).
     for spec in [&a, &b] {
-        rig.instance("stop", "stop_instance", spec.instance_id)
+        rig.instance("stop", "stop_instance", spec.instance_id.into())
             .await
             .unwrap();
     }
     rig.provision_all(&a).await;
     rig.provision_all(&b).await;
-    assert_isolated(&rig, a.instance_id, b.instance_id).await;
+    assert_isolated(&rig, a.instance_id.into(), b.instance_id.into()).await;
     // And after a third instance came and went (netavark 1.4's teardown
     // drops the jump to its isolation chain; the executor puts it back).
     let mut c = rig.spec();
     c.gpu_count = 0;
     rig.provision_all(&c).await;
-    rig.deprovision_all(c.instance_id).await;
-    assert_isolated(&rig, a.instance_id, b.instance_id).await;
+    rig.deprovision_all(c.instance_id.into()).await;
+    assert_isolated(&rig, a.instance_id.into(), b.instance_id.into()).await;
 
     for spec in [&a, &b] {
-        rig.deprovision_all(spec.instance_id).await;
-        assert!(rig.labelled(spec.instance_id).await.is_empty());
+        rig.deprovision_all(spec.instance_id.into()).await;
+        assert!(rig.labelled(spec.instance_id.into()).await.is_empty());
     }
 }
 
@@ -856,11 +857,11 @@ async fn the_host_is_checked_before_anything_is_made() {
     spec.ssh_public_key = None;
     let error = rig.provision(&spec, "authorize_ssh").await.unwrap_err();
     assert_eq!(error, "the order has no SSH public key");
-    assert!(!rig.access.has_any(spec.instance_id));
+    assert!(!rig.access.has_any(spec.instance_id.into()));
     // A command for another machine is refused.
-    spec.machine_id = Uuid::now_v7();
+    spec.machine_id = MachineId(Uuid::now_v7());
     assert!(rig.provision(&spec, "bind_gpus").await.is_err());
-    assert!(rig.labelled(spec.instance_id).await.is_empty());
+    assert!(rig.labelled(spec.instance_id.into()).await.is_empty());
 
     // A job that does not decode is refused without quoting it (env
     // values are secrets).

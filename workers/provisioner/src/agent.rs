@@ -15,6 +15,7 @@
 //! the body, so an agent that comes back late does not act on commands the
 //! worker has given up on.
 
+use contracts::ids::{InstanceId, MachineId};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -97,7 +98,7 @@ impl AgentDriver {
         };
         let command = AgentCommand {
             command_id: Uuid::now_v7(),
-            machine_id,
+            machine_id: MachineId(machine_id),
             action: action.to_owned(),
             step: step.as_str().to_owned(),
             job: serde_json::to_value(job).map_err(|e| fail(e.to_string()))?,
@@ -178,7 +179,9 @@ impl AgentDriver {
         let confirmation = channel
             .basic_publish(
                 "".into(),
-                protocol::command_queue(command.machine_id).as_str().into(),
+                protocol::command_queue(command.machine_id.into())
+                    .as_str()
+                    .into(),
                 BasicPublishOptions {
                     mandatory: true,
                     ..Default::default()
@@ -190,7 +193,7 @@ impl AgentDriver {
             .map_err(broker)?
             .await
             .map_err(broker)?;
-        match refusal(command.machine_id, confirmation) {
+        match refusal(command.machine_id.into(), confirmation) {
             Some(reason) => Err(broker(reason)),
             None => Ok(()),
         }
@@ -230,8 +233,8 @@ impl Driver for AgentDriver {
         Box::pin(self.command(
             step,
             "provision",
-            job.machine_id,
-            job.instance_id,
+            job.machine_id.into(),
+            job.instance_id.into(),
             job,
             Utc::now(),
         ))
@@ -247,8 +250,8 @@ impl Driver for AgentDriver {
         Box::pin(self.command(
             step,
             "provision",
-            run.instance.machine_id,
-            run.instance.instance_id,
+            run.instance.machine_id.into(),
+            run.instance.instance_id.into(),
             run,
             Utc::now(),
         ))
@@ -262,8 +265,8 @@ impl Driver for AgentDriver {
         Box::pin(self.command(
             step,
             "deprovision",
-            job.machine_id,
-            job.instance_id,
+            job.machine_id.into(),
+            job.instance_id.into(),
             job,
             Utc::now(),
         ))
@@ -277,8 +280,8 @@ impl Driver for AgentDriver {
         Box::pin(self.command(
             Step::StopInstance,
             "stop",
-            command.machine_id,
-            command.instance_id,
+            command.machine_id.into(),
+            command.instance_id.into(),
             command,
             issued_at,
         ))
@@ -495,7 +498,7 @@ pub async fn record_progress(
             };
             let at = contracts::time::now();
             let payload = ProvisioningStep {
-                instance_id,
+                instance_id: InstanceId(instance_id),
                 job_kind: kind,
                 step,
                 status: contracts::states::StepStatus::Progress,

@@ -24,6 +24,7 @@
 //! connection, platform::notify). Retries that come due, expired leases and
 //! lost notifications are found by the slow poll (`job_poll_ms`).
 
+use contracts::ids::{InstanceId, TenantId};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,7 +34,6 @@ use contracts::events::{
     DEPROVISION_INSTANCE, DeprovisionInstance, PROVISION_INSTANCE, PROVISIONING_STEP, ProvisionRun,
     ProvisioningStep, STOP_INSTANCE, StopInstance,
 };
-use contracts::ids::InstanceId;
 use contracts::states::{JobKind, StepStatus};
 use contracts::{Envelope, ErrorCode, endpoints};
 use diesel::pg::PgConnection;
@@ -290,13 +290,13 @@ impl Worker {
                     platform::notify::notify(conn, JOBS_CHANNEL)?;
                 }
                 if destroyed {
-                    cancel_provisioning(conn, instance_id)?;
+                    cancel_provisioning(conn, instance_id.into())?;
                 }
                 tracing::info!(instance.id = %instance_id, kind, new = inserted == 1, "job recorded");
                 // A destroy while provisioning: the provisioning jobs of the
                 // instance stop (see `cancel_provisioning`).
                 if deprovision {
-                    let cancelled = cancel_provisioning(conn, instance_id)?;
+                    let cancelled = cancel_provisioning(conn, instance_id.into())?;
                     if cancelled > 0 {
                         tracing::info!(instance.id = %instance_id, cancelled, "provisioning cancelled by a destroy");
                     }
@@ -764,7 +764,7 @@ impl Worker {
                 self.ordering
                     .call(
                         endpoints::ordering::PROVISIONING_RESULT,
-                        InstanceId(run.instance.instance_id),
+                        InstanceId(run.instance.instance_id.into()),
                         &result,
                     )
                     .await
@@ -777,7 +777,7 @@ impl Worker {
                 self.ordering
                     .call(
                         endpoints::ordering::DEPROVISIONING_RESULT,
-                        InstanceId(d.instance_id),
+                        InstanceId(d.instance_id.into()),
                         &result,
                     )
                     .await
@@ -958,7 +958,7 @@ impl EventBase {
     ) -> Result<(), diesel::result::Error> {
         let at = contracts::time::now();
         let payload = ProvisioningStep {
-            instance_id: self.instance_id,
+            instance_id: InstanceId(self.instance_id),
             job_kind: self.job_kind,
             step: step.as_str().to_owned(),
             status,
@@ -971,7 +971,7 @@ impl EventBase {
         let envelope = Envelope::new(
             contracts::events::kinds::PROVISIONING_STEP,
             at,
-            self.tenant_id,
+            self.tenant_id.map(TenantId),
             self.correlation_id.clone(),
             &payload,
         )

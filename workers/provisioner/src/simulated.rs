@@ -274,7 +274,7 @@ fn bind_gpus(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Err
     diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind::<diesel::sql_types::Text, _>(format!("sim-gpus:{}", job.machine_id))
         .execute(conn)?;
-    let mine = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
+    let mine = held(conn, job.machine_id.into(), job.instance_id.into(), "gpu")?.len() as i32;
     if mine >= job.gpu_count {
         return Ok(());
     }
@@ -298,7 +298,7 @@ fn bind_gpus(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Err
         add(conn, job, "gpu", index)?;
     }
     // Loud, so the step is retried, should an index still have been taken.
-    let bound = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
+    let bound = held(conn, job.machine_id.into(), job.instance_id.into(), "gpu")?.len() as i32;
     if bound < job.gpu_count {
         return Err(fail(
             Step::BindGpus,
@@ -311,7 +311,7 @@ fn bind_gpus(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Err
 /// Ready means: exactly the ordered GPUs bound, a network, a volume, a
 /// running container, and the renter's key authorised when one was given.
 fn readiness(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Error> {
-    let gpus = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
+    let gpus = held(conn, job.machine_id.into(), job.instance_id.into(), "gpu")?.len() as i32;
     if gpus != job.gpu_count {
         return Err(fail(
             Step::ReadinessCheck,
@@ -319,12 +319,18 @@ fn readiness(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Err
         ));
     }
     for kind in ["network", "volume", "container"] {
-        if held(conn, job.machine_id, job.instance_id, kind)?.is_empty() {
+        if held(conn, job.machine_id.into(), job.instance_id.into(), kind)?.is_empty() {
             return Err(fail(Step::ReadinessCheck, &format!("no {kind}")));
         }
     }
     if job.ssh_public_key.is_some()
-        && held(conn, job.machine_id, job.instance_id, "ssh_key")?.is_empty()
+        && held(
+            conn,
+            job.machine_id.into(),
+            job.instance_id.into(),
+            "ssh_key",
+        )?
+        .is_empty()
     {
         return Err(fail(Step::ReadinessCheck, "SSH key not authorised"));
     }

@@ -10,6 +10,7 @@
 
 use chrono::{DateTime, Utc};
 use contracts::api;
+use contracts::ids::TenantId;
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
@@ -50,7 +51,7 @@ impl TopUpRow {
     fn into_api(self, client_secret: Option<String>) -> api::TopUp {
         api::TopUp {
             id: self.id,
-            tenant_id: self.tenant_id,
+            tenant_id: TenantId(self.tenant_id),
             amount: self.amount,
             currency: self.currency,
             status: self.status,

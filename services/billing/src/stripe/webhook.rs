@@ -11,6 +11,7 @@
 //! Stripe sent it under several event ids. Events billing does not act on
 //! are recorded and answered 2xx, so Stripe stops resending them.
 
+use contracts::ids::TenantId;
 use std::collections::HashMap;
 
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -278,7 +279,7 @@ fn credit(
             top_up.tenant_id,
             None,
             &contracts::events::TopUpSucceeded {
-                tenant_id: top_up.tenant_id,
+                tenant_id: TenantId(top_up.tenant_id),
                 top_up_id: top_up.id,
                 amount,
                 currency: currency.to_owned(),

@@ -292,7 +292,7 @@ async fn tenant(
         }
         _ => {
             access.check(&principal)?;
-            Ok(principal.tenant_id)
+            Ok(principal.tenant_id.into())
         }
     }
 }

@@ -12,13 +12,13 @@
 //! [`crate::hub::CHANNEL_CAPACITY`] events behind has its subscription completed; it
 //! subscribes again and the history fills the gap.
 
+use contracts::ids::InstanceId;
 use std::collections::HashSet;
 use std::sync::Arc;
 
 use async_graphql::{Context, ID, SimpleObject, Subscription};
 use chrono::{DateTime, Utc};
 use contracts::events;
-use contracts::ids::InstanceId;
 use contracts::states::{
     InstanceEventKind, InstanceState, JobType, LifecycleRule, RuleAction, StepStatus,
 };
@@ -294,7 +294,7 @@ mod tests {
 
     fn step(status: &str, attempt: i32) -> events::ProvisioningStep {
         events::ProvisioningStep {
-            instance_id: Uuid::nil(),
+            instance_id: InstanceId(Uuid::nil()),
             job_kind: contracts::states::JobKind::Provision(1),
             step: "image".into(),
             status: status.parse().expect("a step status"),

@@ -283,7 +283,7 @@ impl HostingQuery {
                 auth::authorize(ctx, Access::Operator).await?;
                 validate::id("tenantId", &id)?
             }
-            None => auth::authorize(ctx, Access::Host).await?.tenant_id,
+            None => auth::authorize(ctx, Access::Host).await?.tenant_id.into(),
         };
         let profile = clients::from_context(ctx)?
             .catalog
@@ -309,7 +309,7 @@ impl HostingMutation {
             .catalog
             .call(
                 endpoints::catalog::UPDATE_HOST_PROFILE,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &api::UpdateHostProfileRequest {
                     legal_name: input.legal_name,
                     country: input.country,

@@ -232,7 +232,7 @@ impl IdentityQuery {
         let principal = auth::principal(ctx).await?;
         let tenant_id = match tenant_id {
             Some(id) => validate::id("tenantId", &id)?,
-            None => principal.tenant_id,
+            None => principal.tenant_id.into(),
         };
         if tenant_id != principal.tenant_id {
             Access::Operator.check(&principal)?;
@@ -346,7 +346,7 @@ impl IdentityMutation {
             name: input.name,
             scopes,
             idempotency_key: input.idempotency_key,
-            created_by_key: principal.api_key_id,
+            created_by_key: principal.api_key_id.map(Into::into),
         };
         let created = clients::from_context(ctx)?
             .quota

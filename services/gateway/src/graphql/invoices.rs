@@ -253,7 +253,7 @@ impl InvoicesQuery {
             .billing
             .call(
                 endpoints::billing::INVOICE_LIST,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &(),
             )
             .await?;
@@ -268,7 +268,7 @@ impl InvoicesQuery {
             .billing
             .call(
                 endpoints::billing::INVOICE,
-                (TenantId(principal.tenant_id), InvoiceId(id)),
+                (TenantId(principal.tenant_id.into()), InvoiceId(id)),
                 &(),
             )
             .await?;
@@ -282,7 +282,7 @@ impl InvoicesQuery {
             .billing
             .call(
                 endpoints::billing::INVOICE_PREVIEW,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &(),
             )
             .await?;
@@ -298,7 +298,7 @@ impl InvoicesQuery {
             .billing
             .call(
                 endpoints::billing::INVOICE_USAGE_CSV,
-                (TenantId(principal.tenant_id), InvoiceId(invoice_id)),
+                (TenantId(principal.tenant_id.into()), InvoiceId(invoice_id)),
                 &(),
             )
             .await?;
@@ -337,7 +337,7 @@ impl InvoicesMutation {
                 (),
                 &api::RunInvoicesRequest {
                     period_end,
-                    tenant_id,
+                    tenant_id: tenant_id.map(TenantId),
                 },
             )
             .await?;
@@ -384,7 +384,7 @@ impl InvoicesMutation {
                 endpoints::billing::CREDIT_NOTE_ISSUE,
                 (),
                 &api::CreditNoteRequest {
-                    invoice_id,
+                    invoice_id: InvoiceId(invoice_id),
                     amount,
                     reason,
                     idempotency_key,

@@ -104,6 +104,7 @@ mod tests {
     use super::*;
     use crate::auth::{Credential, JwtKeys};
     use crate::clients::Clients;
+    use contracts::ids::TenantId;
 
     fn keys() -> JwtKeys {
         JwtKeys::new(&[("k1".into(), "test-secret".into())], 600).unwrap()
@@ -131,7 +132,7 @@ mod tests {
     fn principal(roles: &[TenantRole], scopes: &[Scope]) -> Principal {
         Principal {
             user_id: Uuid::now_v7(),
-            tenant_id: Uuid::now_v7(),
+            tenant_id: TenantId(Uuid::now_v7()),
             email: "ada@example.com".into(),
             tenant_roles: roles.to_vec(),
             operator: false,

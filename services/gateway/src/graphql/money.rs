@@ -167,7 +167,7 @@ impl MoneyQuery {
             .billing
             .call(
                 endpoints::billing::BALANCE,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &(),
             )
             .await?;
@@ -182,10 +182,10 @@ impl MoneyQuery {
         let (balance, burn) = tokio::try_join!(
             clients
                 .billing
-                .call(endpoints::billing::BALANCE, TenantId(tenant), &()),
+                .call(endpoints::billing::BALANCE, TenantId(tenant.into()), &()),
             clients
                 .metering
-                .call(endpoints::metering::BURN_RATE, TenantId(tenant), &()),
+                .call(endpoints::metering::BURN_RATE, TenantId(tenant.into()), &()),
         )?;
         let runway = contracts::money::runway_seconds(balance.amount, burn.per_hour);
         let warn = clients.runway_warning_seconds;
@@ -206,7 +206,7 @@ impl MoneyQuery {
             .billing
             .call(
                 endpoints::billing::EARNINGS,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &(),
             )
             .await?;
@@ -220,7 +220,7 @@ impl MoneyQuery {
             .billing
             .call(
                 endpoints::billing::TOP_UP_LIST,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &(),
             )
             .await?;
@@ -262,7 +262,7 @@ impl MoneyMutation {
                 endpoints::billing::GRANT_CREDIT,
                 (),
                 &api::GrantCreditRequest {
-                    tenant_id,
+                    tenant_id: TenantId(tenant_id),
                     amount,
                     idempotency_key,
                     reason,

@@ -436,6 +436,7 @@ mod tests {
     use super::super::{builder, execute};
     use crate::auth::{Credential, JwtKeys, RequestAuth};
     use crate::clients::Clients;
+    use contracts::ids::TenantId;
 
     const QUERY: &str = r#"{ marketplaceOverview(from: "2026-12-01T00:00:00Z",
         to: "2026-12-02T00:00:00Z") { from } }"#;
@@ -455,7 +456,7 @@ mod tests {
         };
         let principal = Principal {
             user_id: Uuid::now_v7(),
-            tenant_id: Uuid::now_v7(),
+            tenant_id: TenantId(Uuid::now_v7()),
             email: "op@example.com".into(),
             tenant_roles: vec![TenantRole::Platform],
             operator,

@@ -279,7 +279,7 @@ impl PayoutsQuery {
             .billing
             .call(
                 endpoints::billing::STATEMENT_LIST,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &(),
             )
             .await?;
@@ -294,7 +294,7 @@ impl PayoutsQuery {
             .billing
             .call(
                 endpoints::billing::STATEMENT,
-                (TenantId(principal.tenant_id), StatementId(id)),
+                (TenantId(principal.tenant_id.into()), StatementId(id)),
                 &(),
             )
             .await?;
@@ -308,7 +308,7 @@ impl PayoutsQuery {
             .billing
             .call(
                 endpoints::billing::STATEMENT_PREVIEW,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &(),
             )
             .await?;
@@ -322,7 +322,7 @@ impl PayoutsQuery {
             .billing
             .call(
                 endpoints::billing::PAYOUT_LIST,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &(),
             )
             .await?;
@@ -337,7 +337,7 @@ impl PayoutsQuery {
             .billing
             .call(
                 endpoints::billing::PAYOUT_ACCOUNT,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &(),
             )
             .await;
@@ -399,7 +399,7 @@ impl PayoutsMutation {
             .billing
             .call(
                 endpoints::billing::PAYOUT_ONBOARDING_LINK,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &api::OnboardingLinkRequest {
                     return_url: format!("{page}?payouts=done"),
                     refresh_url: format!("{page}?payouts=expired"),
@@ -439,7 +439,7 @@ impl PayoutsMutation {
                 (),
                 &api::RunStatementsRequest {
                     period_end,
-                    host_tenant_id,
+                    host_tenant_id: host_tenant_id.map(TenantId),
                 },
             )
             .await?;
@@ -468,7 +468,9 @@ impl PayoutsMutation {
             .call(
                 endpoints::billing::PAYOUTS_RUN,
                 (),
-                &api::RunPayoutsRequest { host_tenant_id },
+                &api::RunPayoutsRequest {
+                    host_tenant_id: host_tenant_id.map(TenantId),
+                },
             )
             .await?;
         Ok(PayoutRun {

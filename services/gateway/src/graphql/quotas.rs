@@ -200,7 +200,7 @@ impl QuotasQuery {
             .quota
             .call(
                 endpoints::quota::TEAM_LIST,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &(),
             )
             .await?;
@@ -232,7 +232,7 @@ impl QuotasMutation {
             .quota
             .call(
                 endpoints::quota::TEAM_CREATE,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &request,
             )
             .await?;
@@ -261,7 +261,7 @@ impl QuotasMutation {
             .quota
             .call(
                 endpoints::quota::SET_TEAM_QUOTA,
-                (TenantId(principal.tenant_id), TeamId(team_id)),
+                (TenantId(principal.tenant_id.into()), TeamId(team_id)),
                 &request,
             )
             .await?;

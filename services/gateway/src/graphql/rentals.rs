@@ -4,7 +4,7 @@ use async_graphql::{ComplexObject, Context, ID, InputObject, Object, SimpleObjec
 use chrono::{DateTime, Utc};
 use contracts::api;
 use contracts::endpoints::{self, Endpoint};
-use contracts::ids::InstanceId;
+use contracts::ids::{InstanceId, MachineId, TeamId, TenantId};
 use contracts::states::Meter;
 use contracts::states::{InstanceAction, InstanceState, RentalType};
 use rust_decimal::Decimal;
@@ -149,8 +149,8 @@ async fn charges_of(
                 endpoints::billing::INSTANCE_CHARGES,
                 (),
                 &api::InstanceChargesRequest {
-                    tenant_id,
-                    instance_ids: chunk.to_vec(),
+                    tenant_id: TenantId(tenant_id),
+                    instance_ids: chunk.iter().copied().map(InstanceId).collect(),
                 },
             )
             .await?;
@@ -186,7 +186,7 @@ impl Instance {
             return Ok(charged.clone());
         }
         let principal = auth::authorize(ctx, Access::Billing).await?;
-        Ok(charges_of(ctx, principal.tenant_id, &[self.uuid])
+        Ok(charges_of(ctx, principal.tenant_id.into(), &[self.uuid])
             .await?
             .into_iter()
             .next()
@@ -234,7 +234,7 @@ impl From<api::Instance> for Instance {
             }),
             disk_measured_at: i.disk_measured_at.map(instant),
             disk_measured_at_utc: i.disk_measured_at,
-            uuid: i.id,
+            uuid: i.id.into(),
             charged: None,
         }
     }
@@ -462,10 +462,10 @@ impl RentalsQuery {
         {
             let ids: Vec<uuid::Uuid> = instances.iter().map(|i| i.uuid).collect();
             let mut charges: std::collections::HashMap<uuid::Uuid, api::InstanceCharges> =
-                charges_of(ctx, billing.tenant_id, &ids)
+                charges_of(ctx, billing.tenant_id.into(), &ids)
                     .await?
                     .into_iter()
-                    .map(|c| (c.instance_id, c))
+                    .map(|c| (c.instance_id.into_uuid(), c))
                     .collect();
             for instance in &mut instances {
                 instance.charged = charges.remove(&instance.uuid);
@@ -484,7 +484,7 @@ impl RentalsQuery {
         let query = api::UsageQuery {
             tenant_id: principal.tenant_id,
             instance_id: instance_id
-                .map(|id| validate::id("instanceId", &id))
+                .map(|id| validate::id("instanceId", &id).map(InstanceId))
                 .transpose()?,
         };
         let usage = clients::from_context(ctx)?
@@ -531,7 +531,7 @@ impl RentalsMutation {
             tenant_id: principal.tenant_id,
             user_id: principal.user_id,
             idempotency_key: input.idempotency_key,
-            offer_id,
+            offer_id: offer_id.map(MachineId),
             constraints: input.constraints.map(Into::into),
             gpu_count: input.gpu_count,
             max_price_per_gpu_hour: input.max_price_per_gpu_hour,
@@ -542,7 +542,7 @@ impl RentalsMutation {
             team_id: input
                 .team_id
                 .as_ref()
-                .map(|team| validate::id("teamId", team))
+                .map(|team| validate::id("teamId", team).map(TeamId))
                 .transpose()?,
             disk_gib: input.disk_gib,
             command: input.command,

@@ -191,7 +191,11 @@ impl WebhooksQuery {
         let principal = auth::authorize(ctx, Access::Webhooks).await?;
         let list = clients::from_context(ctx)?
             .webhooks
-            .call(endpoints::ENDPOINT_LIST, TenantId(principal.tenant_id), &())
+            .call(
+                endpoints::ENDPOINT_LIST,
+                TenantId(principal.tenant_id.into()),
+                &(),
+            )
             .await?;
         Ok(list.into_iter().map(Into::into).collect())
     }
@@ -211,7 +215,7 @@ impl WebhooksQuery {
         let query = api::DeliveriesQuery {
             endpoint_id: endpoint_id
                 .as_ref()
-                .map(|id| validate::id("endpointId", id))
+                .map(|id| validate::id("endpointId", id).map(WebhookEndpointId))
                 .transpose()?,
             limit: Some(i64::from(limit)),
         };
@@ -219,7 +223,7 @@ impl WebhooksQuery {
             .webhooks
             .call(
                 endpoints::DELIVERY_LIST,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &query,
             )
             .await?;
@@ -250,7 +254,7 @@ impl WebhooksMutation {
             .webhooks
             .call(
                 endpoints::ENDPOINT_CREATE,
-                TenantId(principal.tenant_id),
+                TenantId(principal.tenant_id.into()),
                 &body,
             )
             .await?;
@@ -275,7 +279,7 @@ impl WebhooksMutation {
             .webhooks
             .call(
                 endpoints::ENDPOINT_UPDATE,
-                (TenantId(principal.tenant_id), WebhookEndpointId(id)),
+                (TenantId(principal.tenant_id.into()), WebhookEndpointId(id)),
                 &body,
             )
             .await?;
@@ -290,7 +294,7 @@ impl WebhooksMutation {
             .webhooks
             .call(
                 endpoints::ENDPOINT_DELETE,
-                (TenantId(principal.tenant_id), WebhookEndpointId(id)),
+                (TenantId(principal.tenant_id.into()), WebhookEndpointId(id)),
                 &(),
             )
             .await?;
@@ -310,7 +314,7 @@ impl WebhooksMutation {
             .webhooks
             .call(
                 endpoints::ENDPOINT_ROTATE_SECRET,
-                (TenantId(principal.tenant_id), WebhookEndpointId(id)),
+                (TenantId(principal.tenant_id.into()), WebhookEndpointId(id)),
                 &(),
             )
             .await?;
@@ -329,7 +333,7 @@ impl WebhooksMutation {
             .webhooks
             .call(
                 endpoints::ENDPOINT_TEST,
-                (TenantId(principal.tenant_id), WebhookEndpointId(id)),
+                (TenantId(principal.tenant_id.into()), WebhookEndpointId(id)),
                 &(),
             )
             .await?;
@@ -349,7 +353,7 @@ impl WebhooksMutation {
             .webhooks
             .call(
                 endpoints::DELIVERY_REDELIVER,
-                (TenantId(principal.tenant_id), DeliveryId(id)),
+                (TenantId(principal.tenant_id.into()), DeliveryId(id)),
                 &(),
             )
             .await?;

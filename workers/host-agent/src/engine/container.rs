@@ -86,7 +86,7 @@ pub fn create_body(
         env.push(format!("{name}={value}"));
     }
     env.push(format!("GPUMARKET_GPUS={gpus}"));
-    let mut labels = super::labels::base(plan.machine, spec.instance_id, spec.attempt);
+    let mut labels = super::labels::base(plan.machine, spec.instance_id.into(), spec.attempt);
     labels.insert(names::LABEL_GPUS.into(), gpus);
     let mut port_bindings = HashMap::new();
     let mut exposed = Vec::new();
@@ -112,11 +112,11 @@ pub fn create_body(
         hard: Some(value),
     };
     let host_config = HostConfig {
-        network_mode: Some(names::network(spec.instance_id)),
+        network_mode: Some(names::network(spec.instance_id.into())),
         port_bindings: Some(port_bindings),
         mounts: Some(vec![Mount {
             target: Some(names::WORKSPACE.into()),
-            source: Some(names::volume(spec.instance_id)),
+            source: Some(names::volume(spec.instance_id.into())),
             typ: Some(MountType::VOLUME),
             read_only: Some(false),
             ..Default::default()
@@ -380,12 +380,13 @@ mod tests {
     use crate::engine::config::GpuStyle;
     use crate::engine::gpus;
     use crate::protocol::GpuInfo;
+    use contracts::ids::{InstanceId, MachineId, TenantId};
 
     fn spec() -> RentalSpec {
         RentalSpec {
-            instance_id: Uuid::now_v7(),
-            tenant_id: Uuid::now_v7(),
-            machine_id: Uuid::now_v7(),
+            instance_id: InstanceId(Uuid::now_v7()),
+            tenant_id: TenantId(Uuid::now_v7()),
+            machine_id: MachineId(Uuid::now_v7()),
             gpu_count: 2,
             machine_gpu_count: 4,
             image: "pytorch/pytorch:2.3".into(),
@@ -416,7 +417,7 @@ mod tests {
             &spec,
             "docker.io/pytorch/pytorch:2.3",
             Plan {
-                machine: spec.machine_id,
+                machine: spec.machine_id.into(),
                 gpus: &indices,
                 devices: gpus::devices(style, simulated, true, &gpu_list(), &indices),
                 ports: &[PortMapping {
@@ -527,7 +528,7 @@ mod tests {
         let mut spec = spec();
         spec.env = [("A=B".to_owned(), "secret-value".to_owned())].into();
         let plan = Plan {
-            machine: spec.machine_id,
+            machine: spec.machine_id.into(),
             gpus: &[],
             devices: (None, None),
             ports: &[],

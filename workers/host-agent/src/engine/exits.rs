@@ -7,6 +7,7 @@ use bollard::Docker;
 use bollard::models::{ContainerInspectResponse, ContainerStateStatusEnum};
 use bollard::query_parameters::LogsOptionsBuilder;
 use chrono::{DateTime, Utc};
+use contracts::ids::InstanceId;
 use futures_util::StreamExt;
 use uuid::Uuid;
 
@@ -122,7 +123,7 @@ pub async fn exited(docker: &Docker, state: &StateDir, machine: Uuid) -> Vec<Ins
         };
         let logs = last_logs(docker, &name).await;
         exits.push(InstanceExited {
-            instance_id: instance,
+            instance_id: InstanceId(instance),
             run,
             exit_code,
             oom_killed,

@@ -351,7 +351,7 @@ impl Executor for ContainerExecutor {
             let mut counters =
                 traffic::traffic(&self.docker, machine_id, self.facts.swapped_net_counters).await;
             for counter in &mut counters {
-                counter.workspace_bytes = self.workspace_bytes(counter.instance_id).await;
+                counter.workspace_bytes = self.workspace_bytes(counter.instance_id.into()).await;
             }
             counters
         })

@@ -47,7 +47,7 @@ impl ContainerExecutor {
             "provision" => {
                 let spec: RentalSpec =
                     serde_json::from_value(command.job.clone()).map_err(bad_job)?;
-                self.check_machine(spec.machine_id)?;
+                self.check_machine(spec.machine_id.into())?;
                 self.provision_step(&command.step, &spec, command.issued_at, progress)
                     .await
             }
@@ -57,8 +57,8 @@ impl ContainerExecutor {
             "deprovision" | "stop" => {
                 let job: InstanceRef =
                     serde_json::from_value(command.job.clone()).map_err(bad_job)?;
-                self.check_machine(job.machine_id)?;
-                self.instance_step(&command.step, job.instance_id, command.issued_at)
+                self.check_machine(job.machine_id.into())?;
+                self.instance_step(&command.step, job.instance_id.into(), command.issued_at)
                     .await?;
                 Ok(None)
             }
@@ -96,14 +96,15 @@ impl ContainerExecutor {
                 super::pull::pull_image(&self.docker, &spec.image, &limits, progress).await?;
             }
             "bind_gpus" => {
-                self.bind_gpus(instance, spec.gpu_count, issued_at).await?;
+                self.bind_gpus(instance.into(), spec.gpu_count, issued_at)
+                    .await?;
             }
             "attach_network" => {
                 let _choosing = self.choosing.lock().await;
                 network::attach_network(
                     self.networks(),
-                    labels::base(self.machine, instance, spec.attempt),
-                    instance,
+                    labels::base(self.machine, instance.into(), spec.attempt),
+                    instance.into(),
                     &spec.ports,
                     self.config.port_range,
                     self.facts.podman,
@@ -113,8 +114,8 @@ impl ContainerExecutor {
             "create_volume" => {
                 volume::create_volume(
                     &self.docker,
-                    labels::base(self.machine, instance, spec.attempt),
-                    instance,
+                    labels::base(self.machine, instance.into(), spec.attempt),
+                    instance.into(),
                     spec.disk_gib,
                 )
                 .await?;
@@ -126,11 +127,11 @@ impl ContainerExecutor {
                     .as_deref()
                     .filter(|k| !k.trim().is_empty())
                     .ok_or(EngineError::NoSshKey)?;
-                self.access.authorize(instance, keys)?;
+                self.access.authorize(instance.into(), keys)?;
             }
-            "readiness_check" => return self.readiness_check(instance).await.map(Some),
+            "readiness_check" => return self.readiness_check(instance.into()).await.map(Some),
             // A stop's step may come with the provisioning job of the run.
-            "stop_instance" => self.stop_instance(instance, issued_at).await?,
+            "stop_instance" => self.stop_instance(instance.into(), issued_at).await?,
             other => return Err(EngineError::UnknownStep(other.to_owned())),
         }
         Ok(None)
@@ -238,17 +239,18 @@ impl ContainerExecutor {
     ) -> Result<(), EngineError> {
         let instance = spec.instance_id;
         // A start after a stop finds the GPUs released: bind again.
-        let indices = match self.state.binding(instance)? {
+        let indices = match self.state.binding(instance.into())? {
             Some(indices) => indices,
             None => {
                 let _choosing = self.choosing.lock().await;
                 let want = usize::try_from(spec.gpu_count.max(0)).unwrap_or(0);
-                let chosen = gpus::choose(&self.gpus, &self.state.bindings()?, instance, want)?;
-                self.state.bind(instance, &chosen, issued_at)?;
+                let chosen =
+                    gpus::choose(&self.gpus, &self.state.bindings()?, instance.into(), want)?;
+                self.state.bind(instance.into(), &chosen, issued_at)?;
                 chosen
             }
         };
-        let ports = network::mappings(self.networks(), instance)
+        let ports = network::mappings(self.networks(), instance.into())
             .await?
             .ok_or_else(|| EngineError::StartFailed("the instance has no network".into()))?;
         let image = ImageRef::parse(&spec.image)?.full();
@@ -275,11 +277,12 @@ impl ContainerExecutor {
                 },
             },
         )?;
-        let started = container::start(&self.docker, instance, body).await;
+        let started = container::start(&self.docker, instance.into(), body).await;
         self.repair_isolation().await;
         started?;
         // After the start: a container that never ran is not "exited".
-        self.state.want_running(instance, spec.attempt, issued_at)?;
+        self.state
+            .want_running(instance.into(), spec.attempt, issued_at)?;
         tracing::info!(instance.id = %instance, gpus = ?indices, "container started");
         Ok(())
     }

@@ -3,6 +3,7 @@
 
 use bollard::Docker;
 use bollard::query_parameters::StatsOptionsBuilder;
+use contracts::ids::InstanceId;
 use futures_util::StreamExt;
 use uuid::Uuid;
 
@@ -38,7 +39,7 @@ pub async fn traffic(docker: &Docker, machine: Uuid, swapped: bool) -> Vec<Insta
             std::mem::swap(&mut tx_bytes, &mut rx_bytes);
         }
         counters.push(InstanceCounters {
-            instance_id: instance,
+            instance_id: InstanceId(instance),
             tx_bytes,
             rx_bytes,
             // Measured separately, less often ([`super::ContainerExecutor`]).
