@@ -573,7 +573,14 @@ async fn racing_finalizations_number_without_gaps_and_assign_each_posting_once()
         tasks.push(tokio::spawn(async move {
             (
                 i,
-                finalize_period(&db, &settings, InvoicePeriod::Monthly, tenant, end).await,
+                finalize_period(
+                    &db,
+                    &settings,
+                    InvoicePeriod::Monthly,
+                    TenantId(tenant),
+                    end,
+                )
+                .await,
             )
         }));
     }

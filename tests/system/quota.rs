@@ -591,7 +591,7 @@ async fn race_holds(db: &platform::Db, limits: QuotaLimits, racers: usize) -> (i
     quota::set_quota(
         db,
         "USD".into(),
-        tenant.into(),
+        tenant,
         SetTenantQuotaRequest {
             max_gpus: None,
             limits: Some(limits),

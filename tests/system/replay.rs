@@ -311,10 +311,16 @@ async fn every_event_twice_and_shuffled_gives_the_same_invoice() {
         let invoice = |tenant: Uuid| {
             let (db, settings) = (db.clone(), settings.clone());
             async move {
-                finalize_period(&db, &settings, InvoicePeriod::Monthly, tenant, end)
-                    .await
-                    .expect("finalize")
-                    .expect("an invoice")
+                finalize_period(
+                    &db,
+                    &settings,
+                    InvoicePeriod::Monthly,
+                    TenantId(tenant),
+                    end,
+                )
+                .await
+                .expect("finalize")
+                .expect("an invoice")
             }
         };
         let (a, b) = (invoice(in_order).await, invoice(shuffled).await);

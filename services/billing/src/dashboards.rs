@@ -113,7 +113,7 @@ struct Sum {
 pub async fn balance_history(
     db: &Db,
     settings: &Settings,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     query: api::BalanceHistoryQuery,
 ) -> Result<BalanceHistoryPage, Error> {
     let first = query.first.unwrap_or(DEFAULT_PAGE);
@@ -196,7 +196,7 @@ pub async fn balance_history(
                     })
                     .collect();
                 Ok::<_, Error>(BalanceHistoryPage {
-                    tenant_id: TenantId(tenant_id),
+                    tenant_id,
                     currency: currency.clone(),
                     balance,
                     end_cursor: entries.last().map(|e| e.entry_id.to_string()),
@@ -230,7 +230,7 @@ struct PointRow {
 pub async fn usage_series(
     db: &Db,
     settings: &Settings,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     query: api::UsageSeriesQuery,
 ) -> Result<UsageSeries, Error> {
     bucket_count(
@@ -295,7 +295,7 @@ pub async fn usage_series(
         })
         .collect();
     Ok(UsageSeries {
-        tenant_id: TenantId(tenant_id),
+        tenant_id,
         bucket: query.bucket,
         group_by: query.group_by,
         from,
@@ -342,7 +342,7 @@ struct CreditRow {
 pub async fn machine_earnings(
     db: &Db,
     settings: &Settings,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     query: api::MachineEarningsQuery,
 ) -> Result<MachineEarnings, Error> {
     bucket_count(
@@ -445,7 +445,7 @@ pub async fn machine_earnings(
     // Machines without a known id (usage from before the dimension) last.
     days.sort_by_key(|d| (d.day, d.machine_id.is_none(), d.machine_id));
     Ok(MachineEarnings {
-        host_tenant_id: TenantId(host_tenant_id),
+        host_tenant_id,
         from,
         to,
         currency: settings.currency.clone(),

@@ -5,7 +5,6 @@ use contracts::ids::TenantId;
 use contracts::{Envelope, Kind};
 use diesel::pg::PgConnection;
 use serde::Serialize;
-use uuid::Uuid;
 
 use crate::SCHEMA;
 
@@ -15,14 +14,14 @@ pub fn publish<T: Serialize>(
     conn: &mut PgConnection,
     exchange: &str,
     kind: Kind<T>,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     correlation_id: Option<String>,
     payload: &T,
 ) -> Result<(), diesel::result::Error> {
     let envelope = Envelope::new(
         kind,
         contracts::time::now(),
-        Some(TenantId(tenant_id)),
+        Some(tenant_id),
         correlation_id.or_else(platform::http::current_correlation_id),
         payload,
     )
@@ -35,7 +34,7 @@ pub fn publish<T: Serialize>(
 pub fn publish_all<T: Serialize>(
     conn: &mut PgConnection,
     exchange: &str,
-    events: &[(Kind<T>, Uuid, T)],
+    events: &[(Kind<T>, TenantId, T)],
 ) -> Result<(), diesel::result::Error> {
     let now = contracts::time::now();
     let correlation_id = platform::http::current_correlation_id();
@@ -45,7 +44,7 @@ pub fn publish_all<T: Serialize>(
             Envelope::new(
                 *kind,
                 now,
-                Some(TenantId(*tenant_id)),
+                Some(*tenant_id),
                 correlation_id.clone(),
                 payload,
             )

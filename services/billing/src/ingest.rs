@@ -174,7 +174,7 @@ pub fn apply_batch(
     let charges: Vec<crate::spend::Charge> = segments
         .iter()
         .map(|s| crate::spend::Charge {
-            tenant_id: s.usage.tenant_id.into(),
+            tenant_id: s.usage.tenant_id,
             amount: s.amount,
             usage_at: s.usage.started_at,
             correlation_id: s.correlation_id.clone(),
@@ -235,7 +235,7 @@ fn insert_postings(
         .chain(credits.iter().map(|c| Row {
             id: &c.posting_id,
             kind: "downtime_credit",
-            tenant: c.tenant_id,
+            tenant: c.tenant_id.into(),
             instance: c.instance_id,
             fee_rate: None,
             description: &c.description,
@@ -294,7 +294,7 @@ impl Accounts {
         let owners = segments
             .iter()
             .map(|s| (s.usage.tenant_id.0, s.usage.host_tenant_id.0))
-            .chain(credits.iter().map(|c| (c.tenant_id, c.host_tenant_id)));
+            .chain(credits.iter().map(|c| (c.tenant_id.0, c.host_tenant_id.0)));
         for (renter, host) in owners {
             wanted.push((AccountKind::RenterBalance, Some(renter)));
             wanted.push((AccountKind::HostEarnings, Some(host)));
@@ -402,8 +402,8 @@ fn insert_legs(
         }
     }
     for c in credits {
-        let renter = accounts.id(AccountKind::RenterBalance, Some(c.tenant_id))?;
-        let host = accounts.id(AccountKind::HostEarnings, Some(c.host_tenant_id))?;
+        let renter = accounts.id(AccountKind::RenterBalance, Some(c.tenant_id.into()))?;
+        let host = accounts.id(AccountKind::HostEarnings, Some(c.host_tenant_id.into()))?;
         legs.push((&c.posting_id, host, -c.amount));
         legs.push((&c.posting_id, renter, c.amount));
     }

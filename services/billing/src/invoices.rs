@@ -208,7 +208,7 @@ struct PostingRow {
 /// before `before` (all of them when None), oldest first.
 fn uninvoiced(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     currency: &str,
     before: Option<DateTime<Utc>>,
 ) -> QueryResult<(Vec<UsagePosting>, Option<DateTime<Utc>>)> {
@@ -254,7 +254,7 @@ fn uninvoiced(
 #[diesel(table_name = invoices)]
 struct InvoiceRow {
     id: Uuid,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     number: i64,
     period_start: DateTime<Utc>,
     period_end: DateTime<Utc>,
@@ -274,7 +274,7 @@ struct InvoiceRow {
 #[diesel(table_name = credit_notes)]
 struct CreditNoteRow {
     id: Uuid,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     invoice_id: Uuid,
     number: i64,
     amount: Decimal,
@@ -288,7 +288,7 @@ impl From<CreditNoteRow> for api::CreditNote {
         let amount = minor(c.amount, &c.currency);
         Self {
             id: c.id,
-            tenant_id: TenantId(c.tenant_id),
+            tenant_id: c.tenant_id,
             invoice_id: InvoiceId(c.invoice_id),
             number: c.number,
             amount,
@@ -365,7 +365,7 @@ fn with_lines(conn: &mut PgConnection, rows: Vec<InvoiceRow>) -> QueryResult<Vec
             let currency = r.currency.clone();
             api::Invoice {
                 id: Some(InvoiceId(r.id)),
-                tenant_id: TenantId(r.tenant_id),
+                tenant_id: r.tenant_id,
                 number: Some(r.number),
                 status: r.status,
                 period_start: r.period_start,
@@ -409,7 +409,7 @@ fn load_many(conn: &mut PgConnection, ids: &[Uuid]) -> QueryResult<Vec<api::Invo
     Ok(out)
 }
 
-fn find(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> Result<api::Invoice, Error> {
+fn find(conn: &mut PgConnection, tenant_id: TenantId, id: Uuid) -> Result<api::Invoice, Error> {
     let row = invoices::table
         .filter(invoices::id.eq(id))
         .filter(invoices::tenant_id.eq(tenant_id))
@@ -430,10 +430,10 @@ pub fn finalize_in(
     conn: &mut PgConnection,
     settings: &Settings,
     period: InvoicePeriod,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     period_end: DateTime<Utc>,
 ) -> Result<Option<api::Invoice>, Error> {
-    let outcome = finalize_chunk(conn, settings, period, &[tenant_id], period_end)?;
+    let outcome = finalize_chunk(conn, settings, period, &[tenant_id.into()], period_end)?;
     if let Some((_, last_end)) = outcome.conflicts.first() {
         return Err(Error::Conflict(format!(
             "periodEnd: the tenant is invoiced up to {last_end}, after {period_end}"
@@ -461,7 +461,7 @@ pub(crate) struct ChunkOutcome {
 #[derive(QueryableByName)]
 struct TenantState {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     #[diesel(sql_type = BigInt)]
     last_number: i64,
     #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
@@ -473,7 +473,7 @@ struct TenantState {
 #[derive(QueryableByName)]
 struct Earliest {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     #[diesel(sql_type = Timestamptz)]
     earliest: DateTime<Utc>,
 }
@@ -489,7 +489,7 @@ struct Finalized {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
     id: Uuid,
     #[diesel(sql_type = diesel::sql_types::Uuid)]
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     #[diesel(sql_type = BigInt)]
     number: i64,
     #[diesel(sql_type = Numeric)]
@@ -505,7 +505,7 @@ struct Finalized {
 impl Finalized {
     fn event(&self, currency: &str) -> InvoiceChanged {
         InvoiceChanged {
-            tenant_id: TenantId(self.tenant_id),
+            tenant_id: self.tenant_id,
             invoice_id: InvoiceId(self.id),
             number: self.number,
             total: self.total,
@@ -640,11 +640,11 @@ pub(crate) fn finalize_chunk(
     let mut open: HashMap<Uuid, (i64, Option<DateTime<Utc>>)> = HashMap::new();
     for s in states {
         if let Some(id) = s.existing {
-            existing.insert(s.tenant_id, id);
+            existing.insert(s.tenant_id.into(), id);
         } else if let Some(last_end) = s.last_end.filter(|e| *e > period_end) {
-            outcome.conflicts.push((s.tenant_id, last_end));
+            outcome.conflicts.push((s.tenant_id.into(), last_end));
         } else {
-            open.insert(s.tenant_id, (s.last_number, s.last_end));
+            open.insert(s.tenant_id.into(), (s.last_number, s.last_end));
         }
     }
     let candidates: Vec<Uuid> = tenants
@@ -733,7 +733,7 @@ fn write_invoices(
         Vec::with_capacity(earliest.len()),
     );
     for e in earliest {
-        let Some((last_number, last_end)) = open.get(&e.tenant_id) else {
+        let Some((last_number, last_end)) = open.get(&e.tenant_id.0) else {
             continue;
         };
         let id = Uuid::now_v7();
@@ -741,7 +741,7 @@ fn write_invoices(
         tenant_ids.push(e.tenant_id);
         numbers.push(last_number + 1);
         starts.push(last_end.unwrap_or_else(|| period.start_of(e.earliest)));
-        created.insert(e.tenant_id, id);
+        created.insert(e.tenant_id.into(), id);
     }
     diesel::sql_query(
         "INSERT INTO invoice_run_invoices (id, tenant_id, number, period_start) \
@@ -937,7 +937,7 @@ pub async fn finalize_period(
     db: &Db,
     settings: &Settings,
     period: InvoicePeriod,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     period_end: DateTime<Utc>,
 ) -> Result<Option<api::Invoice>, Error> {
     let period_end = ended(period_end)?;
@@ -978,7 +978,7 @@ pub async fn run_invoices(
         .unwrap_or_else(|| period.start_of(Utc::now()))
         .trunc_subsecs(6);
     if let Some(tenant_id) = req.tenant_id {
-        let invoice = finalize_period(db, settings, period, tenant_id.into(), period_end).await?;
+        let invoice = finalize_period(db, settings, period, tenant_id, period_end).await?;
         return Ok(api::RunInvoicesResult {
             period_end,
             invoices: invoice.into_iter().collect(),
@@ -1007,7 +1007,7 @@ pub async fn finalize_all(
     #[derive(QueryableByName)]
     struct Tenant {
         #[diesel(sql_type = diesel::sql_types::Uuid)]
-        tenant_id: Uuid,
+        tenant_id: TenantId,
     }
     let rows: Vec<Tenant> = db
         .run(move |conn| {
@@ -1023,7 +1023,7 @@ pub async fn finalize_all(
             .map_err(Error::from)
         })
         .await?;
-    let tenants: Vec<Uuid> = rows.into_iter().map(|r| r.tenant_id).collect();
+    let tenants: Vec<Uuid> = rows.into_iter().map(|r| r.tenant_id.into_uuid()).collect();
     let mut ids = Vec::with_capacity(tenants.len());
     let mut finalized = 0usize;
     for chunk in tenants.chunks(RUN_CHUNK) {
@@ -1049,7 +1049,7 @@ pub async fn preview(
     db: &Db,
     settings: &Settings,
     period: InvoicePeriod,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     now: DateTime<Utc>,
 ) -> Result<api::Invoice, Error> {
     let settings = settings.clone();
@@ -1069,7 +1069,7 @@ pub async fn preview(
         let drafted = draft(&postings, period_start, &currency);
         Ok(api::Invoice {
             id: None,
-            tenant_id: TenantId(tenant_id),
+            tenant_id,
             number: None,
             status: InvoiceStatus::Draft,
             period_start,
@@ -1091,7 +1091,7 @@ pub async fn preview(
 }
 
 /// The tenant's invoices, newest first (at most 100).
-pub async fn list(db: &Db, tenant_id: Uuid) -> Result<Vec<api::Invoice>, Error> {
+pub async fn list(db: &Db, tenant_id: TenantId) -> Result<Vec<api::Invoice>, Error> {
     db.run(move |conn| {
         let rows = invoices::table
             .filter(invoices::tenant_id.eq(tenant_id))
@@ -1119,7 +1119,7 @@ pub async fn mark_paid(db: &Db, settings: &Settings, id: Uuid) -> Result<api::In
             .optional()?
             .ok_or_else(|| Error::NotFound(format!("invoice {id} not found")))?;
         match status {
-            InvoiceStatus::Paid => return find(conn, tenant_id, id),
+            InvoiceStatus::Paid => return find(conn, TenantId(tenant_id), id),
             InvoiceStatus::Finalized => {}
             other => {
                 return Err(Error::Conflict(format!(
@@ -1127,7 +1127,12 @@ pub async fn mark_paid(db: &Db, settings: &Settings, id: Uuid) -> Result<api::In
                 )));
             }
         }
-        let balance = ledger::balance(conn, AccountKind::RenterBalance, tenant_id, &currency)?;
+        let balance = ledger::balance(
+            conn,
+            AccountKind::RenterBalance,
+            TenantId(tenant_id),
+            &currency,
+        )?;
         if balance < Decimal::ZERO {
             return Err(Error::Conflict(format!(
                 "the tenant's balance is still {balance} {currency}; a top-up must cover it first"
@@ -1140,7 +1145,7 @@ pub async fn mark_paid(db: &Db, settings: &Settings, id: Uuid) -> Result<api::In
         .bind::<diesel::sql_types::Uuid, _>(id)
         .load(conn)?;
         announce(conn, &settings, &paid, false)?;
-        find(conn, tenant_id, id)
+        find(conn, TenantId(tenant_id), id)
     })
     .await
 }
@@ -1298,7 +1303,7 @@ pub async fn void(
             .optional()?
             .ok_or_else(|| Error::NotFound(format!("invoice {id} not found")))?;
         match status {
-            InvoiceStatus::Void => return find(conn, tenant_id, id),
+            InvoiceStatus::Void => return find(conn, TenantId(tenant_id), id),
             InvoiceStatus::Finalized | InvoiceStatus::Paid => {}
             other => {
                 return Err(Error::Conflict(format!("invoice {id} is {other}")));
@@ -1328,13 +1333,13 @@ pub async fn void(
                 invoices::void_reason.eq(Some(&reason)),
             ))
             .execute(conn)?;
-        find(conn, tenant_id, id)
+        find(conn, TenantId(tenant_id), id)
     })
     .await
 }
 
 /// One of the tenant's invoices; NOT_FOUND for another tenant's.
-pub async fn get(db: &Db, tenant_id: Uuid, id: Uuid) -> Result<api::Invoice, Error> {
+pub async fn get(db: &Db, tenant_id: TenantId, id: Uuid) -> Result<api::Invoice, Error> {
     db.run(move |conn| find(conn, tenant_id, id)).await
 }
 
@@ -1345,7 +1350,7 @@ pub async fn get(db: &Db, tenant_id: Uuid, id: Uuid) -> Result<api::Invoice, Err
 /// many invoices it marked paid.
 pub fn pay_open_invoices(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     settings: &Settings,
 ) -> Result<usize, diesel::result::Error> {
     let currency = settings.currency.as_str();

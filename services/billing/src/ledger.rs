@@ -4,6 +4,7 @@
 //! posting the same id twice is a no-op. Account balances are kept in the
 //! posting's transaction, moved in account id order.
 
+use contracts::ids::TenantId;
 use std::collections::{BTreeMap, HashMap};
 
 use diesel::prelude::*;
@@ -66,7 +67,7 @@ pub fn account(
 pub fn balance(
     conn: &mut PgConnection,
     kind: AccountKind,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     currency: &str,
 ) -> QueryResult<Decimal> {
     Ok(accounts::table

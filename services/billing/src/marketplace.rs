@@ -24,7 +24,6 @@ use platform::Db;
 use platform::endpoint::Reply;
 use platform::internal::ServiceCaller;
 use rust_decimal::Decimal;
-use uuid::Uuid;
 
 use crate::dashboards::{MAX_BUCKETS, bucket_count};
 use crate::{Error, Settings};
@@ -162,7 +161,7 @@ pub async fn volume(
 #[derive(QueryableByName)]
 struct RiskRow {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     #[diesel(sql_type = Numeric)]
     balance: Decimal,
     #[diesel(sql_type = Nullable<Numeric>)]
@@ -207,7 +206,7 @@ pub async fn credit_risks(db: &Db, settings: &Settings) -> Result<CreditRisks, E
         tenants: rows
             .into_iter()
             .map(|r| CreditRisk {
-                tenant_id: TenantId(r.tenant_id),
+                tenant_id: r.tenant_id,
                 balance: r.balance,
                 burn_per_hour: r.burn_per_hour,
                 runway_seconds: r.runway_seconds,

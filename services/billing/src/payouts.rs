@@ -77,7 +77,7 @@ impl PayoutSettings {
 #[derive(Debug, Clone, Queryable, Selectable)]
 #[diesel(table_name = payout_accounts)]
 struct AccountRow {
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     stripe_account_id: String,
     country: String,
     email: Option<String>,
@@ -90,7 +90,7 @@ struct AccountRow {
 impl From<AccountRow> for api::PayoutAccount {
     fn from(a: AccountRow) -> Self {
         Self {
-            host_tenant_id: TenantId(a.host_tenant_id),
+            host_tenant_id: a.host_tenant_id,
             stripe_account_id: a.stripe_account_id,
             country: a.country,
             email: a.email,
@@ -106,7 +106,7 @@ impl From<AccountRow> for api::PayoutAccount {
 #[diesel(table_name = payouts)]
 struct PayoutRow {
     id: Uuid,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     stripe_account_id: String,
     amount: Decimal,
     amount_minor: i64,
@@ -123,7 +123,7 @@ impl From<PayoutRow> for api::Payout {
     fn from(p: PayoutRow) -> Self {
         Self {
             id: p.id,
-            host_tenant_id: TenantId(p.host_tenant_id),
+            host_tenant_id: p.host_tenant_id,
             stripe_account_id: p.stripe_account_id,
             amount: minor_units::from_minor(p.amount_minor, &p.currency),
             currency: p.currency,
@@ -198,9 +198,7 @@ pub async fn create_account(
     {
         return Ok(row.into());
     }
-    let view = api
-        .create_account(host.into(), &country, email.as_deref())
-        .await?;
+    let view = api.create_account(host, &country, email.as_deref()).await?;
     let row = db
         .run(move |conn| {
             diesel::insert_into(payout_accounts::table)
@@ -283,7 +281,7 @@ fn available(
     currency: &str,
     hold_seconds: i64,
 ) -> QueryResult<Decimal> {
-    let balance = ledger::balance(conn, AccountKind::HostEarnings, host, currency)?;
+    let balance = ledger::balance(conn, AccountKind::HostEarnings, TenantId(host), currency)?;
     let since = Utc::now() - chrono::Duration::seconds(hold_seconds);
     let held: Option<Decimal> = entries::table
         .inner_join(accounts::table)
@@ -423,7 +421,7 @@ fn mark_paid(
     let earnings = ledger::account(
         conn,
         AccountKind::HostEarnings,
-        Some(row.host_tenant_id),
+        Some(row.host_tenant_id.into()),
         currency,
     )?;
     let paid_out = ledger::account(conn, AccountKind::Payouts, None, currency)?;
@@ -437,7 +435,7 @@ fn mark_paid(
         &Posting {
             id: &txn,
             kind: "payout",
-            tenant_id: Some(row.host_tenant_id),
+            tenant_id: Some(row.host_tenant_id.into()),
             instance_id: None,
             fee_rate: None,
             description: &description,
@@ -467,7 +465,7 @@ fn announce(conn: &mut PgConnection, settings: &Settings, row: &PayoutRow) -> Re
         contracts::events::kinds::PAYOUT_FAILED
     };
     let event = contracts::events::PayoutSettled {
-        host_tenant_id: TenantId(row.host_tenant_id),
+        host_tenant_id: row.host_tenant_id,
         payout_id: row.id,
         amount: row.amount,
         currency: row.currency.clone(),
@@ -567,7 +565,7 @@ pub async fn pay_host(
         Ok(_) => {
             api.create_transfer(&NewTransfer {
                 payout_id: row.id,
-                host_tenant_id: host,
+                host_tenant_id: TenantId(host),
                 destination: &row.stripe_account_id,
                 amount_minor: row.amount_minor,
                 currency: &row.currency,

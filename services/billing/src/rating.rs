@@ -3,6 +3,7 @@
 //! this rates; nothing here touches the database.
 
 use contracts::events::{InstanceDowntime, MeteredUsage};
+use contracts::ids::TenantId;
 use contracts::{Envelope, money};
 use platform::consumer::HandlerError;
 use rust_decimal::{Decimal, RoundingStrategy};
@@ -100,8 +101,8 @@ impl Rating {
 /// its batch ([`crate::ingest::apply_batch`]).
 pub(crate) struct DowntimeCredit {
     pub posting_id: String,
-    pub tenant_id: Uuid,
-    pub host_tenant_id: Uuid,
+    pub tenant_id: TenantId,
+    pub host_tenant_id: TenantId,
     pub instance_id: Uuid,
     pub amount: Decimal,
     pub seconds: i64,
@@ -147,8 +148,8 @@ pub(crate) fn downtime_credit(
     );
     Ok(Some(DowntimeCredit {
         posting_id: format!("downtime:{}:{}", down.instance_id, down.run_seq),
-        tenant_id: down.tenant_id.into(),
-        host_tenant_id: down.host_tenant_id.into(),
+        tenant_id: down.tenant_id,
+        host_tenant_id: down.host_tenant_id,
         instance_id: down.instance_id.into(),
         amount,
         seconds: down.seconds,

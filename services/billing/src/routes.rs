@@ -61,7 +61,7 @@ async fn balance(
     path: web::Path<TenantId>,
 ) -> Result<Reply<Balance>, Error> {
     Ok(Reply::ok(
-        usage::balance(&db, &s, path.into_inner().into_uuid()).await?,
+        usage::balance(&db, &s, TenantId(path.into_inner().into_uuid())).await?,
     ))
 }
 
@@ -104,7 +104,7 @@ async fn earnings(
     path: web::Path<TenantId>,
 ) -> Result<Reply<HostEarnings>, Error> {
     Ok(Reply::ok(
-        usage::earnings(&db, &s, path.into_inner().into_uuid()).await?,
+        usage::earnings(&db, &s, TenantId(path.into_inner().into_uuid())).await?,
     ))
 }
 
@@ -127,7 +127,7 @@ async fn list_top_ups(
     path: web::Path<TenantId>,
 ) -> Result<Reply<Vec<TopUp>>, Error> {
     Ok(Reply::ok(
-        topups::list(&db, path.into_inner().into_uuid()).await?,
+        topups::list(&db, TenantId(path.into_inner().into_uuid())).await?,
     ))
 }
 
@@ -160,7 +160,7 @@ async fn list_invoices(
     path: web::Path<TenantId>,
 ) -> Result<Reply<Vec<Invoice>>, Error> {
     Ok(Reply::ok(
-        invoices::list(&db, path.into_inner().into_uuid()).await?,
+        invoices::list(&db, TenantId(path.into_inner().into_uuid())).await?,
     ))
 }
 
@@ -172,7 +172,14 @@ async fn invoice_preview(
     path: web::Path<TenantId>,
 ) -> Result<Reply<Invoice>, Error> {
     let now = chrono::Utc::now();
-    let preview = invoices::preview(&db, &s, **period, path.into_inner().into_uuid(), now).await?;
+    let preview = invoices::preview(
+        &db,
+        &s,
+        **period,
+        TenantId(path.into_inner().into_uuid()),
+        now,
+    )
+    .await?;
     Ok(Reply::ok(preview))
 }
 
@@ -184,7 +191,7 @@ async fn invoice(
 ) -> Result<Reply<Invoice>, Error> {
     let (tenant_id, invoice_id) = path.into_inner();
     Ok(Reply::ok(
-        invoices::get(&db, tenant_id.into_uuid(), invoice_id.into_uuid()).await?,
+        invoices::get(&db, TenantId(tenant_id.into_uuid()), invoice_id.into_uuid()).await?,
     ))
 }
 
@@ -195,7 +202,8 @@ async fn invoice_usage_csv(
     path: web::Path<(TenantId, InvoiceId)>,
 ) -> Result<Reply<UsageExport>, Error> {
     let (tenant_id, invoice_id) = path.into_inner();
-    let invoice = invoices::get(&db, tenant_id.into_uuid(), invoice_id.into_uuid()).await?;
+    let invoice =
+        invoices::get(&db, TenantId(tenant_id.into_uuid()), invoice_id.into_uuid()).await?;
     Ok(Reply::ok(UsageExport {
         invoice_id: InvoiceId(invoice_id.into_uuid()),
         csv: focus::csv(&invoice),
@@ -251,7 +259,8 @@ async fn balance_history(
     query: web::Query<BalanceHistoryQuery>,
 ) -> Result<Reply<BalanceHistoryPage>, Error> {
     let tenant_id = path.into_inner().into_uuid();
-    let page = crate::dashboards::balance_history(&db, &s, tenant_id, query.into_inner()).await?;
+    let page = crate::dashboards::balance_history(&db, &s, TenantId(tenant_id), query.into_inner())
+        .await?;
     Ok(Reply::ok(page))
 }
 
@@ -263,7 +272,8 @@ async fn usage_series(
     query: web::Query<UsageSeriesQuery>,
 ) -> Result<Reply<UsageSeries>, Error> {
     let tenant_id = path.into_inner().into_uuid();
-    let series = crate::dashboards::usage_series(&db, &s, tenant_id, query.into_inner()).await?;
+    let series =
+        crate::dashboards::usage_series(&db, &s, TenantId(tenant_id), query.into_inner()).await?;
     Ok(Reply::ok(series))
 }
 
@@ -276,7 +286,8 @@ async fn machine_earnings(
 ) -> Result<Reply<MachineEarnings>, Error> {
     let host_tenant_id = path.into_inner().into_uuid();
     let earnings =
-        crate::dashboards::machine_earnings(&db, &s, host_tenant_id, query.into_inner()).await?;
+        crate::dashboards::machine_earnings(&db, &s, TenantId(host_tenant_id), query.into_inner())
+            .await?;
     Ok(Reply::ok(earnings))
 }
 
@@ -312,7 +323,7 @@ async fn list_statements(
     path: web::Path<TenantId>,
 ) -> Result<Reply<Vec<Statement>>, Error> {
     Ok(Reply::ok(
-        crate::statements::list(&db, path.into_inner().into_uuid()).await?,
+        crate::statements::list(&db, TenantId(path.into_inner().into_uuid())).await?,
     ))
 }
 
@@ -325,7 +336,7 @@ async fn statement_preview(
 ) -> Result<Reply<Statement>, Error> {
     let now = chrono::Utc::now();
     let host = path.into_inner().into_uuid();
-    let preview = crate::statements::preview(&db, &s, **period, host, now).await?;
+    let preview = crate::statements::preview(&db, &s, **period, TenantId(host), now).await?;
     Ok(Reply::ok(preview))
 }
 
@@ -337,7 +348,7 @@ async fn statement(
 ) -> Result<Reply<Statement>, Error> {
     let (host, id) = path.into_inner();
     Ok(Reply::ok(
-        crate::statements::get(&db, host.into_uuid(), id.into_uuid()).await?,
+        crate::statements::get(&db, TenantId(host.into_uuid()), id.into_uuid()).await?,
     ))
 }
 

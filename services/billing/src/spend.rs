@@ -42,7 +42,7 @@ pub fn month_of(at: DateTime<Utc>) -> NaiveDate {
 /// A posted usage charge as spend sees it: `amount` (negative for a
 /// correction) for the month its segment started in.
 pub struct Charge {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub amount: Decimal,
     pub usage_at: DateTime<Utc>,
     pub correlation_id: Option<String>,
@@ -55,7 +55,7 @@ type MonthCharge = (Decimal, Option<Option<String>>);
 #[derive(QueryableByName)]
 struct SpentRow {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     #[diesel(sql_type = diesel::sql_types::Date)]
     month: NaiveDate,
     #[diesel(sql_type = diesel::sql_types::Numeric)]
@@ -80,7 +80,7 @@ pub fn charges_posted(
         std::collections::BTreeMap::new();
     for c in charges {
         let row = rows
-            .entry((c.tenant_id, month_of(c.usage_at)))
+            .entry((c.tenant_id.into(), month_of(c.usage_at)))
             .or_insert((Decimal::ZERO, None));
         row.0 += c.amount;
         if c.amount > Decimal::ZERO {
@@ -114,19 +114,19 @@ pub fn charges_posted(
         .into_iter()
         .filter(|row| row.cap_reached_at.is_none())
         .filter_map(|row| {
-            let charged = rows.get(&(row.tenant_id, row.month))?.1.clone()?;
+            let charged = rows.get(&(row.tenant_id.into(), row.month))?.1.clone()?;
             Some((row, charged))
         })
         .collect();
     if candidates.is_empty() {
         return Ok(());
     }
-    let ids: Vec<Uuid> = candidates.iter().map(|(row, _)| row.tenant_id).collect();
-    let caps: std::collections::HashMap<Uuid, Decimal> = spend_caps::table
+    let ids: Vec<TenantId> = candidates.iter().map(|(row, _)| row.tenant_id).collect();
+    let caps: std::collections::HashMap<TenantId, Decimal> = spend_caps::table
         .filter(spend_caps::tenant_id.eq_any(&ids))
         .filter(spend_caps::monthly_cap.is_not_null())
         .select((spend_caps::tenant_id, spend_caps::monthly_cap))
-        .load::<(Uuid, Option<Decimal>)>(conn)?
+        .load::<(TenantId, Option<Decimal>)>(conn)?
         .into_iter()
         .filter_map(|(tenant, cap)| Some((tenant, cap?)))
         .collect();
@@ -155,7 +155,7 @@ pub fn charges_posted(
 fn announce_cap(
     conn: &mut PgConnection,
     settings: &Settings,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     month: NaiveDate,
     spent: Decimal,
     cap: Decimal,
@@ -170,7 +170,7 @@ fn announce_cap(
         return Ok(false);
     }
     let event = SpendCapReached {
-        tenant_id: TenantId(tenant_id),
+        tenant_id,
         month,
         spent,
         monthly_cap: cap,
@@ -196,12 +196,12 @@ fn announce_cap(
 /// published, never per charge.
 pub fn next_sequence(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
 ) -> Result<i64, diesel::result::Error> {
     platform::sequence::next(
         conn,
         crate::SCHEMA,
-        &contracts::events::resource::tenant(tenant_id),
+        &contracts::events::resource::tenant(tenant_id.into()),
     )
 }
 
@@ -209,7 +209,7 @@ fn enqueue<T: serde::Serialize>(
     conn: &mut PgConnection,
     settings: &Settings,
     kind: contracts::Kind<T>,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     correlation_id: Option<String>,
     payload: &T,
 ) -> Result<(), diesel::result::Error> {
@@ -226,7 +226,7 @@ fn enqueue<T: serde::Serialize>(
 /// What the watch needs from the other services, per tenant.
 #[derive(Debug, Clone)]
 pub struct Observed {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     /// The quota's monthly budget (None: no budget).
     pub monthly_cap: Option<Decimal>,
     pub burn: api::BurnRate,
@@ -350,7 +350,7 @@ pub async fn apply_observed(
                     .execute(conn)?;
                 if raised == 1 {
                     let event = RunwayLow {
-                        tenant_id: TenantId(tenant_id),
+                        tenant_id,
                         balance,
                         currency: settings.currency.clone(),
                         burn_rate_per_hour: observed.burn.per_hour,
@@ -396,12 +396,12 @@ impl Peers {
         }
     }
 
-    async fn observe(&self, tenant_id: Uuid) -> Result<Observed, Error> {
+    async fn observe(&self, tenant_id: TenantId) -> Result<Observed, Error> {
         let (quota, burn) = tokio::try_join!(
             self.quota
-                .call(endpoints::quota::TENANT_QUOTA, TenantId(tenant_id), &()),
+                .call(endpoints::quota::TENANT_QUOTA, tenant_id, &()),
             self.metering
-                .call(endpoints::metering::BURN_RATE, TenantId(tenant_id), &()),
+                .call(endpoints::metering::BURN_RATE, tenant_id, &()),
         )?;
         Ok(Observed {
             tenant_id,
@@ -424,7 +424,7 @@ pub async fn watch_once(
     let now = contracts::time::now();
     let mut report = WatchReport::default();
     for tenant_id in watched_tenants(db, now, settlement_interval).await? {
-        let observed = match peers.observe(tenant_id).await {
+        let observed = match peers.observe(TenantId(tenant_id)).await {
             Ok(observed) => observed,
             Err(error) => {
                 tracing::warn!(tenant.id = %tenant_id, %error, "spend watch: peers did not answer");

@@ -178,7 +178,7 @@ struct PostingRow {
 /// machine is the one the instance's usage for this host ran on.
 fn unstated(
     conn: &mut PgConnection,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     currency: &str,
     before: Option<DateTime<Utc>>,
 ) -> QueryResult<(Vec<EarningsPosting>, Option<DateTime<Utc>>)> {
@@ -233,7 +233,7 @@ fn unstated(
 #[diesel(table_name = statements)]
 struct StatementRow {
     id: Uuid,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     number: i64,
     period_start: DateTime<Utc>,
     period_end: DateTime<Utc>,
@@ -309,7 +309,7 @@ fn with_lines(
             let mine = lines.remove(&r.id).unwrap_or_default();
             api::Statement {
                 id: Some(StatementId(r.id)),
-                host_tenant_id: TenantId(r.host_tenant_id),
+                host_tenant_id: r.host_tenant_id,
                 number: Some(r.number),
                 status: r.status,
                 period_start: r.period_start,
@@ -349,7 +349,11 @@ fn load_many(conn: &mut PgConnection, ids: &[Uuid]) -> QueryResult<Vec<api::Stat
     Ok(out)
 }
 
-fn find(conn: &mut PgConnection, host_tenant_id: Uuid, id: Uuid) -> Result<api::Statement, Error> {
+fn find(
+    conn: &mut PgConnection,
+    host_tenant_id: TenantId,
+    id: Uuid,
+) -> Result<api::Statement, Error> {
     let row = statements::table
         .filter(statements::id.eq(id))
         .filter(statements::host_tenant_id.eq(host_tenant_id))
@@ -363,7 +367,7 @@ fn find(conn: &mut PgConnection, host_tenant_id: Uuid, id: Uuid) -> Result<api::
 }
 
 /// The closing balance of the host's last statement (zero before the first).
-fn last_closing(conn: &mut PgConnection, host_tenant_id: Uuid) -> QueryResult<Decimal> {
+fn last_closing(conn: &mut PgConnection, host_tenant_id: TenantId) -> QueryResult<Decimal> {
     Ok(statements::table
         .filter(statements::host_tenant_id.eq(host_tenant_id))
         .filter(statements::status.eq(StatementStatus::Finalized))
@@ -382,10 +386,10 @@ pub fn finalize_in(
     conn: &mut PgConnection,
     settings: &Settings,
     period: InvoicePeriod,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     period_end: DateTime<Utc>,
 ) -> Result<Option<api::Statement>, Error> {
-    let outcome = finalize_chunk(conn, settings, period, &[host_tenant_id], period_end)?;
+    let outcome = finalize_chunk(conn, settings, period, &[host_tenant_id.into()], period_end)?;
     if let Some((_, last_end)) = outcome.conflicts.first() {
         return Err(Error::Conflict(format!(
             "periodEnd: the host has statements up to {last_end}, after {period_end}"
@@ -411,7 +415,7 @@ struct ChunkOutcome {
 #[derive(QueryableByName)]
 struct HostState {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     #[diesel(sql_type = BigInt)]
     last_number: i64,
     #[diesel(sql_type = Nullable<diesel::sql_types::Uuid>)]
@@ -425,7 +429,7 @@ struct HostState {
 #[derive(QueryableByName)]
 struct Earliest {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     #[diesel(sql_type = Timestamptz)]
     earliest: DateTime<Utc>,
 }
@@ -435,7 +439,7 @@ struct Finalized {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
     id: Uuid,
     #[diesel(sql_type = diesel::sql_types::Uuid)]
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     #[diesel(sql_type = BigInt)]
     number: i64,
     #[diesel(sql_type = Numeric)]
@@ -523,11 +527,14 @@ fn finalize_chunk(
     let mut open: HashMap<Uuid, (i64, Option<DateTime<Utc>>, Decimal)> = HashMap::new();
     for s in states {
         if let Some(id) = s.existing {
-            existing.insert(s.host_tenant_id, id);
+            existing.insert(s.host_tenant_id.into(), id);
         } else if let Some(last_end) = s.last_end.filter(|e| *e > period_end) {
-            outcome.conflicts.push((s.host_tenant_id, last_end));
+            outcome.conflicts.push((s.host_tenant_id.into(), last_end));
         } else {
-            open.insert(s.host_tenant_id, (s.last_number, s.last_end, s.opening));
+            open.insert(
+                s.host_tenant_id.into(),
+                (s.last_number, s.last_end, s.opening),
+            );
         }
     }
     let candidates: Vec<Uuid> = hosts
@@ -615,7 +622,7 @@ fn write_statements(
     let (mut ids, mut host_ids, mut numbers, mut starts, mut openings) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for e in earliest {
-        let Some((last_number, last_end, opening)) = open.get(&e.host_tenant_id) else {
+        let Some((last_number, last_end, opening)) = open.get(&e.host_tenant_id.0) else {
             continue;
         };
         let id = Uuid::now_v7();
@@ -624,7 +631,7 @@ fn write_statements(
         numbers.push(last_number + 1);
         starts.push(last_end.unwrap_or_else(|| period.start_of(e.earliest)));
         openings.push(*opening);
-        created.insert(e.host_tenant_id, id);
+        created.insert(e.host_tenant_id.into(), id);
     }
     diesel::sql_query(
         "INSERT INTO statement_run_statements (id, host, number, period_start, opening) \
@@ -739,7 +746,7 @@ fn write_statements(
                 contracts::events::kinds::STATEMENT_FINALIZED,
                 f.host_tenant_id,
                 contracts::events::StatementFinalized {
-                    host_tenant_id: TenantId(f.host_tenant_id),
+                    host_tenant_id: f.host_tenant_id,
                     statement_id: StatementId(f.id),
                     number: f.number,
                     earnings: f.earnings,
@@ -761,7 +768,7 @@ pub async fn finalize_period(
     db: &Db,
     settings: &Settings,
     period: InvoicePeriod,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     period_end: DateTime<Utc>,
 ) -> Result<Option<api::Statement>, Error> {
     let period_end = crate::invoices::ended(period_end)?;
@@ -786,7 +793,7 @@ pub async fn run_statements(
         .unwrap_or_else(|| period.start_of(Utc::now()))
         .trunc_subsecs(6);
     if let Some(host) = req.host_tenant_id {
-        let statement = finalize_period(db, settings, period, host.into(), period_end).await?;
+        let statement = finalize_period(db, settings, period, host, period_end).await?;
         return Ok(api::RunStatementsResult {
             period_end,
             statements: statement.into_iter().collect(),
@@ -796,7 +803,7 @@ pub async fn run_statements(
     #[derive(QueryableByName)]
     struct Host {
         #[diesel(sql_type = diesel::sql_types::Uuid)]
-        tenant_id: Uuid,
+        tenant_id: TenantId,
     }
     let currency = settings.currency.clone();
     let rows: Vec<Host> = db
@@ -817,7 +824,7 @@ pub async fn run_statements(
             .map_err(Error::from)
         })
         .await?;
-    let hosts: Vec<Uuid> = rows.into_iter().map(|r| r.tenant_id).collect();
+    let hosts: Vec<Uuid> = rows.into_iter().map(|r| r.tenant_id.into_uuid()).collect();
     let mut ids = Vec::with_capacity(hosts.len());
     let mut finalized = 0usize;
     for chunk in hosts.chunks(RUN_CHUNK) {
@@ -849,7 +856,7 @@ pub async fn preview(
     db: &Db,
     settings: &Settings,
     period: InvoicePeriod,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     now: DateTime<Utc>,
 ) -> Result<api::Statement, Error> {
     let currency = settings.currency.clone();
@@ -869,7 +876,7 @@ pub async fn preview(
         let opening = last_closing(conn, host_tenant_id)?;
         Ok(api::Statement {
             id: None,
-            host_tenant_id: TenantId(host_tenant_id),
+            host_tenant_id,
             number: None,
             status: StatementStatus::Draft,
             period_start,
@@ -893,7 +900,7 @@ pub async fn preview(
 }
 
 /// The host's statements, newest first (at most 100).
-pub async fn list(db: &Db, host_tenant_id: Uuid) -> Result<Vec<api::Statement>, Error> {
+pub async fn list(db: &Db, host_tenant_id: TenantId) -> Result<Vec<api::Statement>, Error> {
     db.run(move |conn| {
         let rows = statements::table
             .filter(statements::host_tenant_id.eq(host_tenant_id))
@@ -908,7 +915,7 @@ pub async fn list(db: &Db, host_tenant_id: Uuid) -> Result<Vec<api::Statement>, 
 }
 
 /// One of the host's statements; NOT_FOUND for another host's.
-pub async fn get(db: &Db, host_tenant_id: Uuid, id: Uuid) -> Result<api::Statement, Error> {
+pub async fn get(db: &Db, host_tenant_id: TenantId, id: Uuid) -> Result<api::Statement, Error> {
     db.run(move |conn| find(conn, host_tenant_id, id)).await
 }
 

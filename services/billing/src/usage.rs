@@ -110,26 +110,25 @@ pub async fn grant_credit(
                 same_grant(conn)?;
             }
         }
-        crate::invoices::pay_open_invoices(conn, req.tenant_id.into(), &settings)?;
+        crate::invoices::pay_open_invoices(conn, req.tenant_id, &settings)?;
         Ok(api::Balance {
             tenant_id: req.tenant_id,
-            amount: ledger::balance(
-                conn,
-                AccountKind::RenterBalance,
-                req.tenant_id.into(),
-                &currency,
-            )?,
+            amount: ledger::balance(conn, AccountKind::RenterBalance, req.tenant_id, &currency)?,
             currency,
         })
     })
     .await
 }
 
-pub async fn balance(db: &Db, settings: &Settings, tenant_id: Uuid) -> Result<api::Balance, Error> {
+pub async fn balance(
+    db: &Db,
+    settings: &Settings,
+    tenant_id: TenantId,
+) -> Result<api::Balance, Error> {
     let currency = settings.currency.clone();
     db.run(move |conn| {
         Ok(api::Balance {
-            tenant_id: TenantId(tenant_id),
+            tenant_id,
             amount: ledger::balance(conn, AccountKind::RenterBalance, tenant_id, &currency)?,
             currency,
         })
@@ -142,7 +141,7 @@ pub async fn funds_check(
     settings: &Settings,
     req: api::FundsCheckRequest,
 ) -> Result<api::Balance, Error> {
-    let balance = balance(db, settings, req.tenant_id.into()).await?;
+    let balance = balance(db, settings, req.tenant_id).await?;
     if balance.amount < req.required {
         return Err(Error::InsufficientFunds(format!(
             "balance {} {} is below the {} {} needed to start this order",
@@ -170,7 +169,7 @@ type Leg = (
 pub async fn earnings(
     db: &Db,
     settings: &Settings,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
 ) -> Result<api::HostEarnings, Error> {
     let currency = settings.currency.clone();
     db.run(move |conn| {
@@ -217,14 +216,14 @@ pub async fn earnings(
                 continue;
             };
             match kind.as_str() {
-                "host_earnings" if tenant == Some(host_tenant_id) => line.net += amount,
+                "host_earnings" if tenant == Some(host_tenant_id.into()) => line.net += amount,
                 "platform_fee" => line.fee += amount,
                 _ => {}
             }
             line.gross = line.net + line.fee;
         }
         Ok(api::HostEarnings {
-            host_tenant_id: TenantId(host_tenant_id),
+            host_tenant_id,
             total,
             currency,
             postings,

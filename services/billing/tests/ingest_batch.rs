@@ -209,7 +209,13 @@ fn an_unbalanced_posting_inserted_by_one_statement_is_refused() {
         .expect("post");
     assert!(posted);
     assert_eq!(
-        ledger::balance(&mut conn, AccountKind::RenterBalance, tenant, "USD").expect("balance"),
+        ledger::balance(
+            &mut conn,
+            AccountKind::RenterBalance,
+            TenantId(tenant),
+            "USD"
+        )
+        .expect("balance"),
         amount
     );
     let unbalanced = conn
@@ -288,8 +294,13 @@ fn duplicates_and_a_replayed_batch_post_each_event_once() {
     assert_eq!(count(&mut conn, legs), (events - 1) * 3 + 2);
     assert_eq!(count(&mut conn, details), events - 1);
     assert_ledger_consistent(&mut conn);
-    let renter_total =
-        ledger::balance(&mut conn, AccountKind::RenterBalance, renters[0], "USD").expect("balance");
+    let renter_total = ledger::balance(
+        &mut conn,
+        AccountKind::RenterBalance,
+        TenantId(renters[0]),
+        "USD",
+    )
+    .expect("balance");
 
     // The broker redelivers the whole batch (a lost ack): nothing is fresh.
     assert_eq!(apply(&mut conn, &batch).expect("replay"), 0);
@@ -309,7 +320,13 @@ fn duplicates_and_a_replayed_batch_post_each_event_once() {
     assert_eq!(count(&mut conn, legs), (events - 1) * 3 + 2);
     assert_eq!(count(&mut conn, details), events - 1);
     assert_eq!(
-        ledger::balance(&mut conn, AccountKind::RenterBalance, renters[0], "USD").expect("balance"),
+        ledger::balance(
+            &mut conn,
+            AccountKind::RenterBalance,
+            TenantId(renters[0]),
+            "USD"
+        )
+        .expect("balance"),
         renter_total
     );
     // The details carry their tenant (the fill-in trigger had nothing to do).

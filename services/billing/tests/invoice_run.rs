@@ -97,10 +97,10 @@ async fn tenants_in_one_chunk_get_their_own_numbers_and_a_rerun_issues_nothing()
     }
     tokio::time::sleep(Duration::from_millis(5)).await;
     let end = Utc::now();
-    let preview_a = invoices::preview(&db, &settings(), InvoicePeriod::Monthly, a, end)
+    let preview_a = invoices::preview(&db, &settings(), InvoicePeriod::Monthly, TenantId(a), end)
         .await
         .expect("preview");
-    let preview_b = invoices::preview(&db, &settings(), InvoicePeriod::Monthly, b, end)
+    let preview_b = invoices::preview(&db, &settings(), InvoicePeriod::Monthly, TenantId(b), end)
         .await
         .expect("preview");
 
@@ -162,10 +162,15 @@ async fn tenants_in_one_chunk_get_their_own_numbers_and_a_rerun_issues_nothing()
 
     // The host's statement, set-based too, is the preview's.
     let host = Uuid::from_u128(7);
-    let statement_preview =
-        billing::statements::preview(&db, &settings(), InvoicePeriod::Monthly, host, end)
-            .await
-            .expect("statement preview");
+    let statement_preview = billing::statements::preview(
+        &db,
+        &settings(),
+        InvoicePeriod::Monthly,
+        TenantId(host),
+        end,
+    )
+    .await
+    .expect("statement preview");
     let stated = billing::statements::run_statements(
         &db,
         &settings(),

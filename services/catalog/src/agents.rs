@@ -10,7 +10,7 @@
 
 use actix_web::web;
 use contracts::api::{AgentTokenRevoked, HostMachineRequest};
-use contracts::ids::MachineId;
+use contracts::ids::{MachineId, TenantId};
 use diesel::prelude::*;
 use platform::endpoint::Reply;
 use platform::internal::ServiceCaller;
@@ -262,7 +262,7 @@ fn agent_machine(user: &str) -> Option<Uuid> {
 pub(crate) async fn owned_token_hash(
     db: &Db,
     machine_id: Uuid,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
 ) -> Result<String, Error> {
     db.run(move |conn| {
         machines::table
@@ -283,7 +283,7 @@ pub(crate) async fn owned_token_hash(
 pub(crate) async fn ensure_owner(
     db: &Db,
     machine_id: Uuid,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
 ) -> Result<(), Error> {
     let found: Option<Uuid> = db
         .run(move |conn| {
@@ -315,7 +315,7 @@ pub async fn revoke_route(
 ) -> Result<Reply<AgentTokenRevoked>, Error> {
     let machine_id = path.into_inner().into_uuid();
     let host_tenant_id = body.host_tenant_id;
-    let hash = owned_token_hash(&db, machine_id, host_tenant_id.into()).await?;
+    let hash = owned_token_hash(&db, machine_id, host_tenant_id).await?;
     // The broker first: it is what the token opens. A failure after it
     // leaves the token dead there, and a retry finishes the job.
     access.revoke(machine_id, &hash).await?;

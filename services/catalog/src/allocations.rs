@@ -133,7 +133,7 @@ pub async fn allocate(db: &Db, events: &Events, req: AllocateRequest) -> Result<
 /// The machine as the allocation sees it under its row lock.
 #[derive(Queryable)]
 struct Locked {
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     gpu_model: String,
     gpu_count: i32,
     gpus_allocated: i32,
@@ -217,7 +217,7 @@ fn take(
             exchange,
             contracts::events::kinds::MACHINE_RELEASED,
             MachineRental {
-                host_tenant_id: TenantId(m.host_tenant_id),
+                host_tenant_id: m.host_tenant_id,
                 machine_id: req.machine_id,
                 allocation_id: victim.order_id,
                 gpu_count: victim.gpu_count,
@@ -260,7 +260,7 @@ fn take(
         exchange,
         contracts::events::kinds::MACHINE_RENTED,
         MachineRental {
-            host_tenant_id: TenantId(m.host_tenant_id),
+            host_tenant_id: m.host_tenant_id,
             machine_id: req.machine_id,
             allocation_id: req.order_id.into(),
             gpu_count: req.gpu_count,
@@ -272,7 +272,7 @@ fn take(
     Ok(Allocation {
         order_id: req.order_id,
         machine_id: req.machine_id,
-        host_tenant_id: TenantId(m.host_tenant_id),
+        host_tenant_id: m.host_tenant_id,
         gpu_count: req.gpu_count,
         released: false,
         preempted: false,
@@ -348,7 +348,7 @@ pub async fn release(db: &Db, events: &Events, order_id: Uuid) -> Result<(), Err
         let Some(machine_id) = machine_id else {
             return Ok(());
         };
-        let host_tenant_id: Uuid = machines::table
+        let host_tenant_id: TenantId = machines::table
             .find(machine_id)
             .select(machines::host_tenant_id)
             .for_update()
@@ -371,7 +371,7 @@ pub async fn release(db: &Db, events: &Events, order_id: Uuid) -> Result<(), Err
                 &exchange,
                 contracts::events::kinds::MACHINE_RELEASED,
                 MachineRental {
-                    host_tenant_id: TenantId(host_tenant_id),
+                    host_tenant_id,
                     machine_id: MachineId(machine_id),
                     allocation_id: order_id,
                     gpu_count,

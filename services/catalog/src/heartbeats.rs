@@ -453,7 +453,7 @@ fn cuda_code(version: &str) -> Option<i32> {
 #[derive(QueryableByName)]
 struct Locked {
     #[diesel(sql_type = SqlUuid)]
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     #[diesel(sql_type = Nullable<Timestamptz>)]
     last_heartbeat_at: Option<DateTime<Utc>>,
     #[diesel(sql_type = Timestamptz)]
@@ -535,7 +535,7 @@ fn apply_heartbeat(
             conn,
             events,
             MachineLiveness {
-                host_tenant_id: TenantId(locked.host_tenant_id),
+                host_tenant_id: locked.host_tenant_id,
                 machine_id: MachineId(machine_id),
                 online: true,
                 silent_since: started,
@@ -777,7 +777,7 @@ pub async fn gaps_route(
     query: web::Query<HeartbeatGapsQuery>,
 ) -> Result<Reply<Vec<HeartbeatGap>>, Error> {
     let machine_id = path.into_inner().into_uuid();
-    ensure_owner(&db, machine_id, query.host_tenant_id.into()).await?;
+    ensure_owner(&db, machine_id, query.host_tenant_id).await?;
     let window_days = access.settings().window_days;
     let gaps = db
         .run(move |conn| reliability::gaps(conn, machine_id, window_days).map_err(Error::from))

@@ -15,7 +15,7 @@ use crate::Error;
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = host_profiles)]
 struct ProfileRow {
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     legal_name: Option<String>,
     country: Option<String>,
     payout_currency: Option<String>,
@@ -40,7 +40,7 @@ fn verification_name(v: Verification) -> &'static str {
     }
 }
 
-fn profile(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResult<HostProfile> {
+fn profile(conn: &mut PgConnection, tenant_id: TenantId) -> QueryResult<HostProfile> {
     let row: Option<ProfileRow> = host_profiles::table
         .find(tenant_id)
         .select(ProfileRow::as_select())
@@ -48,7 +48,7 @@ fn profile(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResult<HostProfile>
         .optional()?;
     Ok(match row {
         Some(r) => HostProfile {
-            tenant_id: TenantId(r.tenant_id),
+            tenant_id: r.tenant_id,
             legal_name: r.legal_name,
             country: r.country,
             payout_currency: r.payout_currency,
@@ -57,7 +57,7 @@ fn profile(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResult<HostProfile>
             updated_at: r.updated_at,
         },
         None => HostProfile {
-            tenant_id: TenantId(tenant_id),
+            tenant_id,
             legal_name: None,
             country: None,
             payout_currency: None,
@@ -68,13 +68,13 @@ fn profile(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResult<HostProfile>
     })
 }
 
-pub async fn get(db: &Db, tenant_id: Uuid) -> Result<HostProfile, Error> {
+pub async fn get(db: &Db, tenant_id: TenantId) -> Result<HostProfile, Error> {
     db.run(move |conn| Ok(profile(conn, tenant_id)?)).await
 }
 
 pub async fn update(
     db: &Db,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     req: UpdateHostProfileRequest,
 ) -> Result<HostProfile, Error> {
     let legal_name = req.legal_name.trim().to_owned();
@@ -124,7 +124,7 @@ pub async fn update(
 pub async fn set_verification(
     db: &Db,
     events_exchange: &str,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     operator_id: Option<Uuid>,
     req: SetVerificationRequest,
 ) -> Result<HostProfile, Error> {
@@ -153,20 +153,20 @@ pub async fn set_verification(
             .execute(conn)?;
         // The host's webhooks (docs/webhooks.md).
         let event = contracts::events::HostVerification {
-            host_tenant_id: TenantId(tenant_id),
+            host_tenant_id: tenant_id,
             verification: state.to_owned(),
             reason: reason.clone(),
             at: contracts::time::now(),
             sequence: platform::sequence::next(
                 conn,
                 crate::SCHEMA,
-                &contracts::events::resource::host(tenant_id),
+                &contracts::events::resource::host(tenant_id.into()),
             )?,
         };
         let envelope = contracts::Envelope::new(
             contracts::events::kinds::HOST_VERIFICATION,
             event.at,
-            Some(TenantId(tenant_id)),
+            Some(tenant_id),
             platform::http::current_correlation_id(),
             &event,
         )

@@ -29,7 +29,7 @@ const MAX_PRICE_PER_GPU_HOUR: i64 = contracts::bounds::GPU_HOUR_PRICE.max_units;
 #[diesel(table_name = machines)]
 pub struct MachineRow {
     pub id: Uuid,
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
     pub name: String,
     pub gpu_model: String,
     pub gpu_count: i32,
@@ -81,7 +81,7 @@ fn disk_type_name(d: DiskType) -> &'static str {
 pub fn machine(m: MachineRow, online: bool, verified: bool) -> Machine {
     Machine {
         id: MachineId(m.id),
-        host_tenant_id: TenantId(m.host_tenant_id),
+        host_tenant_id: m.host_tenant_id,
         name: m.name,
         gpu_model: m.gpu_model,
         gpu_count: m.gpu_count,
@@ -120,7 +120,7 @@ pub fn machine(m: MachineRow, online: bool, verified: bool) -> Machine {
 fn load_machines(
     conn: &mut PgConnection,
     market: &Market,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     machine_id: Option<Uuid>,
 ) -> QueryResult<Vec<Machine>> {
     let mut query = machines::table
@@ -147,7 +147,7 @@ fn load_machines(
 #[diesel(table_name = machines)]
 struct NewMachine<'a> {
     id: Uuid,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     name: &'a str,
     gpu_model: &'a str,
     gpu_count: i32,
@@ -308,7 +308,7 @@ pub async fn register_machine(
                     "idempotencyKey: already used to register another machine".into(),
                 ));
             }
-            Ok(load_machines(conn, &market_for_lookup, host.into(), Some(id))?.pop())
+            Ok(load_machines(conn, &market_for_lookup, host, Some(id))?.pop())
         })
         .await?;
     // An unknown model is refused before the broker is touched (it is
@@ -338,7 +338,7 @@ pub async fn register_machine(
             diesel::insert_into(machines::table)
                 .values(NewMachine {
                     id,
-                    host_tenant_id: req.host_tenant_id.into(),
+                    host_tenant_id: req.host_tenant_id,
                     name: req.name.trim(),
                     gpu_model: &model,
                     gpu_count: req.gpu_count,
@@ -366,7 +366,7 @@ pub async fn register_machine(
                     machine_registrations::request_sha256.eq(&request_hash),
                 ))
                 .execute(conn)?;
-            load_machines(conn, &market, req.host_tenant_id.into(), Some(id))?
+            load_machines(conn, &market, req.host_tenant_id, Some(id))?
                 .pop()
                 .ok_or_else(|| Error::NotFound(format!("machine {id} not found")))
         })
@@ -392,7 +392,7 @@ pub async fn register_machine(
 pub async fn host_machines(
     db: &Db,
     market: &Market,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
 ) -> Result<Vec<Machine>, Error> {
     let market = market.clone();
     db.run(move |conn| Ok(load_machines(conn, &market, host_tenant_id, None)?))
@@ -405,7 +405,7 @@ async fn update_own<F>(
     db: &Db,
     market: &Market,
     machine_id: Uuid,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     change: F,
 ) -> Result<Machine, Error>
 where
@@ -485,7 +485,7 @@ pub async fn set_pricing(
         db,
         market,
         machine_id,
-        req.host_tenant_id.into(),
+        req.host_tenant_id,
         move |conn, row| {
             if let Some(counts) = &counts {
                 let mut sorted = counts.clone();
@@ -533,7 +533,7 @@ pub async fn set_pricing(
 pub async fn rotate_agent_token(
     db: &Db,
     machine_id: Uuid,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     grant: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
     retire: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
     discard: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
@@ -580,7 +580,7 @@ pub async fn rotate_agent_token(
 pub async fn delete_machine(
     db: &Db,
     machine_id: Uuid,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     remove: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
 ) -> Result<(), Error> {
     let hash = db
@@ -626,7 +626,7 @@ pub async fn list_machine(
     db: &Db,
     market: &Market,
     machine_id: Uuid,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     listed: bool,
 ) -> Result<Machine, Error> {
     update_own(db, market, machine_id, host_tenant_id, move |conn, row| {

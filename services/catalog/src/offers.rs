@@ -384,7 +384,7 @@ struct OfferRow {
     #[diesel(sql_type = SqlUuid)]
     id: Uuid,
     #[diesel(sql_type = SqlUuid)]
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
     #[diesel(sql_type = Text)]
     gpu_model: String,
     #[diesel(sql_type = Int4)]
@@ -452,7 +452,7 @@ fn offer(r: OfferRow, gpus: i32, disk_gib: i32) -> Offer {
     Offer {
         id: MachineId(r.id),
         machine_id: MachineId(r.id),
-        host_tenant_id: TenantId(r.host_tenant_id),
+        host_tenant_id: r.host_tenant_id,
         gpu_model: r.gpu_model,
         gpu_count: r.gpu_count,
         gpus_free: r.gpus_free,

@@ -27,7 +27,7 @@ use crate::{Error, SCHEMA};
 #[derive(Debug, Clone, PartialEq, Queryable)]
 pub struct Holding {
     pub order_id: Uuid,
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub instance_id: Option<Uuid>,
     pub gpu_count: i32,
     pub bid_per_gpu_hour: Option<Decimal>,
@@ -116,7 +116,7 @@ pub fn preempt(
     let event = AllocationPreempted {
         allocation_key: victim.order_id,
         instance_id: victim.instance_id.map(InstanceId),
-        tenant_id: TenantId(victim.tenant_id),
+        tenant_id: victim.tenant_id,
         machine_id: MachineId(machine_id),
         gpu_count: victim.gpu_count,
         bid_per_gpu_hour: victim.bid_per_gpu_hour.unwrap_or_default(),
@@ -128,7 +128,7 @@ pub fn preempt(
     let envelope = Envelope::new(
         contracts::events::kinds::ALLOCATION_PREEMPTED,
         at,
-        Some(TenantId(victim.tenant_id)),
+        Some(victim.tenant_id),
         platform::http::current_correlation_id(),
         &event,
     )
@@ -151,7 +151,7 @@ mod tests {
     fn holding(bid: &str, gpus: i32) -> Holding {
         Holding {
             order_id: Uuid::now_v7(),
-            tenant_id: Uuid::nil(),
+            tenant_id: TenantId::default(),
             instance_id: None,
             gpu_count: gpus,
             bid_per_gpu_hour: Some(bid.parse().unwrap()),

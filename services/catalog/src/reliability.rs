@@ -206,7 +206,7 @@ pub struct OpenedGap {
     #[diesel(sql_type = diesel::sql_types::Timestamptz)]
     pub started_at: DateTime<Utc>,
     #[diesel(sql_type = diesel::sql_types::Uuid)]
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
 }
 
 /// Unlists machines whose listing end date has passed; returns how many.
@@ -243,7 +243,7 @@ pub async fn sweep(
                 conn,
                 &exchange,
                 MachineLiveness {
-                    host_tenant_id: TenantId(gap.host_tenant_id),
+                    host_tenant_id: gap.host_tenant_id,
                     machine_id: MachineId(gap.machine_id),
                     online: false,
                     silent_since: gap.started_at,

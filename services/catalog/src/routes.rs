@@ -57,7 +57,7 @@ async fn host_profile(
     path: web::Path<TenantId>,
 ) -> Result<Reply<HostProfile>, Error> {
     Ok(Reply::ok(
-        hosts::get(&db, path.into_inner().into_uuid()).await?,
+        hosts::get(&db, TenantId(path.into_inner().into_uuid())).await?,
     ))
 }
 
@@ -68,7 +68,12 @@ async fn update_host_profile(
     body: web::Json<UpdateHostProfileRequest>,
 ) -> Result<Reply<HostProfile>, Error> {
     Ok(Reply::ok(
-        hosts::update(&db, path.into_inner().into_uuid(), body.into_inner()).await?,
+        hosts::update(
+            &db,
+            TenantId(path.into_inner().into_uuid()),
+            body.into_inner(),
+        )
+        .await?,
     ))
 }
 
@@ -83,7 +88,7 @@ async fn set_verification(
     let profile = hosts::set_verification(
         &db,
         &events.0,
-        path.into_inner().into_uuid(),
+        TenantId(path.into_inner().into_uuid()),
         body.operator_id,
         body,
     )
@@ -118,7 +123,7 @@ async fn host_machines(
     q: web::Query<HostQuery>,
 ) -> Result<Reply<Vec<Machine>>, Error> {
     Ok(Reply::ok(
-        machines::host_machines(&db, &market, q.host_tenant_id.into()).await?,
+        machines::host_machines(&db, &market, q.host_tenant_id).await?,
     ))
 }
 
@@ -151,7 +156,7 @@ async fn list(
         &db,
         &market,
         path.into_inner().into_uuid(),
-        body.host_tenant_id.into(),
+        body.host_tenant_id,
         true,
     )
     .await?;
@@ -169,7 +174,7 @@ async fn unlist(
         &db,
         &market,
         path.into_inner().into_uuid(),
-        body.host_tenant_id.into(),
+        body.host_tenant_id,
         false,
     )
     .await?;
@@ -187,7 +192,7 @@ async fn rotate_token(
     let token = machines::rotate_agent_token(
         &db,
         machine_id,
-        body.host_tenant_id.into(),
+        body.host_tenant_id,
         async |id, token| agents.grant(id, &token).await,
         async |id, old| agents.retire(id, &old, "agent token replaced").await,
         async |id, new| agents.remove(id, &new).await,
@@ -207,12 +212,9 @@ async fn delete_machine(
     body: web::Json<HostMachineRequest>,
 ) -> Result<Reply<MachineDeleted>, Error> {
     let machine_id = path.into_inner().into_uuid();
-    machines::delete_machine(
-        &db,
-        machine_id,
-        body.host_tenant_id.into(),
-        async |id, hash| agents.remove(id, &hash).await,
-    )
+    machines::delete_machine(&db, machine_id, body.host_tenant_id, async |id, hash| {
+        agents.remove(id, &hash).await
+    })
     .await?;
     Ok(Reply::ok(MachineDeleted {
         machine_id: MachineId(machine_id),

@@ -26,7 +26,7 @@ pub fn is_bandwidth(meter: &str) -> bool {
 pub(crate) struct IntervalRow {
     pub(crate) id: Uuid,
     pub(crate) instance_id: Uuid,
-    pub(crate) tenant_id: Uuid,
+    pub(crate) tenant_id: TenantId,
     pub(crate) host_tenant_id: Option<Uuid>,
     pub(crate) meter: String,
     pub(crate) started_at: Option<DateTime<Utc>>,
@@ -133,7 +133,7 @@ pub(crate) fn announce(
         usage: UsageRecorded {
             interval_id: row.id,
             instance_id: InstanceId(row.instance_id),
-            tenant_id: TenantId(row.tenant_id),
+            tenant_id: row.tenant_id,
             host_tenant_id: TenantId(host),
             // The column takes only these names (its CHECK); a row with any
             // other is a broken database, not a message to guess at.
@@ -163,7 +163,7 @@ pub(crate) fn announce(
     let envelope = Envelope::new(
         contracts::events::kinds::USAGE_RECORDED,
         contracts::time::now(),
-        Some(TenantId(row.tenant_id)),
+        Some(row.tenant_id),
         correlation_id.or_else(|| row.correlation_id.clone()),
         &usage,
     )
@@ -274,7 +274,7 @@ pub async fn lookup(db: &Db, instance_ids: Vec<Uuid>) -> Result<Vec<api::GpuInte
 
 /// The sum of the hourly rates of the tenant's open GPU intervals: what its
 /// balance burns per hour now.
-pub async fn burn_rate(db: &Db, tenant_id: Uuid) -> Result<api::BurnRate, Error> {
+pub async fn burn_rate(db: &Db, tenant_id: TenantId) -> Result<api::BurnRate, Error> {
     db.run(move |conn| {
         // Storage burns too, while the instance is stopped as well; traffic
         // has no rate (it is billed by the byte as it is reported).
@@ -287,7 +287,7 @@ pub async fn burn_rate(db: &Db, tenant_id: Uuid) -> Result<api::BurnRate, Error>
             .select((intervals::meter, intervals::price_per_hour))
             .load(conn)?;
         Ok(api::BurnRate {
-            tenant_id: TenantId(tenant_id),
+            tenant_id,
             per_hour: rates.iter().filter_map(|(_, rate)| *rate).sum(),
             running_intervals: rates.iter().filter(|(meter, _)| meter == GPU).count() as i64,
         })
@@ -297,7 +297,7 @@ pub async fn burn_rate(db: &Db, tenant_id: Uuid) -> Result<api::BurnRate, Error>
 
 pub async fn usage(
     db: &Db,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     instance_id: Option<Uuid>,
 ) -> Result<Vec<api::UsageInterval>, Error> {
     db.run(move |conn| {

@@ -20,12 +20,7 @@ async fn usage(
     q: web::Query<UsageQuery>,
 ) -> Result<Reply<Vec<UsageInterval>>, Error> {
     Ok(Reply::ok(
-        intervals::usage(
-            &db,
-            q.tenant_id.into(),
-            q.instance_id.map(InstanceId::into_uuid),
-        )
-        .await?,
+        intervals::usage(&db, q.tenant_id, q.instance_id.map(InstanceId::into_uuid)).await?,
     ))
 }
 
@@ -53,6 +48,6 @@ async fn burn_rate(
     path: web::Path<TenantId>,
 ) -> Result<Reply<BurnRate>, Error> {
     Ok(Reply::ok(
-        intervals::burn_rate(&db, path.into_inner().into_uuid()).await?,
+        intervals::burn_rate(&db, TenantId(path.into_inner().into_uuid())).await?,
     ))
 }

@@ -72,7 +72,7 @@ struct EventRow {
     at: DateTime<Utc>,
 }
 
-fn to_event(row: EventRow, tenant_id: Uuid) -> Result<InstanceEvent, Error> {
+fn to_event(row: EventRow, tenant_id: TenantId) -> Result<InstanceEvent, Error> {
     let bad = |e: serde_json::Error| Error::Conflict(format!("stored instance event: {e}"));
     let (step, rule) = match (row.kind, row.detail) {
         (InstanceEventKind::ProvisioningStep, Some(d)) => {
@@ -85,7 +85,7 @@ fn to_event(row: EventRow, tenant_id: Uuid) -> Result<InstanceEvent, Error> {
     };
     Ok(InstanceEvent {
         instance_id: InstanceId(row.instance_id),
-        tenant_id: TenantId(tenant_id),
+        tenant_id,
         seq: row.seq,
         kind: row.kind,
         from_state: row.from_state,
@@ -151,7 +151,7 @@ pub(crate) fn record(
         .execute(conn)?;
     let event = InstanceEvent {
         instance_id: InstanceId(id),
-        tenant_id: TenantId(tenant_id),
+        tenant_id,
         seq,
         kind,
         from_state: detail.from_state,
@@ -165,7 +165,7 @@ pub(crate) fn record(
     let envelope = Envelope::new(
         contracts::events::kinds::INSTANCE_EVENT,
         at,
-        Some(TenantId(tenant_id)),
+        Some(tenant_id),
         platform::http::current_correlation_id(),
         &event,
     )
@@ -197,14 +197,14 @@ pub(crate) fn created(
 
 /// The instance's events in order; another tenant's instance is reported
 /// like a missing one.
-pub async fn history(db: &Db, id: Uuid, tenant_id: Uuid) -> Result<Vec<InstanceEvent>, Error> {
+pub async fn history(db: &Db, id: Uuid, tenant_id: TenantId) -> Result<Vec<InstanceEvent>, Error> {
     db.run(move |conn| {
         let owner: Option<Uuid> = instances::table
             .find(id)
             .select(instances::tenant_id)
             .first(conn)
             .optional()?;
-        if owner != Some(tenant_id) {
+        if owner != Some(tenant_id.into()) {
             return Err(Error::NotFound(format!("instance {id} not found")));
         }
         let rows: Vec<EventRow> = instance_events::table

@@ -21,6 +21,7 @@
 //! past [`STOP_DEADLINE_SECONDS`] (its stop request or rule died in
 //! between) has the rest done here, exactly as a repeated stop would.
 
+use contracts::ids::TenantId;
 use std::time::Duration;
 
 use diesel::prelude::*;
@@ -151,7 +152,7 @@ async fn finish_stops(db: &Db, deps: &Deps) -> Result<(), Error> {
             db,
             deps,
             id,
-            tenant_id,
+            TenantId(tenant_id),
             "stop finished after it was interrupted",
         )
         .await?;

@@ -21,6 +21,7 @@
 //! concurrent orders on a balance that covers two admit two.
 
 use contracts::events::{BalanceExhausted, SPEND_CAP_REACHED, SpendCapReached};
+use contracts::ids::TenantId;
 use contracts::{Envelope, ErrorCode};
 use diesel::prelude::*;
 use diesel::sql_types::Text;
@@ -68,7 +69,7 @@ pub(crate) async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(
         .await
         .map_err(|e| HandlerError::Transient(e.to_string()))?;
     for id in running {
-        match crate::instances::stop_because(db, deps, id, tenant_id.into(), reason).await {
+        match crate::instances::stop_because(db, deps, id, tenant_id, reason).await {
             Ok(_) => {
                 tracing::warn!(instance.id = %id, tenant.id = %tenant_id, %detail, "instance {reason}")
             }
@@ -103,7 +104,7 @@ const BURNING: [InstanceState; 4] = [
 ];
 
 /// Serialises the runway checks of one tenant until the transaction ends.
-pub(crate) fn lock_tenant(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResult<()> {
+pub(crate) fn lock_tenant(conn: &mut PgConnection, tenant_id: TenantId) -> QueryResult<()> {
     diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind::<Text, _>(format!("gpumarket:runway:{tenant_id}"))
         .execute(conn)
@@ -123,7 +124,7 @@ pub(crate) fn lock_tenant(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResu
 /// burst of one tenant's orders admitted one more than its balance covered.
 pub(crate) fn committed_burn(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     except_order: Option<Uuid>,
     except_instance: Option<Uuid>,
 ) -> QueryResult<Decimal> {
@@ -202,7 +203,7 @@ impl Runway {
 /// in its saga (it expired meanwhile).
 pub(crate) async fn admit(
     db: &Db,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     order_id: Uuid,
     hourly: Decimal,
     runway: Runway,
@@ -312,7 +313,7 @@ mod tests {
         }
         // Two GPUs at 0.12 each for the running and the lost instance.
         assert_eq!(
-            committed_burn(&mut conn, tenant, None, None).expect("burn"),
+            committed_burn(&mut conn, TenantId(tenant), None, None).expect("burn"),
             d("0.48")
         );
     }
@@ -368,7 +369,7 @@ mod tests {
         let mut conn = PgConnection::establish(&db.url).expect("connect");
         let mut wrong = Vec::new();
         for _ in 0..5_000 {
-            let burn = committed_burn(&mut conn, tenant, None, None).expect("burn");
+            let burn = committed_burn(&mut conn, TenantId(tenant), None, None).expect("burn");
             if burn != d("0.12") {
                 wrong.push(burn);
             }

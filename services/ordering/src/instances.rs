@@ -27,7 +27,7 @@ pub use crate::store::{
 };
 pub use crate::transitions::transition;
 
-pub async fn get(db: &Db, id: Uuid, tenant_id: Uuid) -> Result<api::Instance, Error> {
+pub async fn get(db: &Db, id: Uuid, tenant_id: TenantId) -> Result<api::Instance, Error> {
     db.run(move |conn| {
         load(conn, id)?
             // Another tenant's instance is reported exactly like a missing one.
@@ -38,7 +38,7 @@ pub async fn get(db: &Db, id: Uuid, tenant_id: Uuid) -> Result<api::Instance, Er
     .await
 }
 
-pub async fn list(db: &Db, tenant_id: Uuid) -> Result<Vec<api::Instance>, Error> {
+pub async fn list(db: &Db, tenant_id: TenantId) -> Result<Vec<api::Instance>, Error> {
     db.run(move |conn| {
         let rows: Vec<InstanceRow> = instances::table
             .filter(instances::tenant_id.eq(tenant_id))
@@ -59,7 +59,7 @@ pub async fn list(db: &Db, tenant_id: Uuid) -> Result<Vec<api::Instance>, Error>
 pub async fn live_on_machine(
     db: &Db,
     machine_id: Uuid,
-    host_tenant_id: Uuid,
+    host_tenant_id: TenantId,
 ) -> Result<api::MachineLiveInstances, Error> {
     let live_instances = db
         .run(move |conn| {
@@ -176,7 +176,7 @@ pub async fn mark_failed(
                 row.tenant_id,
                 &InstanceFailed {
                     instance_id: InstanceId(row.id),
-                    tenant_id: TenantId(row.tenant_id),
+                    tenant_id: row.tenant_id,
                     reason: reason.clone(),
                 },
             )?;
@@ -194,7 +194,12 @@ pub async fn mark_failed(
 /// Stops billing now (T1) and gives the GPUs back; the disk stays. The
 /// `stopped` event leaves in the transaction that records T1; capacity and
 /// quota are released after it commits, and a repeated stop resumes there.
-pub async fn stop(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<api::Instance, Error> {
+pub async fn stop(
+    db: &Db,
+    deps: &Deps,
+    id: Uuid,
+    tenant_id: TenantId,
+) -> Result<api::Instance, Error> {
     stop_because(db, deps, id, tenant_id, "stop requested").await
 }
 
@@ -204,7 +209,7 @@ pub async fn stop_because(
     db: &Db,
     deps: &Deps,
     id: Uuid,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     reason: &'static str,
 ) -> Result<api::Instance, Error> {
     let events = deps.config.events_exchange.clone();

@@ -44,7 +44,7 @@ use crate::instances::{
 use crate::{Deps, Error};
 use contracts::states::InstanceState;
 
-fn owned(row: Option<InstanceRow>, id: Uuid, tenant_id: Uuid) -> Result<InstanceRow, Error> {
+fn owned(row: Option<InstanceRow>, id: Uuid, tenant_id: TenantId) -> Result<InstanceRow, Error> {
     row.filter(|row| row.tenant_id == tenant_id)
         .ok_or_else(|| Error::NotFound(format!("instance {id} not found")))
 }
@@ -56,7 +56,7 @@ fn reload(conn: &mut PgConnection, id: Uuid) -> Result<Instance, Error> {
 }
 
 /// Starts a stopped instance again on the same machine.
-pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<Instance, Error> {
+pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: TenantId) -> Result<Instance, Error> {
     let (row, current) = db
         .run(move |conn| {
             let row = owned(load(conn, id)?, id, tenant_id)?;
@@ -180,7 +180,7 @@ async fn take_holdings(
             (),
             &ReserveQuotaRequest {
                 order_id: OrderId(key),
-                tenant_id: TenantId(row.tenant_id),
+                tenant_id: row.tenant_id,
                 gpu_count: row.gpu_count,
                 gpu_model: row.gpu_model.clone(),
                 hourly_rate: row.price_per_gpu_hour * Decimal::from(row.gpu_count),
@@ -199,7 +199,7 @@ async fn take_holdings(
             endpoints::billing::FUNDS_CHECK,
             (),
             &FundsCheckRequest {
-                tenant_id: TenantId(row.tenant_id),
+                tenant_id: row.tenant_id,
                 required,
             },
         )
@@ -216,7 +216,7 @@ async fn take_holdings(
             (),
             &AllocateRequest {
                 order_id: OrderId(key),
-                tenant_id: TenantId(row.tenant_id),
+                tenant_id: row.tenant_id,
                 machine_id: MachineId(row.machine_id),
                 gpu_count: row.gpu_count,
                 // The instance keeps its rental type and its billed rate (an
@@ -257,7 +257,12 @@ async fn take_holdings(
 /// is given back at once: the renter has nothing there any more and must not
 /// wait for a host that may never return. The GPUs stay out of the market
 /// until the machine validates clean, as for any destroy.
-pub async fn destroy(db: &Db, deps: &Deps, id: Uuid, tenant_id: Uuid) -> Result<Instance, Error> {
+pub async fn destroy(
+    db: &Db,
+    deps: &Deps,
+    id: Uuid,
+    tenant_id: TenantId,
+) -> Result<Instance, Error> {
     let events = deps.config.events_exchange.clone();
     let commands = deps.config.commands_exchange.clone();
     let (instance, lost_host_key) = db
@@ -274,7 +279,7 @@ fn destroy_in_tx(
     events: &str,
     commands: &str,
     id: Uuid,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
 ) -> Result<(Instance, Option<Uuid>), Error> {
     {
         let row = owned(Some(lock(conn, id)?), id, tenant_id)?;
@@ -338,7 +343,7 @@ fn destroy_in_tx(
             &DeprovisionInstance {
                 instance_id: InstanceId(row.id),
                 machine_id: MachineId(row.machine_id),
-                tenant_id: TenantId(row.tenant_id),
+                tenant_id: row.tenant_id,
             },
         )?;
         tracing::info!(instance.id = %id, from = %state, "instance deprovisioning");
@@ -433,7 +438,7 @@ pub async fn deprovisioning_result(
             endpoints::catalog::UNLIST_MACHINE,
             MachineId(row.machine_id),
             &HostMachineRequest {
-                host_tenant_id: TenantId(row.host_tenant_id),
+                host_tenant_id: row.host_tenant_id,
             },
         )
         .await;

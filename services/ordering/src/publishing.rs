@@ -13,7 +13,6 @@ use diesel::prelude::*;
 use rust_decimal::Decimal;
 use schema::ordering::instances;
 use serde::Serialize;
-use uuid::Uuid;
 
 use crate::{Error, SCHEMA};
 
@@ -25,13 +24,13 @@ pub fn publish<P: Serialize>(
     exchange: &str,
     kind: contracts::Kind<P>,
     at: DateTime<Utc>,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     payload: &P,
 ) -> Result<(), Error> {
     let envelope = Envelope::new(
         kind,
         at,
-        Some(TenantId(tenant_id)),
+        Some(tenant_id),
         platform::http::current_correlation_id(),
         payload,
     )
@@ -57,8 +56,8 @@ pub fn publish_running(
         row.tenant_id,
         &InstanceRunning {
             instance_id: InstanceId(row.id),
-            tenant_id: TenantId(row.tenant_id),
-            host_tenant_id: TenantId(row.host_tenant_id),
+            tenant_id: row.tenant_id,
+            host_tenant_id: row.host_tenant_id,
             machine_id: MachineId(row.machine_id),
             gpu_model: row.gpu_model.clone(),
             gpu_count: row.gpu_count,
@@ -89,7 +88,7 @@ pub fn publish_stopped(
         row.tenant_id,
         &InstanceStopped {
             instance_id: InstanceId(row.id),
-            tenant_id: TenantId(row.tenant_id),
+            tenant_id: row.tenant_id,
             run_seq,
             stopped_at,
             reason: reason.into(),
@@ -103,8 +102,8 @@ fn storage_of(row: &InstanceRow) -> Option<InstanceStorageStarted> {
     let disk_gib = row.disk_gib?;
     Some(InstanceStorageStarted {
         instance_id: InstanceId(row.id),
-        tenant_id: TenantId(row.tenant_id),
-        host_tenant_id: TenantId(row.host_tenant_id),
+        tenant_id: row.tenant_id,
+        host_tenant_id: row.host_tenant_id,
         machine_id: MachineId(row.machine_id),
         gpu_model: row.gpu_model.clone(),
         disk_gib,
@@ -187,8 +186,8 @@ pub fn publish_downtime(
         row.tenant_id,
         &InstanceDowntime {
             instance_id: InstanceId(row.id),
-            tenant_id: TenantId(row.tenant_id),
-            host_tenant_id: TenantId(row.host_tenant_id),
+            tenant_id: row.tenant_id,
+            host_tenant_id: row.host_tenant_id,
             machine_id: MachineId(row.machine_id),
             run_seq: row.run_seq,
             down_from: from,
@@ -230,7 +229,7 @@ pub fn provision_instance(
     Ok(ProvisionInstance {
         instance_id: InstanceId(row.id),
         order_id: OrderId(row.order_id),
-        tenant_id: TenantId(row.tenant_id),
+        tenant_id: row.tenant_id,
         machine_id: MachineId(row.machine_id),
         gpu_count: row.gpu_count,
         machine_gpu_count,

@@ -29,7 +29,7 @@ use contracts::api::{
     ReserveQuotaRequest,
 };
 use contracts::endpoints;
-use contracts::ids::{InstanceId, OrderId, TenantId};
+use contracts::ids::{InstanceId, OrderId};
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
@@ -96,7 +96,7 @@ async fn load_failed(db: &Db, id: Uuid) -> Result<Option<Failed>, Error> {
             return Ok(None);
         }
         let request = CreateOrderRequest {
-            tenant_id: TenantId(row.tenant_id),
+            tenant_id: row.tenant_id,
             user_id,
             idempotency_key: key,
             offer_id: None,
@@ -151,7 +151,7 @@ pub async fn try_replace(
             (),
             &ReserveQuotaRequest {
                 order_id: OrderId(new_key),
-                tenant_id: TenantId(row.tenant_id),
+                tenant_id: row.tenant_id,
                 gpu_count: row.gpu_count,
                 gpu_model: row.gpu_model.clone(),
                 // Projected at the most the new machine may cost.

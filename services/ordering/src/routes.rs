@@ -56,7 +56,7 @@ async fn create_order(
     // and repeating it (same idempotency key) finds the instance and attaches
     // them then. The rules task acts seconds later at the earliest.
     if let Some(rules) = rules {
-        rules::attach_to_order(&db, instance.id.into(), tenant_id.into(), rules).await?;
+        rules::attach_to_order(&db, instance.id.into(), tenant_id, rules).await?;
     }
     Ok(Reply::ok(instance))
 }
@@ -68,7 +68,7 @@ async fn instance_events(
     q: web::Query<TenantQuery>,
 ) -> Answer<Vec<InstanceEvent>> {
     Ok(Reply::ok(
-        events::history(&db, path.into_inner().into_uuid(), q.tenant_id.into()).await?,
+        events::history(&db, path.into_inner().into_uuid(), q.tenant_id).await?,
     ))
 }
 
@@ -79,7 +79,7 @@ async fn get_rules(
     q: web::Query<TenantQuery>,
 ) -> Answer<InstanceRules> {
     Ok(Reply::ok(
-        rules::get(&db, path.into_inner().into_uuid(), q.tenant_id.into()).await?,
+        rules::get(&db, path.into_inner().into_uuid(), q.tenant_id).await?,
     ))
 }
 
@@ -96,7 +96,7 @@ async fn set_rules(
             &db,
             &deps,
             path.into_inner().into_uuid(),
-            body.tenant_id.into(),
+            body.tenant_id,
             body.rules,
         )
         .await?,
@@ -108,7 +108,7 @@ async fn list(
     db: web::Data<Db>,
     q: web::Query<TenantQuery>,
 ) -> Answer<Vec<Instance>> {
-    Ok(Reply::ok(instances::list(&db, q.tenant_id.into()).await?))
+    Ok(Reply::ok(instances::list(&db, q.tenant_id).await?))
 }
 
 /// Asked before a host's machine is deleted (the gateway's `deleteMachine`).
@@ -119,8 +119,7 @@ async fn machine_live_instances(
     q: web::Query<HostQuery>,
 ) -> Answer<MachineLiveInstances> {
     Ok(Reply::ok(
-        instances::live_on_machine(&db, path.into_inner().into_uuid(), q.host_tenant_id.into())
-            .await?,
+        instances::live_on_machine(&db, path.into_inner().into_uuid(), q.host_tenant_id).await?,
     ))
 }
 
@@ -131,7 +130,7 @@ async fn get(
     q: web::Query<TenantQuery>,
 ) -> Answer<Instance> {
     Ok(Reply::ok(
-        instances::get(&db, path.into_inner().into_uuid(), q.tenant_id.into()).await?,
+        instances::get(&db, path.into_inner().into_uuid(), q.tenant_id).await?,
     ))
 }
 
@@ -143,13 +142,7 @@ async fn stop(
     body: web::Json<TenantRequest>,
 ) -> Answer<Instance> {
     Ok(Reply::ok(
-        instances::stop(
-            &db,
-            &deps,
-            path.into_inner().into_uuid(),
-            body.tenant_id.into(),
-        )
-        .await?,
+        instances::stop(&db, &deps, path.into_inner().into_uuid(), body.tenant_id).await?,
     ))
 }
 
@@ -161,13 +154,7 @@ async fn start(
     body: web::Json<TenantRequest>,
 ) -> Answer<Instance> {
     Ok(Reply::ok(
-        lifecycle::start(
-            &db,
-            &deps,
-            path.into_inner().into_uuid(),
-            body.tenant_id.into(),
-        )
-        .await?,
+        lifecycle::start(&db, &deps, path.into_inner().into_uuid(), body.tenant_id).await?,
     ))
 }
 
@@ -179,13 +166,7 @@ async fn destroy(
     body: web::Json<TenantRequest>,
 ) -> Answer<Instance> {
     Ok(Reply::ok(
-        lifecycle::destroy(
-            &db,
-            &deps,
-            path.into_inner().into_uuid(),
-            body.tenant_id.into(),
-        )
-        .await?,
+        lifecycle::destroy(&db, &deps, path.into_inner().into_uuid(), body.tenant_id).await?,
     ))
 }
 

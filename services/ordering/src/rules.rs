@@ -26,7 +26,7 @@ use chrono::{DateTime, TimeDelta, Utc};
 use contracts::api::{self, GpuActivity, GpuActivityQuery, InstanceRules};
 use contracts::endpoints;
 use contracts::events::RuleNotice;
-use contracts::ids::MachineId;
+use contracts::ids::{MachineId, TenantId};
 use diesel::prelude::*;
 use platform::Db;
 use schema::ordering::{instance_rules, instances};
@@ -189,7 +189,7 @@ pub async fn set(
     db: &Db,
     deps: &Deps,
     id: Uuid,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     rules: InstanceRules,
 ) -> Result<InstanceRules, Error> {
     validate(&rules, deps.settings.gpu_activity_retention_seconds)?;
@@ -219,7 +219,7 @@ pub async fn set(
 pub async fn attach_to_order(
     db: &Db,
     id: Uuid,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     rules: InstanceRules,
 ) -> Result<(), Error> {
     db.tx(move |conn| {
@@ -238,14 +238,14 @@ pub async fn attach_to_order(
     .await
 }
 
-pub async fn get(db: &Db, id: Uuid, tenant_id: Uuid) -> Result<InstanceRules, Error> {
+pub async fn get(db: &Db, id: Uuid, tenant_id: TenantId) -> Result<InstanceRules, Error> {
     db.run(move |conn| {
         let owner: Option<Uuid> = instances::table
             .find(id)
             .select(instances::tenant_id)
             .first(conn)
             .optional()?;
-        if owner != Some(tenant_id) {
+        if owner != Some(tenant_id.into()) {
             return Err(Error::NotFound(format!("instance {id} not found")));
         }
         Ok(load_rules(conn, id)?.map(Into::into).unwrap_or_default())
@@ -274,7 +274,7 @@ impl Due {
 #[derive(Debug, Clone)]
 pub struct Candidate {
     pub id: Uuid,
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub machine_id: Uuid,
     pub state: String,
     pub running_at: Option<DateTime<Utc>>,
@@ -347,7 +347,7 @@ fn candidate(row: CandidateRow) -> Candidate {
     let (id, tenant_id, machine_id, state, running_at, since, rules) = row;
     Candidate {
         id,
-        tenant_id,
+        tenant_id: TenantId(tenant_id),
         machine_id,
         state,
         running_at,
@@ -601,7 +601,7 @@ mod tests {
     fn running(rules: InstanceRules) -> Candidate {
         Candidate {
             id: Uuid::now_v7(),
-            tenant_id: Uuid::now_v7(),
+            tenant_id: TenantId::new(),
             machine_id: Uuid::now_v7(),
             state: "running".into(),
             running_at: Some(at(0)),

@@ -15,7 +15,7 @@ use contracts::api::{
 };
 use contracts::endpoints;
 use contracts::events::ProvisionInstance;
-use contracts::ids::{InstanceId, MachineId, OrderId};
+use contracts::ids::{InstanceId, OrderId, TenantId};
 use diesel::prelude::*;
 use platform::Db;
 use platform::internal::RemoteError;
@@ -334,7 +334,7 @@ pub async fn create_order(
     let print = fingerprint(&req);
 
     // A repeated request: answer what the first one got.
-    let previous = find_order(db, req.tenant_id.into(), req.idempotency_key.clone()).await?;
+    let previous = find_order(db, req.tenant_id, req.idempotency_key.clone()).await?;
     let placed = match previous {
         Some(order) => {
             if order.request_fingerprint != print {
@@ -413,7 +413,7 @@ async fn place_fresh(
         Some(offer_id) => {
             let offer = deps
                 .catalog
-                .call(endpoints::catalog::OFFER, MachineId(offer_id.into()), &())
+                .call(endpoints::catalog::OFFER, offer_id, &())
                 .await?;
             check_offer(req, &offer)?;
             (quote_of(req, &offer), None)
@@ -588,7 +588,7 @@ async fn run_steps(
         currency: balance.currency,
         runway_seconds: deps.settings.min_runway_seconds,
     };
-    if !crate::funds::admit(db, req.tenant_id.into(), order_id, hourly, runway).await? {
+    if !crate::funds::admit(db, req.tenant_id, order_id, hourly, runway).await? {
         return Err(expired());
     }
     let allocation = place(deps, order_id, req, &quote, candidates).await?;
@@ -764,7 +764,7 @@ async fn create_instance(
                 &commands,
                 contracts::events::kinds::PROVISION_INSTANCE,
                 at,
-                req.tenant_id.into(),
+                req.tenant_id,
                 &contracts::events::ProvisionRun::from(ProvisionInstance {
                     instance_id: InstanceId(id),
                     order_id: OrderId(order_id),
@@ -803,7 +803,7 @@ async fn create_instance(
     }
 }
 
-async fn find_order(db: &Db, tenant_id: Uuid, key: String) -> Result<Option<OrderRow>, Error> {
+async fn find_order(db: &Db, tenant_id: TenantId, key: String) -> Result<Option<OrderRow>, Error> {
     db.run(move |conn| {
         orders::table
             .filter(orders::tenant_id.eq(tenant_id))
@@ -932,7 +932,7 @@ fn failure(code: Option<&str>, reason: Option<String>) -> Error {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use contracts::ids::TenantId;
+    use contracts::ids::{MachineId, TenantId};
 
     /// A resumed order without a recorded price is refused, never priced
     /// at zero (issue 19: `unwrap_or_default` used to make it free).

@@ -18,8 +18,8 @@ use contracts::states::{InstanceState, RentalType};
 pub struct InstanceRow {
     pub id: Uuid,
     pub order_id: Uuid,
-    pub tenant_id: Uuid,
-    pub host_tenant_id: Uuid,
+    pub tenant_id: TenantId,
+    pub host_tenant_id: TenantId,
     pub machine_id: Uuid,
     pub gpu_model: String,
     pub gpu_count: i32,
@@ -116,7 +116,7 @@ impl From<InstanceRow> for api::Instance {
         api::Instance {
             id: InstanceId(row.id),
             order_id: OrderId(row.order_id),
-            tenant_id: TenantId(row.tenant_id),
+            tenant_id: row.tenant_id,
             machine_id: MachineId(row.machine_id),
             gpu_model: row.gpu_model,
             gpu_count: row.gpu_count,

@@ -61,7 +61,7 @@ struct Origin {
 #[diesel(table_name = api_keys)]
 struct NewApiKey<'a> {
     id: Uuid,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     user_id: Uuid,
     name: &'a str,
     prefix: &'a str,
@@ -143,7 +143,7 @@ fn check_idempotency_key(key: &str) -> Result<(), Error> {
 
 fn by_idempotency_key(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     key: &str,
 ) -> QueryResult<Option<ApiKey>> {
     api_keys::table
@@ -206,7 +206,7 @@ fn check_within_caller(caller: &ApiKeyCaller, key: &ApiKey) -> Result<(), Error>
     }
 }
 
-fn active_keys(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResult<i64> {
+fn active_keys(conn: &mut PgConnection, tenant_id: TenantId) -> QueryResult<i64> {
     api_keys::table
         .filter(api_keys::tenant_id.eq(tenant_id))
         .filter(api_keys::revoked_at.is_null())
@@ -218,7 +218,7 @@ fn active_keys(conn: &mut PgConnection, tenant_id: Uuid) -> QueryResult<i64> {
 /// idempotency key first (the caller then compares with that one).
 fn insert(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     user_id: Uuid,
     name: &str,
     scopes: Vec<String>,
@@ -274,7 +274,7 @@ pub async fn create_api_key(db: &Db, req: CreateApiKeyRequest) -> Result<ApiKeyC
         }
     };
     db.tx(move |conn| {
-        if let Some(key) = by_idempotency_key(conn, req.tenant_id.into(), &req.idempotency_key)? {
+        if let Some(key) = by_idempotency_key(conn, req.tenant_id, &req.idempotency_key)? {
             return if same_request(&key) {
                 Ok(created(key, None))
             } else {
@@ -297,7 +297,7 @@ pub async fn create_api_key(db: &Db, req: CreateApiKeyRequest) -> Result<ApiKeyC
             .for_update()
             .first::<Uuid>(conn)
             .optional()?;
-        if active_keys(conn, req.tenant_id.into())? >= MAX_ACTIVE_KEYS_PER_TENANT {
+        if active_keys(conn, req.tenant_id)? >= MAX_ACTIVE_KEYS_PER_TENANT {
             return Err(Error::Conflict(format!(
                 "the tenant has {MAX_ACTIVE_KEYS_PER_TENANT} active API keys; revoke one first"
             )));
@@ -305,7 +305,7 @@ pub async fn create_api_key(db: &Db, req: CreateApiKeyRequest) -> Result<ApiKeyC
         let scopes = scopes_to_strings(&req.scopes);
         match insert(
             conn,
-            req.tenant_id.into(),
+            req.tenant_id,
             req.user_id,
             &name,
             scopes,
@@ -316,7 +316,7 @@ pub async fn create_api_key(db: &Db, req: CreateApiKeyRequest) -> Result<ApiKeyC
             },
         )? {
             Some(new) => Ok(new),
-            None => match by_idempotency_key(conn, req.tenant_id.into(), &req.idempotency_key)? {
+            None => match by_idempotency_key(conn, req.tenant_id, &req.idempotency_key)? {
                 Some(key) if same_request(&key) => Ok(created(key, None)),
                 _ => Err(reused()),
             },
@@ -373,7 +373,7 @@ pub async fn revoke(db: &Db, id: Uuid, caller: ApiKeyCaller) -> Result<ApiKeyInf
                 "API key revoked"
             );
         }
-        let descendants = revoke_descendants(conn, caller.tenant_id.into(), id)?;
+        let descendants = revoke_descendants(conn, caller.tenant_id, id)?;
         if descendants > 0 {
             tracing::info!(
                 tenant.id = %caller.tenant_id, api_key.id = %id, descendants,
@@ -395,7 +395,11 @@ pub async fn revoke(db: &Db, id: Uuid, caller: ApiKeyCaller) -> Result<ApiKeyInf
 /// rotations answer to the same key, so they go too. A leaked key cannot
 /// leave behind keys that outlive its revocation. Returns how many it
 /// revoked.
-fn revoke_descendants(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> QueryResult<usize> {
+fn revoke_descendants(
+    conn: &mut PgConnection,
+    tenant_id: TenantId,
+    id: Uuid,
+) -> QueryResult<usize> {
     diesel::sql_query(
         "WITH RECURSIVE lineage AS ( \
              SELECT id, rotated_from FROM quota.api_keys WHERE id = $1 AND tenant_id = $2 \
@@ -425,8 +429,7 @@ pub async fn rotate(db: &Db, id: Uuid, req: RotateApiKeyRequest) -> Result<ApiKe
         let caller = &req.caller;
         let same_request =
             |key: &ApiKey| key.rotated_from == Some(id) && key.user_id == caller.user_id;
-        if let Some(key) = by_idempotency_key(conn, caller.tenant_id.into(), &req.idempotency_key)?
-        {
+        if let Some(key) = by_idempotency_key(conn, caller.tenant_id, &req.idempotency_key)? {
             return if same_request(&key) {
                 Ok(created(key, None))
             } else {
@@ -450,7 +453,7 @@ pub async fn rotate(db: &Db, id: Uuid, req: RotateApiKeyRequest) -> Result<ApiKe
             .execute(conn)?;
         let new = insert(
             conn,
-            caller.tenant_id.into(),
+            caller.tenant_id,
             caller.user_id,
             &old.name,
             old.scopes.clone(),

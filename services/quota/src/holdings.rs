@@ -2,6 +2,7 @@
 //! its limits as stored: the reads that admission (`reservations`) and the
 //! team budgets (`teams`) share.
 
+use contracts::ids::TenantId;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -46,7 +47,7 @@ fn tenant_limits_from(row: TenantRow) -> QuotaLimits {
 /// admission and quota change of the tenant and its teams.
 pub fn tenant_limits(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     lock: bool,
 ) -> Result<QuotaLimits, Error> {
     let query = tenant_quotas::table.find(tenant_id).select((
@@ -68,7 +69,7 @@ pub fn tenant_limits(
 /// month as [`month::spend`] measures it.
 pub fn held(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     team_id: Option<Uuid>,
     now: DateTime<Utc>,
 ) -> Result<(Held, month::Spend), Error> {

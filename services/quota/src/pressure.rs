@@ -123,14 +123,14 @@ pub async fn pressure(
                     let now = contracts::time::now();
                     let mut listed = Vec::new();
                     for tenant_id in candidates {
-                        let limits = match holds::tenant_limits(conn, tenant_id, false) {
+                        let limits = match holds::tenant_limits(conn, TenantId(tenant_id), false) {
                             Ok(limits) => limits,
                             // Holds of a tenant without a quota row cannot be
                             // admitted; nothing to measure against.
                             Err(Error::NotFound(_)) => continue,
                             Err(e) => return Err(e),
                         };
-                        let (held, _) = holds::held(conn, tenant_id, None, now)?;
+                        let (held, _) = holds::held(conn, TenantId(tenant_id), None, now)?;
                         let dimensions = pressed(&limits, &held, threshold);
                         if dimensions.is_empty() {
                             continue;

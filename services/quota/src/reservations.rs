@@ -79,7 +79,7 @@ pub async fn reserve(
 ) -> Result<QuotaReservation, Error> {
     validate(&req)?;
     db.tx(move |conn| {
-        let tenant = tenant_limits(conn, req.tenant_id.into(), true)?;
+        let tenant = tenant_limits(conn, req.tenant_id, true)?;
         if let Some(existing) = find(conn, req.order_id.into())? {
             if existing.0 != req.tenant_id {
                 return Err(Error::Conflict("order belongs to another tenant".into()));
@@ -113,7 +113,7 @@ pub async fn reserve(
             (None, None) => req.team_id.map(TeamId::into_uuid),
         };
         let team = team_id
-            .map(|id| teams::load(conn, req.tenant_id.into(), id))
+            .map(|id| teams::load(conn, req.tenant_id, id))
             .transpose()?;
 
         let demand = Demand {
@@ -122,7 +122,7 @@ pub async fn reserve(
             projected_cost: month::projected_cost_of_new(req.hourly_rate, now),
         };
         if let Some(team) = &team {
-            let (held, _) = held(conn, req.tenant_id.into(), Some(team.id), now)?;
+            let (held, _) = held(conn, req.tenant_id, Some(team.id), now)?;
             let ceiling = limits::with_borrowing(&team.limits, &team.borrowing_limit);
             let level = Level::Team {
                 id: team.id,
@@ -131,7 +131,7 @@ pub async fn reserve(
             limits::admit(&level, &ceiling, &held, &demand, &currency)
                 .map_err(Error::QuotaExceeded)?;
         }
-        let (held, _) = held(conn, req.tenant_id.into(), None, now)?;
+        let (held, _) = held(conn, req.tenant_id, None, now)?;
         limits::admit(&Level::Tenant, &tenant, &held, &demand, &currency)
             .map_err(Error::QuotaExceeded)?;
 
@@ -176,7 +176,7 @@ pub async fn release(db: &Db, order_id: Uuid) -> Result<(), Error> {
 
 fn tenant_quota(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     limits: QuotaLimits,
     currency: &str,
 ) -> Result<TenantQuota, Error> {
@@ -184,7 +184,7 @@ fn tenant_quota(
     let (held, spend) = held(conn, tenant_id, None, now)?;
     let teams = teams::all(conn, tenant_id, now, currency)?;
     Ok(TenantQuota {
-        tenant_id: TenantId(tenant_id),
+        tenant_id,
         max_gpus: limits.max_gpus.unwrap_or(0),
         gpus_in_use: held.gpus,
         limits,
@@ -193,7 +193,11 @@ fn tenant_quota(
     })
 }
 
-pub async fn get_quota(db: &Db, currency: String, tenant_id: Uuid) -> Result<TenantQuota, Error> {
+pub async fn get_quota(
+    db: &Db,
+    currency: String,
+    tenant_id: TenantId,
+) -> Result<TenantQuota, Error> {
     db.tx(move |conn| {
         let limits = tenant_limits(conn, tenant_id, false)?;
         tenant_quota(conn, tenant_id, limits, &currency)
@@ -207,7 +211,7 @@ pub async fn get_quota(db: &Db, currency: String, tenant_id: Uuid) -> Result<Ten
 pub async fn set_quota(
     db: &Db,
     currency: String,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     req: SetTenantQuotaRequest,
 ) -> Result<TenantQuota, Error> {
     match (&req.limits, req.max_gpus) {

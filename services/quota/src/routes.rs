@@ -133,7 +133,7 @@ async fn get_quota(
 ) -> Result<Reply<TenantQuota>, Error> {
     let currency = state.currency.clone();
     Ok(Reply::ok(
-        reservations::get_quota(&db, currency, path.into_inner().into_uuid()).await?,
+        reservations::get_quota(&db, currency, TenantId(path.into_inner().into_uuid())).await?,
     ))
 }
 
@@ -148,7 +148,7 @@ async fn set_quota(
     let quota = reservations::set_quota(
         &db,
         currency,
-        path.into_inner().into_uuid(),
+        TenantId(path.into_inner().into_uuid()),
         body.into_inner(),
     )
     .await?;
@@ -163,7 +163,7 @@ async fn list_teams(
 ) -> Result<Reply<Vec<Team>>, Error> {
     let currency = state.currency.clone();
     Ok(Reply::ok(
-        teams::list(&db, currency, path.into_inner().into_uuid()).await?,
+        teams::list(&db, currency, TenantId(path.into_inner().into_uuid())).await?,
     ))
 }
 
@@ -178,7 +178,7 @@ async fn create_team(
     let team = teams::create(
         &db,
         currency,
-        path.into_inner().into_uuid(),
+        TenantId(path.into_inner().into_uuid()),
         body.into_inner(),
     )
     .await?;
@@ -197,7 +197,7 @@ async fn set_team_quota(
     let team = teams::set_quota(
         &db,
         currency,
-        tenant_id.into_uuid(),
+        TenantId(tenant_id.into_uuid()),
         team_id.into_uuid(),
         body.into_inner(),
     )

@@ -20,7 +20,7 @@ use crate::{Error, limits};
 #[diesel(table_name = teams)]
 struct TeamRow {
     id: Uuid,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     name: String,
     max_gpus: Option<i32>,
     max_gpus_per_model: serde_json::Value,
@@ -40,7 +40,7 @@ pub struct TeamQuota {
     pub limits: QuotaLimits,
     pub borrowing_limit: QuotaLimits,
     created_at: DateTime<Utc>,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
 }
 
 impl From<TeamRow> for TeamQuota {
@@ -67,7 +67,7 @@ impl From<TeamRow> for TeamQuota {
 }
 
 /// A team of `tenant_id`; another tenant's team is not found.
-pub fn load(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> Result<TeamQuota, Error> {
+pub fn load(conn: &mut PgConnection, tenant_id: TenantId, id: Uuid) -> Result<TeamQuota, Error> {
     teams::table
         .find(id)
         .filter(teams::tenant_id.eq(tenant_id))
@@ -87,7 +87,7 @@ fn with_usage(
     let (held, spend) = held(conn, team.tenant_id, Some(team.id), now)?;
     Ok(Team {
         id: TeamId(team.id),
-        tenant_id: TenantId(team.tenant_id),
+        tenant_id: team.tenant_id,
         name: team.name,
         limits: team.limits,
         borrowing_limit: team.borrowing_limit,
@@ -99,7 +99,7 @@ fn with_usage(
 /// Every team of the tenant with its usage, oldest first.
 pub fn all(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     now: DateTime<Utc>,
     currency: &str,
 ) -> Result<Vec<Team>, Error> {
@@ -138,7 +138,7 @@ fn write_quota(
 /// under the tenant's quota lock.
 pub fn clamp_all(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     tenant: &QuotaLimits,
 ) -> Result<(), Error> {
     let rows: Vec<TeamRow> = teams::table
@@ -156,7 +156,7 @@ pub fn clamp_all(
 }
 
 /// Only a tenant's owners and admins manage its teams.
-fn authorize(conn: &mut PgConnection, tenant_id: Uuid, user_id: Uuid) -> Result<(), Error> {
+fn authorize(conn: &mut PgConnection, tenant_id: TenantId, user_id: Uuid) -> Result<(), Error> {
     let role: Option<String> = users::table
         .find(user_id)
         .filter(users::tenant_id.eq(tenant_id))
@@ -179,7 +179,7 @@ fn validate_quota(limits: &QuotaLimits, borrowing: &QuotaLimits) -> Result<(), E
 pub async fn create(
     db: &Db,
     currency: String,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     req: CreateTeamRequest,
 ) -> Result<Team, Error> {
     let name = req.name.trim().to_owned();
@@ -251,7 +251,7 @@ pub async fn create(
 pub async fn set_quota(
     db: &Db,
     currency: String,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     team_id: Uuid,
     req: SetTeamQuotaRequest,
 ) -> Result<Team, Error> {
@@ -269,7 +269,7 @@ pub async fn set_quota(
     .await
 }
 
-pub async fn list(db: &Db, currency: String, tenant_id: Uuid) -> Result<Vec<Team>, Error> {
+pub async fn list(db: &Db, currency: String, tenant_id: TenantId) -> Result<Vec<Team>, Error> {
     db.tx(move |conn| all(conn, tenant_id, contracts::time::now(), &currency))
         .await
 }

@@ -39,7 +39,7 @@ pub struct User {
 #[diesel(table_name = users)]
 struct NewUser<'a> {
     id: Uuid,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     email: &'a str,
     password_hash: &'a str,
     role: &'a str,
@@ -175,7 +175,7 @@ fn insert_tenant_with_owner(
     diesel::insert_into(users::table)
         .values(NewUser {
             id: user_id,
-            tenant_id,
+            tenant_id: TenantId(tenant_id),
             email,
             password_hash,
             role: "owner",
@@ -259,7 +259,7 @@ pub async fn create_operator(db: &Db, email: &str, password: &str) -> Result<Pri
                 diesel::insert_into(users::table)
                     .values(NewUser {
                         id: user_id,
-                        tenant_id: tenant.id,
+                        tenant_id: TenantId(tenant.id),
                         email: &email,
                         password_hash: &hash,
                         role: "admin",

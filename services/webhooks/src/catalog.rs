@@ -12,11 +12,11 @@ use contracts::events::{
     PAYOUT_FAILED, PAYOUT_PAID, PayoutSettled, RUNWAY_LOW, RunwayLow, SPEND_CAP_REACHED,
     STATEMENT_FINALIZED, SpendCapReached, StatementFinalized, TOP_UP_SUCCEEDED, TopUpSucceeded,
 };
+use contracts::ids::TenantId;
 use contracts::states::{InstanceEventKind, InstanceState};
 use contracts::webhooks::EventType;
 use platform::consumer::HandlerError;
 use serde_json::{Value, json};
-use uuid::Uuid;
 
 /// The broker routing keys the service consumes.
 pub const BINDINGS: [&str; 15] = [
@@ -44,7 +44,7 @@ pub const PAYLOAD_VERSION: u32 = 1;
 /// One event for one tenant's endpoints.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Outgoing {
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub event_type: EventType,
     pub data: Value,
 }
@@ -69,7 +69,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
         RUNWAY_LOW => {
             let e: RunwayLow = envelope.payload().map_err(|e| undecodable(RUNWAY_LOW, e))?;
             Ok(Some(Outgoing {
-                tenant_id: e.tenant_id.into(),
+                tenant_id: e.tenant_id,
                 event_type: EventType::BalanceLow,
                 data: json!({
                     "tenant_id": e.tenant_id,
@@ -88,7 +88,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 .payload()
                 .map_err(|e| undecodable(BALANCE_EXHAUSTED, e))?;
             Ok(Some(Outgoing {
-                tenant_id: e.tenant_id.into(),
+                tenant_id: e.tenant_id,
                 event_type: EventType::BalanceExhausted,
                 data: json!({
                     "tenant_id": e.tenant_id,
@@ -104,7 +104,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 .payload()
                 .map_err(|e| undecodable(SPEND_CAP_REACHED, e))?;
             Ok(Some(Outgoing {
-                tenant_id: e.tenant_id.into(),
+                tenant_id: e.tenant_id,
                 event_type: EventType::SpendCapReached,
                 data: json!({
                     "tenant_id": e.tenant_id,
@@ -122,7 +122,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 .payload()
                 .map_err(|e| undecodable(TOP_UP_SUCCEEDED, e))?;
             Ok(Some(Outgoing {
-                tenant_id: e.tenant_id.into(),
+                tenant_id: e.tenant_id,
                 event_type: EventType::TopUpSucceeded,
                 data: json!({
                     "tenant_id": e.tenant_id,
@@ -142,7 +142,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 EventType::InvoicePaid
             };
             Ok(Some(Outgoing {
-                tenant_id: e.tenant_id.into(),
+                tenant_id: e.tenant_id,
                 event_type,
                 data: json!({
                     "tenant_id": e.tenant_id,
@@ -163,7 +163,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 .payload()
                 .map_err(|e| undecodable(HOST_VERIFICATION, e))?;
             Ok(Some(Outgoing {
-                tenant_id: e.host_tenant_id.into(),
+                tenant_id: e.host_tenant_id,
                 event_type: EventType::HostVerificationChanged,
                 data: json!({
                     "host_tenant_id": e.host_tenant_id,
@@ -179,7 +179,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 .payload()
                 .map_err(|e| undecodable(STATEMENT_FINALIZED, e))?;
             Ok(Some(Outgoing {
-                tenant_id: e.host_tenant_id.into(),
+                tenant_id: e.host_tenant_id,
                 event_type: EventType::StatementFinalized,
                 data: json!({
                     "host_tenant_id": e.host_tenant_id,
@@ -202,7 +202,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 EventType::MachineOffline
             };
             Ok(Some(Outgoing {
-                tenant_id: e.host_tenant_id.into(),
+                tenant_id: e.host_tenant_id,
                 event_type,
                 data: json!({
                     "host_tenant_id": e.host_tenant_id,
@@ -223,7 +223,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 EventType::MachineReleased
             };
             Ok(Some(Outgoing {
-                tenant_id: e.host_tenant_id.into(),
+                tenant_id: e.host_tenant_id,
                 event_type,
                 data: json!({
                     "host_tenant_id": e.host_tenant_id,
@@ -244,7 +244,7 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                 EventType::PayoutFailed
             };
             Ok(Some(Outgoing {
-                tenant_id: e.host_tenant_id.into(),
+                tenant_id: e.host_tenant_id,
                 event_type,
                 data: json!({
                     "host_tenant_id": e.host_tenant_id,
@@ -288,7 +288,7 @@ fn instance(event: &InstanceEvent) -> Option<Outgoing> {
     };
     let i = &event.instance;
     Some(Outgoing {
-        tenant_id: event.tenant_id.into(),
+        tenant_id: event.tenant_id,
         event_type,
         data: json!({
             "instance_id": i.id,
@@ -325,6 +325,7 @@ mod tests {
     use super::*;
     use contracts::api::Instance;
     use contracts::ids::{InstanceId, TenantId};
+    use uuid::Uuid;
 
     /// api-specs/webhooks.yaml documents exactly the types there are.
     #[test]
@@ -434,6 +435,7 @@ mod money_and_host_events {
     use contracts::events::{MachineRental, PayoutSettled, TopUpSucceeded};
     use contracts::ids::{MachineId, TenantId};
     use rust_decimal::Decimal;
+    use uuid::Uuid;
 
     fn envelope<P: serde::Serialize>(kind: &str, payload: &P) -> Envelope {
         Envelope::named(kind, chrono::Utc::now(), None, None, payload).unwrap()
@@ -441,10 +443,10 @@ mod money_and_host_events {
 
     #[test]
     fn money_and_host_events_go_to_their_owner() {
-        let (renter, host) = (Uuid::now_v7(), Uuid::now_v7());
+        let (renter, host) = (TenantId::new(), TenantId::new());
         let at = chrono::Utc::now();
         let top_up = TopUpSucceeded {
-            tenant_id: TenantId(renter),
+            tenant_id: renter,
             top_up_id: Uuid::now_v7(),
             amount: Decimal::new(2500, 2),
             currency: "USD".into(),
@@ -463,7 +465,7 @@ mod money_and_host_events {
         assert_eq!(out.data["sequence"], 4);
 
         let rental = MachineRental {
-            host_tenant_id: TenantId(host),
+            host_tenant_id: host,
             machine_id: MachineId(Uuid::now_v7()),
             allocation_id: Uuid::now_v7(),
             gpu_count: 2,
@@ -486,7 +488,7 @@ mod money_and_host_events {
         assert_eq!(out.event_type, EventType::MachineRented);
 
         let payout = PayoutSettled {
-            host_tenant_id: TenantId(host),
+            host_tenant_id: host,
             payout_id: Uuid::now_v7(),
             amount: Decimal::new(10_000, 2),
             currency: "USD".into(),

@@ -5,7 +5,7 @@
 //! by pushing its `next_attempt_at` past the request (a lease), so a sender
 //! killed mid-request leaves it to be sent again: at least once, never lost.
 
-use contracts::ids::{DeliveryId, WebhookEndpointId};
+use contracts::ids::{DeliveryId, TenantId, WebhookEndpointId};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -39,7 +39,7 @@ pub fn webhook_id(message_id: Uuid) -> String {
 /// no endpoint wants it.
 pub fn fan_out(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     event_type: EventType,
     at: DateTime<Utc>,
     data: &Value,
@@ -77,7 +77,7 @@ pub fn fan_out(
 /// A test ping to one endpoint of the tenant, whatever it subscribes to.
 pub fn ping(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     endpoint_id: Uuid,
 ) -> Result<Delivery, Error> {
     let endpoint = crate::endpoints::get(conn, tenant_id, endpoint_id)?;
@@ -112,7 +112,11 @@ pub fn ping(
 
 /// Sends a delivery again now with the same `webhook-id`, on a fresh retry
 /// schedule (a delivered or failed one too: the receiver asked for it).
-pub fn redeliver(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> Result<Delivery, Error> {
+pub fn redeliver(
+    conn: &mut PgConnection,
+    tenant_id: TenantId,
+    id: Uuid,
+) -> Result<Delivery, Error> {
     let n = diesel::sql_query(
         "UPDATE webhooks.deliveries SET status = 'pending', attempts = 0, next_attempt_at = now(), \
            delivered_at = NULL WHERE tenant_id = $1 AND id = $2",
@@ -137,7 +141,7 @@ pub struct Due {
     #[diesel(sql_type = SqlUuid)]
     pub endpoint_id: Uuid,
     #[diesel(sql_type = SqlUuid)]
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     #[diesel(sql_type = Int4)]
     pub attempts: i32,
     #[diesel(sql_type = Jsonb)]
@@ -367,7 +371,7 @@ const DELIVERY_COLUMNS: &str = "d.id, d.message_id, d.endpoint_id, m.event_type,
 /// The tenant's deliveries, newest first, each with its last 20 attempts.
 pub fn list(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     endpoint_id: Option<Uuid>,
     limit: i64,
 ) -> Result<Vec<Delivery>, Error> {
@@ -383,7 +387,7 @@ pub fn list(
     with_attempts(conn, rows)
 }
 
-pub fn get(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> Result<Delivery, Error> {
+pub fn get(conn: &mut PgConnection, tenant_id: TenantId, id: Uuid) -> Result<Delivery, Error> {
     let rows: Vec<DeliveryRow> = diesel::sql_query(format!(
         "SELECT {DELIVERY_COLUMNS} FROM webhooks.deliveries d JOIN webhooks.messages m ON m.id = d.message_id \
           WHERE d.tenant_id = $1 AND d.id = $2"

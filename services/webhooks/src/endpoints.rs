@@ -21,7 +21,7 @@ pub struct Row {
     #[diesel(sql_type = SqlUuid)]
     pub id: Uuid,
     #[diesel(sql_type = SqlUuid)]
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     #[diesel(sql_type = Text)]
     pub url: String,
     #[diesel(sql_type = Text)]
@@ -46,7 +46,7 @@ impl From<Row> for Endpoint {
     fn from(r: Row) -> Self {
         Endpoint {
             id: WebhookEndpointId(r.id),
-            tenant_id: TenantId(r.tenant_id),
+            tenant_id: r.tenant_id,
             url: r.url,
             description: r.description,
             event_types: r.event_types,
@@ -99,7 +99,7 @@ pub fn description(raw: &str) -> Result<String, Error> {
 /// pass the limit together.
 pub fn create(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     url: &str,
     description: &str,
     event_types: &[String],
@@ -139,7 +139,7 @@ pub fn create(
     Ok(row.into())
 }
 
-pub fn list(conn: &mut PgConnection, tenant_id: Uuid) -> Result<Vec<Endpoint>, Error> {
+pub fn list(conn: &mut PgConnection, tenant_id: TenantId) -> Result<Vec<Endpoint>, Error> {
     let rows: Vec<Row> = diesel::sql_query(format!(
         "SELECT {COLUMNS} FROM webhooks.endpoints WHERE tenant_id = $1 ORDER BY created_at, id"
     ))
@@ -148,7 +148,7 @@ pub fn list(conn: &mut PgConnection, tenant_id: Uuid) -> Result<Vec<Endpoint>, E
     Ok(rows.into_iter().map(Into::into).collect())
 }
 
-pub fn get(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> Result<Endpoint, Error> {
+pub fn get(conn: &mut PgConnection, tenant_id: TenantId, id: Uuid) -> Result<Endpoint, Error> {
     let row: Option<Row> = diesel::sql_query(format!(
         "SELECT {COLUMNS} FROM webhooks.endpoints WHERE tenant_id = $1 AND id = $2"
     ))
@@ -166,7 +166,7 @@ pub fn not_found() -> Error {
 /// Applies a change; `enabled = true` clears a disabling.
 pub fn update(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     id: Uuid,
     url: Option<&str>,
     description: Option<&str>,
@@ -196,7 +196,7 @@ pub fn update(
 }
 
 /// Deletes an endpoint with its deliveries and their log.
-pub fn delete(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> Result<(), Error> {
+pub fn delete(conn: &mut PgConnection, tenant_id: TenantId, id: Uuid) -> Result<(), Error> {
     let n = diesel::sql_query("DELETE FROM webhooks.endpoints WHERE tenant_id = $1 AND id = $2")
         .bind::<SqlUuid, _>(tenant_id)
         .bind::<SqlUuid, _>(id)
@@ -211,7 +211,7 @@ pub fn delete(conn: &mut PgConnection, tenant_id: Uuid, id: Uuid) -> Result<(), 
 /// beside it until `overlap_until`.
 pub fn rotate(
     conn: &mut PgConnection,
-    tenant_id: Uuid,
+    tenant_id: TenantId,
     id: Uuid,
     secret: &SigningSecret,
     overlap_until: DateTime<Utc>,

@@ -57,7 +57,7 @@ async fn create(
         db.tx(move |conn| {
             endpoints::create(
                 conn,
-                tenant_id,
+                TenantId(tenant_id),
                 url.as_str(),
                 &description,
                 &types,
@@ -80,7 +80,9 @@ async fn list(
     path: web::Path<TenantId>,
 ) -> Result<Reply<Vec<Endpoint>>, Error> {
     let tenant_id = path.into_inner().into_uuid();
-    let list = db.run(move |conn| endpoints::list(conn, tenant_id)).await?;
+    let list = db
+        .run(move |conn| endpoints::list(conn, TenantId(tenant_id)))
+        .await?;
     Ok(Reply::ok(list))
 }
 
@@ -91,7 +93,7 @@ async fn get(
 ) -> Result<Reply<Endpoint>, Error> {
     let (tenant_id, id) = ids(path);
     let endpoint = db
-        .run(move |conn| endpoints::get(conn, tenant_id, id))
+        .run(move |conn| endpoints::get(conn, TenantId(tenant_id), id))
         .await?;
     Ok(Reply::ok(endpoint))
 }
@@ -124,7 +126,7 @@ async fn update(
         .tx(move |conn| {
             endpoints::update(
                 conn,
-                tenant_id,
+                TenantId(tenant_id),
                 id,
                 url.as_deref(),
                 description.as_deref(),
@@ -142,7 +144,7 @@ async fn delete(
     path: web::Path<(TenantId, WebhookEndpointId)>,
 ) -> Result<Reply<EndpointDeleted>, Error> {
     let (tenant_id, id) = ids(path);
-    db.tx(move |conn| endpoints::delete(conn, tenant_id, id))
+    db.tx(move |conn| endpoints::delete(conn, TenantId(tenant_id), id))
         .await?;
     Ok(Reply::ok(EndpointDeleted { deleted: true }))
 }
@@ -160,7 +162,7 @@ async fn rotate(
             .unwrap_or_else(|_| chrono::Duration::days(1));
     let endpoint = {
         let secret = secret.clone();
-        db.tx(move |conn| endpoints::rotate(conn, tenant_id, id, &secret, until))
+        db.tx(move |conn| endpoints::rotate(conn, TenantId(tenant_id), id, &secret, until))
             .await?
     };
     tracing::info!(tenant.id = %tenant_id, endpoint.id = %id, "webhook secret rotated");
@@ -177,7 +179,7 @@ async fn test(
 ) -> Result<Reply<Delivery>, Error> {
     let (tenant_id, id) = ids(path);
     let delivery = db
-        .tx(move |conn| deliveries::ping(conn, tenant_id, id))
+        .tx(move |conn| deliveries::ping(conn, TenantId(tenant_id), id))
         .await?;
     Ok(Reply::created(delivery))
 }
@@ -198,7 +200,7 @@ async fn list_deliveries(
         .run(move |conn| {
             deliveries::list(
                 conn,
-                tenant_id,
+                TenantId(tenant_id),
                 query.endpoint_id.map(WebhookEndpointId::into_uuid),
                 limit,
             )
@@ -215,7 +217,7 @@ async fn redeliver(
     let (tenant_id, id) = path.into_inner();
     let (tenant_id, id) = (tenant_id.into_uuid(), id.into_uuid());
     let delivery = db
-        .tx(move |conn| deliveries::redeliver(conn, tenant_id, id))
+        .tx(move |conn| deliveries::redeliver(conn, TenantId(tenant_id), id))
         .await?;
     Ok(Reply::ok(delivery))
 }

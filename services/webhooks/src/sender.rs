@@ -3,6 +3,7 @@
 //! delivery due and polls slowly besides, so a lost notification only
 //! delays a delivery.
 
+use contracts::ids::TenantId;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -121,7 +122,7 @@ async fn deliver(
         db.tx(move |conn| -> Result<After, Error> {
             let after = deliveries::record(conn, &due, &outcome, &schedule)?;
             if after == After::Failed && due.enabled {
-                give_up(conn, due_id, endpoint_id, tenant_id, &outcome)?;
+                give_up(conn, due_id, endpoint_id, tenant_id.into(), &outcome)?;
             }
             Ok(after)
         })
@@ -168,7 +169,7 @@ fn give_up(
         )?;
         deliveries::fan_out(
             conn,
-            tenant_id,
+            TenantId(tenant_id),
             EventType::EndpointDisabled,
             Utc::now(),
             &serde_json::json!({

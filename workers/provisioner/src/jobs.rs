@@ -764,7 +764,7 @@ impl Worker {
                 self.ordering
                     .call(
                         endpoints::ordering::PROVISIONING_RESULT,
-                        InstanceId(run.instance.instance_id.into()),
+                        run.instance.instance_id,
                         &result,
                     )
                     .await
@@ -777,7 +777,7 @@ impl Worker {
                 self.ordering
                     .call(
                         endpoints::ordering::DEPROVISIONING_RESULT,
-                        InstanceId(d.instance_id.into()),
+                        d.instance_id,
                         &result,
                     )
                     .await

@@ -3,6 +3,7 @@
 //! create carries an idempotency key derived from our own id, so a retry
 //! after a lost answer gets the same Stripe object instead of a second one.
 
+use contracts::ids::TenantId;
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -30,7 +31,7 @@ pub struct PaymentIntentView {
 /// What a top-up asks Stripe for.
 pub struct NewPaymentIntent<'a> {
     pub top_up_id: Uuid,
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub customer_id: &'a str,
     pub amount_minor: i64,
     /// ISO code; Stripe wants it in lower case.
@@ -101,7 +102,7 @@ impl StripeApi {
     }
 
     /// Creates the Stripe customer of `tenant_id`; its id.
-    pub async fn create_customer(&self, tenant_id: Uuid) -> Result<String, Error> {
+    pub async fn create_customer(&self, tenant_id: TenantId) -> Result<String, Error> {
         let customer = CreateCustomer::new()
             .description(format!("gpumarket tenant {tenant_id}"))
             .metadata(HashMap::from([(

@@ -4,6 +4,7 @@
 //! lost answer (or a crash) gets the same Stripe object instead of a second
 //! one: for a transfer, the same money is never sent twice.
 
+use contracts::ids::TenantId;
 use std::collections::HashMap;
 
 use platform::Config;
@@ -34,7 +35,7 @@ pub struct AccountView {
 /// A transfer of a payout to a host's connected account.
 pub struct NewTransfer<'a> {
     pub payout_id: Uuid,
-    pub host_tenant_id: Uuid,
+    pub host_tenant_id: TenantId,
     pub destination: &'a str,
     pub amount_minor: i64,
     /// ISO code; Stripe wants it in lower case.
@@ -70,7 +71,7 @@ impl ConnectApi {
     /// repeated first calls make one account.
     pub async fn create_account(
         &self,
-        host_tenant_id: Uuid,
+        host_tenant_id: TenantId,
         country: &str,
         email: Option<&str>,
     ) -> Result<AccountView, Error> {

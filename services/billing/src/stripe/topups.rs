@@ -36,7 +36,7 @@ const LIST_LIMIT: i64 = 100;
 #[diesel(table_name = top_ups)]
 pub struct TopUpRow {
     pub id: Uuid,
-    pub tenant_id: Uuid,
+    pub tenant_id: TenantId,
     pub amount: Decimal,
     pub currency: String,
     pub amount_minor: i64,
@@ -51,7 +51,7 @@ impl TopUpRow {
     fn into_api(self, client_secret: Option<String>) -> api::TopUp {
         api::TopUp {
             id: self.id,
-            tenant_id: TenantId(self.tenant_id),
+            tenant_id: self.tenant_id,
             amount: self.amount,
             currency: self.currency,
             status: self.status,
@@ -231,7 +231,7 @@ async fn mark_failed(db: &Db, top_up_id: Uuid, error: &Error) {
 /// The tenant's Stripe customer, created on its first top-up. Concurrent
 /// first top-ups send the same Stripe idempotency key and so get the same
 /// customer; the row is written once.
-async fn customer(db: &Db, api: &StripeApi, tenant_id: Uuid) -> Result<String, Error> {
+async fn customer(db: &Db, api: &StripeApi, tenant_id: TenantId) -> Result<String, Error> {
     let known = db
         .run(move |conn| {
             Ok::<_, Error>(
@@ -266,7 +266,7 @@ async fn customer(db: &Db, api: &StripeApi, tenant_id: Uuid) -> Result<String, E
 }
 
 /// The tenant's latest top-ups, newest first, without client secrets.
-pub async fn list(db: &Db, tenant_id: Uuid) -> Result<Vec<api::TopUp>, Error> {
+pub async fn list(db: &Db, tenant_id: TenantId) -> Result<Vec<api::TopUp>, Error> {
     db.run(move |conn| {
         let rows = top_ups::table
             .filter(top_ups::tenant_id.eq(tenant_id))

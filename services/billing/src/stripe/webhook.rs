@@ -11,7 +11,6 @@
 //! Stripe sent it under several event ids. Events billing does not act on
 //! are recorded and answered 2xx, so Stripe stops resending them.
 
-use contracts::ids::TenantId;
 use std::collections::HashMap;
 
 use actix_web::{HttpRequest, HttpResponse, web};
@@ -242,7 +241,7 @@ fn credit(
     let renter = ledger::account(
         conn,
         AccountKind::RenterBalance,
-        Some(top_up.tenant_id),
+        Some(top_up.tenant_id.into()),
         currency,
     )?;
     let clearing = ledger::account(conn, AccountKind::PaymentClearing, None, currency)?;
@@ -253,7 +252,7 @@ fn credit(
         &Posting {
             id: &posting_id,
             kind: "top_up",
-            tenant_id: Some(top_up.tenant_id),
+            tenant_id: Some(top_up.tenant_id.into()),
             instance_id: None,
             fee_rate: None,
             description: &description,
@@ -279,7 +278,7 @@ fn credit(
             top_up.tenant_id,
             None,
             &contracts::events::TopUpSucceeded {
-                tenant_id: TenantId(top_up.tenant_id),
+                tenant_id: top_up.tenant_id,
                 top_up_id: top_up.id,
                 amount,
                 currency: currency.to_owned(),

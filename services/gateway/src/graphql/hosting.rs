@@ -309,7 +309,7 @@ impl HostingMutation {
             .catalog
             .call(
                 endpoints::catalog::UPDATE_HOST_PROFILE,
-                TenantId(principal.tenant_id.into()),
+                principal.tenant_id,
                 &api::UpdateHostProfileRequest {
                     legal_name: input.legal_name,
                     country: input.country,

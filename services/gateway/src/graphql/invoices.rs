@@ -251,11 +251,7 @@ impl InvoicesQuery {
         let principal = auth::authorize(ctx, Access::Billing).await?;
         let list = clients::from_context(ctx)?
             .billing
-            .call(
-                endpoints::billing::INVOICE_LIST,
-                TenantId(principal.tenant_id.into()),
-                &(),
-            )
+            .call(endpoints::billing::INVOICE_LIST, principal.tenant_id, &())
             .await?;
         Ok(invoices(list)?)
     }
@@ -268,7 +264,7 @@ impl InvoicesQuery {
             .billing
             .call(
                 endpoints::billing::INVOICE,
-                (TenantId(principal.tenant_id.into()), InvoiceId(id)),
+                (principal.tenant_id, InvoiceId(id)),
                 &(),
             )
             .await?;
@@ -282,7 +278,7 @@ impl InvoicesQuery {
             .billing
             .call(
                 endpoints::billing::INVOICE_PREVIEW,
-                TenantId(principal.tenant_id.into()),
+                principal.tenant_id,
                 &(),
             )
             .await?;
@@ -298,7 +294,7 @@ impl InvoicesQuery {
             .billing
             .call(
                 endpoints::billing::INVOICE_USAGE_CSV,
-                (TenantId(principal.tenant_id.into()), InvoiceId(invoice_id)),
+                (principal.tenant_id, InvoiceId(invoice_id)),
                 &(),
             )
             .await?;

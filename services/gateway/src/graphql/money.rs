@@ -165,11 +165,7 @@ impl MoneyQuery {
         let principal = auth::authorize(ctx, Access::Billing).await?;
         let balance = clients::from_context(ctx)?
             .billing
-            .call(
-                endpoints::billing::BALANCE,
-                TenantId(principal.tenant_id.into()),
-                &(),
-            )
+            .call(endpoints::billing::BALANCE, principal.tenant_id, &())
             .await?;
         Ok(balance.into())
     }
@@ -182,10 +178,10 @@ impl MoneyQuery {
         let (balance, burn) = tokio::try_join!(
             clients
                 .billing
-                .call(endpoints::billing::BALANCE, TenantId(tenant.into()), &()),
+                .call(endpoints::billing::BALANCE, tenant, &()),
             clients
                 .metering
-                .call(endpoints::metering::BURN_RATE, TenantId(tenant.into()), &()),
+                .call(endpoints::metering::BURN_RATE, tenant, &()),
         )?;
         let runway = contracts::money::runway_seconds(balance.amount, burn.per_hour);
         let warn = clients.runway_warning_seconds;
@@ -204,11 +200,7 @@ impl MoneyQuery {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let earnings = clients::from_context(ctx)?
             .billing
-            .call(
-                endpoints::billing::EARNINGS,
-                TenantId(principal.tenant_id.into()),
-                &(),
-            )
+            .call(endpoints::billing::EARNINGS, principal.tenant_id, &())
             .await?;
         Ok(earnings.into())
     }
@@ -218,11 +210,7 @@ impl MoneyQuery {
         let principal = auth::authorize(ctx, Access::Billing).await?;
         let top_ups = clients::from_context(ctx)?
             .billing
-            .call(
-                endpoints::billing::TOP_UP_LIST,
-                TenantId(principal.tenant_id.into()),
-                &(),
-            )
+            .call(endpoints::billing::TOP_UP_LIST, principal.tenant_id, &())
             .await?;
         Ok(top_ups.into_iter().map(Into::into).collect())
     }

@@ -277,11 +277,7 @@ impl PayoutsQuery {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let list = clients::from_context(ctx)?
             .billing
-            .call(
-                endpoints::billing::STATEMENT_LIST,
-                TenantId(principal.tenant_id.into()),
-                &(),
-            )
+            .call(endpoints::billing::STATEMENT_LIST, principal.tenant_id, &())
             .await?;
         Ok(list.into_iter().map(Into::into).collect())
     }
@@ -294,7 +290,7 @@ impl PayoutsQuery {
             .billing
             .call(
                 endpoints::billing::STATEMENT,
-                (TenantId(principal.tenant_id.into()), StatementId(id)),
+                (principal.tenant_id, StatementId(id)),
                 &(),
             )
             .await?;
@@ -308,7 +304,7 @@ impl PayoutsQuery {
             .billing
             .call(
                 endpoints::billing::STATEMENT_PREVIEW,
-                TenantId(principal.tenant_id.into()),
+                principal.tenant_id,
                 &(),
             )
             .await?;
@@ -320,11 +316,7 @@ impl PayoutsQuery {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let list = clients::from_context(ctx)?
             .billing
-            .call(
-                endpoints::billing::PAYOUT_LIST,
-                TenantId(principal.tenant_id.into()),
-                &(),
-            )
+            .call(endpoints::billing::PAYOUT_LIST, principal.tenant_id, &())
             .await?;
         Ok(list.into_iter().map(Into::into).collect())
     }
@@ -335,11 +327,7 @@ impl PayoutsQuery {
         let principal = auth::authorize(ctx, Access::Host).await?;
         let result = clients::from_context(ctx)?
             .billing
-            .call(
-                endpoints::billing::PAYOUT_ACCOUNT,
-                TenantId(principal.tenant_id.into()),
-                &(),
-            )
+            .call(endpoints::billing::PAYOUT_ACCOUNT, principal.tenant_id, &())
             .await;
         match result {
             Ok(account) => Ok(Some(account.into())),
@@ -399,7 +387,7 @@ impl PayoutsMutation {
             .billing
             .call(
                 endpoints::billing::PAYOUT_ONBOARDING_LINK,
-                TenantId(principal.tenant_id.into()),
+                principal.tenant_id,
                 &api::OnboardingLinkRequest {
                     return_url: format!("{page}?payouts=done"),
                     refresh_url: format!("{page}?payouts=expired"),

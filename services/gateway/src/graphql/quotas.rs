@@ -7,7 +7,7 @@ use async_graphql::{Context, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::api;
 use contracts::endpoints;
-use contracts::ids::{TeamId, TenantId};
+use contracts::ids::TeamId;
 use rust_decimal::Decimal;
 
 use super::instant;
@@ -198,11 +198,7 @@ impl QuotasQuery {
         let principal = auth::authorize(ctx, Access::Instances).await?;
         let teams = clients::from_context(ctx)?
             .quota
-            .call(
-                endpoints::quota::TEAM_LIST,
-                TenantId(principal.tenant_id.into()),
-                &(),
-            )
+            .call(endpoints::quota::TEAM_LIST, principal.tenant_id, &())
             .await?;
         Ok(teams.into_iter().map(Into::into).collect())
     }
@@ -230,11 +226,7 @@ impl QuotasMutation {
         };
         let team = clients::from_context(ctx)?
             .quota
-            .call(
-                endpoints::quota::TEAM_CREATE,
-                TenantId(principal.tenant_id.into()),
-                &request,
-            )
+            .call(endpoints::quota::TEAM_CREATE, principal.tenant_id, &request)
             .await?;
         Ok(team.into())
     }
@@ -261,7 +253,7 @@ impl QuotasMutation {
             .quota
             .call(
                 endpoints::quota::SET_TEAM_QUOTA,
-                (TenantId(principal.tenant_id.into()), TeamId(team_id)),
+                (principal.tenant_id, TeamId(team_id)),
                 &request,
             )
             .await?;

@@ -6,7 +6,7 @@
 use async_graphql::{Context, Enum, ID, InputObject, Object, SimpleObject};
 use chrono::{DateTime, Utc};
 use contracts::endpoints::webhooks as endpoints;
-use contracts::ids::{DeliveryId, TenantId, WebhookEndpointId};
+use contracts::ids::{DeliveryId, WebhookEndpointId};
 use contracts::webhooks as api;
 
 use crate::auth::{self, Access};
@@ -191,11 +191,7 @@ impl WebhooksQuery {
         let principal = auth::authorize(ctx, Access::Webhooks).await?;
         let list = clients::from_context(ctx)?
             .webhooks
-            .call(
-                endpoints::ENDPOINT_LIST,
-                TenantId(principal.tenant_id.into()),
-                &(),
-            )
+            .call(endpoints::ENDPOINT_LIST, principal.tenant_id, &())
             .await?;
         Ok(list.into_iter().map(Into::into).collect())
     }
@@ -221,11 +217,7 @@ impl WebhooksQuery {
         };
         let list = clients::from_context(ctx)?
             .webhooks
-            .call(
-                endpoints::DELIVERY_LIST,
-                TenantId(principal.tenant_id.into()),
-                &query,
-            )
+            .call(endpoints::DELIVERY_LIST, principal.tenant_id, &query)
             .await?;
         Ok(list.into_iter().map(Into::into).collect())
     }
@@ -252,11 +244,7 @@ impl WebhooksMutation {
         };
         let created = clients::from_context(ctx)?
             .webhooks
-            .call(
-                endpoints::ENDPOINT_CREATE,
-                TenantId(principal.tenant_id.into()),
-                &body,
-            )
+            .call(endpoints::ENDPOINT_CREATE, principal.tenant_id, &body)
             .await?;
         Ok(created.into())
     }
@@ -279,7 +267,7 @@ impl WebhooksMutation {
             .webhooks
             .call(
                 endpoints::ENDPOINT_UPDATE,
-                (TenantId(principal.tenant_id.into()), WebhookEndpointId(id)),
+                (principal.tenant_id, WebhookEndpointId(id)),
                 &body,
             )
             .await?;
@@ -294,7 +282,7 @@ impl WebhooksMutation {
             .webhooks
             .call(
                 endpoints::ENDPOINT_DELETE,
-                (TenantId(principal.tenant_id.into()), WebhookEndpointId(id)),
+                (principal.tenant_id, WebhookEndpointId(id)),
                 &(),
             )
             .await?;
@@ -314,7 +302,7 @@ impl WebhooksMutation {
             .webhooks
             .call(
                 endpoints::ENDPOINT_ROTATE_SECRET,
-                (TenantId(principal.tenant_id.into()), WebhookEndpointId(id)),
+                (principal.tenant_id, WebhookEndpointId(id)),
                 &(),
             )
             .await?;
@@ -333,7 +321,7 @@ impl WebhooksMutation {
             .webhooks
             .call(
                 endpoints::ENDPOINT_TEST,
-                (TenantId(principal.tenant_id.into()), WebhookEndpointId(id)),
+                (principal.tenant_id, WebhookEndpointId(id)),
                 &(),
             )
             .await?;
@@ -353,7 +341,7 @@ impl WebhooksMutation {
             .webhooks
             .call(
                 endpoints::DELIVERY_REDELIVER,
-                (TenantId(principal.tenant_id.into()), DeliveryId(id)),
+                (principal.tenant_id, DeliveryId(id)),
                 &(),
             )
             .await?;
