@@ -165,3 +165,56 @@ mod tests {
         assert!("not-a-uuid".parse::<TenantId>().is_err());
     }
 }
+
+/// The GraphQL side: a typed id is the `ID` scalar, beside async-graphql's
+/// own `ID` in one schema (the gateway's arguments are still `ID`).
+#[cfg(all(test, feature = "graphql"))]
+mod graphql_tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+    use async_graphql::{EmptyMutation, EmptySubscription, ID, Object, Schema};
+
+    struct Query;
+
+    #[Object]
+    impl Query {
+        async fn echo(&self, tenant: TenantId, other: ID) -> TenantId {
+            assert!(!other.is_empty());
+            tenant
+        }
+
+        async fn machine(&self, id: MachineId) -> MachineId {
+            id
+        }
+    }
+
+    #[tokio::test]
+    async fn typed_ids_are_the_id_scalar() {
+        // The gateway builds its schema the same way once it takes typed ids.
+        let schema = Schema::build_with_ignore_name_conflicts(
+            Query,
+            EmptyMutation,
+            EmptySubscription,
+            ["ID"],
+        )
+        .finish();
+        let sdl = schema.sdl();
+        assert!(sdl.contains("machine(id: ID!): ID!"), "{sdl}");
+        let uuid = Uuid::now_v7();
+        let answer = schema
+            .execute(format!("{{ machine(id: \"{uuid}\") }}"))
+            .await;
+        assert!(answer.errors.is_empty(), "{:?}", answer.errors);
+        assert_eq!(
+            answer.data.into_json().unwrap()["machine"],
+            uuid.to_string()
+        );
+        let refused = schema.execute("{ machine(id: \"not-a-uuid\") }").await;
+        assert!(
+            refused.errors[0].message.contains("not a valid MachineId"),
+            "{:?}",
+            refused.errors
+        );
+    }
+}
