@@ -14,6 +14,11 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+/// A value that may fill one placeholder of an internal endpoint's path
+/// ([`crate::endpoints`]): a typed id. Its text needs no escaping (a UUID),
+/// which is why free text never goes in a path.
+pub trait PathSegment: fmt::Display {}
+
 macro_rules! id_type {
     ($( $(#[$meta:meta])* $name:ident; )+) => {$(
         $(#[$meta])*
@@ -77,7 +82,7 @@ macro_rules! id_type {
             }
         }
 
-        impl crate::endpoints::PathSegment for $name {}
+        impl PathSegment for $name {}
 
         #[cfg(feature = "diesel")]
         impl diesel::deserialize::FromSql<diesel::sql_types::Uuid, diesel::pg::Pg> for $name {

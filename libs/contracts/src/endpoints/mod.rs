@@ -121,9 +121,7 @@ const fn placeholders(path: &str) -> usize {
     count
 }
 
-/// A value that may fill one placeholder of a path: a typed id. Its text
-/// needs no escaping (a UUID), which is why free text never goes in a path.
-pub trait PathSegment: std::fmt::Display {}
+pub use crate::ids::PathSegment;
 
 /// What fills an endpoint's placeholders.
 pub trait PathParams {
