@@ -19,6 +19,7 @@
 //! and `ratio broker_100k_connected_agents_fd_vs_limit` (100,000 of them,
 //! queues included, against the node's watermark and file handle limit).
 
+use contracts::ids::MachineId;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
@@ -208,7 +209,7 @@ async fn measure_connected(
         let conn = Connection::connect(&url, ConnectionProperties::default()).await?;
         let channel = conn.create_channel().await?;
         let machine = Uuid::now_v7();
-        host_agent::declare_command_queue(&channel, machine)
+        host_agent::declare_command_queue(&channel, MachineId(machine))
             .await
             .map_err(|e| anyhow::anyhow!("declare: {e}"))?;
         let name = host_agent::protocol::command_queue(machine);
@@ -262,7 +263,9 @@ async fn measure(
             let channel = channel.clone();
             let machine = Uuid::now_v7();
             names.push(host_agent::protocol::command_queue(machine));
-            pending.push(async move { host_agent::declare_command_queue(&channel, machine).await });
+            pending.push(async move {
+                host_agent::declare_command_queue(&channel, MachineId(machine)).await
+            });
         }
         for result in futures_util::future::join_all(pending).await {
             result.map_err(|e| anyhow::anyhow!("declare: {e}"))?;

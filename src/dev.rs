@@ -2,6 +2,7 @@
 //! configured ports (0 = any free port); services that call others are
 //! started after them and told the ports actually bound.
 
+use contracts::ids::MachineId;
 use std::sync::Arc;
 
 use anyhow::Context;
@@ -143,7 +144,7 @@ pub fn spawn_agent(
         // Small frames, as every connection of this process (see
         // `platform::broker::FRAME_MAX`).
         amqp_url: platform::broker::with_frame_max(&config.amqp_url_for_agents()?),
-        machine_id: agent.machine_id,
+        machine_id: MachineId(agent.machine_id),
         token: agent.token.clone(),
         heartbeat_interval: std::time::Duration::from_secs(settings.heartbeat_seconds),
         inventory: host_agent::Inventory::simulated(

@@ -3,14 +3,13 @@
 //! as the `simulated` driver would. The adapter lives here, in the binary
 //! that runs both, so that no worker crate depends on another (issue 19).
 
-use contracts::ids::InstanceId;
+use contracts::ids::{InstanceId, MachineId};
 use std::future::Future;
 use std::pin::Pin;
 
 use contracts::agent::AgentCommand;
 use contracts::events::{DeprovisionInstance, ProvisionInstance, StopInstance};
 use provisioner::{Driver, SimulatedDriver, Step};
-use uuid::Uuid;
 
 /// A [`SimulatedDriver`] as a host agent's [`host_agent::Executor`].
 pub struct SimulatedAgent(pub SimulatedDriver);
@@ -51,7 +50,7 @@ impl host_agent::Executor for SimulatedAgent {
 
     fn traffic<'a>(
         &'a self,
-        machine_id: Uuid,
+        machine_id: MachineId,
     ) -> Pin<Box<dyn Future<Output = Vec<contracts::agent::InstanceCounters>> + Send + 'a>> {
         Box::pin(async move {
             match self.0.traffic(machine_id).await {

@@ -4,6 +4,7 @@
 //! reliability, an agent cannot report for another machine, and a revoked
 //! token stops working at once.
 
+use contracts::ids::MachineId;
 use std::time::Duration;
 
 use catalog::agents::AgentAccess;
@@ -90,7 +91,7 @@ fn agent_config(stack: &Stack, machine_id: uuid::Uuid, token: &str) -> AgentConf
             .config
             .amqp_url_for_agents()
             .expect("agents' amqp url"),
-        machine_id,
+        machine_id: MachineId(machine_id),
         token: token.to_owned(),
         heartbeat_interval: HEARTBEAT,
         inventory: Inventory::simulated(2, "NVIDIA GeForce RTX 4090", 24, "12.4", "550.54.15"),
@@ -246,7 +247,7 @@ async fn heartbeats_keep_a_machine_online_and_silence_costs_reliability() {
     drop(other_host);
     let (id, token) = machine(&host).await;
     let access = AgentAccess::from_config(&stack.config).expect("agent access");
-    access.grant(id, &token).await.expect("grant");
+    access.grant(MachineId(id), &token).await.expect("grant");
     let consumer = tokio::spawn(catalog::heartbeats::run_consumer(
         stack.config.clone(),
         db.clone(),
@@ -349,7 +350,9 @@ async fn heartbeats_keep_a_machine_online_and_silence_costs_reliability() {
     let down = (ended - gap.started_at).num_microseconds().expect("µs") as f64;
     let expected = ((1.0 - down / listed) * 10_000.0).floor() / 10_000.0;
     let computed = db
-        .run(move |c| reliability::compute(c, id, as_of, 30).map_err(platform::PlatformError::from))
+        .run(move |c| {
+            reliability::compute(c, MachineId(id), as_of, 30).map_err(platform::PlatformError::from)
+        })
         .await
         .expect("compute")
         .expect("listed in the window");
@@ -389,7 +392,9 @@ async fn heartbeats_keep_a_machine_online_and_silence_costs_reliability() {
     let once = (state(&env, id), gap_rows(&env, id));
     let as_of = db_now(&env);
     let reliability_once = db
-        .run(move |c| reliability::compute(c, id, as_of, 30).map_err(platform::PlatformError::from))
+        .run(move |c| {
+            reliability::compute(c, MachineId(id), as_of, 30).map_err(platform::PlatformError::from)
+        })
         .await
         .expect("compute");
     catalog::heartbeats::handle(&db, settings, duplicate)
@@ -403,7 +408,9 @@ async fn heartbeats_keep_a_machine_online_and_silence_costs_reliability() {
     assert_eq!(once.0.last_heartbeat_at, twice.0.last_heartbeat_at);
     assert_eq!(once.1, twice.1);
     let reliability_twice = db
-        .run(move |c| reliability::compute(c, id, as_of, 30).map_err(platform::PlatformError::from))
+        .run(move |c| {
+            reliability::compute(c, MachineId(id), as_of, 30).map_err(platform::PlatformError::from)
+        })
         .await
         .expect("compute");
     assert_eq!(reliability_once, reliability_twice);
@@ -455,8 +462,8 @@ async fn an_agent_cannot_report_for_another_machine() {
     let (a, token_a) = machine(&host).await;
     let (b, token_b) = machine(&host).await;
     let access = AgentAccess::from_config(&stack.config).expect("agent access");
-    access.grant(a, &token_a).await.expect("grant a");
-    access.grant(b, &token_b).await.expect("grant b");
+    access.grant(MachineId(a), &token_a).await.expect("grant a");
+    access.grant(MachineId(b), &token_b).await.expect("grant b");
     let consumer = tokio::spawn(catalog::heartbeats::run_consumer(
         stack.config.clone(),
         db.clone(),
@@ -591,7 +598,7 @@ async fn a_revoked_token_stops_working_at_once() {
     let (_, other_tenant) = sign_up(&api, &["HOST"]).await;
     let (id, token) = machine(&host).await;
     let access = AgentAccess::from_config(&stack.config).expect("agent access");
-    access.grant(id, &token).await.expect("grant");
+    access.grant(MachineId(id), &token).await.expect("grant");
     let consumer = tokio::spawn(catalog::heartbeats::run_consumer(
         stack.config.clone(),
         db.clone(),
@@ -690,7 +697,7 @@ async fn rotating_a_token_closes_every_connection_of_the_old_one_however_young()
     let (host, host_tenant) = sign_up(&api, &["HOST"]).await;
     let (id, token) = machine(&host).await;
     let access = AgentAccess::from_config(&stack.config).expect("agent access");
-    access.grant(id, &token).await.expect("grant");
+    access.grant(MachineId(id), &token).await.expect("grant");
     let admin = Connection::connect(&stack.config.amqp_url, ConnectionProperties::default())
         .await
         .expect("admin connects");
@@ -1148,7 +1155,7 @@ async fn agent_users_from_before_command_queues_are_migrated() {
         .await
         .expect("the agent connects");
         let channel = agent.create_channel().await.expect("channel");
-        let declared = host_agent::declare_command_queue(&channel, machine).await;
+        let declared = host_agent::declare_command_queue(&channel, MachineId(machine)).await;
         let _ = agent.close(200, "done".into()).await;
         declared
     };
@@ -1208,7 +1215,7 @@ impl MachineOnBroker {
         .await
         .expect("the agent connects");
         let channel = agent.create_channel().await.expect("channel");
-        host_agent::declare_command_queue(&channel, id)
+        host_agent::declare_command_queue(&channel, MachineId(id))
             .await
             .expect("the agent declares its command queue");
         assert!(self.has_queue().await);

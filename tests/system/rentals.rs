@@ -13,6 +13,7 @@
 //! simulated one: it answers the readiness check with a connection, reports
 //! progress while pulling, and reports the exits the test puts in its list.
 
+use contracts::ids::MachineId;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -105,7 +106,7 @@ impl host_agent::Executor for TestExecutor {
 
     fn exited<'a>(
         &'a self,
-        _machine_id: Uuid,
+        _machine_id: MachineId,
     ) -> Pin<Box<dyn Future<Output = Vec<InstanceExited>> + Send + 'a>> {
         let exited = self.exited.lock().unwrap().clone();
         Box::pin(async move { exited })
@@ -113,7 +114,7 @@ impl host_agent::Executor for TestExecutor {
 
     fn traffic<'a>(
         &'a self,
-        _machine_id: Uuid,
+        _machine_id: MachineId,
     ) -> Pin<Box<dyn Future<Output = Vec<InstanceCounters>> + Send + 'a>> {
         Box::pin(async { Vec::new() })
     }
@@ -134,7 +135,7 @@ async fn machine(stack: &Stack, host: &Client, name: &str) -> (String, Arc<TestE
     });
     let config = host_agent::AgentConfig {
         amqp_url: stack.config.amqp_url_for_agents().unwrap(),
-        machine_id,
+        machine_id: MachineId(machine_id),
         token,
         heartbeat_interval: Duration::from_secs(1),
         inventory: host_agent::Inventory::simulated(2, "RTX 4090", 24, "12.4", "550.90.07"),

@@ -494,7 +494,7 @@ async fn the_agent_driver_times_out_a_silent_agent_and_fails_the_instance() {
     // answer.
     let machine: uuid::Uuid = offer.parse().expect("uuid");
     let (_conn, channel) = broker_channel(&stack.config).await;
-    host_agent::declare_command_queue(&channel, machine)
+    host_agent::declare_command_queue(&channel, MachineId(machine))
         .await
         .expect("command queue");
     let mut worker = worker_process(
@@ -590,7 +590,7 @@ async fn a_command_to_a_full_command_queue_fails_at_once() {
     let machine: uuid::Uuid = offer.parse().expect("uuid");
     let queue = host_agent::protocol::command_queue(machine);
     let (_conn, channel) = broker_channel(&stack.config).await;
-    host_agent::declare_command_queue_holding(&channel, machine, 1)
+    host_agent::declare_command_queue_holding(&channel, MachineId(machine), 1)
         .await
         .expect("command queue");
     channel

@@ -7,19 +7,19 @@
 //! tenant: an id of another tenant's instance simply has no postings here.
 
 use contracts::api::{InstanceCharges, InstanceChargesRequest, MAX_CHARGED_INSTANCES};
+use contracts::ids::InstanceId;
 use contracts::meters::{BANDWIDTH_DOWN, BANDWIDTH_UP, GPU, STORAGE};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Numeric, Text, Uuid as SqlUuid};
 use platform::Db;
 use rust_decimal::Decimal;
-use uuid::Uuid;
 
 use crate::{Error, Settings};
 
 #[derive(QueryableByName)]
 struct Row {
     #[diesel(sql_type = SqlUuid)]
-    instance_id: Uuid,
+    instance_id: InstanceId,
     #[diesel(sql_type = Text)]
     meter: String,
     #[diesel(sql_type = BigInt)]

@@ -236,7 +236,7 @@ fn insert_postings(
             id: &c.posting_id,
             kind: "downtime_credit",
             tenant: c.tenant_id.into(),
-            instance: c.instance_id,
+            instance: c.instance_id.into(),
             fee_rate: None,
             description: &c.description,
         }))

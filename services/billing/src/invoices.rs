@@ -102,7 +102,7 @@ impl InvoicePeriod {
 #[derive(Debug, Clone, PartialEq)]
 pub struct UsagePosting {
     pub transaction_id: String,
-    pub instance_id: Uuid,
+    pub instance_id: InstanceId,
     pub meter: String,
     pub seconds: i64,
     pub price_per_hour: Decimal,
@@ -132,7 +132,12 @@ pub fn draft(postings: &[UsagePosting], period_start: DateTime<Utc>, currency: &
     for p in postings {
         let earlier = p.ended_at <= period_start;
         groups
-            .entry((earlier, p.instance_id, p.meter.clone(), p.price_per_hour))
+            .entry((
+                earlier,
+                p.instance_id.into(),
+                p.meter.clone(),
+                p.price_per_hour,
+            ))
             .or_default()
             .push(p);
     }
@@ -238,7 +243,7 @@ fn uninvoiced(
         .into_iter()
         .map(|r| UsagePosting {
             transaction_id: r.id,
-            instance_id: r.instance_id.unwrap_or_default(),
+            instance_id: InstanceId(r.instance_id.unwrap_or_default()),
             meter: r.meter.unwrap_or_else(|| "unknown".into()),
             seconds: r.seconds.unwrap_or(0),
             price_per_hour: r.price_per_hour.unwrap_or_default(),
@@ -303,7 +308,7 @@ impl From<CreditNoteRow> for api::CreditNote {
 #[diesel(table_name = invoice_lines)]
 struct LineRow {
     invoice_id: Uuid,
-    instance_id: Uuid,
+    instance_id: InstanceId,
     meter: String,
     quantity: i64,
     unit: String,
@@ -319,7 +324,7 @@ struct LineRow {
 impl From<LineRow> for api::InvoiceLine {
     fn from(l: LineRow) -> Self {
         Self {
-            instance_id: InstanceId(l.instance_id),
+            instance_id: l.instance_id,
             meter: l.meter,
             quantity: l.quantity,
             unit: l.unit,
@@ -1410,7 +1415,7 @@ mod tests {
         // 0.00; their sum, 0.012, bills 0.01.
         let posting = |n: i64| UsagePosting {
             transaction_id: format!("usage:x:{n}:1"),
-            instance_id: Uuid::nil(),
+            instance_id: InstanceId::default(),
             meter: "gpu".into(),
             seconds: 1,
             price_per_hour: Decimal::new(1440, 2),
@@ -1439,7 +1444,7 @@ mod tests {
             .prop_map(
                 |(instance, meter, price, seconds, nanos, start)| UsagePosting {
                     transaction_id: format!("usage:{instance}:{start}:{seconds}"),
-                    instance_id: Uuid::from_u128(u128::from(instance)),
+                    instance_id: InstanceId(Uuid::from_u128(u128::from(instance))),
                     meter: ["gpu", "storage"][meter].into(),
                     seconds,
                     price_per_hour: Decimal::new(45 + price * 100, 2),

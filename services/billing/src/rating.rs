@@ -3,11 +3,10 @@
 //! this rates; nothing here touches the database.
 
 use contracts::events::{InstanceDowntime, MeteredUsage};
-use contracts::ids::TenantId;
+use contracts::ids::{InstanceId, TenantId};
 use contracts::{Envelope, money};
 use platform::consumer::HandlerError;
 use rust_decimal::{Decimal, RoundingStrategy};
-use uuid::Uuid;
 
 use crate::Settings;
 
@@ -103,7 +102,7 @@ pub(crate) struct DowntimeCredit {
     pub posting_id: String,
     pub tenant_id: TenantId,
     pub host_tenant_id: TenantId,
-    pub instance_id: Uuid,
+    pub instance_id: InstanceId,
     pub amount: Decimal,
     pub seconds: i64,
     pub description: String,
@@ -150,7 +149,7 @@ pub(crate) fn downtime_credit(
         posting_id: format!("downtime:{}:{}", down.instance_id, down.run_seq),
         tenant_id: down.tenant_id,
         host_tenant_id: down.host_tenant_id,
-        instance_id: down.instance_id.into(),
+        instance_id: down.instance_id,
         amount,
         seconds: down.seconds,
         description,

@@ -31,7 +31,7 @@ use crate::reliability::Settings;
 /// generation: retiring a token deletes its user and closes every
 /// connection tracked for it, however young, and the new token's
 /// connections, under another name, are not touched.
-pub fn agent_username(machine_id: Uuid, token_sha256: &str) -> String {
+pub fn agent_username(machine_id: MachineId, token_sha256: &str) -> String {
     let generation = token_sha256.get(..16).unwrap_or(token_sha256);
     format!("agent-{machine_id}.{generation}")
 }
@@ -43,19 +43,19 @@ pub fn token_sha256(token: &str) -> String {
 
 /// The one user per machine from before token generations; retired with
 /// any generation (a machine registered before them).
-fn legacy_username(machine_id: Uuid) -> String {
+fn legacy_username(machine_id: MachineId) -> String {
     format!("agent-{machine_id}")
 }
 
 /// The queue the platform sends a machine's commands to, which its agent
 /// declares (`host_agent::protocol::command_queue`).
-pub fn command_queue(machine_id: Uuid) -> String {
+pub fn command_queue(machine_id: MachineId) -> String {
     format!("cmd.{machine_id}")
 }
 
 /// The per-machine quorum queue the catalog declared before agents declared
 /// their own (`host_agent::protocol::legacy_command_queue`): only deleted.
-pub fn legacy_command_queue(machine_id: Uuid) -> String {
+pub fn legacy_command_queue(machine_id: MachineId) -> String {
     format!("host.{machine_id}")
 }
 
@@ -117,7 +117,7 @@ impl AgentAccess {
     /// machine's legacy queue `host.<machine_id>`. No queue is declared: the
     /// agent declares `cmd.<machine_id>` when it connects. Idempotent. A
     /// rotation then retires the previous generation ([`Self::retire`]).
-    pub async fn grant(&self, machine_id: Uuid, token: &str) -> Result<(), Error> {
+    pub async fn grant(&self, machine_id: MachineId, token: &str) -> Result<(), Error> {
         let (admin, vhost) = self.parts()?;
         let user = agent_username(machine_id, &token_sha256(token));
         admin.put_user(&user, token, &[]).await?;
@@ -136,7 +136,7 @@ impl AgentAccess {
         &self,
         admin: &RabbitAdmin,
         vhost: &str,
-        machine_id: Uuid,
+        machine_id: MachineId,
         user: &str,
     ) -> Result<(), Error> {
         let queue = exact(&command_queue(machine_id));
@@ -170,11 +170,11 @@ impl AgentAccess {
             let Some(machine_id) = agent_machine(&permission.user) else {
                 continue;
             };
-            let queue = exact(&command_queue(machine_id));
+            let queue = exact(&command_queue(MachineId(machine_id)));
             if permission.configure == queue && permission.read == queue {
                 continue;
             }
-            self.permit(admin, vhost, machine_id, &permission.user)
+            self.permit(admin, vhost, MachineId(machine_id), &permission.user)
                 .await?;
             users += 1;
         }
@@ -208,7 +208,7 @@ impl AgentAccess {
     /// Idempotent.
     pub async fn retire(
         &self,
-        machine_id: Uuid,
+        machine_id: MachineId,
         token_sha256: &str,
         reason: &str,
     ) -> Result<(), Error> {
@@ -225,7 +225,7 @@ impl AgentAccess {
     }
 
     /// Revokes the generation of `token_sha256`: see [`Self::retire`].
-    pub async fn revoke(&self, machine_id: Uuid, token_sha256: &str) -> Result<(), Error> {
+    pub async fn revoke(&self, machine_id: MachineId, token_sha256: &str) -> Result<(), Error> {
         self.retire(machine_id, token_sha256, "agent token revoked")
             .await
     }
@@ -233,7 +233,7 @@ impl AgentAccess {
     /// Deletes the broker user of the machine's token (closing its
     /// connections) and its command queues, `cmd.<machine_id>` and the legacy
     /// `host.<machine_id>`: the machine is gone. Idempotent.
-    pub async fn remove(&self, machine_id: Uuid, token_sha256: &str) -> Result<(), Error> {
+    pub async fn remove(&self, machine_id: MachineId, token_sha256: &str) -> Result<(), Error> {
         self.retire(machine_id, token_sha256, "machine deleted")
             .await?;
         let (admin, vhost) = self.parts()?;
@@ -261,7 +261,7 @@ fn agent_machine(user: &str) -> Option<Uuid> {
 /// or revoking a token for it would re-create its broker user and queue.
 pub(crate) async fn owned_token_hash(
     db: &Db,
-    machine_id: Uuid,
+    machine_id: MachineId,
     host_tenant_id: TenantId,
 ) -> Result<String, Error> {
     db.run(move |conn| {
@@ -282,7 +282,7 @@ pub(crate) async fn owned_token_hash(
 /// good as missing.
 pub(crate) async fn ensure_owner(
     db: &Db,
-    machine_id: Uuid,
+    machine_id: MachineId,
     host_tenant_id: TenantId,
 ) -> Result<(), Error> {
     let found: Option<Uuid> = db
@@ -315,10 +315,10 @@ pub async fn revoke_route(
 ) -> Result<Reply<AgentTokenRevoked>, Error> {
     let machine_id = path.into_inner().into_uuid();
     let host_tenant_id = body.host_tenant_id;
-    let hash = owned_token_hash(&db, machine_id, host_tenant_id).await?;
+    let hash = owned_token_hash(&db, MachineId(machine_id), host_tenant_id).await?;
     // The broker first: it is what the token opens. A failure after it
     // leaves the token dead there, and a retry finishes the job.
-    access.revoke(machine_id, &hash).await?;
+    access.revoke(MachineId(machine_id), &hash).await?;
     db.run(move |conn| {
         let mut secret = [0u8; 32];
         rand::rngs::OsRng.fill_bytes(&mut secret);
@@ -352,7 +352,7 @@ mod tests {
         assert_eq!(exact("gpumarket.agents"), "^gpumarket\\.agents$");
         let id = Uuid::nil();
         assert_eq!(
-            exact(&command_queue(id)),
+            exact(&command_queue(MachineId(id))),
             "^cmd\\.00000000-0000-0000-0000-000000000000$"
         );
     }
@@ -361,10 +361,10 @@ mod tests {
     fn agent_users_name_their_machine() {
         let id = Uuid::now_v7();
         assert_eq!(
-            agent_machine(&agent_username(id, &token_sha256("t"))),
+            agent_machine(&agent_username(MachineId(id), &token_sha256("t"))),
             Some(id)
         );
-        assert_eq!(agent_machine(&legacy_username(id)), Some(id));
+        assert_eq!(agent_machine(&legacy_username(MachineId(id))), Some(id));
         assert_eq!(agent_machine("guest"), None);
         assert_eq!(agent_machine("agent-nope.0123"), None);
     }

@@ -39,7 +39,7 @@ type StoredRow = (
     (Uuid, String, i32),
 );
 
-fn existing(conn: &mut PgConnection, order_id: Uuid) -> QueryResult<Option<Allocation>> {
+fn existing(conn: &mut PgConnection, order_id: OrderId) -> QueryResult<Option<Allocation>> {
     let row: Option<StoredRow> = allocations::table
         .inner_join(machines::table)
         .filter(allocations::order_id.eq(order_id))
@@ -123,7 +123,7 @@ pub async fn allocate(db: &Db, events: &Events, req: AllocateRequest) -> Result<
             diesel::result::DatabaseErrorKind::UniqueViolation,
             _,
         ))) => db
-            .run(move |conn| existing(conn, order_id.into()).map_err(Error::from))
+            .run(move |conn| existing(conn, order_id).map_err(Error::from))
             .await?
             .ok_or_else(|| Error::Conflict("allocation vanished; retry".into())),
         other => other,
@@ -151,7 +151,7 @@ fn take(
     exchange: &str,
     req: &AllocateRequest,
 ) -> Result<Allocation, Error> {
-    if let Some(found) = existing(conn, req.order_id.into())? {
+    if let Some(found) = existing(conn, req.order_id)? {
         return Ok(found);
     }
     let machine: Option<Locked> = machines::table
@@ -188,7 +188,7 @@ fn take(
     let free = m.gpu_count - m.gpus_allocated;
     let needed = req.gpu_count - free;
     let victims = if needed > 0 {
-        let holdings = preemption::holdings(conn, req.machine_id.into())?;
+        let holdings = preemption::holdings(conn, req.machine_id)?;
         preemption::choose(&holdings, req.rental_type, req.bid_per_gpu_hour, needed).ok_or_else(
             || {
                 Error::InsufficientCapacity(format!(
@@ -207,7 +207,7 @@ fn take(
         freed += preemption::preempt(
             conn,
             exchange,
-            req.machine_id.into(),
+            req.machine_id,
             victim,
             req.order_id.into(),
             at,
@@ -219,7 +219,7 @@ fn take(
             MachineRental {
                 host_tenant_id: m.host_tenant_id,
                 machine_id: req.machine_id,
-                allocation_id: victim.order_id,
+                allocation_id: victim.order_id.into(),
                 gpu_count: victim.gpu_count,
                 preempted: true,
                 at,
@@ -336,7 +336,7 @@ fn billed_price(m: &Locked, req: &AllocateRequest) -> Result<Decimal, Error> {
 /// preempted allocation, whose GPUs went to its preemptor) changes nothing.
 /// The machine row is locked first, in the order an allocation locks, so a
 /// release and a preempting allocation cannot deadlock.
-pub async fn release(db: &Db, events: &Events, order_id: Uuid) -> Result<(), Error> {
+pub async fn release(db: &Db, events: &Events, order_id: OrderId) -> Result<(), Error> {
     let exchange = events.0.clone();
     db.tx(move |conn| {
         let machine_id: Option<Uuid> = allocations::table
@@ -373,7 +373,7 @@ pub async fn release(db: &Db, events: &Events, order_id: Uuid) -> Result<(), Err
                 MachineRental {
                     host_tenant_id,
                     machine_id: MachineId(machine_id),
-                    allocation_id: order_id,
+                    allocation_id: order_id.into(),
                     gpu_count,
                     preempted: false,
                     at: contracts::time::now(),

@@ -73,7 +73,7 @@ pub fn sender(message: &RawMessage) -> Result<(Uuid, Kind), HandlerError> {
             message.routing_key
         )));
     };
-    let machine_id: Uuid = id
+    let machine_id: MachineId = id
         .parse()
         .map_err(|_| permanent(format!("routing key names no machine: {id:?}")))?;
     let kind = match *kind {
@@ -99,7 +99,7 @@ pub fn sender(message: &RawMessage) -> Result<(Uuid, Kind), HandlerError> {
             message.user_id
         )));
     }
-    Ok((machine_id, kind))
+    Ok((machine_id.into(), kind))
 }
 
 /// Whether the report's sender is the machine's *current* token generation
@@ -107,7 +107,7 @@ pub fn sender(message: &RawMessage) -> Result<(Uuid, Kind), HandlerError> {
 /// token that the broker has not closed yet cannot report any more. A
 /// deleted machine has no current generation: its reports (still queued, or
 /// sent before the broker closed the connection) are refused.
-async fn ensure_current(db: &Db, machine_id: Uuid, user_id: &str) -> Result<(), HandlerError> {
+async fn ensure_current(db: &Db, machine_id: MachineId, user_id: &str) -> Result<(), HandlerError> {
     let found: Option<(String, Option<DateTime<Utc>>)> = db
         .run(move |conn| {
             machines::table
@@ -139,7 +139,7 @@ async fn ensure_current(db: &Db, machine_id: Uuid, user_id: &str) -> Result<(), 
 
 fn decode<'a, T: Deserialize<'a>>(
     message: &'a RawMessage,
-    machine_id: Uuid,
+    machine_id: MachineId,
     body_machine: impl Fn(&T) -> Uuid,
 ) -> Result<T, HandlerError> {
     let body: T = serde_json::from_slice(&message.data)
@@ -204,37 +204,57 @@ pub async fn handle_report(
     message: RawMessage,
 ) -> Result<(), HandlerError> {
     let (machine_id, kind) = sender(&message)?;
-    ensure_current(db, machine_id, message.user_id.as_deref().unwrap_or("")).await?;
+    ensure_current(
+        db,
+        MachineId(machine_id),
+        message.user_id.as_deref().unwrap_or(""),
+    )
+    .await?;
     let raw: serde_json::Value = serde_json::from_slice(&message.data)
         .map_err(|e| permanent(format!("undecodable agent report: {e}")))?;
     match kind {
         Kind::Heartbeat => {
-            let body: Heartbeat =
-                decode(&message, machine_id, |b: &Heartbeat| b.machine_id.into())?;
+            let body: Heartbeat = decode(&message, MachineId(machine_id), |b: &Heartbeat| {
+                b.machine_id.into()
+            })?;
             // The busiest GPU stands for the machine (see `gpu_activity`).
             let busiest = body
                 .gpus
                 .iter()
                 .map(|g| g.utilization_percent.min(100) as i32)
                 .max();
-            let traffic = traffic_of(machine_id, &body)?;
-            let exits = exits_of(machine_id, &body);
-            let disk = disk_usage_of(machine_id, &body);
+            let traffic = traffic_of(MachineId(machine_id), &body)?;
+            let exits = exits_of(MachineId(machine_id), &body);
+            let disk = disk_usage_of(MachineId(machine_id), &body);
             let events = events_exchange.to_owned();
             db.tx(move |conn| {
                 // Even a stale or repeated heartbeat's counters count: they
                 // are samples of what happened, and metering keeps each once.
-                announce_traffic(conn, &events, machine_id, &traffic)?;
+                announce_traffic(conn, &events, MachineId(machine_id), &traffic)?;
                 announce_exits(conn, &events, &exits)?;
                 announce_disk_usage(conn, &events, &disk)?;
-                apply_heartbeat(conn, settings, &events, machine_id, body.sent_at, &raw)?;
-                record_utilisation(conn, machine_id, body.sent_at, busiest, retention_seconds)
+                apply_heartbeat(
+                    conn,
+                    settings,
+                    &events,
+                    MachineId(machine_id),
+                    body.sent_at,
+                    &raw,
+                )?;
+                record_utilisation(
+                    conn,
+                    MachineId(machine_id),
+                    body.sent_at,
+                    busiest,
+                    retention_seconds,
+                )
             })
             .await
         }
         Kind::Inventory => {
-            let body: Inventory =
-                decode(&message, machine_id, |b: &Inventory| b.machine_id.into())?;
+            let body: Inventory = decode(&message, MachineId(machine_id), |b: &Inventory| {
+                b.machine_id.into()
+            })?;
             let code = cuda_code(&body.cuda_version).ok_or_else(|| {
                 permanent(format!(
                     "cuda_version {:?} is not major.minor",
@@ -245,12 +265,23 @@ pub async fn handle_report(
             if driver.is_empty() || driver.len() > 64 {
                 return Err(permanent("driver_version: 1 to 64 characters"));
             }
-            db.tx(move |conn| apply_inventory(conn, machine_id, body.sent_at, code, &driver, &raw))
-                .await
+            db.tx(move |conn| {
+                apply_inventory(
+                    conn,
+                    MachineId(machine_id),
+                    body.sent_at,
+                    code,
+                    &driver,
+                    &raw,
+                )
+            })
+            .await
         }
         Kind::SelfTest => {
-            let body: SelfTest = decode(&message, machine_id, |b: &SelfTest| b.machine_id.into())?;
-            db.tx(move |conn| apply_self_test(conn, machine_id, &body, &raw))
+            let body: SelfTest = decode(&message, MachineId(machine_id), |b: &SelfTest| {
+                b.machine_id.into()
+            })?;
+            db.tx(move |conn| apply_self_test(conn, MachineId(machine_id), &body, &raw))
                 .await
         }
     }
@@ -259,7 +290,10 @@ pub async fn handle_report(
 /// The traffic samples of a heartbeat. Counters come only from the
 /// machine's own agent (see [`sender`]); a heartbeat without a `boot_id`
 /// (an agent that reports no traffic) has none.
-fn traffic_of(machine_id: Uuid, body: &Heartbeat) -> Result<Vec<InstanceTraffic>, HandlerError> {
+fn traffic_of(
+    machine_id: MachineId,
+    body: &Heartbeat,
+) -> Result<Vec<InstanceTraffic>, HandlerError> {
     let Some(boot_id) = body.boot_id else {
         return Ok(Vec::new());
     };
@@ -275,7 +309,7 @@ fn traffic_of(machine_id: Uuid, body: &Heartbeat) -> Result<Vec<InstanceTraffic>
         .map(|c| {
             Ok(InstanceTraffic {
                 instance_id: c.instance_id,
-                machine_id: MachineId(machine_id),
+                machine_id,
                 boot_id,
                 seq,
                 sent_at: body.sent_at.trunc_subsecs(6),
@@ -292,7 +326,7 @@ fn traffic_of(machine_id: Uuid, body: &Heartbeat) -> Result<Vec<InstanceTraffic>
 /// The exits a heartbeat reports, bounded: at most
 /// [`MAX_EXITS_PER_HEARTBEAT`], reasons cut to [`MAX_EXIT_REASON`]
 /// characters (control characters but newlines dropped).
-fn exits_of(machine_id: Uuid, body: &Heartbeat) -> Vec<InstanceExited> {
+fn exits_of(machine_id: MachineId, body: &Heartbeat) -> Vec<InstanceExited> {
     if body.exited.len() > MAX_EXITS_PER_HEARTBEAT {
         tracing::warn!(%machine_id, reported = body.exited.len(), "too many exits in a heartbeat; the rest wait for the next");
     }
@@ -300,7 +334,7 @@ fn exits_of(machine_id: Uuid, body: &Heartbeat) -> Vec<InstanceExited> {
         .iter()
         .take(MAX_EXITS_PER_HEARTBEAT)
         .map(|e| InstanceExited {
-            machine_id: MachineId(machine_id),
+            machine_id,
             instance_id: e.instance_id,
             run: e.run,
             exit_code: e.exit_code,
@@ -318,14 +352,14 @@ fn exits_of(machine_id: Uuid, body: &Heartbeat) -> Vec<InstanceExited> {
 
 /// The `/workspace` measurements of a heartbeat's counters (already bounded
 /// in number by [`traffic_of`]); a size beyond 2^63 bytes is dropped.
-fn disk_usage_of(machine_id: Uuid, body: &Heartbeat) -> Vec<InstanceDiskUsage> {
+fn disk_usage_of(machine_id: MachineId, body: &Heartbeat) -> Vec<InstanceDiskUsage> {
     body.instances
         .iter()
         .take(MAX_INSTANCES_PER_HEARTBEAT)
         .filter_map(|c| {
             let bytes = i64::try_from(c.workspace_bytes?).ok()?;
             Some(InstanceDiskUsage {
-                machine_id: MachineId(machine_id),
+                machine_id,
                 instance_id: c.instance_id,
                 bytes,
                 measured_at: body.sent_at.trunc_subsecs(6),
@@ -399,7 +433,7 @@ fn announce_exits(
 fn announce_traffic(
     conn: &mut PgConnection,
     events_exchange: &str,
-    machine_id: Uuid,
+    machine_id: MachineId,
     traffic: &[InstanceTraffic],
 ) -> Result<(), HandlerError> {
     if traffic.is_empty() {
@@ -467,7 +501,7 @@ struct Locked {
 /// database's now. A machine that does not exist, or was deleted (checked
 /// again under the lock `delete_machine` takes: it may have been deleted
 /// since [`ensure_current`]), is a permanent failure.
-fn lock_machine(conn: &mut PgConnection, machine_id: Uuid) -> Result<Locked, HandlerError> {
+fn lock_machine(conn: &mut PgConnection, machine_id: MachineId) -> Result<Locked, HandlerError> {
     let row: Option<Locked> = diesel::sql_query(
         "SELECT host_tenant_id, last_heartbeat_at, now() AS now, deleted_at IS NOT NULL AS deleted
          FROM catalog.machines WHERE id = $1 FOR UPDATE",
@@ -483,7 +517,7 @@ fn lock_machine(conn: &mut PgConnection, machine_id: Uuid) -> Result<Locked, Han
 }
 
 /// A report for a deleted machine: logged and dead-lettered, never applied.
-fn refuse_deleted(machine_id: Uuid) -> HandlerError {
+fn refuse_deleted(machine_id: MachineId) -> HandlerError {
     tracing::warn!(machine.id = %machine_id, "agent report refused: the machine is deleted");
     permanent(format!("machine {machine_id} is deleted"))
 }
@@ -504,7 +538,7 @@ fn apply_heartbeat(
     conn: &mut PgConnection,
     settings: Settings,
     events: &str,
-    machine_id: Uuid,
+    machine_id: MachineId,
     sent_at: DateTime<Utc>,
     raw: &serde_json::Value,
 ) -> Result<(), HandlerError> {
@@ -536,7 +570,7 @@ fn apply_heartbeat(
             events,
             MachineLiveness {
                 host_tenant_id: locked.host_tenant_id,
-                machine_id: MachineId(machine_id),
+                machine_id,
                 online: true,
                 silent_since: started,
                 back_at: Some(t),
@@ -587,14 +621,14 @@ fn apply_heartbeat(
     .bind::<Jsonb, _>(raw)
     .bind::<Timestamptz, _>(t)
     .execute(conn)?;
-    reliability::recompute(conn, Some(machine_id), settings.window_days)?;
+    reliability::recompute(conn, Some(machine_id.into()), settings.window_days)?;
     Ok(())
 }
 
 /// The newest inventory sets the machine's driver and CUDA version.
 fn apply_inventory(
     conn: &mut PgConnection,
-    machine_id: Uuid,
+    machine_id: MachineId,
     sent_at: DateTime<Utc>,
     cuda_version_code: i32,
     driver_version: &str,
@@ -625,7 +659,7 @@ enum Report {
 /// is stored already; true when it was stored (so its effects apply).
 fn store_if_newer(
     conn: &mut PgConnection,
-    machine_id: Uuid,
+    machine_id: MachineId,
     report: Report,
     raw: &serde_json::Value,
     at: DateTime<Utc>,
@@ -655,7 +689,7 @@ fn store_if_newer(
 /// size), and clears it otherwise.
 fn apply_self_test(
     conn: &mut PgConnection,
-    machine_id: Uuid,
+    machine_id: MachineId,
     body: &SelfTest,
     raw: &serde_json::Value,
 ) -> Result<(), HandlerError> {
@@ -692,7 +726,7 @@ fn apply_self_test(
 /// the heartbeat) and forgets samples older than the retention.
 fn record_utilisation(
     conn: &mut PgConnection,
-    machine_id: Uuid,
+    machine_id: MachineId,
     sent_at: DateTime<Utc>,
     busiest: Option<i32>,
     retention_seconds: i64,
@@ -777,10 +811,12 @@ pub async fn gaps_route(
     query: web::Query<HeartbeatGapsQuery>,
 ) -> Result<Reply<Vec<HeartbeatGap>>, Error> {
     let machine_id = path.into_inner().into_uuid();
-    ensure_owner(&db, machine_id, query.host_tenant_id).await?;
+    ensure_owner(&db, MachineId(machine_id), query.host_tenant_id).await?;
     let window_days = access.settings().window_days;
     let gaps = db
-        .run(move |conn| reliability::gaps(conn, machine_id, window_days).map_err(Error::from))
+        .run(move |conn| {
+            reliability::gaps(conn, MachineId(machine_id), window_days).map_err(Error::from)
+        })
         .await?;
     Ok(Reply::ok(
         gaps.into_iter()
@@ -811,7 +847,7 @@ mod tests {
     fn only_the_machines_own_agent_may_report_for_it() {
         let a = Uuid::now_v7();
         let b = Uuid::now_v7();
-        let user_a = agent_username(a, &crate::agents::token_sha256("gpa_a"));
+        let user_a = agent_username(MachineId(a), &crate::agents::token_sha256("gpa_a"));
         let ok = message(&format!("agent.{a}.heartbeat"), Some(&user_a));
         assert_eq!(sender(&ok).unwrap(), (a, Kind::Heartbeat));
         for bad in [

@@ -404,7 +404,7 @@ pub async fn host_machines(
 async fn update_own<F>(
     db: &Db,
     market: &Market,
-    machine_id: Uuid,
+    machine_id: MachineId,
     host_tenant_id: TenantId,
     change: F,
 ) -> Result<Machine, Error>
@@ -423,7 +423,7 @@ where
             .optional()?
             .ok_or_else(|| Error::NotFound(format!("machine {machine_id} not found")))?;
         change(conn, &row)?;
-        load_machines(conn, &market, host_tenant_id, Some(machine_id))?
+        load_machines(conn, &market, host_tenant_id, Some(machine_id.into()))?
             .pop()
             .ok_or_else(|| Error::NotFound(format!("machine {machine_id} not found")))
     })
@@ -448,7 +448,7 @@ fn price(field: &str, value: Decimal) -> Result<Decimal, Error> {
 pub async fn set_pricing(
     db: &Db,
     market: &Market,
-    machine_id: Uuid,
+    machine_id: MachineId,
     req: SetPricingRequest,
 ) -> Result<Machine, Error> {
     let on_demand = price("pricePerGpuHour", req.price_per_gpu_hour)?;
@@ -532,7 +532,7 @@ pub async fn set_pricing(
 /// again (`discard`) and the answer is `NOT_FOUND` too.
 pub async fn rotate_agent_token(
     db: &Db,
-    machine_id: Uuid,
+    machine_id: MachineId,
     host_tenant_id: TenantId,
     grant: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
     retire: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
@@ -542,7 +542,7 @@ pub async fn rotate_agent_token(
     let mut secret = [0u8; 32];
     rand::rngs::OsRng.fill_bytes(&mut secret);
     let token = format!("gpa_{}", hex::encode(secret));
-    grant(machine_id, token.clone()).await?;
+    grant(machine_id.into(), token.clone()).await?;
     let hash = hex::encode(Sha256::digest(token.as_bytes()));
     let new_hash = hash.clone();
     let updated = db
@@ -560,11 +560,11 @@ pub async fn rotate_agent_token(
     if updated == 0 {
         // Deleted since the check above: the deletion removed what it knew
         // of, not the user and queue `grant` has just made.
-        discard(machine_id, new_hash).await?;
+        discard(machine_id.into(), new_hash).await?;
         tracing::warn!(machine.id = %machine_id, "agent token rotation raced the machine's deletion");
         return Err(Error::NotFound(format!("machine {machine_id} not found")));
     }
-    retire(machine_id, old).await?;
+    retire(machine_id.into(), old).await?;
     tracing::info!(machine.id = %machine_id, "agent token rotated");
     Ok(token)
 }
@@ -579,7 +579,7 @@ pub async fn rotate_agent_token(
 /// the agent's user, closing its connections. Repeating it finishes a removal that failed half-way.
 pub async fn delete_machine(
     db: &Db,
-    machine_id: Uuid,
+    machine_id: MachineId,
     host_tenant_id: TenantId,
     remove: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
 ) -> Result<(), Error> {
@@ -617,7 +617,7 @@ pub async fn delete_machine(
             Ok(hash)
         })
         .await?;
-    remove(machine_id, hash).await?;
+    remove(machine_id.into(), hash).await?;
     tracing::info!(machine.id = %machine_id, "machine deleted");
     Ok(())
 }
@@ -625,7 +625,7 @@ pub async fn delete_machine(
 pub async fn list_machine(
     db: &Db,
     market: &Market,
-    machine_id: Uuid,
+    machine_id: MachineId,
     host_tenant_id: TenantId,
     listed: bool,
 ) -> Result<Machine, Error> {

@@ -15,7 +15,7 @@ use chrono::{DateTime, Utc};
 use contracts::Envelope;
 use contracts::api::RentalType;
 use contracts::events::{ALLOCATION_PREEMPTED, AllocationPreempted};
-use contracts::ids::{InstanceId, MachineId, TenantId};
+use contracts::ids::{InstanceId, MachineId, OrderId, TenantId};
 use diesel::prelude::*;
 use rust_decimal::Decimal;
 use schema::catalog::allocations;
@@ -26,7 +26,7 @@ use crate::{Error, SCHEMA};
 /// A live interruptible allocation that could give way.
 #[derive(Debug, Clone, PartialEq, Queryable)]
 pub struct Holding {
-    pub order_id: Uuid,
+    pub order_id: OrderId,
     pub tenant_id: TenantId,
     pub instance_id: Option<Uuid>,
     pub gpu_count: i32,
@@ -67,7 +67,7 @@ pub fn choose(
 
 /// Live interruptible allocations on `machine_id`, lowest bid first, then
 /// the most recent first. Call with the machine's row locked.
-pub fn holdings(conn: &mut PgConnection, machine_id: Uuid) -> QueryResult<Vec<Holding>> {
+pub fn holdings(conn: &mut PgConnection, machine_id: MachineId) -> QueryResult<Vec<Holding>> {
     allocations::table
         .filter(allocations::machine_id.eq(machine_id))
         .filter(allocations::released_at.is_null())
@@ -93,7 +93,7 @@ pub fn holdings(conn: &mut PgConnection, machine_id: Uuid) -> QueryResult<Vec<Ho
 pub fn preempt(
     conn: &mut PgConnection,
     events_exchange: &str,
-    machine_id: Uuid,
+    machine_id: MachineId,
     victim: &Holding,
     by: Uuid,
     at: DateTime<Utc>,
@@ -114,10 +114,10 @@ pub fn preempt(
         ));
     }
     let event = AllocationPreempted {
-        allocation_key: victim.order_id,
+        allocation_key: victim.order_id.into(),
         instance_id: victim.instance_id.map(InstanceId),
         tenant_id: victim.tenant_id,
-        machine_id: MachineId(machine_id),
+        machine_id,
         gpu_count: victim.gpu_count,
         bid_per_gpu_hour: victim.bid_per_gpu_hour.unwrap_or_default(),
         preempted_at: at,
@@ -150,7 +150,7 @@ mod tests {
 
     fn holding(bid: &str, gpus: i32) -> Holding {
         Holding {
-            order_id: Uuid::now_v7(),
+            order_id: OrderId::new(),
             tenant_id: TenantId::default(),
             instance_id: None,
             gpu_count: gpus,

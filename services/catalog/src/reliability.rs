@@ -120,7 +120,7 @@ struct Computed {
 /// the window). A pure function of the listing history and the gaps.
 pub fn compute(
     conn: &mut PgConnection,
-    machine_id: Uuid,
+    machine_id: MachineId,
     as_of: DateTime<Utc>,
     window_days: i64,
 ) -> QueryResult<Option<Decimal>> {
@@ -202,7 +202,7 @@ pub fn open_gaps(conn: &mut PgConnection, grace_seconds: i64) -> QueryResult<Vec
 #[derive(Debug, QueryableByName)]
 pub struct OpenedGap {
     #[diesel(sql_type = diesel::sql_types::Uuid)]
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     #[diesel(sql_type = diesel::sql_types::Timestamptz)]
     pub started_at: DateTime<Utc>,
     #[diesel(sql_type = diesel::sql_types::Uuid)]
@@ -244,7 +244,7 @@ pub async fn sweep(
                 &exchange,
                 MachineLiveness {
                     host_tenant_id: gap.host_tenant_id,
-                    machine_id: MachineId(gap.machine_id),
+                    machine_id: gap.machine_id,
                     online: false,
                     silent_since: gap.started_at,
                     back_at: None,
@@ -343,7 +343,11 @@ pub struct Gap {
 }
 
 /// The machine's gaps that overlap the window, newest first.
-pub fn gaps(conn: &mut PgConnection, machine_id: Uuid, window_days: i64) -> QueryResult<Vec<Gap>> {
+pub fn gaps(
+    conn: &mut PgConnection,
+    machine_id: MachineId,
+    window_days: i64,
+) -> QueryResult<Vec<Gap>> {
     diesel::sql_query(
         "SELECT started_at, ended_at,
                 floor(extract(epoch FROM coalesce(ended_at, now()) - started_at))::bigint AS seconds

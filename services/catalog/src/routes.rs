@@ -108,8 +108,8 @@ async fn register(
         &db,
         &market,
         body.into_inner(),
-        async |id, token| agents.grant(id, &token).await,
-        async |id, hash| agents.remove(id, &hash).await,
+        async |id, token| agents.grant(MachineId(id), &token).await,
+        async |id, hash| agents.remove(MachineId(id), &hash).await,
     )
     .await?;
     tracing::info!(machine.id = %registered.machine.id, "machine registered");
@@ -138,7 +138,7 @@ async fn set_pricing(
         machines::set_pricing(
             &db,
             &market,
-            path.into_inner().into_uuid(),
+            MachineId(path.into_inner().into_uuid()),
             body.into_inner(),
         )
         .await?,
@@ -155,7 +155,7 @@ async fn list(
     let machine = machines::list_machine(
         &db,
         &market,
-        path.into_inner().into_uuid(),
+        MachineId(path.into_inner().into_uuid()),
         body.host_tenant_id,
         true,
     )
@@ -173,7 +173,7 @@ async fn unlist(
     let machine = machines::list_machine(
         &db,
         &market,
-        path.into_inner().into_uuid(),
+        MachineId(path.into_inner().into_uuid()),
         body.host_tenant_id,
         false,
     )
@@ -191,11 +191,15 @@ async fn rotate_token(
     let machine_id = path.into_inner().into_uuid();
     let token = machines::rotate_agent_token(
         &db,
-        machine_id,
+        MachineId(machine_id),
         body.host_tenant_id,
-        async |id, token| agents.grant(id, &token).await,
-        async |id, old| agents.retire(id, &old, "agent token replaced").await,
-        async |id, new| agents.remove(id, &new).await,
+        async |id, token| agents.grant(MachineId(id), &token).await,
+        async |id, old| {
+            agents
+                .retire(MachineId(id), &old, "agent token replaced")
+                .await
+        },
+        async |id, new| agents.remove(MachineId(id), &new).await,
     )
     .await?;
     Ok(Reply::ok(AgentTokenIssued {
@@ -212,9 +216,12 @@ async fn delete_machine(
     body: web::Json<HostMachineRequest>,
 ) -> Result<Reply<MachineDeleted>, Error> {
     let machine_id = path.into_inner().into_uuid();
-    machines::delete_machine(&db, machine_id, body.host_tenant_id, async |id, hash| {
-        agents.remove(id, &hash).await
-    })
+    machines::delete_machine(
+        &db,
+        MachineId(machine_id),
+        body.host_tenant_id,
+        async |id, hash| agents.remove(MachineId(id), &hash).await,
+    )
     .await?;
     Ok(Reply::ok(MachineDeleted {
         machine_id: MachineId(machine_id),
@@ -272,6 +279,6 @@ async fn release(
     events: web::Data<allocations::Events>,
     path: web::Path<OrderId>,
 ) -> Result<Reply<AllocationReleased>, Error> {
-    allocations::release(&db, &events, path.into_inner().into_uuid()).await?;
+    allocations::release(&db, &events, OrderId(path.into_inner().into_uuid())).await?;
     Ok(Reply::ok(AllocationReleased { released: true }))
 }

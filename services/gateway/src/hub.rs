@@ -4,6 +4,7 @@
 //! messages out through a broadcast channel per instance, which the
 //! `instanceEvents` subscriptions join. It knows nothing of GraphQL.
 
+use contracts::ids::InstanceId;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -15,7 +16,6 @@ use lapin::options::{BasicConsumeOptions, QueueBindOptions, QueueDeclareOptions}
 use lapin::types::FieldTable;
 use platform::Config;
 use tokio::sync::broadcast;
-use uuid::Uuid;
 
 /// Events buffered per instance for a slow subscriber.
 pub const CHANNEL_CAPACITY: usize = 256;
@@ -31,11 +31,11 @@ pub enum Live {
 /// dropped once the last one left.
 #[derive(Default)]
 pub struct Hub {
-    channels: Mutex<HashMap<Uuid, broadcast::Sender<Live>>>,
+    channels: Mutex<HashMap<InstanceId, broadcast::Sender<Live>>>,
 }
 
 impl Hub {
-    pub fn subscribe(&self, instance_id: Uuid) -> broadcast::Receiver<Live> {
+    pub fn subscribe(&self, instance_id: InstanceId) -> broadcast::Receiver<Live> {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         // Channels whose subscribers all left go here, not only on their
         // next event: an instance that never changes again sends none.
@@ -46,7 +46,7 @@ impl Hub {
             .subscribe()
     }
 
-    fn publish(&self, instance_id: Uuid, event: Live) {
+    fn publish(&self, instance_id: InstanceId, event: Live) {
         let mut channels = self.channels.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(sender) = channels.get(&instance_id)
             && sender.send(event).is_err()
@@ -72,7 +72,7 @@ impl Hub {
             _ => return,
         };
         match decoded {
-            Ok((id, live)) => self.publish(id.into(), live),
+            Ok((id, live)) => self.publish(id, live),
             Err(error) => tracing::warn!(routing_key, %error, "undecodable event payload ignored"),
         }
     }

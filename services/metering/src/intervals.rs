@@ -25,7 +25,7 @@ pub fn is_bandwidth(meter: &str) -> bool {
 #[diesel(table_name = intervals)]
 pub(crate) struct IntervalRow {
     pub(crate) id: Uuid,
-    pub(crate) instance_id: Uuid,
+    pub(crate) instance_id: InstanceId,
     pub(crate) tenant_id: TenantId,
     pub(crate) host_tenant_id: Option<Uuid>,
     pub(crate) meter: String,
@@ -132,7 +132,7 @@ pub(crate) fn announce(
     let usage = MeteredUsage {
         usage: UsageRecorded {
             interval_id: row.id,
-            instance_id: InstanceId(row.instance_id),
+            instance_id: row.instance_id,
             tenant_id: row.tenant_id,
             host_tenant_id: TenantId(host),
             // The column takes only these names (its CHECK); a row with any
@@ -315,7 +315,7 @@ pub async fn usage(
             .into_iter()
             .map(|row| api::UsageInterval {
                 id: row.id,
-                instance_id: InstanceId(row.instance_id),
+                instance_id: row.instance_id,
                 meter: row.meter,
                 started_at: row.started_at,
                 ended_at: row.ended_at,

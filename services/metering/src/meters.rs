@@ -62,7 +62,7 @@ pub fn apply_storage(
     // Before the intervals' row locks, in the order `apply_traffic` takes
     // them: a sample is judged against the instance's placement either
     // before this event commits or after (its end included), never beside.
-    lock_traffic(conn, p.instance_id.into())?;
+    lock_traffic(conn, p.instance_id)?;
     if p.storage_price_per_gb_month > Decimal::ZERO && p.disk_gib > 0 {
         let hourly = (p.storage_price_per_gb_month * Decimal::from(p.disk_gib)
             / Decimal::from(HOURS_PER_MONTH))
@@ -114,7 +114,7 @@ pub fn apply_storage(
         }
     }
     if any_bandwidth {
-        settle_traffic(conn, p.instance_id.into(), events_exchange, correlation_id)?;
+        settle_traffic(conn, p.instance_id, events_exchange, correlation_id)?;
     }
     Ok(())
 }
@@ -167,7 +167,7 @@ fn open(
 /// of its storage, bandwidth or GPU intervals, and the earliest start (its
 /// counters start at zero then). `None` until an event of the instance has
 /// reached metering.
-fn placement(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<Option<Placement>> {
+fn placement(conn: &mut PgConnection, instance_id: InstanceId) -> QueryResult<Option<Placement>> {
     type Row = (
         String,
         Option<Uuid>,
@@ -246,8 +246,8 @@ pub fn apply_traffic(
     // against every sample kept before it, so two sent at once cannot each
     // pass alone and add up past the link (held to the end of the
     // transaction that keeps the sample).
-    lock_traffic(conn, p.instance_id.into())?;
-    let placed = placement(conn, p.instance_id.into())?;
+    lock_traffic(conn, p.instance_id)?;
+    let placed = placement(conn, p.instance_id)?;
     let screened = placed.is_some();
     if let Some(placed) = placed {
         if !placed.machines.contains(&p.machine_id.into_uuid()) {
@@ -261,8 +261,8 @@ pub fn apply_traffic(
             down_mbps: p.download_mbps,
         };
         // Those that waited for the placement come first, as they arrived.
-        screen_waiting(conn, p.instance_id.into())?;
-        let existing = load_samples(conn, p.instance_id.into())?;
+        screen_waiting(conn, p.instance_id)?;
+        let existing = load_samples(conn, p.instance_id)?;
         let new = Sample {
             boot_id: p.boot_id,
             seq: p.seq,
@@ -292,7 +292,7 @@ pub fn apply_traffic(
         .execute(conn)?;
     settle_traffic(
         conn,
-        p.instance_id.into(),
+        p.instance_id,
         events_exchange,
         envelope.correlation_id.clone(),
     )?;
@@ -305,7 +305,7 @@ pub fn apply_traffic(
 /// them (the start has not arrived, or bandwidth is free) samples only wait.
 fn settle_traffic(
     conn: &mut PgConnection,
-    instance_id: Uuid,
+    instance_id: InstanceId,
     events_exchange: &str,
     correlation_id: Option<String>,
 ) -> QueryResult<()> {
@@ -388,7 +388,7 @@ fn settle_traffic(
 
 /// Serialises the judging of one instance's samples (and the events that
 /// change what they are judged against) until the transaction ends.
-fn lock_traffic(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<()> {
+fn lock_traffic(conn: &mut PgConnection, instance_id: InstanceId) -> QueryResult<()> {
     diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind::<diesel::sql_types::Text, _>(format!("metering.traffic:{instance_id}"))
         .execute(conn)
@@ -401,7 +401,7 @@ fn lock_traffic(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<()> {
 /// arrives after the placement: a waiting sample that does not fit the link
 /// is refused (deleted, logged, counted), the others count from now on.
 /// Nothing to do until metering knows where the instance runs.
-fn screen_waiting(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<()> {
+fn screen_waiting(conn: &mut PgConnection, instance_id: InstanceId) -> QueryResult<()> {
     type Waiting = (
         Uuid,
         i64,
@@ -470,7 +470,7 @@ fn screen_waiting(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<()>
             Err(refusal) => {
                 diesel::delete(key).execute(conn)?;
                 let waited = InstanceTraffic {
-                    instance_id: InstanceId(instance_id),
+                    instance_id,
                     machine_id: MachineId(machine_id),
                     boot_id,
                     seq,
@@ -488,7 +488,7 @@ fn screen_waiting(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<()>
 }
 
 /// Every screened sample of the instance (those that count).
-fn load_samples(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<Vec<Sample>> {
+fn load_samples(conn: &mut PgConnection, instance_id: InstanceId) -> QueryResult<Vec<Sample>> {
     Ok(traffic_samples::table
         .filter(traffic_samples::instance_id.eq(instance_id))
         .filter(traffic_samples::screened.eq(true))
@@ -534,7 +534,7 @@ pub async fn settle_recent_traffic(
         let exchange = events_exchange.to_owned();
         db.tx(move |conn| -> Result<(), Error> {
             // No message behind it: each segment goes out under its interval's id.
-            settle_traffic(conn, instance_id, &exchange, None)?;
+            settle_traffic(conn, InstanceId(instance_id), &exchange, None)?;
             Ok(())
         })
         .await?;

@@ -61,7 +61,7 @@ pub(crate) struct Detail<'a> {
 
 #[derive(Queryable)]
 struct EventRow {
-    instance_id: Uuid,
+    instance_id: InstanceId,
     seq: i32,
     kind: InstanceEventKind,
     from_state: Option<InstanceState>,
@@ -84,7 +84,7 @@ fn to_event(row: EventRow, tenant_id: TenantId) -> Result<InstanceEvent, Error> 
         _ => (None, None),
     };
     Ok(InstanceEvent {
-        instance_id: InstanceId(row.instance_id),
+        instance_id: row.instance_id,
         tenant_id,
         seq: row.seq,
         kind: row.kind,

@@ -17,7 +17,7 @@
 use chrono::{DateTime, Utc};
 use contracts::Envelope;
 use contracts::events::{InstanceDiskUsage, InstanceExited, MAX_EXIT_REASON, StopInstance};
-use contracts::ids::{InstanceId, MachineId};
+use contracts::ids::{InstanceId, OrderId};
 use diesel::prelude::*;
 use platform::Db;
 use platform::consumer::HandlerError;
@@ -53,7 +53,7 @@ pub async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), Hand
     // As a renter's stop: the run's GPUs and quota go back, then the
     // instance is `stopped` (both idempotent, so a crash in between is
     // finished by whoever comes next: the reconciler, a redelivery).
-    crate::holdings::release_holdings(deps, key)
+    crate::holdings::release_holdings(deps, OrderId(key))
         .await
         .map_err(|e| HandlerError::Transient(e.to_string()))?;
     db.tx(move |conn| {
@@ -215,7 +215,7 @@ fn stop_exited(
         row.tenant_id,
         &StopInstance {
             instance_id: InstanceId(row.id),
-            machine_id: MachineId(row.machine_id),
+            machine_id: row.machine_id,
         },
     )
 }

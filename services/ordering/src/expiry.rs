@@ -21,7 +21,7 @@
 //! past [`STOP_DEADLINE_SECONDS`] (its stop request or rule died in
 //! between) has the rest done here, exactly as a repeated stop would.
 
-use contracts::ids::TenantId;
+use contracts::ids::{OrderId, TenantId};
 use std::time::Duration;
 
 use diesel::prelude::*;
@@ -84,7 +84,7 @@ pub async fn pass(db: &Db, deps: &Deps) -> Result<usize, Error> {
             .await?;
         let full = page.len() == PAGE as usize;
         for id in page {
-            crate::holdings::release_holdings(deps, id).await?;
+            crate::holdings::release_holdings(deps, OrderId(id)).await?;
             db.run(move |conn| {
                 diesel::update(orders::table.find(id))
                     .set(orders::holdings_released_at.eq(diesel::dsl::now))

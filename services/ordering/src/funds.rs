@@ -21,7 +21,7 @@
 //! concurrent orders on a balance that covers two admit two.
 
 use contracts::events::{BalanceExhausted, SPEND_CAP_REACHED, SpendCapReached};
-use contracts::ids::TenantId;
+use contracts::ids::{OrderId, TenantId};
 use contracts::{Envelope, ErrorCode};
 use diesel::prelude::*;
 use diesel::sql_types::Text;
@@ -204,13 +204,13 @@ impl Runway {
 pub(crate) async fn admit(
     db: &Db,
     tenant_id: TenantId,
-    order_id: Uuid,
+    order_id: OrderId,
     hourly: Decimal,
     runway: Runway,
 ) -> Result<bool, Error> {
     db.tx(move |conn| {
         lock_tenant(conn, tenant_id)?;
-        let committed = committed_burn(conn, tenant_id, Some(order_id), None)?;
+        let committed = committed_burn(conn, tenant_id, Some(order_id.into()), None)?;
         if let Err(refused) = runway.check(committed, hourly) {
             REFUSED.with_label_values(&["runway"]).inc();
             tracing::info!(order.id = %order_id, tenant.id = %tenant_id, %committed, %hourly, "order refused: runway");

@@ -73,15 +73,15 @@ pub(crate) async fn candidates(deps: &Deps, req: &CreateOrderRequest) -> Result<
 /// maximum, or else the price it was quoted, so a host's raise between quote
 /// and commit is refused (`PRICE_ABOVE_MAX`) instead of billed.
 pub(crate) fn allocate_request(
-    order_id: Uuid,
+    order_id: OrderId,
     req: &CreateOrderRequest,
-    machine_id: Uuid,
+    machine_id: MachineId,
     quoted: Decimal,
 ) -> AllocateRequest {
     AllocateRequest {
-        order_id: OrderId(order_id),
+        order_id,
         tenant_id: req.tenant_id,
-        machine_id: MachineId(machine_id),
+        machine_id,
         gpu_count: req.gpu_count,
         rental_type: req.rental_type,
         bid_per_gpu_hour: req.bid_per_gpu_hour,
@@ -109,9 +109,9 @@ pub(crate) fn lost_race(e: &RemoteError) -> bool {
 /// Gives back what a holding key (an order id, or a later provisioning attempt's key, see
 /// [`crate::instances::holding_key`]) holds: its GPUs, then its quota. Both
 /// calls are idempotent, so this is safe to repeat.
-pub async fn release_holdings(deps: &Deps, order_id: Uuid) -> Result<(), Error> {
-    release_gpus(deps, order_id).await?;
-    release_quota(deps, order_id).await
+pub async fn release_holdings(deps: &Deps, order_id: OrderId) -> Result<(), Error> {
+    release_gpus(deps, order_id.into()).await?;
+    release_quota(deps, order_id.into()).await
 }
 
 /// Gives back a holding key's GPUs (idempotent).

@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use contracts::api;
 use contracts::events::{InstanceFailed, StopInstance};
-use contracts::ids::{InstanceId, MachineId, TenantId};
+use contracts::ids::{InstanceId, MachineId, OrderId, TenantId};
 use diesel::prelude::*;
 use platform::Db;
 use schema::ordering::instances;
@@ -58,7 +58,7 @@ pub async fn list(db: &Db, tenant_id: TenantId) -> Result<Vec<api::Instance>, Er
 /// tells a host nothing about machines that are not theirs.
 pub async fn live_on_machine(
     db: &Db,
-    machine_id: Uuid,
+    machine_id: MachineId,
     host_tenant_id: TenantId,
 ) -> Result<api::MachineLiveInstances, Error> {
     let live_instances = db
@@ -73,7 +73,7 @@ pub async fn live_on_machine(
         })
         .await?;
     Ok(api::MachineLiveInstances {
-        machine_id: MachineId(machine_id),
+        machine_id,
         live_instances,
     })
 }
@@ -162,7 +162,7 @@ pub async fn mark_failed(
                     row.tenant_id,
                     &StopInstance {
                         instance_id: InstanceId(row.id),
-                        machine_id: MachineId(row.machine_id),
+                        machine_id: row.machine_id,
                     },
                 )?;
                 return Ok((row, key, true));
@@ -186,7 +186,7 @@ pub async fn mark_failed(
     // Only the call that failed the run gives its holdings back; a late
     // report about an instance that is running must not free its GPUs.
     if failed_now {
-        crate::holdings::release_holdings(deps, key).await?;
+        crate::holdings::release_holdings(deps, OrderId(key)).await?;
     }
     get(db, id, row.tenant_id).await
 }
@@ -244,13 +244,13 @@ pub async fn stop_because(
                 row.tenant_id,
                 &StopInstance {
                     instance_id: InstanceId(row.id),
-                    machine_id: MachineId(row.machine_id),
+                    machine_id: row.machine_id,
                 },
             )?;
             Ok((row, key))
         })
         .await?;
-    crate::holdings::release_holdings(deps, key).await?;
+    crate::holdings::release_holdings(deps, OrderId(key)).await?;
     db.tx(move |conn| {
         let row = lock(conn, id)?;
         if row.state == InstanceState::Stopping {

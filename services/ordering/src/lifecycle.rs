@@ -28,7 +28,7 @@ use contracts::api::{
 };
 use contracts::endpoints;
 use contracts::events::DeprovisionInstance;
-use contracts::ids::{InstanceId, MachineId, OrderId, TenantId};
+use contracts::ids::{InstanceId, OrderId, TenantId};
 use contracts::{ErrorCode, api};
 use diesel::prelude::*;
 use platform::Db;
@@ -79,7 +79,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: TenantId) -> Resul
 
     let offer = deps
         .catalog
-        .call(endpoints::catalog::OFFER, MachineId(row.machine_id), &())
+        .call(endpoints::catalog::OFFER, row.machine_id, &())
         .await
         .map_err(|e| match e.code {
             ErrorCode::NotFound => Error::Conflict(format!(
@@ -93,7 +93,8 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: TenantId) -> Resul
     let runway = match take_holdings(deps, &row, key).await {
         Ok(runway) => runway,
         Err(error) => {
-            if let Err(release_error) = crate::holdings::release_holdings(deps, key).await {
+            if let Err(release_error) = crate::holdings::release_holdings(deps, OrderId(key)).await
+            {
                 tracing::error!(instance.id = %id, %release_error, "start compensation failed; reconciler must release");
             }
             return Err(error);
@@ -142,7 +143,8 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: TenantId) -> Resul
         Ok(done) => done,
         Err(refused) if refused.code() == ErrorCode::InsufficientFunds => {
             // Nothing started: the quota and GPUs just taken go back.
-            if let Err(release_error) = crate::holdings::release_holdings(deps, key).await {
+            if let Err(release_error) = crate::holdings::release_holdings(deps, OrderId(key)).await
+            {
                 tracing::error!(instance.id = %id, %release_error, "start compensation failed; reconciler must release");
             }
             return Err(refused);
@@ -160,7 +162,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: TenantId) -> Resul
             .run(move |conn| current_holding_key(conn, &latest).map_err(Error::from))
             .await?;
         if owner != key || !holding {
-            crate::holdings::release_holdings(deps, key).await?;
+            crate::holdings::release_holdings(deps, OrderId(key)).await?;
         }
     }
     db.run(move |conn| reload(conn, id)).await
@@ -186,7 +188,7 @@ async fn take_holdings(
                 hourly_rate: row.price_per_gpu_hour * Decimal::from(row.gpu_count),
                 team_id: None,
                 // The restarted instance counts against the order's team.
-                renews: Some(row.order_id),
+                renews: Some(row.order_id.into()),
                 moves: None,
             },
         )
@@ -217,7 +219,7 @@ async fn take_holdings(
             &AllocateRequest {
                 order_id: OrderId(key),
                 tenant_id: row.tenant_id,
-                machine_id: MachineId(row.machine_id),
+                machine_id: row.machine_id,
                 gpu_count: row.gpu_count,
                 // The instance keeps its rental type and its billed rate (an
                 // interruptible one bids it again).
@@ -342,7 +344,7 @@ fn destroy_in_tx(
             row.tenant_id,
             &DeprovisionInstance {
                 instance_id: InstanceId(row.id),
-                machine_id: MachineId(row.machine_id),
+                machine_id: row.machine_id,
                 tenant_id: row.tenant_id,
             },
         )?;
@@ -393,7 +395,7 @@ pub async fn deprovisioning_result(
     if result.clean {
         // From running the run's GPUs are still held; from stopped this
         // release finds them released already.
-        crate::holdings::release_holdings(deps, key).await?;
+        crate::holdings::release_holdings(deps, OrderId(key)).await?;
         return db
             .tx(move |conn| {
                 let row = lock(conn, id)?;
@@ -436,7 +438,7 @@ pub async fn deprovisioning_result(
         .catalog
         .call(
             endpoints::catalog::UNLIST_MACHINE,
-            MachineId(row.machine_id),
+            row.machine_id,
             &HostMachineRequest {
                 host_tenant_id: row.host_tenant_id,
             },

@@ -17,7 +17,7 @@
 //! done for duplicates too: a crash between commit and release is repaired by
 //! the redelivery).
 
-use contracts::ids::{InstanceId, MachineId};
+use contracts::ids::InstanceId;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -178,7 +178,7 @@ fn preempt_instance(
         row.tenant_id,
         &StopInstance {
             instance_id: InstanceId(row.id),
-            machine_id: MachineId(row.machine_id),
+            machine_id: row.machine_id,
         },
     )?;
     tracing::info!(instance.id = %row.id, from = %state, "instance preempted");

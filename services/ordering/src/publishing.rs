@@ -8,7 +8,7 @@ use contracts::events::{
     InstanceDowntime, InstanceRunning, InstanceStopped, InstanceStorageEnded,
     InstanceStorageStarted, ProvisionInstance, ProvisionRun,
 };
-use contracts::ids::{InstanceId, MachineId, OrderId, TenantId};
+use contracts::ids::{InstanceId, TenantId};
 use diesel::prelude::*;
 use rust_decimal::Decimal;
 use schema::ordering::instances;
@@ -58,7 +58,7 @@ pub fn publish_running(
             instance_id: InstanceId(row.id),
             tenant_id: row.tenant_id,
             host_tenant_id: row.host_tenant_id,
-            machine_id: MachineId(row.machine_id),
+            machine_id: row.machine_id,
             gpu_model: row.gpu_model.clone(),
             gpu_count: row.gpu_count,
             rental_type: row.rental_type,
@@ -104,7 +104,7 @@ fn storage_of(row: &InstanceRow) -> Option<InstanceStorageStarted> {
         instance_id: InstanceId(row.id),
         tenant_id: row.tenant_id,
         host_tenant_id: row.host_tenant_id,
-        machine_id: MachineId(row.machine_id),
+        machine_id: row.machine_id,
         gpu_model: row.gpu_model.clone(),
         disk_gib,
         storage_price_per_gb_month: row.storage_price_per_gb_month,
@@ -188,7 +188,7 @@ pub fn publish_downtime(
             instance_id: InstanceId(row.id),
             tenant_id: row.tenant_id,
             host_tenant_id: row.host_tenant_id,
-            machine_id: MachineId(row.machine_id),
+            machine_id: row.machine_id,
             run_seq: row.run_seq,
             down_from: from,
             down_until: until,
@@ -228,9 +228,9 @@ pub fn provision_instance(
         serde_json::from_value(env).unwrap_or_default();
     Ok(ProvisionInstance {
         instance_id: InstanceId(row.id),
-        order_id: OrderId(row.order_id),
+        order_id: row.order_id,
         tenant_id: row.tenant_id,
-        machine_id: MachineId(row.machine_id),
+        machine_id: row.machine_id,
         gpu_count: row.gpu_count,
         machine_gpu_count,
         image: row.image.clone(),

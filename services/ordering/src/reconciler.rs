@@ -91,7 +91,7 @@ static REPAIRS: LazyLock<IntCounterVec> = LazyLock::new(|| {
 #[derive(Debug, Clone, PartialEq)]
 pub struct InstanceView {
     pub id: Uuid,
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub state: InstanceState,
     pub run_seq: i32,
     pub running_at: Option<DateTime<Utc>>,
@@ -410,7 +410,7 @@ where
 
 async fn liveness_pass(r: &Reconciler) -> Result<usize, Error> {
     pages(r, Scope::Live, |rows| async move {
-        let machine_ids: Vec<Uuid> = rows
+        let machine_ids: Vec<MachineId> = rows
             .iter()
             .map(|row| row.machine_id)
             .collect::<HashSet<_>>()
@@ -422,13 +422,11 @@ async fn liveness_pass(r: &Reconciler) -> Result<usize, Error> {
             .call(
                 endpoints::catalog::MACHINE_HEARTBEATS,
                 (),
-                &MachineHeartbeatsRequest {
-                    machine_ids: machine_ids.into_iter().map(MachineId).collect(),
-                },
+                &MachineHeartbeatsRequest { machine_ids },
             )
             .await?;
-        let machines: HashMap<Uuid, MachineHeartbeat> =
-            machines.into_iter().map(|m| (m.machine_id.0, m)).collect();
+        let machines: HashMap<MachineId, MachineHeartbeat> =
+            machines.into_iter().map(|m| (m.machine_id, m)).collect();
         let mut repairs = 0;
         for row in rows {
             let view = InstanceView::of(&row)?;
@@ -680,7 +678,7 @@ mod tests {
     fn view(state: InstanceState) -> InstanceView {
         InstanceView {
             id: Uuid::now_v7(),
-            machine_id: Uuid::now_v7(),
+            machine_id: MachineId::new(),
             state,
             run_seq: 1,
             running_at: Some(at(0)),
@@ -692,7 +690,7 @@ mod tests {
 
     fn machine(v: &InstanceView, hb: Option<i64>, online: bool) -> MachineHeartbeat {
         MachineHeartbeat {
-            machine_id: MachineId(v.machine_id),
+            machine_id: v.machine_id,
             last_heartbeat_at: hb.map(at),
             online,
         }

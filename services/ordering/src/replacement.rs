@@ -142,7 +142,7 @@ pub async fn try_replace(
     let next = failed.attempt + 1;
     let new_key = holding_key(row.order_id, next);
     let mut avoid = failed.failed_machines.clone();
-    avoid.push(row.machine_id);
+    avoid.push(row.machine_id.into());
 
     let moved: Result<QuotaReservation, _> = deps
         .quota
@@ -169,7 +169,7 @@ pub async fn try_replace(
 
     let Some(allocation) = allocate_elsewhere(deps, &failed, new_key, &avoid).await? else {
         tracing::info!(instance.id = %id, tried = avoid.len(), "no other machine can take the order; it fails");
-        crate::holdings::release_holdings(deps, new_key).await?;
+        crate::holdings::release_holdings(deps, OrderId(new_key)).await?;
         return Ok(None);
     };
     // The failed machine's GPUs go back whatever happens next: the instance
@@ -238,7 +238,7 @@ pub async fn try_replace(
             })
             .await?;
         if owner != new_key {
-            crate::holdings::release_holdings(deps, new_key).await?;
+            crate::holdings::release_holdings(deps, OrderId(new_key)).await?;
         }
     }
     Ok(outcome)
@@ -281,9 +281,9 @@ async fn allocate_elsewhere(
         };
         // The catalog enforces the same ceiling under the machine's lock.
         let mut request = crate::holdings::allocate_request(
-            key,
+            OrderId(key),
             &failed.request,
-            offer.machine_id.into(),
+            offer.machine_id,
             row.price_per_gpu_hour,
         );
         request.instance_id = Some(InstanceId(row.id));

@@ -275,7 +275,7 @@ impl Due {
 pub struct Candidate {
     pub id: Uuid,
     pub tenant_id: TenantId,
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub state: String,
     pub running_at: Option<DateTime<Utc>>,
     /// When it entered its current state.
@@ -348,7 +348,7 @@ fn candidate(row: CandidateRow) -> Candidate {
     Candidate {
         id,
         tenant_id: TenantId(tenant_id),
-        machine_id,
+        machine_id: MachineId(machine_id),
         state,
         running_at,
         since,
@@ -461,7 +461,7 @@ async fn consider_candidate(db: &Db, deps: &Deps, c: Candidate) {
 
 async fn activity(
     deps: &Deps,
-    machine_id: Uuid,
+    machine_id: MachineId,
     threshold: i32,
     since: DateTime<Utc>,
 ) -> Result<GpuActivity, Error> {
@@ -469,7 +469,7 @@ async fn activity(
         .catalog
         .call(
             endpoints::catalog::GPU_ACTIVITY,
-            MachineId(machine_id),
+            machine_id,
             &GpuActivityQuery { threshold, since },
         )
         .await?)
@@ -602,7 +602,7 @@ mod tests {
         Candidate {
             id: Uuid::now_v7(),
             tenant_id: TenantId::new(),
-            machine_id: Uuid::now_v7(),
+            machine_id: MachineId::new(),
             state: "running".into(),
             running_at: Some(at(0)),
             since: at(0),
@@ -630,7 +630,7 @@ mod tests {
             ..Default::default()
         });
         let busy = GpuActivity {
-            machine_id: MachineId(c.machine_id),
+            machine_id: c.machine_id,
             last_sample_at: Some(at(40)),
             last_busy_at: Some(at(20)),
         };
@@ -645,7 +645,7 @@ mod tests {
         assert!(next_due(&c, Some(&confirmed)).unwrap().may_act(at(55)));
         // Never heard from: no idle verdict at all.
         let silent = GpuActivity {
-            machine_id: MachineId(c.machine_id),
+            machine_id: c.machine_id,
             last_sample_at: None,
             last_busy_at: None,
         };
@@ -662,7 +662,7 @@ mod tests {
             auto_destroy_after_stopped_seconds: Some(5),
         });
         let idle = GpuActivity {
-            machine_id: MachineId(c.machine_id),
+            machine_id: c.machine_id,
             last_sample_at: Some(at(31)),
             last_busy_at: None,
         };

@@ -342,7 +342,7 @@ pub async fn create_order(
                     "idempotencyKey: already used for a different order".into(),
                 ));
             }
-            if let Some(instance) = instance_of(db, order.id).await? {
+            if let Some(instance) = instance_of(db, OrderId(order.id)).await? {
                 return Ok(instance);
             }
             if order.failed_on_a_dependency() {
@@ -350,8 +350,8 @@ pub async fn create_order(
                 // whatever the failed attempt's compensation could not (the
                 // dependency may have been the one to release to). Still
                 // down: the retry answers UNAVAILABLE again, holding nothing new.
-                release_holdings(deps, order.id).await?;
-                supersede(db, order.id, req.idempotency_key.clone()).await?;
+                release_holdings(deps, OrderId(order.id)).await?;
+                supersede(db, OrderId(order.id), req.idempotency_key.clone()).await?;
                 tracing::info!(order.id = %order.id, "order failed on a dependency; retried as a fresh attempt");
                 place_fresh(db, deps, &req, &print).await?
             } else if order.state == InstanceState::Failed {
@@ -360,7 +360,7 @@ pub async fn create_order(
                 // Resumed: the quote it was recorded at; the candidates are
                 // searched again when placement comes (they may have moved).
                 Placed {
-                    order_id: order.id,
+                    order_id: OrderId(order.id),
                     quote: order.quote()?,
                     candidates: None,
                 }
@@ -394,7 +394,7 @@ pub async fn create_order(
 /// quote came from, so placement does not ask the catalog again before it
 /// has lost a race.
 struct Placed {
-    order_id: Uuid,
+    order_id: OrderId,
     quote: Quote,
     candidates: Option<Vec<Offer>>,
 }
@@ -428,7 +428,7 @@ async fn place_fresh(
     };
     let (order_id, quote) = insert_order(db, req, quote, print).await?;
     Ok(Placed {
-        order_id,
+        order_id: OrderId(order_id),
         quote,
         candidates,
     })
@@ -438,7 +438,7 @@ async fn place_fresh(
 /// `<key>#superseded:<order id>`), so the key names the fresh attempt. Only a
 /// failed order is renamed; a concurrent retry that renamed it first makes
 /// this a no-op, and both then share the fresh order (`insert_order`).
-async fn supersede(db: &Db, order_id: Uuid, key: String) -> Result<(), Error> {
+async fn supersede(db: &Db, order_id: OrderId, key: String) -> Result<(), Error> {
     db.run(move |conn| {
         diesel::update(orders::table.find(order_id))
             .filter(orders::state.eq(InstanceState::Failed))
@@ -558,7 +558,7 @@ async fn run_steps(
     // runway lock, for everything the tenant already runs plus this order
     // (see `funds::admit`), which also admits the order (`allocating`).
     let reserve = ReserveQuotaRequest {
-        order_id: OrderId(order_id),
+        order_id,
         tenant_id: req.tenant_id,
         gpu_count: req.gpu_count,
         gpu_model: quote.gpu_model.clone(),
@@ -606,7 +606,7 @@ async fn run_steps(
 /// GPUs.
 async fn place(
     deps: &Deps,
-    order_id: Uuid,
+    order_id: OrderId,
     req: &CreateOrderRequest,
     quote: &Quote,
     mut searched: Option<Vec<Offer>>,
@@ -617,7 +617,7 @@ async fn place(
             .call(
                 endpoints::catalog::ALLOCATE,
                 (),
-                &allocate_request(order_id, req, offer_id.into(), quote.price),
+                &allocate_request(order_id, req, offer_id, quote.price),
             )
             .await?;
         return Ok(allocation);
@@ -642,7 +642,7 @@ async fn place(
             .call(
                 endpoints::catalog::ALLOCATE,
                 (),
-                &allocate_request(order_id, req, offer.machine_id.into(), quoted),
+                &allocate_request(order_id, req, offer.machine_id, quoted),
             )
             .await;
         match result {
@@ -674,7 +674,7 @@ async fn place(
 async fn create_instance(
     db: &Db,
     deps: &Deps,
-    order_id: Uuid,
+    order_id: OrderId,
     req: &CreateOrderRequest,
     allocation: &Allocation,
 ) -> Result<Instance, Error> {
@@ -704,7 +704,7 @@ async fn create_instance(
             if state == InstanceState::Failed {
                 return Err(expired());
             }
-            if allocation.released || crate::holdings::preempted(conn, order_id)? {
+            if allocation.released || crate::holdings::preempted(conn, order_id.into())? {
                 return Err(remote(
                     ErrorCode::InsufficientCapacity,
                     "the GPUs were taken by a higher-priority order before the instance started"
@@ -767,7 +767,7 @@ async fn create_instance(
                 req.tenant_id,
                 &contracts::events::ProvisionRun::from(ProvisionInstance {
                     instance_id: InstanceId(id),
-                    order_id: OrderId(order_id),
+                    order_id,
                     tenant_id: req.tenant_id,
                     machine_id: allocation.machine_id,
                     gpu_count: req.gpu_count,
@@ -816,7 +816,7 @@ async fn find_order(db: &Db, tenant_id: TenantId, key: String) -> Result<Option<
     .await
 }
 
-async fn instance_of(db: &Db, order_id: Uuid) -> Result<Option<Instance>, Error> {
+async fn instance_of(db: &Db, order_id: OrderId) -> Result<Option<Instance>, Error> {
     db.run(move |conn| {
         Ok(instances::table
             .filter(instances::order_id.eq(order_id))
@@ -895,7 +895,7 @@ pub(crate) fn expired() -> Error {
     )
 }
 
-async fn fail_order(db: &Db, order_id: Uuid, error: &Error) -> Result<(), Error> {
+async fn fail_order(db: &Db, order_id: OrderId, error: &Error) -> Result<(), Error> {
     let code = error.code().as_str().to_owned();
     let reason = error.to_string();
     db.run(move |conn| {

@@ -17,10 +17,10 @@ use contracts::states::{InstanceState, RentalType};
 #[diesel(table_name = instances)]
 pub struct InstanceRow {
     pub id: Uuid,
-    pub order_id: Uuid,
+    pub order_id: OrderId,
     pub tenant_id: TenantId,
     pub host_tenant_id: TenantId,
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     pub gpu_model: String,
     pub gpu_count: i32,
     pub rental_type: RentalType,
@@ -55,10 +55,10 @@ pub struct InstanceRow {
 /// ones under a key derived from the order id and the attempt number, so a
 /// repeated start request finds what it took, and a new attempt never
 /// collides with the released holdings of an earlier one.
-pub fn holding_key(order_id: Uuid, attempt: i32) -> Uuid {
+pub fn holding_key(order_id: OrderId, attempt: i32) -> Uuid {
     use sha2::{Digest, Sha256};
     if attempt <= 1 {
-        return order_id;
+        return order_id.into();
     }
     let digest = Sha256::digest(format!("gpumarket:attempt:{order_id}:{attempt}").as_bytes());
     let mut bytes = [0u8; 16];
@@ -115,9 +115,9 @@ impl From<InstanceRow> for api::Instance {
         };
         api::Instance {
             id: InstanceId(row.id),
-            order_id: OrderId(row.order_id),
+            order_id: row.order_id,
             tenant_id: row.tenant_id,
-            machine_id: MachineId(row.machine_id),
+            machine_id: row.machine_id,
             gpu_model: row.gpu_model,
             gpu_count: row.gpu_count,
             rental_type: row.rental_type,
@@ -170,12 +170,12 @@ mod tests {
     #[test]
     fn the_first_attempt_holds_under_the_order_id_and_later_ones_under_fresh_keys() {
         let order = Uuid::now_v7();
-        assert_eq!(holding_key(order, 1), order);
-        let second = holding_key(order, 2);
+        assert_eq!(holding_key(OrderId(order), 1), order);
+        let second = holding_key(OrderId(order), 2);
         assert_ne!(second, order);
-        assert_eq!(holding_key(order, 2), second);
-        assert_ne!(holding_key(order, 3), second);
-        assert_ne!(holding_key(Uuid::now_v7(), 2), second);
+        assert_eq!(holding_key(OrderId(order), 2), second);
+        assert_ne!(holding_key(OrderId(order), 3), second);
+        assert_ne!(holding_key(OrderId(Uuid::now_v7()), 2), second);
     }
 
     #[test]

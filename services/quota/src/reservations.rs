@@ -44,10 +44,10 @@ type ReservationRow = (
     Option<Uuid>,
 );
 
-fn reservation_from(order_id: Uuid, row: ReservationRow) -> QuotaReservation {
+fn reservation_from(order_id: OrderId, row: ReservationRow) -> QuotaReservation {
     let (tenant_id, gpu_count, released_at, gpu_model, hourly_rate, team_id) = row;
     QuotaReservation {
-        order_id: OrderId(order_id),
+        order_id,
         tenant_id: TenantId(tenant_id),
         gpu_count,
         released: released_at.is_some(),
@@ -57,7 +57,7 @@ fn reservation_from(order_id: Uuid, row: ReservationRow) -> QuotaReservation {
     }
 }
 
-fn find(conn: &mut PgConnection, order_id: Uuid) -> QueryResult<Option<ReservationRow>> {
+fn find(conn: &mut PgConnection, order_id: OrderId) -> QueryResult<Option<ReservationRow>> {
     reservations::table
         .find(order_id)
         .select((
@@ -80,11 +80,11 @@ pub async fn reserve(
     validate(&req)?;
     db.tx(move |conn| {
         let tenant = tenant_limits(conn, req.tenant_id, true)?;
-        if let Some(existing) = find(conn, req.order_id.into())? {
+        if let Some(existing) = find(conn, req.order_id)? {
             if existing.0 != req.tenant_id {
                 return Err(Error::Conflict("order belongs to another tenant".into()));
             }
-            return Ok(reservation_from(req.order_id.into(), existing));
+            return Ok(reservation_from(req.order_id, existing));
         }
         let now = contracts::time::now();
         // A re-placed order's hold moves: released here and admitted again
@@ -93,7 +93,7 @@ pub async fn reserve(
         // tenant row is locked).
         let moved = match req.moves {
             Some(previous) => {
-                let row = find(conn, previous)?.filter(|row| row.0 == req.tenant_id);
+                let row = find(conn, OrderId(previous))?.filter(|row| row.0 == req.tenant_id);
                 diesel::update(reservations::table.find(previous))
                     .filter(reservations::tenant_id.eq(req.tenant_id))
                     .filter(reservations::released_at.is_null())
@@ -107,7 +107,7 @@ pub async fn reserve(
         // earlier hold.
         let team_id = match (moved, req.renews) {
             (Some(row), _) => row.5,
-            (None, Some(previous)) => find(conn, previous)?
+            (None, Some(previous)) => find(conn, OrderId(previous))?
                 .filter(|row| row.0 == req.tenant_id)
                 .and_then(|row| row.5),
             (None, None) => req.team_id.map(TeamId::into_uuid),
@@ -162,7 +162,7 @@ pub async fn reserve(
 }
 
 /// Releases a hold; releasing twice (or one never made) is fine.
-pub async fn release(db: &Db, order_id: Uuid) -> Result<(), Error> {
+pub async fn release(db: &Db, order_id: OrderId) -> Result<(), Error> {
     db.run(move |conn| {
         diesel::update(reservations::table.find(order_id))
             .filter(reservations::released_at.is_null())

@@ -121,7 +121,7 @@ async fn release(
     db: web::Data<Db>,
     path: web::Path<OrderId>,
 ) -> Result<Reply<ReservationReleased>, Error> {
-    reservations::release(&db, path.into_inner().into_uuid()).await?;
+    reservations::release(&db, OrderId(path.into_inner().into_uuid())).await?;
     Ok(Reply::ok(ReservationReleased { released: true }))
 }
 

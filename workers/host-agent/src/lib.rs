@@ -120,7 +120,7 @@ pub struct AgentConfig {
     /// `amqp://host:port/vhost` without credentials: the agent puts its own
     /// (`agent-<machine_id>.<gen>`, the token) in. Credentials present are replaced.
     pub amqp_url: String,
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     /// The agent token `registerMachine` returned once.
     pub token: String,
     pub heartbeat_interval: Duration,
@@ -142,7 +142,7 @@ impl AgentConfig {
         if let Some(host) = host_of(&self.amqp_url) {
             uri.authority.host = host;
         }
-        uri.authority.userinfo.username = protocol::username(self.machine_id, &self.token);
+        uri.authority.userinfo.username = protocol::username(self.machine_id.into(), &self.token);
         uri.authority.userinfo.password = self.token.clone();
         Ok(uri)
     }
@@ -180,7 +180,7 @@ pub trait Executor: Send + Sync {
     /// default.
     fn exited<'a>(
         &'a self,
-        machine_id: Uuid,
+        machine_id: MachineId,
     ) -> Pin<Box<dyn Future<Output = Vec<InstanceExited>> + Send + 'a>> {
         let _ = machine_id;
         Box::pin(async { Vec::new() })
@@ -190,7 +190,7 @@ pub trait Executor: Send + Sync {
     /// each heartbeat; none by default.
     fn traffic<'a>(
         &'a self,
-        machine_id: Uuid,
+        machine_id: MachineId,
     ) -> Pin<Box<dyn Future<Output = Vec<InstanceCounters>> + Send + 'a>> {
         let _ = machine_id;
         Box::pin(async { Vec::new() })
@@ -299,7 +299,7 @@ async fn session(
         .await
         .map_err(Error::classify)?;
     tracing::info!(machine.id = %config.machine_id, "agent connected");
-    let user = protocol::username(config.machine_id, &config.token);
+    let user = protocol::username(config.machine_id.into(), &config.token);
 
     // Commands arrive on a channel of their own so that a long step never
     // delays a heartbeat. The queue is declared and consumed before the
@@ -315,7 +315,9 @@ async fn session(
                 .map_err(Error::classify)?;
             let consumer = commands
                 .basic_consume(
-                    protocol::command_queue(config.machine_id).as_str().into(),
+                    protocol::command_queue(config.machine_id.into())
+                        .as_str()
+                        .into(),
                     user.as_str().into(),
                     BasicConsumeOptions::default(),
                     FieldTable::default(),
@@ -334,7 +336,7 @@ async fn session(
         &user,
         Kind::Inventory,
         &InventoryReport {
-            machine_id: MachineId(config.machine_id),
+            machine_id: config.machine_id,
             sent_at: now(),
             agent_version: env!("CARGO_PKG_VERSION").to_owned(),
             simulated: inventory.simulated,
@@ -351,7 +353,7 @@ async fn session(
         &user,
         Kind::SelfTest,
         &SelfTestReport {
-            machine_id: MachineId(config.machine_id),
+            machine_id: config.machine_id,
             sent_at: now(),
             passed: checks.iter().all(|c| c.passed),
             gpus: inventory.gpus.clone(),
@@ -407,7 +409,7 @@ async fn session(
             &user,
             Kind::Heartbeat,
             &HeartbeatReport {
-                machine_id: MachineId(config.machine_id),
+                machine_id: config.machine_id,
                 sent_at: now(),
                 seq: *seq,
                 gpus,
@@ -425,7 +427,7 @@ async fn session(
 /// bounded, expiring: [`protocol::command_queue_arguments`]). Idempotent, and
 /// every declaration pushes its expiry back. The agent's broker user may
 /// configure and read this one queue only.
-pub async fn declare_command_queue(channel: &Channel, machine_id: Uuid) -> Result<(), Error> {
+pub async fn declare_command_queue(channel: &Channel, machine_id: MachineId) -> Result<(), Error> {
     declare_command_queue_holding(channel, machine_id, protocol::COMMAND_QUEUE_MAX_LENGTH).await
 }
 
@@ -435,12 +437,12 @@ pub async fn declare_command_queue(channel: &Channel, machine_id: Uuid) -> Resul
 /// limit makes the agent's declaration fail until it expires or is deleted.
 pub async fn declare_command_queue_holding(
     channel: &Channel,
-    machine_id: Uuid,
+    machine_id: MachineId,
     max_length: i64,
 ) -> Result<(), Error> {
     channel
         .queue_declare(
-            protocol::command_queue(machine_id).as_str().into(),
+            protocol::command_queue(machine_id.into()).as_str().into(),
             QueueDeclareOptions {
                 // Survives a broker restart (with its persistent commands).
                 durable: true,
@@ -463,7 +465,7 @@ pub async fn declare_command_queue_holding(
 /// and comes back with the next connection.
 async fn carry_out(
     channel: Channel,
-    machine_id: Uuid,
+    machine_id: MachineId,
     user: String,
     executor: Arc<dyn Executor>,
     delivery: lapin::message::Delivery,
@@ -481,7 +483,7 @@ async fn carry_out(
             return ack(delivery).await;
         }
     };
-    if command.machine_id != MachineId(machine_id) {
+    if command.machine_id != machine_id {
         tracing::error!(command.id = %command.command_id, "command for another machine dropped");
         return ack(delivery).await;
     }
@@ -504,7 +506,7 @@ async fn carry_out(
                 last = Some(tokio::time::Instant::now());
                 let progress = StepProgress {
                     command_id,
-                    machine_id: MachineId(machine_id),
+                    machine_id,
                     step: step.clone(),
                     message,
                     sent_at: now(),
@@ -550,7 +552,7 @@ async fn carry_out(
     };
     let result = StepResult {
         command_id: command.command_id,
-        machine_id: MachineId(machine_id),
+        machine_id,
         step: command.step.clone(),
         ok,
         error,
@@ -576,7 +578,7 @@ fn now() -> DateTime<Utc> {
 /// session starts over and the inventory is not silently lost.
 async fn publish<T: Serialize>(
     channel: &Channel,
-    machine_id: Uuid,
+    machine_id: MachineId,
     user: &str,
     kind: Kind,
     body: &T,
@@ -591,7 +593,7 @@ async fn publish<T: Serialize>(
 
 async fn publish_confirmed<T: Serialize>(
     channel: &Channel,
-    machine_id: Uuid,
+    machine_id: MachineId,
     user: &str,
     kind: Kind,
     body: &T,
@@ -608,7 +610,9 @@ async fn publish_confirmed<T: Serialize>(
     let confirmation = channel
         .basic_publish(
             protocol::EXCHANGE.into(),
-            protocol::routing_key(machine_id, kind).as_str().into(),
+            protocol::routing_key(machine_id.into(), kind)
+                .as_str()
+                .into(),
             BasicPublishOptions {
                 mandatory: true,
                 ..Default::default()
@@ -673,7 +677,7 @@ pub async fn run_host(args: AgentArgs) -> Result<(), Error> {
 pub struct AgentArgs {
     /// The machine's id (from `registerMachine`).
     #[arg(long)]
-    pub machine_id: Uuid,
+    pub machine_id: MachineId,
     /// The machine's agent token (from `registerMachine`, shown once).
     #[arg(long, env = "GPUMARKET_AGENT_TOKEN", hide_env_values = true)]
     pub token: String,

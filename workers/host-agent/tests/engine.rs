@@ -174,9 +174,10 @@ impl Rig {
         config.stop_grace_seconds = 1;
         tweak(&mut config);
         let inventory = Inventory::simulated(gpus, "RTX 4090", 24, "12.4", "550.54.15");
-        let exec = ContainerExecutor::connect(config, machine, &inventory, access.clone())
-            .await
-            .unwrap();
+        let exec =
+            ContainerExecutor::connect(config, MachineId(machine), &inventory, access.clone())
+                .await
+                .unwrap();
         let docker = exec.docker().clone();
         Rig {
             exec,
@@ -502,7 +503,7 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
     assert!(rig.access.has_any(instance.into()));
 
     // Traffic: the container downloads 300 KB from the host.
-    let before = rig.exec.traffic(rig.machine).await;
+    let before = rig.exec.traffic(MachineId(rig.machine)).await;
     let before = before
         .iter()
         .find(|c| c.instance_id == instance)
@@ -515,7 +516,7 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
         .await;
     assert_eq!(code, 0, "{out}");
     assert_eq!(out.trim(), "300000");
-    let after = rig.exec.traffic(rig.machine).await;
+    let after = rig.exec.traffic(MachineId(rig.machine)).await;
     let after = after.iter().find(|c| c.instance_id == instance).unwrap();
     assert!(
         after.rx_bytes >= before.rx_bytes + 300_000,
@@ -569,8 +570,8 @@ async fn a_rental_runs_stops_keeping_its_workspace_and_is_wiped_clean() {
         .unwrap();
     assert_eq!(rig.exec.binding(instance.into()).unwrap(), None);
     assert!(!rig.access.has_any(instance.into()));
-    assert!(rig.exec.exited(rig.machine).await.is_empty());
-    assert!(rig.exec.traffic(rig.machine).await.is_empty());
+    assert!(rig.exec.exited(MachineId(rig.machine)).await.is_empty());
+    assert!(rig.exec.traffic(MachineId(rig.machine)).await.is_empty());
 
     // Provisioned again: the same file is there.
     let stop_decided = Utc::now();
@@ -641,7 +642,7 @@ async fn a_command_that_exits_fails_readiness_with_its_output_and_is_reported() 
         error.starts_with("the container exited with code 3: cannot find train.py"),
         "{error}"
     );
-    let exited = rig.exec.exited(rig.machine).await;
+    let exited = rig.exec.exited(MachineId(rig.machine)).await;
     assert_eq!(exited.len(), 1, "{exited:?}");
     assert_eq!(exited[0].instance_id, instance);
     assert_eq!(exited[0].run, 2);
@@ -654,13 +655,13 @@ async fn a_command_that_exits_fails_readiness_with_its_output_and_is_reported() 
     // the instance is wanted running, and its GPUs.
     let restarted = ContainerExecutor::connect(
         EngineConfig::new(&rig._engine.socket, &rig.state),
-        rig.machine,
+        MachineId(rig.machine),
         &Inventory::simulated(1, "RTX 4090", 24, "12.4", "550.54.15"),
         Arc::new(Access::open(rig.state.join("keys")).unwrap()),
     )
     .await
     .unwrap();
-    assert_eq!(restarted.exited(rig.machine).await, exited);
+    assert_eq!(restarted.exited(MachineId(rig.machine)).await, exited);
     assert_eq!(restarted.binding(instance.into()).unwrap(), Some(vec![0]));
     drop(restarted);
 
@@ -668,7 +669,7 @@ async fn a_command_that_exits_fails_readiness_with_its_output_and_is_reported() 
     rig.instance("stop", "stop_instance", instance.into())
         .await
         .unwrap();
-    assert!(rig.exec.exited(rig.machine).await.is_empty());
+    assert!(rig.exec.exited(MachineId(rig.machine)).await.is_empty());
     rig.deprovision_all(instance.into()).await;
     assert!(rig.labelled(instance.into()).await.is_empty());
 }
@@ -892,7 +893,7 @@ async fn the_host_is_checked_before_anything_is_made() {
     inventory.simulated = false;
     let exec = ContainerExecutor::connect(
         EngineConfig::new(&engine.socket, &state),
-        rig.machine,
+        MachineId(rig.machine),
         &inventory,
         Arc::new(Access::open(state.join("keys")).unwrap()),
     )

@@ -87,8 +87,8 @@ impl AgentDriver {
         &self,
         step: Step,
         action: &str,
-        machine_id: Uuid,
-        instance_id: Uuid,
+        machine_id: MachineId,
+        instance_id: InstanceId,
         job: &T,
         issued_at: DateTime<Utc>,
     ) -> Result<(), Error> {
@@ -98,7 +98,7 @@ impl AgentDriver {
         };
         let command = AgentCommand {
             command_id: Uuid::now_v7(),
-            machine_id: MachineId(machine_id),
+            machine_id,
             action: action.to_owned(),
             step: step.as_str().to_owned(),
             job: serde_json::to_value(job).map_err(|e| fail(e.to_string()))?,
@@ -193,7 +193,7 @@ impl AgentDriver {
             .map_err(broker)?
             .await
             .map_err(broker)?;
-        match refusal(command.machine_id.into(), confirmation) {
+        match refusal(command.machine_id, confirmation) {
             Some(reason) => Err(broker(reason)),
             None => Ok(()),
         }
@@ -205,7 +205,7 @@ impl AgentDriver {
 /// not connected (it declares `cmd.<machine_id>` on connect, and the queue
 /// expires ten minutes after it left); nacked means the queue refused it,
 /// which `reject-publish` does when it is full. None: the queue has it.
-pub fn refusal(machine_id: Uuid, confirmation: Confirmation) -> Option<String> {
+pub fn refusal(machine_id: MachineId, confirmation: Confirmation) -> Option<String> {
     let nacked = confirmation.is_nack();
     let returned = confirmation.take_message().is_some();
     if returned {
@@ -233,8 +233,8 @@ impl Driver for AgentDriver {
         Box::pin(self.command(
             step,
             "provision",
-            job.machine_id.into(),
-            job.instance_id.into(),
+            job.machine_id,
+            job.instance_id,
             job,
             Utc::now(),
         ))
@@ -250,8 +250,8 @@ impl Driver for AgentDriver {
         Box::pin(self.command(
             step,
             "provision",
-            run.instance.machine_id.into(),
-            run.instance.instance_id.into(),
+            run.instance.machine_id,
+            run.instance.instance_id,
             run,
             Utc::now(),
         ))
@@ -265,8 +265,8 @@ impl Driver for AgentDriver {
         Box::pin(self.command(
             step,
             "deprovision",
-            job.machine_id.into(),
-            job.instance_id.into(),
+            job.machine_id,
+            job.instance_id,
             job,
             Utc::now(),
         ))
@@ -280,8 +280,8 @@ impl Driver for AgentDriver {
         Box::pin(self.command(
             Step::StopInstance,
             "stop",
-            command.machine_id.into(),
-            command.instance_id.into(),
+            command.machine_id,
+            command.instance_id,
             command,
             issued_at,
         ))
@@ -320,20 +320,20 @@ fn sender(message: &RawMessage, kind: &str) -> Result<Uuid, HandlerError> {
             message.routing_key
         )));
     }
-    let machine_id: Uuid = id
+    let machine_id: MachineId = id
         .parse()
         .map_err(|_| permanent(format!("routing key names no machine: {id:?}")))?;
     if !message
         .user_id
         .as_deref()
-        .is_some_and(|u| protocol::is_agent_of(u, machine_id))
+        .is_some_and(|u| protocol::is_agent_of(u, machine_id.into()))
     {
         return Err(permanent(format!(
             "user_id {:?} may not answer for machine {machine_id}",
             message.user_id
         )));
     }
-    Ok(machine_id)
+    Ok(machine_id.into())
 }
 
 /// Records one agent's answer. Only `agent-<machine_id>.<gen>` may answer for its
@@ -551,9 +551,9 @@ mod tests {
     #[test]
     fn a_nacked_command_is_a_full_queue_and_an_acked_one_is_taken() {
         let id = Uuid::nil();
-        assert_eq!(refusal(id, Confirmation::Ack(None)), None);
+        assert_eq!(refusal(MachineId(id), Confirmation::Ack(None)), None);
         assert_eq!(
-            refusal(id, Confirmation::Nack(None)).as_deref(),
+            refusal(MachineId(id), Confirmation::Nack(None)).as_deref(),
             Some("command queue of machine 00000000-0000-0000-0000-000000000000 is full")
         );
     }

@@ -165,7 +165,7 @@ struct Claimed {
     #[diesel(sql_type = Text)]
     kind: String,
     #[diesel(sql_type = SqlUuid)]
-    instance_id: Uuid,
+    instance_id: InstanceId,
     #[diesel(sql_type = Jsonb)]
     payload: serde_json::Value,
     #[diesel(sql_type = Text)]
@@ -290,13 +290,13 @@ impl Worker {
                     platform::notify::notify(conn, JOBS_CHANNEL)?;
                 }
                 if destroyed {
-                    cancel_provisioning(conn, instance_id.into())?;
+                    cancel_provisioning(conn, instance_id)?;
                 }
                 tracing::info!(instance.id = %instance_id, kind, new = inserted == 1, "job recorded");
                 // A destroy while provisioning: the provisioning jobs of the
                 // instance stop (see `cancel_provisioning`).
                 if deprovision {
-                    let cancelled = cancel_provisioning(conn, instance_id.into())?;
+                    let cancelled = cancel_provisioning(conn, instance_id)?;
                     if cancelled > 0 {
                         tracing::info!(instance.id = %instance_id, cancelled, "provisioning cancelled by a destroy");
                     }
@@ -938,7 +938,7 @@ impl Finished {
 
 /// What every step event of one job shares.
 struct EventBase {
-    instance_id: Uuid,
+    instance_id: InstanceId,
     job_kind: JobKind,
     tenant_id: Option<Uuid>,
     correlation_id: Option<String>,
@@ -958,7 +958,7 @@ impl EventBase {
     ) -> Result<(), diesel::result::Error> {
         let at = contracts::time::now();
         let payload = ProvisioningStep {
-            instance_id: InstanceId(self.instance_id),
+            instance_id: self.instance_id,
             job_kind: self.job_kind,
             step: step.as_str().to_owned(),
             status,
@@ -1087,7 +1087,7 @@ const CANCELLED: &str = "cancelled";
 /// the middle of) steps. The deprovisioning job waits for such a lease to end
 /// before it starts (see `claim`), so it never races a step still running,
 /// and it undoes whatever the finished steps put on the machine.
-fn cancel_provisioning(conn: &mut PgConnection, instance_id: Uuid) -> QueryResult<usize> {
+fn cancel_provisioning(conn: &mut PgConnection, instance_id: InstanceId) -> QueryResult<usize> {
     diesel::update(jobs::table)
         .filter(jobs::instance_id.eq(instance_id))
         .filter(jobs::kind.like("provision%"))

@@ -12,6 +12,7 @@
 //! leaves its resource behind — the fault the validation exists to catch (a
 //! loud failure would merely be retried).
 
+use contracts::ids::{InstanceId, MachineId};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -81,7 +82,7 @@ impl SimulatedDriver {
     /// sent, received)`, growing with each container's age, so a container
     /// started again after a stop counts from zero (a counter reset, as on a
     /// real host). Nothing when simulated traffic is off.
-    pub async fn traffic(&self, machine_id: Uuid) -> Result<Vec<(Uuid, u64, u64)>, Error> {
+    pub async fn traffic(&self, machine_id: MachineId) -> Result<Vec<(Uuid, u64, u64)>, Error> {
         let rate = self.traffic_bytes_per_second;
         if rate == 0 {
             return Ok(Vec::new());
@@ -251,8 +252,8 @@ fn add(
 
 fn held(
     conn: &mut PgConnection,
-    machine_id: Uuid,
-    instance_id: Uuid,
+    machine_id: MachineId,
+    instance_id: InstanceId,
     kind: &str,
 ) -> QueryResult<Vec<String>> {
     sim_resources::table
@@ -274,7 +275,7 @@ fn bind_gpus(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Err
     diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
         .bind::<diesel::sql_types::Text, _>(format!("sim-gpus:{}", job.machine_id))
         .execute(conn)?;
-    let mine = held(conn, job.machine_id.into(), job.instance_id.into(), "gpu")?.len() as i32;
+    let mine = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
     if mine >= job.gpu_count {
         return Ok(());
     }
@@ -298,7 +299,7 @@ fn bind_gpus(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Err
         add(conn, job, "gpu", index)?;
     }
     // Loud, so the step is retried, should an index still have been taken.
-    let bound = held(conn, job.machine_id.into(), job.instance_id.into(), "gpu")?.len() as i32;
+    let bound = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
     if bound < job.gpu_count {
         return Err(fail(
             Step::BindGpus,
@@ -311,7 +312,7 @@ fn bind_gpus(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Err
 /// Ready means: exactly the ordered GPUs bound, a network, a volume, a
 /// running container, and the renter's key authorised when one was given.
 fn readiness(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Error> {
-    let gpus = held(conn, job.machine_id.into(), job.instance_id.into(), "gpu")?.len() as i32;
+    let gpus = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
     if gpus != job.gpu_count {
         return Err(fail(
             Step::ReadinessCheck,
@@ -319,18 +320,12 @@ fn readiness(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Err
         ));
     }
     for kind in ["network", "volume", "container"] {
-        if held(conn, job.machine_id.into(), job.instance_id.into(), kind)?.is_empty() {
+        if held(conn, job.machine_id, job.instance_id, kind)?.is_empty() {
             return Err(fail(Step::ReadinessCheck, &format!("no {kind}")));
         }
     }
     if job.ssh_public_key.is_some()
-        && held(
-            conn,
-            job.machine_id.into(),
-            job.instance_id.into(),
-            "ssh_key",
-        )?
-        .is_empty()
+        && held(conn, job.machine_id, job.instance_id, "ssh_key")?.is_empty()
     {
         return Err(fail(Step::ReadinessCheck, "SSH key not authorised"));
     }

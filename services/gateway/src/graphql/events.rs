@@ -232,7 +232,7 @@ async fn instance_events(
             .ok_or_else(|| GatewayError::Internal("event hub missing from schema data".into()))?;
         // Join the live channel before reading the history, so nothing falls
         // between the two.
-        let rx = hub.subscribe(id);
+        let rx = hub.subscribe(InstanceId(id));
         let history = clients::from_context(ctx)?
             .ordering
             .call(

@@ -249,12 +249,12 @@ impl HostingQuery {
         machine_id: ID,
     ) -> GqlResult<Vec<HeartbeatGap>> {
         let principal = auth::authorize(ctx, Access::Host).await?;
-        let machine_id: Uuid = validate::id("machineId", &machine_id)?;
+        let machine_id: MachineId = MachineId(validate::id("machineId", &machine_id)?);
         let gaps = clients::from_context(ctx)?
             .catalog
             .call(
                 endpoints::catalog::HEARTBEAT_GAPS,
-                MachineId(machine_id),
+                machine_id,
                 &api::HeartbeatGapsQuery {
                     host_tenant_id: principal.tenant_id,
                 },
@@ -459,12 +459,12 @@ impl HostingMutation {
     /// `NOT_FOUND` for a machine that is not the caller's or is deleted.
     async fn rotate_agent_token(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<AgentToken> {
         let principal = auth::authorize(ctx, Access::Host).await?;
-        let machine_id: Uuid = validate::id("machineId", &machine_id)?;
+        let machine_id: MachineId = MachineId(validate::id("machineId", &machine_id)?);
         let issued = clients::from_context(ctx)?
             .catalog
             .call(
                 endpoints::catalog::ROTATE_AGENT_TOKEN,
-                MachineId(machine_id),
+                machine_id,
                 &api::HostMachineRequest {
                     host_tenant_id: principal.tenant_id,
                 },
@@ -481,12 +481,12 @@ impl HostingMutation {
     /// `NOT_FOUND` for a machine that is not the caller's or is deleted.
     async fn revoke_agent_token(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<bool> {
         let principal = auth::authorize(ctx, Access::Host).await?;
-        let machine_id: Uuid = validate::id("machineId", &machine_id)?;
+        let machine_id: MachineId = MachineId(validate::id("machineId", &machine_id)?);
         clients::from_context(ctx)?
             .catalog
             .call(
                 endpoints::catalog::REVOKE_AGENT_TOKEN,
-                MachineId(machine_id),
+                machine_id,
                 &api::HostMachineRequest {
                     host_tenant_id: principal.tenant_id,
                 },
@@ -514,7 +514,7 @@ impl HostingMutation {
     /// it is harmless. A deleted machine gets no new agent token.
     async fn delete_machine(&self, ctx: &Context<'_>, machine_id: ID) -> GqlResult<bool> {
         let principal = auth::authorize(ctx, Access::Host).await?;
-        let machine_id: Uuid = validate::id("machineId", &machine_id)?;
+        let machine_id: MachineId = MachineId(validate::id("machineId", &machine_id)?);
         let clients = clients::from_context(ctx)?;
         // Ordering owns instances, so it is asked first. No instance can
         // appear on the machine between this answer and the catalog's
@@ -526,7 +526,7 @@ impl HostingMutation {
             .ordering
             .call(
                 endpoints::ordering::MACHINE_LIVE_INSTANCES,
-                MachineId(machine_id),
+                machine_id,
                 &api::HostQuery {
                     host_tenant_id: principal.tenant_id,
                 },
@@ -552,7 +552,7 @@ impl HostingMutation {
             .catalog
             .call(
                 endpoints::catalog::DELETE_MACHINE,
-                MachineId(machine_id),
+                machine_id,
                 &api::HostMachineRequest {
                     host_tenant_id: principal.tenant_id,
                 },
@@ -568,12 +568,12 @@ async fn host_machine_action(
     action: endpoints::Endpoint<MachineId, api::HostMachineRequest, api::Machine>,
 ) -> GqlResult<Machine> {
     let principal = auth::authorize(ctx, Access::Host).await?;
-    let machine_id: Uuid = validate::id("machineId", machine_id)?;
+    let machine_id: MachineId = MachineId(validate::id("machineId", machine_id)?);
     let machine = clients::from_context(ctx)?
         .catalog
         .call(
             action,
-            MachineId(machine_id),
+            machine_id,
             &api::HostMachineRequest {
                 host_tenant_id: principal.tenant_id,
             },

@@ -32,6 +32,7 @@ pub mod steps;
 pub mod traffic;
 pub mod volume;
 
+use contracts::ids::MachineId;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -175,7 +176,7 @@ impl ContainerExecutor {
     /// state directory.
     pub async fn connect(
         config: EngineConfig,
-        machine_id: Uuid,
+        machine_id: MachineId,
         inventory: &Inventory,
         access: Arc<Access>,
     ) -> Result<ContainerExecutor, EngineError> {
@@ -195,7 +196,7 @@ impl ContainerExecutor {
         Ok(ContainerExecutor {
             docker,
             config,
-            machine: machine_id,
+            machine: machine_id.into(),
             gpus: inventory.gpus.clone(),
             simulated: inventory.simulated,
             access,
@@ -335,21 +336,25 @@ impl Executor for ContainerExecutor {
 
     fn exited<'a>(
         &'a self,
-        machine_id: Uuid,
+        machine_id: MachineId,
     ) -> Pin<Box<dyn Future<Output = Vec<InstanceExited>> + Send + 'a>> {
-        Box::pin(exits::exited(&self.docker, &self.state, machine_id))
+        Box::pin(exits::exited(&self.docker, &self.state, machine_id.into()))
     }
 
     fn traffic<'a>(
         &'a self,
-        machine_id: Uuid,
+        machine_id: MachineId,
     ) -> Pin<Box<dyn Future<Output = Vec<InstanceCounters>> + Send + 'a>> {
         Box::pin(async move {
             // Each heartbeat also mends what a teardown outside the agent's
             // steps may have undone (see `network`).
             self.repair_isolation().await;
-            let mut counters =
-                traffic::traffic(&self.docker, machine_id, self.facts.swapped_net_counters).await;
+            let mut counters = traffic::traffic(
+                &self.docker,
+                machine_id.into(),
+                self.facts.swapped_net_counters,
+            )
+            .await;
             for counter in &mut counters {
                 counter.workspace_bytes = self.workspace_bytes(counter.instance_id.into()).await;
             }
