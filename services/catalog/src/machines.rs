@@ -28,7 +28,7 @@ const MAX_PRICE_PER_GPU_HOUR: i64 = contracts::bounds::GPU_HOUR_PRICE.max_units;
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = machines)]
 pub struct MachineRow {
-    pub id: Uuid,
+    pub id: MachineId,
     pub host_tenant_id: TenantId,
     pub name: String,
     pub gpu_model: String,
@@ -80,7 +80,7 @@ fn disk_type_name(d: DiskType) -> &'static str {
 /// The host's view of a machine; `online` and `verified` come from SQL.
 pub fn machine(m: MachineRow, online: bool, verified: bool) -> Machine {
     Machine {
-        id: MachineId(m.id),
+        id: m.id,
         host_tenant_id: m.host_tenant_id,
         name: m.name,
         gpu_model: m.gpu_model,

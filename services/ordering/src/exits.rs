@@ -17,7 +17,7 @@
 use chrono::{DateTime, Utc};
 use contracts::Envelope;
 use contracts::events::{InstanceDiskUsage, InstanceExited, MAX_EXIT_REASON, StopInstance};
-use contracts::ids::{InstanceId, OrderId};
+use contracts::ids::OrderId;
 use diesel::prelude::*;
 use platform::Db;
 use platform::consumer::HandlerError;
@@ -123,7 +123,7 @@ fn apply(
         tracing::warn!(instance.id = %event.instance_id, "exit report for an unknown instance ignored");
         return Ok(None);
     };
-    let row = lock(conn, row.id)?;
+    let row = lock(conn, row.id.into())?;
     if row.machine_id != event.machine_id {
         tracing::warn!(
             instance.id = %row.id,
@@ -132,7 +132,7 @@ fn apply(
         );
         return Ok(None);
     }
-    let current = attempt(conn, row.id)?;
+    let current = attempt(conn, row.id.into())?;
     if row.state != InstanceState::Running || event.run != current {
         tracing::info!(
             instance.id = %row.id,
@@ -154,7 +154,7 @@ fn apply(
         oom_killed = event.oom_killed,
         "instance stopped: its container exited"
     );
-    Ok(Some((row.id, key)))
+    Ok(Some((row.id.into(), key)))
 }
 
 /// The instance and its holding key if it is still `stopping` on the
@@ -169,7 +169,7 @@ fn unfinished(
     if row.machine_id != event.machine_id || row.state != InstanceState::Stopping {
         return Ok(None);
     }
-    Ok(Some((row.id, current_holding_key(conn, &row)?)))
+    Ok(Some((row.id.into(), current_holding_key(conn, &row)?)))
 }
 
 /// The engine's `finished_at`, clamped to [the run's start, now].
@@ -214,7 +214,7 @@ fn stop_exited(
         now,
         row.tenant_id,
         &StopInstance {
-            instance_id: InstanceId(row.id),
+            instance_id: row.id,
             machine_id: row.machine_id,
         },
     )

@@ -8,7 +8,7 @@
 use chrono::{DateTime, Utc};
 use contracts::api;
 use contracts::events::{InstanceFailed, StopInstance};
-use contracts::ids::{InstanceId, MachineId, OrderId, TenantId};
+use contracts::ids::{MachineId, OrderId, TenantId};
 use diesel::prelude::*;
 use platform::Db;
 use schema::ordering::instances;
@@ -161,7 +161,7 @@ pub async fn mark_failed(
                     at,
                     row.tenant_id,
                     &StopInstance {
-                        instance_id: InstanceId(row.id),
+                        instance_id: row.id,
                         machine_id: row.machine_id,
                     },
                 )?;
@@ -175,7 +175,7 @@ pub async fn mark_failed(
                 at,
                 row.tenant_id,
                 &InstanceFailed {
-                    instance_id: InstanceId(row.id),
+                    instance_id: row.id,
                     tenant_id: row.tenant_id,
                     reason: reason.clone(),
                 },
@@ -243,7 +243,7 @@ pub async fn stop_because(
                 at,
                 row.tenant_id,
                 &StopInstance {
-                    instance_id: InstanceId(row.id),
+                    instance_id: row.id,
                     machine_id: row.machine_id,
                 },
             )?;

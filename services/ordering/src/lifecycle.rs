@@ -28,7 +28,7 @@ use contracts::api::{
 };
 use contracts::endpoints;
 use contracts::events::DeprovisionInstance;
-use contracts::ids::{InstanceId, OrderId, TenantId};
+use contracts::ids::{OrderId, TenantId};
 use contracts::{ErrorCode, api};
 use diesel::prelude::*;
 use platform::Db;
@@ -227,7 +227,7 @@ async fn take_holdings(
                 bid_per_gpu_hour: (row.rental_type == contracts::api::RentalType::Interruptible)
                     .then_some(row.price_per_gpu_hour),
                 max_price_per_gpu_hour: None,
-                instance_id: Some(InstanceId(row.id)),
+                instance_id: Some(row.id),
             },
         )
         .await
@@ -343,7 +343,7 @@ fn destroy_in_tx(
             at,
             row.tenant_id,
             &DeprovisionInstance {
-                instance_id: InstanceId(row.id),
+                instance_id: row.id,
                 machine_id: row.machine_id,
                 tenant_id: row.tenant_id,
             },

@@ -17,7 +17,6 @@
 //! done for duplicates too: a crash between commit and release is repaired by
 //! the redelivery).
 
-use contracts::ids::InstanceId;
 use std::sync::Arc;
 
 use chrono::{DateTime, Utc};
@@ -177,7 +176,7 @@ fn preempt_instance(
         at,
         row.tenant_id,
         &StopInstance {
-            instance_id: InstanceId(row.id),
+            instance_id: row.id,
             machine_id: row.machine_id,
         },
     )?;

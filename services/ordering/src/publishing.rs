@@ -8,7 +8,7 @@ use contracts::events::{
     InstanceDowntime, InstanceRunning, InstanceStopped, InstanceStorageEnded,
     InstanceStorageStarted, ProvisionInstance, ProvisionRun,
 };
-use contracts::ids::{InstanceId, TenantId};
+use contracts::ids::TenantId;
 use diesel::prelude::*;
 use rust_decimal::Decimal;
 use schema::ordering::instances;
@@ -55,7 +55,7 @@ pub fn publish_running(
         running_at,
         row.tenant_id,
         &InstanceRunning {
-            instance_id: InstanceId(row.id),
+            instance_id: row.id,
             tenant_id: row.tenant_id,
             host_tenant_id: row.host_tenant_id,
             machine_id: row.machine_id,
@@ -87,7 +87,7 @@ pub fn publish_stopped(
         stopped_at,
         row.tenant_id,
         &InstanceStopped {
-            instance_id: InstanceId(row.id),
+            instance_id: row.id,
             tenant_id: row.tenant_id,
             run_seq,
             stopped_at,
@@ -101,7 +101,7 @@ pub fn publish_stopped(
 fn storage_of(row: &InstanceRow) -> Option<InstanceStorageStarted> {
     let disk_gib = row.disk_gib?;
     Some(InstanceStorageStarted {
-        instance_id: InstanceId(row.id),
+        instance_id: row.id,
         tenant_id: row.tenant_id,
         host_tenant_id: row.host_tenant_id,
         machine_id: row.machine_id,
@@ -185,7 +185,7 @@ pub fn publish_downtime(
         until,
         row.tenant_id,
         &InstanceDowntime {
-            instance_id: InstanceId(row.id),
+            instance_id: row.id,
             tenant_id: row.tenant_id,
             host_tenant_id: row.host_tenant_id,
             machine_id: row.machine_id,
@@ -227,7 +227,7 @@ pub fn provision_instance(
     let env: std::collections::BTreeMap<String, String> =
         serde_json::from_value(env).unwrap_or_default();
     Ok(ProvisionInstance {
-        instance_id: InstanceId(row.id),
+        instance_id: row.id,
         order_id: row.order_id,
         tenant_id: row.tenant_id,
         machine_id: row.machine_id,

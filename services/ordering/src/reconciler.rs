@@ -104,7 +104,7 @@ pub struct InstanceView {
 impl InstanceView {
     fn of(row: &InstanceRow) -> Result<Self, Error> {
         Ok(Self {
-            id: row.id,
+            id: row.id.into(),
             machine_id: row.machine_id,
             state: row.state,
             run_seq: row.run_seq,
@@ -400,7 +400,7 @@ where
             r.db.run(move |conn| Ok::<_, Error>(page(conn, scope, after)?))
                 .await?;
         let full = rows.len() as i64 == PAGE;
-        after = rows.last().map(|row| row.id);
+        after = rows.last().map(|row| row.id.into_uuid());
         repairs += each(rows).await?;
         if !full {
             return Ok(repairs);
@@ -434,7 +434,7 @@ async fn liveness_pass(r: &Reconciler) -> Result<usize, Error> {
             if liveness_repair(&view, machine.as_ref()).is_none() {
                 continue;
             }
-            repairs += act(r, row.id, move |view| {
+            repairs += act(r, row.id.into(), move |view| {
                 liveness_repair(view, machine.as_ref())
                     .into_iter()
                     .collect()
@@ -452,21 +452,19 @@ async fn meter_pass(r: &Reconciler) -> Result<usize, Error> {
     let backoff = Duration::from_secs(r.deps.settings.reconcile_settle_seconds.max(1) as u64);
     let since = contracts::time::now() - RECENT;
     pages(r, Scope::Metered(since), |rows| async move {
-        let instance_ids: Vec<Uuid> = rows.iter().map(|row| row.id).collect();
+        let instance_ids: Vec<InstanceId> = rows.iter().map(|row| row.id).collect();
         let intervals: Vec<GpuInterval> = r
             .metering
             .call(
                 endpoints::metering::INTERVALS_LOOKUP,
                 (),
-                &IntervalLookupRequest {
-                    instance_ids: instance_ids.into_iter().map(InstanceId).collect(),
-                },
+                &IntervalLookupRequest { instance_ids },
             )
             .await?;
-        let mut by_instance: HashMap<Uuid, Vec<GpuInterval>> = HashMap::new();
+        let mut by_instance: HashMap<InstanceId, Vec<GpuInterval>> = HashMap::new();
         for interval in intervals {
             by_instance
-                .entry(interval.instance_id.into())
+                .entry(interval.instance_id)
                 .or_default()
                 .push(interval);
         }
@@ -477,16 +475,16 @@ async fn meter_pass(r: &Reconciler) -> Result<usize, Error> {
             let wanted: Vec<Repair> =
                 meter_repairs(&view, &intervals, contracts::time::now(), settle)
                     .into_iter()
-                    .filter(|repair| r.resent.due(row.id, repair, backoff, Instant::now()))
+                    .filter(|repair| r.resent.due(row.id.into(), repair, backoff, Instant::now()))
                     .collect();
             if wanted.is_empty() {
                 continue;
             }
             for repair in &wanted {
-                r.resent.attempted(row.id, repair, Instant::now());
+                r.resent.attempted(row.id.into(), repair, Instant::now());
             }
             // Decided again under the row lock; only what was due is sent.
-            repairs += act(r, row.id, move |view| {
+            repairs += act(r, row.id.into(), move |view| {
                 meter_repairs(view, &intervals, contracts::time::now(), settle)
                     .into_iter()
                     .filter(|repair| wanted.contains(repair))
@@ -609,7 +607,7 @@ fn apply(
             "stop re-sent by the reconciler",
         )?,
         Repair::CloseEarlierRun { run_seq } => {
-            let Some(stopped_at) = published_stop(conn, row.id, run_seq)? else {
+            let Some(stopped_at) = published_stop(conn, row.id.into(), run_seq)? else {
                 tracing::warn!(
                     instance.id = %row.id,
                     run_seq,

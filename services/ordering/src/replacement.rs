@@ -29,7 +29,7 @@ use contracts::api::{
     ReserveQuotaRequest,
 };
 use contracts::endpoints;
-use contracts::ids::{InstanceId, OrderId};
+use contracts::ids::OrderId;
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
@@ -286,7 +286,7 @@ async fn allocate_elsewhere(
             offer.machine_id,
             row.price_per_gpu_hour,
         );
-        request.instance_id = Some(InstanceId(row.id));
+        request.instance_id = Some(row.id);
         let result = deps
             .catalog
             .call(endpoints::catalog::ALLOCATE, (), &request)

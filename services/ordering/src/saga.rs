@@ -44,7 +44,7 @@ fn remote(code: ErrorCode, message: String) -> Error {
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = orders)]
 struct OrderRow {
-    id: Uuid,
+    id: OrderId,
     request_fingerprint: String,
     /// An order moves through the first states of its instance.
     state: InstanceState,
@@ -342,7 +342,7 @@ pub async fn create_order(
                     "idempotencyKey: already used for a different order".into(),
                 ));
             }
-            if let Some(instance) = instance_of(db, OrderId(order.id)).await? {
+            if let Some(instance) = instance_of(db, order.id).await? {
                 return Ok(instance);
             }
             if order.failed_on_a_dependency() {
@@ -350,8 +350,8 @@ pub async fn create_order(
                 // whatever the failed attempt's compensation could not (the
                 // dependency may have been the one to release to). Still
                 // down: the retry answers UNAVAILABLE again, holding nothing new.
-                release_holdings(deps, OrderId(order.id)).await?;
-                supersede(db, OrderId(order.id), req.idempotency_key.clone()).await?;
+                release_holdings(deps, order.id).await?;
+                supersede(db, order.id, req.idempotency_key.clone()).await?;
                 tracing::info!(order.id = %order.id, "order failed on a dependency; retried as a fresh attempt");
                 place_fresh(db, deps, &req, &print).await?
             } else if order.state == InstanceState::Failed {
@@ -360,7 +360,7 @@ pub async fn create_order(
                 // Resumed: the quote it was recorded at; the candidates are
                 // searched again when placement comes (they may have moved).
                 Placed {
-                    order_id: OrderId(order.id),
+                    order_id: order.id,
                     quote: order.quote()?,
                     candidates: None,
                 }
@@ -458,7 +458,9 @@ async fn supersede(db: &Db, order_id: OrderId, key: String) -> Result<(), Error>
 fn quote_of(req: &CreateOrderRequest, offer: &Offer) -> Quote {
     let price = match req.rental_type {
         RentalType::OnDemand => offer.price_per_gpu_hour,
-        RentalType::Interruptible => req.bid_per_gpu_hour.unwrap_or_default(),
+        // `validate` refuses an interruptible order without a positive bid;
+        // should one get here anyway it is priced at the offer, never at 0.
+        RentalType::Interruptible => req.bid_per_gpu_hour.unwrap_or(offer.price_per_gpu_hour),
     };
     Quote {
         price,
@@ -881,7 +883,7 @@ async fn insert_order(
                 "idempotencyKey: already used for a different order".into(),
             ));
         }
-        Ok((other.id, other.quote()?))
+        Ok((other.id.into(), other.quote()?))
     })
     .await
 }
@@ -939,7 +941,7 @@ mod tests {
     #[test]
     fn an_order_without_a_recorded_quote_is_refused_not_free() {
         let row = |price: Option<Decimal>| OrderRow {
-            id: Uuid::now_v7(),
+            id: OrderId(Uuid::now_v7()),
             request_fingerprint: String::new(),
             state: InstanceState::Pending,
             failure_code: None,

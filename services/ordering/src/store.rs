@@ -16,7 +16,7 @@ use contracts::states::{InstanceState, RentalType};
 #[derive(Queryable, Selectable, Clone)]
 #[diesel(table_name = instances)]
 pub struct InstanceRow {
-    pub id: Uuid,
+    pub id: InstanceId,
     pub order_id: OrderId,
     pub tenant_id: TenantId,
     pub host_tenant_id: TenantId,
@@ -98,7 +98,7 @@ pub async fn stale_report(
 
 /// The key of what the instance's latest attempt holds (or held).
 pub fn current_holding_key(conn: &mut PgConnection, row: &InstanceRow) -> QueryResult<Uuid> {
-    Ok(holding_key(row.order_id, attempt(conn, row.id)?))
+    Ok(holding_key(row.order_id, attempt(conn, row.id.into())?))
 }
 
 impl From<InstanceRow> for api::Instance {
@@ -114,7 +114,7 @@ impl From<InstanceRow> for api::Instance {
             None
         };
         api::Instance {
-            id: InstanceId(row.id),
+            id: row.id,
             order_id: row.order_id,
             tenant_id: row.tenant_id,
             machine_id: row.machine_id,

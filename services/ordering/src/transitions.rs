@@ -77,7 +77,7 @@ pub fn transition(
     }
     crate::events::record(
         conn,
-        row.id,
+        row.id.into(),
         contracts::states::InstanceEventKind::StateChanged,
         crate::events::Detail {
             from_state: Some(current),
