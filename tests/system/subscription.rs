@@ -209,8 +209,21 @@ async fn only_the_instances_tenant_may_subscribe() {
     // No token, and a forged one.
     let mut anonymous = EventStream::open(&stack.gateway_url, None, &id).await;
     expect_error(anonymous.frame(LIMIT).await, "UNAUTHENTICATED");
-    let mut forged = EventStream::open(&stack.gateway_url, Some("not.a.jwt"), &id).await;
-    expect_error(forged.frame(LIMIT).await, "UNAUTHENTICATED");
+    // A forged token is refused at `connection_init`: the socket closes
+    // before any subscription, instead of connecting as anonymous.
+    let (_, refused) = EventStream::init(&stack.gateway_url, Some("not.a.jwt")).await;
+    assert_eq!(refused["type"], "__closed", "{refused}");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("token"),
+        "{refused}"
+    );
+    // So is an API key that does not exist.
+    let (_, refused) =
+        EventStream::init(&stack.gateway_url, Some("gpm_live_0000000000000000000000")).await;
+    assert_eq!(refused["type"], "__closed", "{refused}");
 
     // A malformed id is refused before anything is looked up.
     let mut bad = EventStream::open(&stack.gateway_url, Some(&stranger), "nope").await;

@@ -210,14 +210,26 @@ async fn graphql_get(
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let (keys, clients) = (state.keys.clone(), state.clients.clone());
     GraphQLSubscription::new(crate::ws::CodedExecutor(state.schema.clone()))
         .on_connection_init(move |init: serde_json::Value| async move {
             let from_payload = ["authorization", "Authorization"]
                 .iter()
                 .find_map(|k| init.get(*k).and_then(|v| v.as_str()).map(str::to_owned));
             let credential = Credential::from_header(from_payload.or(header).as_deref());
+            let anonymous = matches!(credential, Credential::None);
+            let auth = RequestAuth::new(credential);
+            // A credential given must be good: a forged, expired or revoked
+            // one closes the socket at `connection_init` (as a bad header
+            // refuses an HTTP request) instead of connecting as anonymous.
+            // No credential connects, and each subscription answers
+            // UNAUTHENTICATED on its own.
+            if !anonymous && let Err(refused) = auth.resolve(&keys, &clients).await {
+                tracing::info!(error = %refused, "WebSocket refused at connection_init");
+                return Err(async_graphql::Error::new(refused.to_string()));
+            }
             let mut data = async_graphql::Data::default();
-            data.insert(RequestAuth::new(credential));
+            data.insert(auth);
             Ok(data)
         })
         .start(&req, payload)
