@@ -851,6 +851,11 @@ impl EventStream {
         (stream, answer)
     }
 
+    /// Closes the socket (a close frame, then the end of the stream).
+    pub async fn close(&mut self) {
+        let _ = self.ws.close(None).await;
+    }
+
     /// The next protocol message as JSON (answering pings on the way).
     async fn message(&mut self, limit: Duration) -> Value {
         use futures_util::{SinkExt, StreamExt};

@@ -27,6 +27,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// KiB; a bigger one is refused with 413 before it is parsed.
 const GRAPHQL_BODY_LIMIT: usize = 256 * 1024;
 
+/// Open subscription WebSockets per client address. A browser tab holds
+/// one; a client holding this many is opening, not using, them.
+const SOCKETS_PER_ADDRESS: usize = 32;
+
 struct AppState {
     schema: GatewaySchema,
     quota: InternalClient,
@@ -34,6 +38,8 @@ struct AppState {
     keys: JwtKeys,
     clients: Clients,
     bad_credentials: BadCredentials,
+    /// Open WebSockets per client address ([`SOCKETS_PER_ADDRESS`]).
+    sockets: Arc<ConcurrencyGate>,
     /// GraphiQL at `GET /graphql`: off in production.
     graphiql: bool,
 }
@@ -57,6 +63,7 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
         keys: keys.clone(),
         clients: clients.clone(),
         bad_credentials: BadCredentials::default(),
+        sockets: Arc::new(ConcurrencyGate::default()),
         graphiql: !config.production,
         schema: builder
             .data(keys)
@@ -202,6 +209,23 @@ async fn graphql_get(
     if let Some(limited) = rate_limited(&state, &req) {
         return Ok(limited);
     }
+    // Held for the socket's life: the init callback owns it until the
+    // connection starts, then the connection's data does.
+    let Some(socket_pass) = state.sockets.enter(
+        caller::CallerKey::address(&client_address(&req)),
+        SOCKETS_PER_ADDRESS,
+    ) else {
+        tracing::info!("WebSocket refused: too many open from this address");
+        return Ok(HttpResponse::TooManyRequests().json(serde_json::json!({
+            "data": null,
+            "errors": [{
+                "message": format!(
+                    "too many open WebSockets from this address (at most {SOCKETS_PER_ADDRESS})"
+                ),
+                "extensions": { "code": contracts::ErrorCode::RateLimited.as_str() },
+            }],
+        })));
+    };
     // Browsers cannot set headers on a WebSocket: the token comes in the
     // `connection_init` payload (`{"authorization": "Bearer ..."}`), or, for
     // other clients, in the upgrade request's Authorization header.
@@ -230,6 +254,7 @@ async fn graphql_get(
             }
             let mut data = async_graphql::Data::default();
             data.insert(auth);
+            data.insert(socket_pass);
             Ok(data)
         })
         .start(&req, payload)
