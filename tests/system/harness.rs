@@ -796,6 +796,27 @@ impl EventStream {
     ) -> EventStream {
         use futures_util::SinkExt;
         use tokio_tungstenite::tungstenite::Message;
+
+        let (mut stream, ack) = Self::init(gateway_url, token).await;
+        assert_eq!(ack["type"], "connection_ack", "{ack}");
+        stream
+            .ws
+            .send(Message::text(
+                json!({ "id": "1", "type": "subscribe", "payload": {
+                    "query": query, "variables": variables } })
+                .to_string(),
+            ))
+            .await
+            .expect("subscribe");
+        stream
+    }
+
+    /// Connects and sends `connection_init` with `token` (if any); returns
+    /// the stream and the server's answer: `connection_ack`, or `__closed`
+    /// with the close code and reason when the server refused.
+    pub async fn init(gateway_url: &str, token: Option<&str>) -> (EventStream, Value) {
+        use futures_util::SinkExt;
+        use tokio_tungstenite::tungstenite::Message;
         use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
         let url = format!("{}/graphql", gateway_url.replacen("http://", "ws://", 1));
@@ -826,18 +847,13 @@ impl EventStream {
             ))
             .await
             .expect("connection_init");
-        let ack = stream.message(Duration::from_secs(10)).await;
-        assert_eq!(ack["type"], "connection_ack", "{ack}");
-        stream
-            .ws
-            .send(Message::text(
-                json!({ "id": "1", "type": "subscribe", "payload": {
-                    "query": query, "variables": variables } })
-                .to_string(),
-            ))
-            .await
-            .expect("subscribe");
-        stream
+        let answer = stream.message(Duration::from_secs(10)).await;
+        (stream, answer)
+    }
+
+    /// Closes the socket (a close frame, then the end of the stream).
+    pub async fn close(&mut self) {
+        let _ = self.ws.close(None).await;
     }
 
     /// The next protocol message as JSON (answering pings on the way).

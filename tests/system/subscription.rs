@@ -209,8 +209,21 @@ async fn only_the_instances_tenant_may_subscribe() {
     // No token, and a forged one.
     let mut anonymous = EventStream::open(&stack.gateway_url, None, &id).await;
     expect_error(anonymous.frame(LIMIT).await, "UNAUTHENTICATED");
-    let mut forged = EventStream::open(&stack.gateway_url, Some("not.a.jwt"), &id).await;
-    expect_error(forged.frame(LIMIT).await, "UNAUTHENTICATED");
+    // A forged token is refused at `connection_init`: the socket closes
+    // before any subscription, instead of connecting as anonymous.
+    let (_, refused) = EventStream::init(&stack.gateway_url, Some("not.a.jwt")).await;
+    assert_eq!(refused["type"], "__closed", "{refused}");
+    assert!(
+        refused["reason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("token"),
+        "{refused}"
+    );
+    // So is an API key that does not exist.
+    let (_, refused) =
+        EventStream::init(&stack.gateway_url, Some("gpm_live_0000000000000000000000")).await;
+    assert_eq!(refused["type"], "__closed", "{refused}");
 
     // A malformed id is refused before anything is looked up.
     let mut bad = EventStream::open(&stack.gateway_url, Some(&stranger), "nope").await;
@@ -288,5 +301,73 @@ async fn a_subscription_made_with_a_revoked_api_key_streams_nothing_more() {
         }
     }
     drop(stack);
+    env.cleanup().await;
+}
+
+/// One address may hold at most 32 subscription sockets open: the next
+/// upgrade is refused with 429 and RATE_LIMITED, and a socket closed frees
+/// its place.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_holds_a_bounded_number_of_sockets() {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::{Error as WsError, Message};
+
+    let env = TestEnv::new().await;
+    let stack = env.start(Parts::ALL).await;
+    let mut open = Vec::new();
+    for _ in 0..32 {
+        let (stream, ack) = EventStream::init(&stack.gateway_url, None).await;
+        assert_eq!(ack["type"], "connection_ack", "{ack}");
+        open.push(stream);
+    }
+    let connect = || async {
+        let url = format!(
+            "{}/graphql",
+            stack.gateway_url.replacen("http://", "ws://", 1)
+        );
+        let mut request = url.into_client_request().expect("ws request");
+        request.headers_mut().insert(
+            "Sec-WebSocket-Protocol",
+            "graphql-transport-ws".parse().expect("header"),
+        );
+        tokio_tungstenite::connect_async(request).await
+    };
+    match connect().await {
+        Err(WsError::Http(response)) => {
+            assert_eq!(response.status().as_u16(), 429);
+            let body: Value =
+                serde_json::from_slice(response.body().as_deref().unwrap_or_default())
+                    .expect("JSON body");
+            assert_eq!(
+                body["errors"][0]["extensions"]["code"], "RATE_LIMITED",
+                "{body}"
+            );
+        }
+        Err(other) => panic!("expected 429, got {other}"),
+        Ok(_) => panic!("the 33rd socket was accepted"),
+    }
+    // Closing one frees its place once the server has seen the close.
+    let mut first = open.remove(0);
+    first.close().await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        match connect().await {
+            Ok((mut ws, _)) => {
+                use futures_util::SinkExt;
+                let _ = ws.send(Message::Close(None)).await;
+                break;
+            }
+            Err(WsError::Http(r)) if r.status().as_u16() == 429 => {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "a closed socket's place was never freed"
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            Err(other) => panic!("reconnecting: {other}"),
+        }
+    }
+    drop(open);
+    stack.stop().await;
     env.cleanup().await;
 }

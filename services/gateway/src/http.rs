@@ -27,6 +27,10 @@ const READY_TIMEOUT: Duration = Duration::from_secs(2);
 /// KiB; a bigger one is refused with 413 before it is parsed.
 const GRAPHQL_BODY_LIMIT: usize = 256 * 1024;
 
+/// Open subscription WebSockets per client address. A browser tab holds
+/// one; a client holding this many is opening, not using, them.
+const SOCKETS_PER_ADDRESS: usize = 32;
+
 struct AppState {
     schema: GatewaySchema,
     quota: InternalClient,
@@ -34,6 +38,8 @@ struct AppState {
     keys: JwtKeys,
     clients: Clients,
     bad_credentials: BadCredentials,
+    /// Open WebSockets per client address ([`SOCKETS_PER_ADDRESS`]).
+    sockets: Arc<ConcurrencyGate>,
     /// GraphiQL at `GET /graphql`: off in production.
     graphiql: bool,
 }
@@ -57,6 +63,7 @@ pub fn serve(config: Arc<Config>) -> Result<(Server, u16), GatewayError> {
         keys: keys.clone(),
         clients: clients.clone(),
         bad_credentials: BadCredentials::default(),
+        sockets: Arc::new(ConcurrencyGate::default()),
         graphiql: !config.production,
         schema: builder
             .data(keys)
@@ -202,6 +209,23 @@ async fn graphql_get(
     if let Some(limited) = rate_limited(&state, &req) {
         return Ok(limited);
     }
+    // Held for the socket's life: the init callback owns it until the
+    // connection starts, then the connection's data does.
+    let Some(socket_pass) = state.sockets.enter(
+        caller::CallerKey::address(&client_address(&req)),
+        SOCKETS_PER_ADDRESS,
+    ) else {
+        tracing::info!("WebSocket refused: too many open from this address");
+        return Ok(HttpResponse::TooManyRequests().json(serde_json::json!({
+            "data": null,
+            "errors": [{
+                "message": format!(
+                    "too many open WebSockets from this address (at most {SOCKETS_PER_ADDRESS})"
+                ),
+                "extensions": { "code": contracts::ErrorCode::RateLimited.as_str() },
+            }],
+        })));
+    };
     // Browsers cannot set headers on a WebSocket: the token comes in the
     // `connection_init` payload (`{"authorization": "Bearer ..."}`), or, for
     // other clients, in the upgrade request's Authorization header.
@@ -210,14 +234,27 @@ async fn graphql_get(
         .get(AUTHORIZATION)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
+    let (keys, clients) = (state.keys.clone(), state.clients.clone());
     GraphQLSubscription::new(crate::ws::CodedExecutor(state.schema.clone()))
         .on_connection_init(move |init: serde_json::Value| async move {
             let from_payload = ["authorization", "Authorization"]
                 .iter()
                 .find_map(|k| init.get(*k).and_then(|v| v.as_str()).map(str::to_owned));
             let credential = Credential::from_header(from_payload.or(header).as_deref());
+            let anonymous = matches!(credential, Credential::None);
+            let auth = RequestAuth::new(credential);
+            // A credential given must be good: a forged, expired or revoked
+            // one closes the socket at `connection_init` (as a bad header
+            // refuses an HTTP request) instead of connecting as anonymous.
+            // No credential connects, and each subscription answers
+            // UNAUTHENTICATED on its own.
+            if !anonymous && let Err(refused) = auth.resolve(&keys, &clients).await {
+                tracing::info!(error = %refused, "WebSocket refused at connection_init");
+                return Err(async_graphql::Error::new(refused.to_string()));
+            }
             let mut data = async_graphql::Data::default();
-            data.insert(RequestAuth::new(credential));
+            data.insert(auth);
+            data.insert(socket_pass);
             Ok(data)
         })
         .start(&req, payload)
