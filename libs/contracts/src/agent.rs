@@ -265,24 +265,10 @@ pub struct StepDetail {
     pub connection: Option<Connection>,
 }
 
-/// Where a renter reaches a running instance.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Connection {
-    /// The machine's public address (the agent's `--public-host`).
-    pub ssh_host: String,
-    /// The agent's SSH gateway port.
-    pub ssh_port: u16,
-    /// The SSH user: the instance id.
-    pub ssh_user: String,
-    /// The order's ports and the host ports they are published on.
-    pub ports: Vec<PortMapping>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct PortMapping {
-    pub container_port: u16,
-    pub host_port: u16,
-}
+/// Where a renter reaches a running instance: the very type ordering stores
+/// and the API shows, so the agent's answer is kept as it came (after
+/// [`Connection::validate`]).
+pub use crate::api::{Connection, PortMapping};
 
 /// `agent.<id>.step_progress`: how far a running step got (pull progress).
 /// Informational: sent at most about once a second, never required.

@@ -878,9 +878,13 @@ impl std::fmt::Debug for EnvVar {
 /// readiness check).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Connection {
+    /// The machine's public address (the agent's `--public-host`).
     pub ssh_host: String,
+    /// The agent's SSH gateway port.
     pub ssh_port: u16,
+    /// The SSH user: the instance id.
     pub ssh_user: String,
+    /// The order's ports and the host ports they are published on.
     pub ports: Vec<PortMapping>,
 }
 

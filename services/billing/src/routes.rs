@@ -60,9 +60,7 @@ async fn balance(
     s: web::Data<Settings>,
     path: web::Path<TenantId>,
 ) -> Result<Reply<Balance>, Error> {
-    Ok(Reply::ok(
-        usage::balance(&db, &s, TenantId(path.into_inner().into_uuid())).await?,
-    ))
+    Ok(Reply::ok(usage::balance(&db, &s, path.into_inner()).await?))
 }
 
 async fn grant_credit(
@@ -104,7 +102,7 @@ async fn earnings(
     path: web::Path<TenantId>,
 ) -> Result<Reply<HostEarnings>, Error> {
     Ok(Reply::ok(
-        usage::earnings(&db, &s, TenantId(path.into_inner().into_uuid())).await?,
+        usage::earnings(&db, &s, path.into_inner()).await?,
     ))
 }
 
@@ -126,9 +124,7 @@ async fn list_top_ups(
     db: web::Data<Db>,
     path: web::Path<TenantId>,
 ) -> Result<Reply<Vec<TopUp>>, Error> {
-    Ok(Reply::ok(
-        topups::list(&db, TenantId(path.into_inner().into_uuid())).await?,
-    ))
+    Ok(Reply::ok(topups::list(&db, path.into_inner()).await?))
 }
 
 /// The terms the gateway shows publicly; from billing's settings, so the
@@ -159,9 +155,7 @@ async fn list_invoices(
     db: web::Data<Db>,
     path: web::Path<TenantId>,
 ) -> Result<Reply<Vec<Invoice>>, Error> {
-    Ok(Reply::ok(
-        invoices::list(&db, TenantId(path.into_inner().into_uuid())).await?,
-    ))
+    Ok(Reply::ok(invoices::list(&db, path.into_inner()).await?))
 }
 
 async fn invoice_preview(
@@ -172,14 +166,7 @@ async fn invoice_preview(
     path: web::Path<TenantId>,
 ) -> Result<Reply<Invoice>, Error> {
     let now = chrono::Utc::now();
-    let preview = invoices::preview(
-        &db,
-        &s,
-        **period,
-        TenantId(path.into_inner().into_uuid()),
-        now,
-    )
-    .await?;
+    let preview = invoices::preview(&db, &s, **period, path.into_inner(), now).await?;
     Ok(Reply::ok(preview))
 }
 
@@ -191,7 +178,7 @@ async fn invoice(
 ) -> Result<Reply<Invoice>, Error> {
     let (tenant_id, invoice_id) = path.into_inner();
     Ok(Reply::ok(
-        invoices::get(&db, TenantId(tenant_id.into_uuid()), invoice_id.into_uuid()).await?,
+        invoices::get(&db, tenant_id, invoice_id.into_uuid()).await?,
     ))
 }
 
@@ -202,10 +189,9 @@ async fn invoice_usage_csv(
     path: web::Path<(TenantId, InvoiceId)>,
 ) -> Result<Reply<UsageExport>, Error> {
     let (tenant_id, invoice_id) = path.into_inner();
-    let invoice =
-        invoices::get(&db, TenantId(tenant_id.into_uuid()), invoice_id.into_uuid()).await?;
+    let invoice = invoices::get(&db, tenant_id, invoice_id.into_uuid()).await?;
     Ok(Reply::ok(UsageExport {
-        invoice_id: InvoiceId(invoice_id.into_uuid()),
+        invoice_id,
         csv: focus::csv(&invoice),
     }))
 }
@@ -323,7 +309,7 @@ async fn list_statements(
     path: web::Path<TenantId>,
 ) -> Result<Reply<Vec<Statement>>, Error> {
     Ok(Reply::ok(
-        crate::statements::list(&db, TenantId(path.into_inner().into_uuid())).await?,
+        crate::statements::list(&db, path.into_inner()).await?,
     ))
 }
 
@@ -348,7 +334,7 @@ async fn statement(
 ) -> Result<Reply<Statement>, Error> {
     let (host, id) = path.into_inner();
     Ok(Reply::ok(
-        crate::statements::get(&db, TenantId(host.into_uuid()), id.into_uuid()).await?,
+        crate::statements::get(&db, host, id.into_uuid()).await?,
     ))
 }
 

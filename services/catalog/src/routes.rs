@@ -56,9 +56,7 @@ async fn host_profile(
     db: web::Data<Db>,
     path: web::Path<TenantId>,
 ) -> Result<Reply<HostProfile>, Error> {
-    Ok(Reply::ok(
-        hosts::get(&db, TenantId(path.into_inner().into_uuid())).await?,
-    ))
+    Ok(Reply::ok(hosts::get(&db, path.into_inner()).await?))
 }
 
 async fn update_host_profile(
@@ -68,12 +66,7 @@ async fn update_host_profile(
     body: web::Json<UpdateHostProfileRequest>,
 ) -> Result<Reply<HostProfile>, Error> {
     Ok(Reply::ok(
-        hosts::update(
-            &db,
-            TenantId(path.into_inner().into_uuid()),
-            body.into_inner(),
-        )
-        .await?,
+        hosts::update(&db, path.into_inner(), body.into_inner()).await?,
     ))
 }
 
@@ -85,14 +78,8 @@ async fn set_verification(
     body: web::Json<SetVerificationRequest>,
 ) -> Result<Reply<HostProfile>, Error> {
     let body = body.into_inner();
-    let profile = hosts::set_verification(
-        &db,
-        &events.0,
-        TenantId(path.into_inner().into_uuid()),
-        body.operator_id,
-        body,
-    )
-    .await?;
+    let profile =
+        hosts::set_verification(&db, &events.0, path.into_inner(), body.operator_id, body).await?;
     tracing::info!(tenant.id = %profile.tenant_id, verification = ?profile.verification, "host verification set");
     Ok(Reply::ok(profile))
 }
@@ -135,13 +122,7 @@ async fn set_pricing(
     body: web::Json<SetPricingRequest>,
 ) -> Result<Reply<Machine>, Error> {
     Ok(Reply::ok(
-        machines::set_pricing(
-            &db,
-            &market,
-            MachineId(path.into_inner().into_uuid()),
-            body.into_inner(),
-        )
-        .await?,
+        machines::set_pricing(&db, &market, path.into_inner(), body.into_inner()).await?,
     ))
 }
 
@@ -152,15 +133,7 @@ async fn list(
     path: web::Path<MachineId>,
     body: web::Json<HostMachineRequest>,
 ) -> Result<Reply<Machine>, Error> {
-    let machine = machines::list_machine(
-        &db,
-        &market,
-        MachineId(path.into_inner().into_uuid()),
-        body.host_tenant_id,
-        true,
-    )
-    .await?;
-    Ok(Reply::ok(machine))
+    set_listed(&db, &market, path.into_inner(), &body, true).await
 }
 
 async fn unlist(
@@ -170,14 +143,19 @@ async fn unlist(
     path: web::Path<MachineId>,
     body: web::Json<HostMachineRequest>,
 ) -> Result<Reply<Machine>, Error> {
-    let machine = machines::list_machine(
-        &db,
-        &market,
-        MachineId(path.into_inner().into_uuid()),
-        body.host_tenant_id,
-        false,
-    )
-    .await?;
+    set_listed(&db, &market, path.into_inner(), &body, false).await
+}
+
+/// `list` and `unlist`: the host's machine on or off the market.
+async fn set_listed(
+    db: &Db,
+    market: &Market,
+    machine_id: MachineId,
+    body: &HostMachineRequest,
+    listed: bool,
+) -> Result<Reply<Machine>, Error> {
+    let machine =
+        machines::list_machine(db, market, machine_id, body.host_tenant_id, listed).await?;
     Ok(Reply::ok(machine))
 }
 
@@ -279,6 +257,6 @@ async fn release(
     events: web::Data<allocations::Events>,
     path: web::Path<OrderId>,
 ) -> Result<Reply<AllocationReleased>, Error> {
-    allocations::release(&db, &events, OrderId(path.into_inner().into_uuid())).await?;
+    allocations::release(&db, &events, path.into_inner()).await?;
     Ok(Reply::ok(AllocationReleased { released: true }))
 }

@@ -48,6 +48,6 @@ async fn burn_rate(
     path: web::Path<TenantId>,
 ) -> Result<Reply<BurnRate>, Error> {
     Ok(Reply::ok(
-        intervals::burn_rate(&db, TenantId(path.into_inner().into_uuid())).await?,
+        intervals::burn_rate(&db, path.into_inner()).await?,
     ))
 }

@@ -119,12 +119,7 @@ async fn machine_live_instances(
     q: web::Query<HostQuery>,
 ) -> Answer<MachineLiveInstances> {
     Ok(Reply::ok(
-        instances::live_on_machine(
-            &db,
-            MachineId(path.into_inner().into_uuid()),
-            q.host_tenant_id,
-        )
-        .await?,
+        instances::live_on_machine(&db, path.into_inner(), q.host_tenant_id).await?,
     ))
 }
 

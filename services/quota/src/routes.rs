@@ -121,7 +121,7 @@ async fn release(
     db: web::Data<Db>,
     path: web::Path<OrderId>,
 ) -> Result<Reply<ReservationReleased>, Error> {
-    reservations::release(&db, OrderId(path.into_inner().into_uuid())).await?;
+    reservations::release(&db, path.into_inner()).await?;
     Ok(Reply::ok(ReservationReleased { released: true }))
 }
 
@@ -133,7 +133,7 @@ async fn get_quota(
 ) -> Result<Reply<TenantQuota>, Error> {
     let currency = state.currency.clone();
     Ok(Reply::ok(
-        reservations::get_quota(&db, currency, TenantId(path.into_inner().into_uuid())).await?,
+        reservations::get_quota(&db, currency, path.into_inner()).await?,
     ))
 }
 
@@ -145,13 +145,8 @@ async fn set_quota(
     body: web::Json<SetTenantQuotaRequest>,
 ) -> Result<Reply<TenantQuota>, Error> {
     let currency = state.currency.clone();
-    let quota = reservations::set_quota(
-        &db,
-        currency,
-        TenantId(path.into_inner().into_uuid()),
-        body.into_inner(),
-    )
-    .await?;
+    let quota =
+        reservations::set_quota(&db, currency, path.into_inner(), body.into_inner()).await?;
     Ok(Reply::ok(quota))
 }
 
@@ -163,7 +158,7 @@ async fn list_teams(
 ) -> Result<Reply<Vec<Team>>, Error> {
     let currency = state.currency.clone();
     Ok(Reply::ok(
-        teams::list(&db, currency, TenantId(path.into_inner().into_uuid())).await?,
+        teams::list(&db, currency, path.into_inner()).await?,
     ))
 }
 
@@ -175,13 +170,7 @@ async fn create_team(
     body: web::Json<CreateTeamRequest>,
 ) -> Result<Reply<Team>, Error> {
     let currency = state.currency.clone();
-    let team = teams::create(
-        &db,
-        currency,
-        TenantId(path.into_inner().into_uuid()),
-        body.into_inner(),
-    )
-    .await?;
+    let team = teams::create(&db, currency, path.into_inner(), body.into_inner()).await?;
     Ok(Reply::created(team))
 }
 
@@ -197,7 +186,7 @@ async fn set_team_quota(
     let team = teams::set_quota(
         &db,
         currency,
-        TenantId(tenant_id.into_uuid()),
+        tenant_id,
         team_id.into_uuid(),
         body.into_inner(),
     )

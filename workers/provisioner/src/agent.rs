@@ -351,22 +351,7 @@ pub async fn record_result(db: &Db, message: RawMessage) -> Result<(), HandlerEr
             "the body names another machine than the routing key",
         ));
     }
-    let connection = result
-        .detail
-        .and_then(|d| d.connection)
-        .map(|c| contracts::api::Connection {
-            ssh_host: c.ssh_host,
-            ssh_port: c.ssh_port,
-            ssh_user: c.ssh_user,
-            ports: c
-                .ports
-                .into_iter()
-                .map(|p| contracts::api::PortMapping {
-                    container_port: p.container_port,
-                    host_port: p.host_port,
-                })
-                .collect(),
-        });
+    let connection = result.detail.and_then(|d| d.connection);
     let updated = db
         .tx(move |conn| {
             let command: Option<(Uuid, String)> = agent_commands::table
