@@ -50,6 +50,8 @@ pub mod catalog {
             /// The model's FP16 TFLOPS, copied by trigger from gpu_models
             /// (migration 2026-12-05-000130) for the price-per-TFLOP index.
             fp16_tflops -> Numeric,
+            /// GPUs in MIG mode (migration 2026-12-07-000400): not rented whole.
+            mig_gpus -> Int4,
         }
     }
 
@@ -73,6 +75,59 @@ pub mod catalog {
             currency -> Nullable<Text>,
             preempted_at -> Nullable<Timestamptz>,
             preempted_by -> Nullable<Uuid>,
+            gpu_indices -> Array<Int2>,
+            mig_profile -> Nullable<Text>,
+            mig_gpu_index -> Nullable<Int2>,
+            mig_start -> Nullable<Int2>,
+            mig_size -> Nullable<Int2>,
+        }
+    }
+
+    // MIG (migration 2026-12-07-000400, docs/mig.md).
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        catalog.mig_profiles (gpu_model, name) {
+            gpu_model -> Text,
+            name -> Text,
+            compute_slices -> Int2,
+            memory_slices -> Int2,
+            memory_gib -> Int4,
+            placements -> Array<Int2>,
+            nvml_profile -> Int4,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        catalog.mig_gpus (machine_id, gpu_index) {
+            machine_id -> Uuid,
+            gpu_index -> Int2,
+            mode -> Text,
+            layout -> Jsonb,
+            updated_at -> Timestamptz,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        catalog.mig_prices (machine_id, profile) {
+            machine_id -> Uuid,
+            profile -> Text,
+            price_per_hour -> Numeric,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
+        catalog.gpu_holds (machine_id, gpu_index, memory_slice) {
+            machine_id -> Uuid,
+            gpu_index -> Int2,
+            memory_slice -> Int2,
+            holder -> Uuid,
         }
     }
     diesel::table! {
@@ -106,6 +161,16 @@ pub mod catalog {
     diesel::joinable!(allocations -> machines (machine_id));
     diesel::joinable!(machines -> gpu_models (gpu_model));
     diesel::allow_tables_to_appear_in_same_query!(machines, allocations, gpu_models, host_profiles);
+    diesel::allow_tables_to_appear_in_same_query!(
+        machines,
+        mig_profiles,
+        mig_gpus,
+        mig_prices,
+        gpu_holds
+    );
+    diesel::allow_tables_to_appear_in_same_query!(allocations, gpu_holds);
+    diesel::allow_tables_to_appear_in_same_query!(allocations, mig_profiles);
+    diesel::joinable!(gpu_holds -> allocations (holder));
 
     // Host agents (migration 000008): listing history, heartbeat gaps and the
     // agents' latest reports.
@@ -223,6 +288,9 @@ pub mod ordering {
             connection -> Nullable<Jsonb>,
             disk_used_bytes -> Nullable<Int8>,
             disk_measured_at -> Nullable<Timestamptz>,
+            gpu_indices -> Array<Int4>,
+            mig_profile -> Nullable<Text>,
+            mig_slice -> Nullable<Jsonb>,
         }
     }
 

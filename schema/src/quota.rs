@@ -71,6 +71,7 @@ diesel::table! {
         gpu_model -> Text,
         hourly_rate -> Numeric,
         team_id -> Nullable<Uuid>,
+        gpu_eighths -> Int4,
     }
 }
 

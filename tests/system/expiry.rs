@@ -57,6 +57,7 @@ async fn abandoned_order(
             contracts::endpoints::quota::RESERVE,
             (),
             &ReserveQuotaRequest {
+                gpu_eighths: None,
                 order_id: OrderId(order),
                 tenant_id: TenantId(tenant),
                 gpu_count: 2,
@@ -74,6 +75,7 @@ async fn abandoned_order(
             endpoints::catalog::ALLOCATE,
             (),
             &AllocateRequest {
+                mig_profile: None,
                 order_id: OrderId(order),
                 tenant_id: TenantId(tenant),
                 machine_id: MachineId(machine),

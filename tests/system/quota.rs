@@ -608,6 +608,7 @@ async fn race_holds(db: &platform::Db, limits: QuotaLimits, racers: usize) -> (i
                     &db,
                     "USD".into(),
                     ReserveQuotaRequest {
+                        gpu_eighths: None,
                         order_id: OrderId(uuid::Uuid::now_v7()),
                         tenant_id: tenant,
                         gpu_count: 1,

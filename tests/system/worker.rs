@@ -799,6 +799,8 @@ async fn racing_binds_on_one_machine_never_share_a_gpu_index() {
     let machine = uuid::Uuid::now_v7();
     let jobs: Vec<contracts::events::ProvisionInstance> = (0..8)
         .map(|_| contracts::events::ProvisionInstance {
+            gpu_indices: Vec::new(),
+            mig: None,
             instance_id: InstanceId(uuid::Uuid::now_v7()),
             order_id: OrderId(uuid::Uuid::now_v7()),
             tenant_id: TenantId(uuid::Uuid::now_v7()),

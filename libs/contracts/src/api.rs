@@ -186,6 +186,11 @@ pub struct ReserveQuotaRequest {
     /// never lets go of its quota. Refused: the earlier hold stays.
     #[serde(default)]
     pub moves: Option<Uuid>,
+    /// GPU-equivalents held, in eighths of a GPU: a MIG slice counts as its
+    /// share of the GPU's eight memory slices (docs/mig.md). Absent: whole
+    /// GPUs, `gpu_count × 8`.
+    #[serde(default)]
+    pub gpu_eighths: Option<i32>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -230,7 +235,12 @@ pub struct QuotaLimits {
 /// the quota service measures it (see docs/quotas.md).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct QuotaUsage {
+    /// Whole GPUs held, a partly held GPU counted as one (MIG slices).
     pub gpus: i32,
+    /// GPU-equivalents held: whole GPUs plus each slice's share of its
+    /// GPU's memory slices (`3g.40gb` = 0.5).
+    #[serde(default)]
+    pub gpu_equivalents: Decimal,
     pub gpus_by_model: std::collections::BTreeMap<String, i32>,
     /// Live holdings: instances from allocation until they stop or end.
     pub running_instances: i32,
@@ -310,6 +320,63 @@ pub struct GpuModel {
     pub compute_capability: String,
     pub fp16_tflops: Decimal,
     pub bf16_tflops: Decimal,
+    /// The MIG profiles of the model; empty when it has no MIG.
+    #[serde(default)]
+    pub mig_profiles: Vec<crate::mig::MigProfile>,
+}
+
+/// One GPU of a machine as its host configured it, and the slices in use on
+/// it (`GET /internal/machines/{id}/gpus`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MachineGpu {
+    pub index: u32,
+    pub mode: crate::mig::GpuMode,
+    /// The fixed layout (`mig_fixed` only).
+    #[serde(default)]
+    pub layout: Vec<crate::mig::LayoutSlot>,
+    /// Rented whole now.
+    pub rented_whole: bool,
+    #[serde(default)]
+    pub slices: Vec<crate::mig::HeldSlice>,
+}
+
+/// `PUT /internal/machines/{id}/gpus/{index}`: a host sets a GPU whole or
+/// MIG. Refused while the GPU holds a rental.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetGpuModeRequest {
+    pub host_tenant_id: TenantId,
+    pub gpu_index: u32,
+    pub mode: crate::mig::GpuMode,
+    #[serde(default)]
+    pub layout: Vec<crate::mig::LayoutSlot>,
+}
+
+/// A host's price of one MIG profile on a machine, per slice-hour. Profiles
+/// without one are priced from the GPU price by memory share.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MigPrice {
+    pub profile: String,
+    pub price_per_hour: Decimal,
+}
+
+/// `PUT /internal/machines/{id}/mig-prices`: replaces the machine's
+/// per-profile prices.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct SetMigPricesRequest {
+    pub host_tenant_id: TenantId,
+    pub prices: Vec<MigPrice>,
+}
+
+/// Free slices of one profile on an offer, and their price.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MigOffer {
+    pub profile: String,
+    pub memory_gib: i32,
+    pub compute_slices: u8,
+    pub memory_slices: u8,
+    /// Slices of this profile that could be placed now, one after another.
+    pub free: i32,
+    pub price_per_hour: Decimal,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -552,6 +619,9 @@ pub struct OfferSearch {
     /// `min_disk_gib` (the larger of the two holds), and priced into
     /// `price_per_hour_all_in`.
     pub disk_gib: Option<i32>,
+    /// Offers with a free MIG slice of this profile (e.g. `3g.40gb`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mig_profile: Option<String>,
     pub sort: Option<OfferSort>,
     pub first: Option<i64>,
     pub after: Option<String>,
@@ -597,6 +667,9 @@ pub struct Offer {
     pub bandwidth_down_price_per_tb: Decimal,
     pub list_until: Option<DateTime<Utc>>,
     pub currency: String,
+    /// MIG slices for sale on the machine, per profile.
+    #[serde(default)]
+    pub mig_slices: Vec<MigOffer>,
 }
 
 /// Where an order by constraints could go: `search` with its `gpu_count`
@@ -669,6 +742,10 @@ pub struct AllocateRequest {
     /// The instance these GPUs are for, when it exists already (a start).
     #[serde(default)]
     pub instance_id: Option<InstanceId>,
+    /// A MIG slice of this profile instead of whole GPUs (`gpu_count` 1,
+    /// on-demand only).
+    #[serde(default)]
+    pub mig_profile: Option<String>,
 }
 
 /// GPUs held for an order, with the rates committed with them: the billed
@@ -699,6 +776,13 @@ pub struct Allocation {
     pub bandwidth_down_price_per_tb: Decimal,
     #[serde(default)]
     pub currency: String,
+    /// The GPUs held, by index on the machine (whole rentals).
+    #[serde(default)]
+    pub gpu_indices: Vec<u32>,
+    /// The slice held (MIG rentals): its `price_per_gpu_hour` is the
+    /// slice's price per hour.
+    #[serde(default)]
+    pub mig: Option<crate::mig::MigSlice>,
 }
 
 /// A holding key's GPUs given back, or none were held (`released` is
@@ -855,6 +939,9 @@ pub struct CreateOrderRequest {
     /// Container ports to publish on host ports.
     #[serde(default)]
     pub ports: Vec<u16>,
+    /// A MIG slice of this profile instead of whole GPUs (`gpu_count` 1).
+    #[serde(default)]
+    pub mig_profile: Option<String>,
 }
 
 /// One environment variable of an order. Its `Debug` leaves the value out:
@@ -970,6 +1057,10 @@ pub struct Instance {
     pub machine_id: MachineId,
     pub gpu_model: String,
     pub gpu_count: i32,
+    /// The MIG slice rented (`price_per_gpu_hour` is then its price per
+    /// hour); `None` for whole GPUs.
+    #[serde(default)]
+    pub mig_profile: Option<String>,
     pub rental_type: RentalType,
     /// The billed GPU rate: the on-demand price committed at allocation, or
     /// the bid for interruptible rentals.
@@ -1630,6 +1721,8 @@ mod connection_tests {
         let shown = format!("{var:?}");
         assert!(shown.contains("TOKEN") && !shown.contains("hunter2"));
         let job = crate::events::ProvisionInstance {
+            gpu_indices: Vec::new(),
+            mig: None,
             instance_id: InstanceId(Uuid::nil()),
             order_id: OrderId(Uuid::nil()),
             tenant_id: TenantId(Uuid::nil()),

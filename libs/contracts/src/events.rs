@@ -158,6 +158,13 @@ pub struct ProvisionInstance {
     /// The ordered disk, GiB (the `/workspace` volume).
     #[serde(default)]
     pub disk_gib: Option<i32>,
+    /// The GPUs the catalog allocated, by index: the driver binds exactly
+    /// these. Empty from an earlier release: the driver chooses.
+    #[serde(default)]
+    pub gpu_indices: Vec<u32>,
+    /// The MIG slice to create and hand over instead of whole GPUs.
+    #[serde(default)]
+    pub mig: Option<crate::mig::MigSlice>,
 }
 
 impl std::fmt::Debug for ProvisionInstance {
@@ -175,6 +182,8 @@ impl std::fmt::Debug for ProvisionInstance {
             .field("env", &self.env.keys().collect::<Vec<_>>())
             .field("ports", &self.ports)
             .field("disk_gib", &self.disk_gib)
+            .field("gpu_indices", &self.gpu_indices)
+            .field("mig", &self.mig)
             .finish()
     }
 }

@@ -12,6 +12,7 @@ pub mod events;
 pub mod field_errors;
 pub mod ids;
 pub mod meters;
+pub mod mig;
 pub mod money;
 pub mod offer_query;
 pub mod operator;

@@ -1188,6 +1188,7 @@ mod tests {
         assert_eq!(
             s,
             OfferSearch {
+                mig_profile: None,
                 gpu_model: None,
                 gpu_models: vec!["RTX 4090".into(), "RTX 3090".into()],
                 gpu_count: Some(2),

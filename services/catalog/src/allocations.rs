@@ -90,6 +90,8 @@ fn existing(conn: &mut PgConnection, order_id: OrderId) -> QueryResult<Option<Al
             bandwidth_up_price_per_tb: up.unwrap_or_default().normalize(),
             bandwidth_down_price_per_tb: down.unwrap_or_default().normalize(),
             currency: currency.unwrap_or_default(),
+            gpu_indices: Vec::new(),
+            mig: None,
         },
     ))
 }
@@ -284,6 +286,8 @@ fn take(
         bandwidth_up_price_per_tb: m.bandwidth_up_price_per_tb.normalize(),
         bandwidth_down_price_per_tb: m.bandwidth_down_price_per_tb.normalize(),
         currency: m.currency,
+        gpu_indices: Vec::new(),
+        mig: None,
     })
 }
 

@@ -28,6 +28,7 @@ impl From<GpuModelRow> for GpuModel {
             compute_capability: r.compute_capability,
             fp16_tflops: r.fp16_tflops.normalize(),
             bf16_tflops: r.bf16_tflops.normalize(),
+            mig_profiles: Vec::new(),
         }
     }
 }

@@ -483,6 +483,7 @@ fn offer(r: OfferRow, gpus: i32, disk_gib: i32) -> Offer {
         bandwidth_down_price_per_tb: r.bandwidth_down_price_per_tb.normalize(),
         list_until: r.list_until,
         currency: r.currency,
+        mig_slices: Vec::new(),
     }
 }
 

@@ -79,6 +79,7 @@ pub(crate) fn allocate_request(
     quoted: Decimal,
 ) -> AllocateRequest {
     AllocateRequest {
+        mig_profile: None,
         order_id,
         tenant_id: req.tenant_id,
         machine_id,

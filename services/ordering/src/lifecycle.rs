@@ -181,6 +181,7 @@ async fn take_holdings(
             contracts::endpoints::quota::RESERVE,
             (),
             &ReserveQuotaRequest {
+                gpu_eighths: None,
                 order_id: OrderId(key),
                 tenant_id: row.tenant_id,
                 gpu_count: row.gpu_count,
@@ -217,6 +218,7 @@ async fn take_holdings(
             endpoints::catalog::ALLOCATE,
             (),
             &AllocateRequest {
+                mig_profile: None,
                 order_id: OrderId(key),
                 tenant_id: row.tenant_id,
                 machine_id: row.machine_id,

@@ -227,6 +227,8 @@ pub fn provision_instance(
     let env: std::collections::BTreeMap<String, String> =
         serde_json::from_value(env).unwrap_or_default();
     Ok(ProvisionInstance {
+        gpu_indices: Vec::new(),
+        mig: None,
         instance_id: row.id,
         order_id: row.order_id,
         tenant_id: row.tenant_id,

@@ -96,6 +96,7 @@ async fn load_failed(db: &Db, id: Uuid) -> Result<Option<Failed>, Error> {
             return Ok(None);
         }
         let request = CreateOrderRequest {
+            mig_profile: None,
             tenant_id: row.tenant_id,
             user_id,
             idempotency_key: key,
@@ -150,6 +151,7 @@ pub async fn try_replace(
             contracts::endpoints::quota::RESERVE,
             (),
             &ReserveQuotaRequest {
+                gpu_eighths: None,
                 order_id: OrderId(new_key),
                 tenant_id: row.tenant_id,
                 gpu_count: row.gpu_count,

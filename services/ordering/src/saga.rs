@@ -560,6 +560,7 @@ async fn run_steps(
     // runway lock, for everything the tenant already runs plus this order
     // (see `funds::admit`), which also admits the order (`allocating`).
     let reserve = ReserveQuotaRequest {
+        gpu_eighths: None,
         order_id,
         tenant_id: req.tenant_id,
         gpu_count: req.gpu_count,
@@ -768,6 +769,8 @@ async fn create_instance(
                 at,
                 req.tenant_id,
                 &contracts::events::ProvisionRun::from(ProvisionInstance {
+                    gpu_indices: Vec::new(),
+                    mig: None,
                     instance_id: InstanceId(id),
                     order_id,
                     tenant_id: req.tenant_id,
@@ -959,6 +962,7 @@ mod tests {
 
     fn request() -> CreateOrderRequest {
         CreateOrderRequest {
+            mig_profile: None,
             tenant_id: TenantId(Uuid::nil()),
             user_id: Uuid::nil(),
             idempotency_key: "k".into(),

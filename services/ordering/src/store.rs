@@ -114,6 +114,7 @@ impl From<InstanceRow> for api::Instance {
             None
         };
         api::Instance {
+            mig_profile: None,
             id: row.id,
             order_id: row.order_id,
             tenant_id: row.tenant_id,

@@ -76,7 +76,7 @@ pub fn held(
     let mut live = reservations::table
         .filter(reservations::tenant_id.eq(tenant_id))
         .filter(reservations::released_at.is_null())
-        .select((reservations::gpu_model, reservations::gpu_count))
+        .select((reservations::gpu_model, reservations::gpu_eighths))
         .into_boxed();
     if let Some(team) = team_id {
         live = live.filter(reservations::team_id.eq(team));
@@ -121,7 +121,8 @@ pub fn held(
         projected_spend: spend.projected,
         ..Held::default()
     };
-    for (model, gpus) in live {
+    for (model, eighths) in live {
+        let gpus = Decimal::from(eighths) / Decimal::from(8);
         held.gpus += gpus;
         *held.gpus_by_model.entry(model).or_default() += gpus;
     }
@@ -130,10 +131,21 @@ pub fn held(
     Ok((held, spend))
 }
 
+/// GPUs touched: a partly held GPU (a MIG slice) counts as one, for the
+/// integer fields that predate slices.
+pub fn whole_gpus(gpus: Decimal) -> i32 {
+    i32::try_from(gpus.ceil()).unwrap_or(i32::MAX)
+}
+
 pub fn usage(held: Held, spend: month::Spend, currency: &str) -> QuotaUsage {
     QuotaUsage {
-        gpus: held.gpus,
-        gpus_by_model: held.gpus_by_model,
+        gpus: whole_gpus(held.gpus),
+        gpu_equivalents: held.gpus.normalize(),
+        gpus_by_model: held
+            .gpus_by_model
+            .into_iter()
+            .map(|(model, gpus)| (model, whole_gpus(gpus)))
+            .collect(),
         running_instances: held.instances,
         month_to_date_spend: spend.month_to_date.normalize(),
         projected_month_spend: spend.projected.normalize(),

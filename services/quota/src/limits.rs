@@ -177,8 +177,10 @@ pub fn with_borrowing(nominal: &QuotaLimits, borrowing: &QuotaLimits) -> QuotaLi
 /// What a tenant or team holds now.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Held {
-    pub gpus: i32,
-    pub gpus_by_model: BTreeMap<String, i32>,
+    /// GPU-equivalents: whole GPUs plus each MIG slice's share of its GPU
+    /// (eighths of a GPU, so exact in a `Decimal`).
+    pub gpus: Decimal,
+    pub gpus_by_model: BTreeMap<String, Decimal>,
     pub instances: i32,
     /// Month-to-date spend plus every live hold until the end of the month.
     pub projected_spend: Decimal,
@@ -187,7 +189,8 @@ pub struct Held {
 /// What a new hold asks for.
 #[derive(Debug, Clone)]
 pub struct Demand<'a> {
-    pub gpus: i32,
+    /// GPU-equivalents asked for (see [`Held::gpus`]).
+    pub gpus: Decimal,
     pub model: &'a str,
     /// The new hold's cost from now to the end of the month.
     pub projected_cost: Decimal,
@@ -236,6 +239,16 @@ impl std::fmt::Display for Violation {
     }
 }
 
+/// A count in `extensions`: an integer when whole (as before MIG slices),
+/// else a number with its fraction (`0.5` GPU).
+fn share_json(d: Decimal) -> serde_json::Value {
+    if d.fract().is_zero() {
+        i64::try_from(d).map_or_else(|_| json!(d.to_string()), |n| json!(n))
+    } else {
+        f64::try_from(d).map_or_else(|_| json!(d.to_string()), |n| json!(n))
+    }
+}
+
 /// Whether `demand` fits `limit` (already including any borrowing) given
 /// `held`. The first dimension that does not fit is named.
 pub fn admit(
@@ -249,7 +262,8 @@ pub fn admit(
         Level::Tenant => "the tenant".to_owned(),
         Level::Team { name, .. } => format!("team {name:?}"),
     };
-    let count = |quota: String, what: &str, limit: i32, used: i32, requested: i32| {
+    let count = |quota: String, what: &str, limit: i32, used: Decimal, requested: Decimal| {
+        let (used, requested) = (used.normalize(), requested.normalize());
         Box::new(Violation {
             message: format!(
                 "quota {quota} exceeded: {who} holds {used} of {limit} {what} and the order asks for {requested}"
@@ -257,12 +271,12 @@ pub fn admit(
             quota,
             level: level.clone(),
             limit: json!(limit),
-            used: json!(used),
-            requested: json!(requested),
+            used: share_json(used),
+            requested: share_json(requested),
         })
     };
     if let Some(max) = limit.max_gpus
-        && held.gpus.saturating_add(demand.gpus) > max
+        && held.gpus + demand.gpus > Decimal::from(max)
     {
         return Err(count(
             "max_gpus".into(),
@@ -273,8 +287,12 @@ pub fn admit(
         ));
     }
     if let Some(max) = limit.max_gpus_per_model.get(demand.model) {
-        let used = held.gpus_by_model.get(demand.model).copied().unwrap_or(0);
-        if used.saturating_add(demand.gpus) > *max {
+        let used = held
+            .gpus_by_model
+            .get(demand.model)
+            .copied()
+            .unwrap_or_default();
+        if used + demand.gpus > Decimal::from(*max) {
             return Err(count(
                 format!("max_gpus_per_model:{}", demand.model),
                 &format!("{} GPUs", demand.model),
@@ -291,8 +309,8 @@ pub fn admit(
             "max_running_instances".into(),
             "running instances",
             max,
-            held.instances,
-            1,
+            held.instances.into(),
+            Decimal::ONE,
         ));
     }
     if let Some(budget) = limit.monthly_budget {
@@ -335,17 +353,43 @@ mod tests {
 
     fn demand(gpus: i32) -> Demand<'static> {
         Demand {
-            gpus,
+            gpus: gpus.into(),
             model: "H100",
             projected_cost: dec!(0),
         }
     }
 
+    /// MIG slices count as their share of a GPU: 7.5 held of 8 admits a
+    /// half-GPU slice and refuses a whole GPU, reporting the fraction.
+    #[test]
+    fn slices_count_as_gpu_equivalents() {
+        let held = Held {
+            gpus: dec!(7.5),
+            gpus_by_model: [("H100".to_owned(), dec!(7.5))].into(),
+            ..Held::default()
+        };
+        let limit = limits(Some(8), &[]);
+        let half = Demand {
+            gpus: dec!(0.5),
+            model: "H100",
+            projected_cost: dec!(0),
+        };
+        assert!(admit(&Level::Tenant, &limit, &held, &half, "USD").is_ok());
+        let refused = admit(&Level::Tenant, &limit, &held, &demand(1), "USD").unwrap_err();
+        assert_eq!(refused.used, serde_json::json!(7.5));
+        assert_eq!(refused.requested, serde_json::json!(1));
+        assert!(
+            refused.message.contains("holds 7.5 of 8 GPUs"),
+            "{}",
+            refused.message
+        );
+    }
+
     #[test]
     fn each_dimension_is_named_when_it_refuses() {
         let held = Held {
-            gpus: 6,
-            gpus_by_model: [("H100".to_owned(), 3)].into(),
+            gpus: dec!(6),
+            gpus_by_model: [("H100".to_owned(), dec!(3))].into(),
             instances: 2,
             projected_spend: dec!(90),
         };

@@ -46,15 +46,11 @@ pub fn pressed(
 ) -> Vec<QuotaPressureDimension> {
     let mut candidates: Vec<(String, Decimal, Decimal)> = Vec::new();
     if let Some(max) = limits.max_gpus {
-        candidates.push(("max_gpus".into(), max.into(), held.gpus.into()));
+        candidates.push(("max_gpus".into(), max.into(), held.gpus));
     }
     for (model, max) in &limits.max_gpus_per_model {
-        let used = held.gpus_by_model.get(model).copied().unwrap_or(0);
-        candidates.push((
-            format!("max_gpus_per_model:{model}"),
-            (*max).into(),
-            used.into(),
-        ));
+        let used = held.gpus_by_model.get(model).copied().unwrap_or_default();
+        candidates.push((format!("max_gpus_per_model:{model}"), (*max).into(), used));
     }
     if let Some(max) = limits.max_running_instances {
         candidates.push((
@@ -230,8 +226,11 @@ mod tests {
             monthly_budget: Some(d("100")),
         };
         let held = Held {
-            gpus: 8,
-            gpus_by_model: BTreeMap::from([("L40S".to_owned(), 4), ("H100".to_owned(), 4)]),
+            gpus: d("8"),
+            gpus_by_model: BTreeMap::from([
+                ("L40S".to_owned(), d("4")),
+                ("H100".to_owned(), d("4")),
+            ]),
             instances: 3,
             projected_spend: d("79.99"),
         };

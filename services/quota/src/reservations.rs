@@ -29,6 +29,13 @@ fn validate(req: &ReserveQuotaRequest) -> Result<(), Error> {
     if req.gpu_model.len() > 100 {
         return Err(Error::Validation("gpuModel: at most 100 characters".into()));
     }
+    if let Some(eighths) = req.gpu_eighths
+        && !(1..=req.gpu_count.saturating_mul(8)).contains(&eighths)
+    {
+        return Err(Error::Validation(
+            "gpuEighths: between 1 and 8 per GPU".into(),
+        ));
+    }
     if req.hourly_rate < Decimal::ZERO {
         return Err(Error::Validation("hourlyRate: must not be negative".into()));
     }
@@ -116,8 +123,9 @@ pub async fn reserve(
             .map(|id| teams::load(conn, req.tenant_id, id))
             .transpose()?;
 
+        let eighths = req.gpu_eighths.unwrap_or(req.gpu_count.saturating_mul(8));
         let demand = Demand {
-            gpus: req.gpu_count,
+            gpus: Decimal::from(eighths) / Decimal::from(8),
             model: &req.gpu_model,
             projected_cost: month::projected_cost_of_new(req.hourly_rate, now),
         };
@@ -142,6 +150,7 @@ pub async fn reserve(
                 reservations::order_id.eq(req.order_id),
                 reservations::tenant_id.eq(req.tenant_id),
                 reservations::gpu_count.eq(req.gpu_count),
+                reservations::gpu_eighths.eq(eighths),
                 reservations::gpu_model.eq(&req.gpu_model),
                 reservations::hourly_rate.eq(req.hourly_rate),
                 reservations::team_id.eq(team_id),
@@ -186,7 +195,7 @@ fn tenant_quota(
     Ok(TenantQuota {
         tenant_id,
         max_gpus: limits.max_gpus.unwrap_or(0),
-        gpus_in_use: held.gpus,
+        gpus_in_use: crate::holdings::whole_gpus(held.gpus),
         limits,
         usage: usage(held, spend, currency),
         teams,

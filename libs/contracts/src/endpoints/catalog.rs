@@ -4,8 +4,9 @@ use super::Endpoint;
 use crate::api::{
     AgentTokenIssued, AgentTokenRevoked, AllocateRequest, Allocation, AllocationReleased,
     GpuActivity, GpuActivityQuery, GpuModel, HeartbeatGap, HeartbeatGapsQuery, HostMachineRequest,
-    HostProfile, HostQuery, Machine, MachineDeleted, MachineHeartbeat, MachineHeartbeatsRequest,
-    MachineRegistered, Offer, OfferPage, OfferSearch, PlacementSearch, RegisterMachineRequest,
+    HostProfile, HostQuery, Machine, MachineDeleted, MachineGpu, MachineHeartbeat,
+    MachineHeartbeatsRequest, MachineRegistered, MigPrice, Offer, OfferPage, OfferSearch,
+    PlacementSearch, RegisterMachineRequest, SetGpuModeRequest, SetMigPricesRequest,
     SetPricingRequest, SetVerificationRequest, UpdateHostProfileRequest,
 };
 use crate::ids::{MachineId, OrderId, TenantId};
@@ -44,6 +45,18 @@ pub const MACHINE_HEARTBEATS: Endpoint<(), MachineHeartbeatsRequest, Vec<Machine
 /// Sets a machine's listing terms.
 pub const SET_PRICING: Endpoint<MachineId, SetPricingRequest, Machine> =
     Endpoint::put("/internal/machines/{id}/pricing");
+
+/// A host's machine's GPUs: whole or MIG, and the slices in use.
+pub const MACHINE_GPUS: Endpoint<MachineId, HostQuery, Vec<MachineGpu>> =
+    Endpoint::get("/internal/machines/{id}/gpus");
+
+/// A host sets one GPU whole or MIG (with an optional fixed layout).
+pub const SET_GPU_MODE: Endpoint<MachineId, SetGpuModeRequest, Vec<MachineGpu>> =
+    Endpoint::put("/internal/machines/{id}/gpus");
+
+/// A host's per-profile MIG prices on a machine (replaced as a whole).
+pub const SET_MIG_PRICES: Endpoint<MachineId, SetMigPricesRequest, Vec<MigPrice>> =
+    Endpoint::put("/internal/machines/{id}/mig-prices");
 
 /// Puts a host's machine on the offers list.
 pub const LIST_MACHINE: Endpoint<MachineId, HostMachineRequest, Machine> =

@@ -106,6 +106,7 @@ impl OfferFilter {
         api::OfferSearch {
             gpu_model: self.gpu_model.filter(|m| !m.trim().is_empty()),
             gpu_models: self.gpu_models.unwrap_or_default(),
+            mig_profile: None,
             gpu_count: self.gpu_count.or(self.min_gpus),
             min_vram_gib: self.min_vram_gib,
             max_price_per_gpu_hour: self.max_price_per_gpu_hour,

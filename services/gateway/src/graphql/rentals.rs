@@ -531,6 +531,7 @@ impl RentalsMutation {
             tenant_id: principal.tenant_id,
             user_id: principal.user_id,
             idempotency_key: input.idempotency_key,
+            mig_profile: None,
             offer_id: offer_id.map(MachineId),
             constraints: input.constraints.map(Into::into),
             gpu_count: input.gpu_count,
