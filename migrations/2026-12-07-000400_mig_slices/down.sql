@@ -1,5 +1,5 @@
 ALTER TABLE quota.reservations DROP COLUMN gpu_eighths;
-ALTER TABLE ordering.orders DROP COLUMN mig_profile;
+ALTER TABLE ordering.orders DROP COLUMN mig_profile, DROP COLUMN gpu_eighths;
 ALTER TABLE ordering.instances DROP COLUMN gpu_indices, DROP COLUMN mig_profile, DROP COLUMN mig_slice;
 DROP TABLE catalog.gpu_holds;
 ALTER TABLE catalog.allocations
@@ -8,6 +8,7 @@ ALTER TABLE catalog.allocations
     DROP COLUMN gpu_indices, DROP COLUMN mig_profile, DROP COLUMN mig_gpu_index,
     DROP COLUMN mig_start, DROP COLUMN mig_size;
 ALTER TABLE catalog.machines DROP CONSTRAINT machines_whole_and_mig_within_count, DROP COLUMN mig_gpus;
+DROP TABLE catalog.mig_free;
 DROP TABLE catalog.mig_prices;
 DROP TABLE catalog.mig_gpus;
 DROP TABLE catalog.mig_profiles;

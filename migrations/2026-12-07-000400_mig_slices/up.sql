@@ -61,6 +61,21 @@ CREATE TABLE catalog.mig_prices (
     PRIMARY KEY (machine_id, profile)
 );
 
+-- What each machine's MIG GPUs can still take, per profile, and at what
+-- price: rewritten under the machine's row lock by every change of its
+-- holds, modes or prices, so offer search filters, counts ("why no offers")
+-- and shows slices in SQL.
+CREATE TABLE catalog.mig_free (
+    machine_id     UUID NOT NULL REFERENCES catalog.machines (id),
+    profile        TEXT NOT NULL,
+    memory_gib     INTEGER NOT NULL,
+    compute_slices SMALLINT NOT NULL,
+    memory_slices  SMALLINT NOT NULL,
+    free           INTEGER NOT NULL CHECK (free >= 0),
+    price_per_hour NUMERIC(24, 9) NOT NULL,
+    PRIMARY KEY (machine_id, profile)
+);
+
 -- GPUs in MIG mode are not rented whole: the whole-GPU counter's bound.
 ALTER TABLE catalog.machines
     ADD COLUMN mig_gpus INTEGER NOT NULL DEFAULT 0 CHECK (mig_gpus >= 0),
@@ -115,7 +130,9 @@ ALTER TABLE ordering.instances
     ADD COLUMN mig_profile TEXT,
     ADD COLUMN mig_slice JSONB;
 ALTER TABLE ordering.orders
-    ADD COLUMN mig_profile TEXT;
+    ADD COLUMN mig_profile TEXT,
+    -- The quota share of the quoted slice (NULL: whole GPUs).
+    ADD COLUMN gpu_eighths INTEGER CHECK (gpu_eighths > 0);
 
 -- Quota counts GPU-equivalents in eighths of a GPU.
 ALTER TABLE quota.reservations

@@ -123,6 +123,20 @@ pub mod catalog {
     diesel::table! {
         use diesel::sql_types::*;
 
+        catalog.mig_free (machine_id, profile) {
+            machine_id -> Uuid,
+            profile -> Text,
+            memory_gib -> Int4,
+            compute_slices -> Int2,
+            memory_slices -> Int2,
+            free -> Int4,
+            price_per_hour -> Numeric,
+        }
+    }
+
+    diesel::table! {
+        use diesel::sql_types::*;
+
         catalog.gpu_holds (machine_id, gpu_index, memory_slice) {
             machine_id -> Uuid,
             gpu_index -> Int2,
@@ -166,6 +180,7 @@ pub mod catalog {
         mig_profiles,
         mig_gpus,
         mig_prices,
+        mig_free,
         gpu_holds
     );
     diesel::allow_tables_to_appear_in_same_query!(allocations, gpu_holds);
@@ -249,6 +264,8 @@ pub mod ordering {
             expired_at -> Nullable<Timestamptz>,
             holdings_released_at -> Nullable<Timestamptz>,
             disk_gib -> Nullable<Int4>,
+            mig_profile -> Nullable<Text>,
+            gpu_eighths -> Nullable<Int4>,
         }
     }
 

@@ -22,6 +22,7 @@ mod lifecycle;
 mod limits;
 mod market;
 mod meters;
+mod mig;
 mod money_bounds;
 mod observability;
 mod operator;

@@ -376,4 +376,110 @@ mod tests {
                 .contains("valid starts")
         );
     }
+
+    /// A tiny deterministic generator, so the sequences are the same on
+    /// every machine without a dependency.
+    struct Lcg(u64);
+    impl Lcg {
+        fn next(&mut self, n: u64) -> u64 {
+            self.0 = self
+                .0
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (self.0 >> 33) % n
+        }
+    }
+
+    /// One policy run over a seeded sequence of arrivals and departures on
+    /// `gpus` MIG GPUs: (steps where a `7g` could still be placed, orders
+    /// refused).
+    type Policy = fn(&[GpuSlots], &MigProfile) -> Option<(u32, u8)>;
+
+    fn run(
+        policy: Policy,
+        seed: u64,
+        gpus: u32,
+    ) -> (u32, u32) {
+        let p = h100();
+        let mut rng = Lcg(seed);
+        let mut state: Vec<GpuSlots> = (0..gpus).map(|i| gpu(i, 0)).collect();
+        let mut live: Vec<(u32, Mask)> = Vec::new();
+        let (mut seven, mut refused) = (0, 0);
+        for _ in 0..400 {
+            if !live.is_empty() && rng.next(100) < 45 {
+                let (i, m) = live.swap_remove(rng.next(live.len() as u64) as usize);
+                state[i as usize].held &= !m;
+            } else {
+                // Mostly small slices, as a market would see.
+                let profile = &p[[0, 0, 0, 1, 1, 2, 3, 3][rng.next(8) as usize]];
+                match policy(&state, profile) {
+                    Some((i, start)) => {
+                        let m = span(start, profile.memory_slices);
+                        assert_eq!(state[i as usize].held & m, 0, "overlap");
+                        state[i as usize].held |= m;
+                        live.push((i, m));
+                    }
+                    None => refused += 1,
+                }
+            }
+            if best_fit(&state, &p[5]).is_some() {
+                seven += 1;
+            }
+        }
+        (seven, refused)
+    }
+
+    /// Best-fit keeps a `7g` possible at least as often as first-fit over
+    /// seeded sequences of orders and releases, and refuses no more orders
+    /// (printed side by side: `cargo test -p gpumarket-contracts mig -- --nocapture`).
+    #[test]
+    fn best_fit_fragments_less_than_first_fit() {
+        let (mut best_total, mut first_total) = ((0, 0), (0, 0));
+        for seed in 1..=20u64 {
+            let best = run(best_fit, seed, 2);
+            let first = run(first_fit, seed, 2);
+            println!(
+                "seed {seed:>2}: steps with a 7g placeable best-fit {:>3} first-fit {:>3}; refused best-fit {:>3} first-fit {:>3}",
+                best.0, first.0, best.1, first.1
+            );
+            best_total = (best_total.0 + best.0, best_total.1 + best.1);
+            first_total = (first_total.0 + first.0, first_total.1 + first.1);
+        }
+        println!(
+            "total: 7g placeable best-fit {} first-fit {}; refused best-fit {} first-fit {}",
+            best_total.0, first_total.0, best_total.1, first_total.1
+        );
+        assert!(
+            best_total.0 >= first_total.0,
+            "best-fit keeps 7g possible less often"
+        );
+        assert!(
+            best_total.1 <= first_total.1,
+            "best-fit refuses more orders"
+        );
+    }
+
+    /// Whatever the order of arrivals, placement never overlaps, never uses
+    /// an invalid start, and finds a place whenever one exists.
+    #[test]
+    fn best_fit_places_whenever_any_placement_exists() {
+        let p = h100();
+        for seed in 0..200u64 {
+            let mut rng = Lcg(seed);
+            let mut state = vec![gpu(0, 0), gpu(1, 0)];
+            for _ in 0..30 {
+                let profile = &p[rng.next(p.len() as u64) as usize];
+                let any = state.iter().any(|g| !g.free_starts(profile).is_empty());
+                match best_fit(&state, profile) {
+                    Some((i, start)) => {
+                        assert!(profile.valid_start(start));
+                        let m = span(start, profile.memory_slices);
+                        assert_eq!(state[i as usize].held & m, 0);
+                        state[i as usize].held |= m;
+                    }
+                    None => assert!(!any, "seed {seed}: a placement existed"),
+                }
+            }
+        }
+    }
 }

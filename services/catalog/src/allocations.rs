@@ -14,6 +14,7 @@ use chrono::{DateTime, Utc};
 use contracts::api::{AllocateRequest, Allocation, RentalType};
 use contracts::events::MachineRental;
 use contracts::ids::{MachineId, OrderId, TenantId};
+use contracts::mig::MigSlice;
 use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
@@ -37,6 +38,13 @@ type StoredRow = (
     (String, Option<Decimal>, Option<Decimal>),
     (Option<Decimal>, Option<Decimal>, Option<String>),
     (Uuid, String, i32),
+    (
+        Vec<i16>,
+        Option<String>,
+        Option<i16>,
+        Option<i16>,
+        Option<i16>,
+    ),
 );
 
 fn existing(conn: &mut PgConnection, order_id: OrderId) -> QueryResult<Option<Allocation>> {
@@ -66,6 +74,13 @@ fn existing(conn: &mut PgConnection, order_id: OrderId) -> QueryResult<Option<Al
                 machines::gpu_model,
                 machines::gpu_count,
             ),
+            (
+                allocations::gpu_indices,
+                allocations::mig_profile,
+                allocations::mig_gpu_index,
+                allocations::mig_start,
+                allocations::mig_size,
+            ),
         ))
         .first(conn)
         .optional()?;
@@ -75,6 +90,7 @@ fn existing(conn: &mut PgConnection, order_id: OrderId) -> QueryResult<Option<Al
             (rental_type, price, storage),
             (up, down, currency),
             (host_tenant_id, gpu_model, machine_gpu_count),
+            (indices, mig_profile, mig_index, mig_start, mig_size),
         )| Allocation {
             order_id: OrderId(order_id),
             machine_id: MachineId(machine_id),
@@ -90,8 +106,21 @@ fn existing(conn: &mut PgConnection, order_id: OrderId) -> QueryResult<Option<Al
             bandwidth_up_price_per_tb: up.unwrap_or_default().normalize(),
             bandwidth_down_price_per_tb: down.unwrap_or_default().normalize(),
             currency: currency.unwrap_or_default(),
-            gpu_indices: Vec::new(),
-            mig: None,
+            gpu_indices: indices
+                .into_iter()
+                .filter_map(|i| u32::try_from(i).ok())
+                .collect(),
+            mig: match (mig_profile, mig_index, mig_start, mig_size) {
+                (Some(profile), Some(index), Some(start), Some(size)) => Some(MigSlice {
+                    profile,
+                    gpu_index: u32::try_from(index).unwrap_or(0),
+                    start: u8::try_from(start).unwrap_or(0),
+                    size: u8::try_from(size).unwrap_or(0),
+                    // Filled in from the profile by `take` (NVML's constant).
+                    nvml_profile: 0,
+                }),
+                _ => None,
+            },
         },
     ))
 }
@@ -99,6 +128,19 @@ fn existing(conn: &mut PgConnection, order_id: OrderId) -> QueryResult<Option<Al
 fn validate(req: &AllocateRequest) -> Result<(), Error> {
     if req.gpu_count < 1 {
         return Err(Error::Validation("gpuCount: at least 1".into()));
+    }
+    if let Some(profile) = &req.mig_profile {
+        crate::mig::check_profile_name(profile)?;
+        if req.gpu_count != 1 {
+            return Err(Error::Validation(
+                "gpuCount: a MIG slice order is for one slice (gpuCount 1)".into(),
+            ));
+        }
+        if req.rental_type != RentalType::OnDemand {
+            return Err(Error::Validation(
+                "rentalType: MIG slices are rented on demand only".into(),
+            ));
+        }
     }
     match (req.rental_type, req.bid_per_gpu_hour) {
         (RentalType::Interruptible, None) => Err(Error::Validation(
@@ -139,6 +181,7 @@ struct Locked {
     gpu_model: String,
     gpu_count: i32,
     gpus_allocated: i32,
+    mig_gpus: i32,
     listed: bool,
     price_per_gpu_hour: Option<Decimal>,
     min_bid_per_gpu_hour: Option<Decimal>,
@@ -153,7 +196,13 @@ fn take(
     exchange: &str,
     req: &AllocateRequest,
 ) -> Result<Allocation, Error> {
-    if let Some(found) = existing(conn, req.order_id)? {
+    if let Some(mut found) = existing(conn, req.order_id)? {
+        if let Some(slice) = found.mig.as_mut() {
+            slice.nvml_profile = crate::mig::profiles(conn, &found.gpu_model)?
+                .iter()
+                .find(|p| p.name == slice.profile)
+                .map_or(0, |p| p.nvml_profile);
+        }
         return Ok(found);
     }
     let machine: Option<Locked> = machines::table
@@ -163,6 +212,7 @@ fn take(
             machines::gpu_model,
             machines::gpu_count,
             machines::gpus_allocated,
+            machines::mig_gpus,
             machines::listed,
             machines::price_per_gpu_hour,
             machines::min_bid_per_gpu_hour,
@@ -180,6 +230,9 @@ fn take(
             req.machine_id
         )));
     };
+    if let Some(profile) = &req.mig_profile {
+        return take_slice(conn, exchange, req, m, profile);
+    }
     let price = billed_price(&m, req)?;
     if req.gpu_count > m.gpu_count {
         return Err(Error::InsufficientCapacity(format!(
@@ -187,7 +240,8 @@ fn take(
             m.gpu_count, req.gpu_count
         )));
     }
-    let free = m.gpu_count - m.gpus_allocated;
+    // GPUs in MIG mode are never rented whole.
+    let free = m.gpu_count - m.gpus_allocated - m.mig_gpus;
     let needed = req.gpu_count - free;
     let victims = if needed > 0 {
         let holdings = preemption::holdings(conn, req.machine_id)?;
@@ -230,7 +284,10 @@ fn take(
         )?;
     }
     let updated = diesel::update(machines::table.find(req.machine_id))
-        .filter((machines::gpus_allocated - freed + req.gpu_count).le(machines::gpu_count))
+        .filter(
+            (machines::gpus_allocated - freed + req.gpu_count + machines::mig_gpus)
+                .le(machines::gpu_count),
+        )
         .set((
             machines::gpus_allocated.eq(machines::gpus_allocated - freed + req.gpu_count),
             machines::updated_at.eq(diesel::dsl::now),
@@ -256,6 +313,21 @@ fn take(
             allocations::bandwidth_down_price_per_tb.eq(m.bandwidth_down_price_per_tb),
             allocations::currency.eq(&m.currency),
         ))
+        .execute(conn)?;
+    let indices = crate::mig::take_whole(
+        conn,
+        req.machine_id,
+        m.gpu_count,
+        req.order_id,
+        req.gpu_count,
+    )?;
+    diesel::update(allocations::table.find(req.order_id))
+        .set(
+            allocations::gpu_indices.eq(indices
+                .iter()
+                .filter_map(|&i| i16::try_from(i).ok())
+                .collect::<Vec<_>>()),
+        )
         .execute(conn)?;
     announce(
         conn,
@@ -286,8 +358,106 @@ fn take(
         bandwidth_up_price_per_tb: m.bandwidth_up_price_per_tb.normalize(),
         bandwidth_down_price_per_tb: m.bandwidth_down_price_per_tb.normalize(),
         currency: m.currency,
-        gpu_indices: Vec::new(),
+        gpu_indices: indices,
         mig: None,
+    })
+}
+
+/// A MIG slice for the order: placed best-fit under the machine's lock,
+/// held slice by slice, billed at the slice's price per hour (stored as the
+/// allocation's GPU rate, with one "GPU", so billing needs no other rule).
+fn take_slice(
+    conn: &mut PgConnection,
+    exchange: &str,
+    req: &AllocateRequest,
+    m: Locked,
+    profile: &str,
+) -> Result<Allocation, Error> {
+    let Some(gpu_price) = m.price_per_gpu_hour else {
+        return Err(Error::NotFound(format!(
+            "offer {} not found",
+            req.machine_id
+        )));
+    };
+    // The allocation row first: the holds refer to it.
+    diesel::insert_into(allocations::table)
+        .values((
+            allocations::order_id.eq(req.order_id),
+            allocations::machine_id.eq(req.machine_id),
+            allocations::tenant_id.eq(req.tenant_id),
+            allocations::gpu_count.eq(1),
+            allocations::rental_type.eq(RentalType::OnDemand.as_str()),
+            allocations::instance_id.eq(req.instance_id),
+            allocations::storage_price_per_gb_month.eq(m.storage_price_per_gb_month),
+            allocations::bandwidth_up_price_per_tb.eq(m.bandwidth_up_price_per_tb),
+            allocations::bandwidth_down_price_per_tb.eq(m.bandwidth_down_price_per_tb),
+            allocations::currency.eq(&m.currency),
+        ))
+        .execute(conn)?;
+    let (slice, price) = crate::mig::take_slice(
+        conn,
+        req.machine_id,
+        &m.gpu_model,
+        gpu_price,
+        req.order_id,
+        profile,
+    )?;
+    if let Some(max) = req.max_price_per_gpu_hour
+        && price > max
+    {
+        return Err(Error::PriceAboveMax(format!(
+            "a {profile} slice of the machine now costs {} {} per hour, above the order's maximum of {}",
+            price.normalize(),
+            m.currency,
+            max.normalize()
+        )));
+    }
+    let small = |v: u32| i16::try_from(v).unwrap_or(i16::MAX);
+    diesel::update(allocations::table.find(req.order_id))
+        .set((
+            allocations::price_per_gpu_hour.eq(price),
+            allocations::mig_profile.eq(&slice.profile),
+            allocations::mig_gpu_index.eq(small(slice.gpu_index)),
+            allocations::mig_start.eq(i16::from(slice.start)),
+            allocations::mig_size.eq(i16::from(slice.size)),
+        ))
+        .execute(conn)?;
+    diesel::update(machines::table.find(req.machine_id))
+        .set(machines::updated_at.eq(diesel::dsl::now))
+        .execute(conn)?;
+    crate::mig::refresh_free(conn, req.machine_id)?;
+    let at = contracts::time::now();
+    announce(
+        conn,
+        exchange,
+        contracts::events::kinds::MACHINE_RENTED,
+        MachineRental {
+            host_tenant_id: m.host_tenant_id,
+            machine_id: req.machine_id,
+            allocation_id: req.order_id.into(),
+            gpu_count: 1,
+            preempted: false,
+            at,
+            sequence: 0,
+        },
+    )?;
+    Ok(Allocation {
+        order_id: req.order_id,
+        machine_id: req.machine_id,
+        host_tenant_id: m.host_tenant_id,
+        gpu_count: 1,
+        released: false,
+        preempted: false,
+        gpu_model: m.gpu_model,
+        machine_gpu_count: m.gpu_count,
+        rental_type: RentalType::OnDemand,
+        price_per_gpu_hour: price.normalize(),
+        storage_price_per_gb_month: m.storage_price_per_gb_month.normalize(),
+        bandwidth_up_price_per_tb: m.bandwidth_up_price_per_tb.normalize(),
+        bandwidth_down_price_per_tb: m.bandwidth_down_price_per_tb.normalize(),
+        currency: m.currency,
+        gpu_indices: Vec::new(),
+        mig: Some(slice),
     })
 }
 
@@ -357,19 +527,26 @@ pub async fn release(db: &Db, events: &Events, order_id: OrderId) -> Result<(), 
             .select(machines::host_tenant_id)
             .for_update()
             .first(conn)?;
-        let released: Option<i32> = diesel::update(allocations::table.find(order_id))
-            .filter(allocations::released_at.is_null())
-            .set(allocations::released_at.eq(diesel::dsl::now))
-            .returning(allocations::gpu_count)
-            .get_result(conn)
-            .optional()?;
-        if let Some(gpu_count) = released {
+        let released: Option<(i32, Option<String>)> =
+            diesel::update(allocations::table.find(order_id))
+                .filter(allocations::released_at.is_null())
+                .set(allocations::released_at.eq(diesel::dsl::now))
+                .returning((allocations::gpu_count, allocations::mig_profile))
+                .get_result(conn)
+                .optional()?;
+        if let Some((gpu_count, slice)) = released {
+            crate::mig::release_holds(conn, order_id)?;
+            // A slice never counted on the whole-GPU counter.
+            let whole = if slice.is_some() { 0 } else { gpu_count };
             diesel::update(machines::table.find(machine_id))
                 .set((
-                    machines::gpus_allocated.eq(machines::gpus_allocated - gpu_count),
+                    machines::gpus_allocated.eq(machines::gpus_allocated - whole),
                     machines::updated_at.eq(diesel::dsl::now),
                 ))
                 .execute(conn)?;
+            if slice.is_some() {
+                crate::mig::refresh_free(conn, MachineId(machine_id))?;
+            }
             announce(
                 conn,
                 &exchange,

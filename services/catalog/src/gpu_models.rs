@@ -39,7 +39,17 @@ pub async fn all(db: &Db) -> Result<Vec<GpuModel>, Error> {
             .order(gpu_models::fp16_tflops.desc())
             .select(GpuModelRow::as_select())
             .load(conn)?;
-        Ok(rows.into_iter().map(GpuModel::from).collect())
+        let mut profiles = crate::mig::all_profiles(conn)?;
+        Ok(rows
+            .into_iter()
+            .map(|row| {
+                let mig = profiles.remove(&row.name).unwrap_or_default();
+                GpuModel {
+                    mig_profiles: mig,
+                    ..GpuModel::from(row)
+                }
+            })
+            .collect())
     })
     .await
 }

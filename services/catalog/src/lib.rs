@@ -12,6 +12,7 @@ mod hosts;
 mod liveness;
 mod machines;
 pub mod market;
+pub mod mig;
 pub mod offers;
 pub mod preemption;
 pub mod reliability;

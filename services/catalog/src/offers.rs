@@ -116,7 +116,22 @@ fn constraints(
             relax: Relax::Common("gpu_model"),
         });
     }
-    if let Some(n) = q.gpu_count {
+    // A slice search asks for one slice, not for whole GPUs.
+    let slice = q.mig_profile.as_deref().filter(|p| !p.trim().is_empty());
+    if let Some(profile) = slice {
+        crate::mig::check_profile_name(profile)?;
+        let p = binds.push(Bind::Texts(vec![profile.to_owned()]));
+        out.push(Constraint {
+            name: "mig_profile",
+            asked: format!("a free MIG slice {profile}"),
+            predicate: format!(
+                "EXISTS (SELECT 1 FROM catalog.mig_free f WHERE f.machine_id = id \
+                 AND f.profile = ANY({p}) AND f.free > 0)"
+            ),
+            relax: Relax::Drop,
+        });
+    }
+    if let Some(n) = q.gpu_count.filter(|_| slice.is_none()) {
         if !(1..=64).contains(&n) {
             return Err(Error::Validation("gpuCount: between 1 and 64".into()));
         }
@@ -165,12 +180,31 @@ fn constraints(
                 "maxPricePerGpuHour: must not be negative".into(),
             ));
         }
-        out.push(Constraint {
-            name: "max_price_per_gpu_hour",
-            asked: format!("price <= {} {currency}/GPU-hour", max.normalize()),
-            predicate: format!("rental_price <= {}", binds.push(Bind::Num(max))),
-            relax: Relax::Min("rental_price"),
-        });
+        match slice {
+            // A slice's price per hour is what a slice search caps.
+            Some(profile) => {
+                let p = binds.push(Bind::Texts(vec![profile.to_owned()]));
+                out.push(Constraint {
+                    name: "max_price_per_gpu_hour",
+                    asked: format!(
+                        "{profile} slice price <= {} {currency}/hour",
+                        max.normalize()
+                    ),
+                    predicate: format!(
+                        "EXISTS (SELECT 1 FROM catalog.mig_free f WHERE f.machine_id = id \
+                         AND f.profile = ANY({p}) AND f.price_per_hour <= {})",
+                        binds.push(Bind::Num(max))
+                    ),
+                    relax: Relax::Drop,
+                });
+            }
+            None => out.push(Constraint {
+                name: "max_price_per_gpu_hour",
+                asked: format!("price <= {} {currency}/GPU-hour", max.normalize()),
+                predicate: format!("rental_price <= {}", binds.push(Bind::Num(max))),
+                relax: Relax::Min("rental_price"),
+            }),
+        }
     }
     if q.rental_type == Some(RentalType::Interruptible) {
         out.push(Constraint {
@@ -311,7 +345,7 @@ fn live_select(q: &OfferSearch, market: &Market, with_verified: bool) -> String 
     };
     format!(
         "SELECT catalog.machines.id, catalog.machines.host_tenant_id, catalog.machines.gpu_model,
-                   catalog.machines.gpu_count, catalog.machines.gpu_count - catalog.machines.gpus_allocated AS gpus_free,
+                   catalog.machines.gpu_count, catalog.machines.gpu_count - catalog.machines.gpus_allocated - catalog.machines.mig_gpus AS gpus_free,
                    catalog.machines.allowed_gpu_counts, catalog.machines.vram_gib, catalog.machines.fp16_tflops,
                    catalog.machines.cpu_model, catalog.machines.cpu_cores, catalog.machines.ram_gib,
                    catalog.machines.disk_gib, catalog.machines.disk_type, catalog.machines.upload_mbps,
@@ -487,6 +521,21 @@ fn offer(r: OfferRow, gpus: i32, disk_gib: i32) -> Offer {
     }
 }
 
+/// The MIG slices of each offer (of at least `min_vram_gib` each: a memory
+/// floor matches slices too).
+fn with_slices(
+    conn: &mut PgConnection,
+    mut offers: Vec<Offer>,
+    min_vram_gib: Option<i32>,
+) -> Result<Vec<Offer>, Error> {
+    let ids: Vec<Uuid> = offers.iter().map(|o| o.id.into_uuid()).collect();
+    let mut slices = crate::mig::offer_slices(conn, &ids, min_vram_gib)?;
+    for o in &mut offers {
+        o.mig_slices = slices.remove(&o.id.into_uuid()).unwrap_or_default();
+    }
+    Ok(offers)
+}
+
 /// A search turned into SQL, ready to run.
 struct Plan {
     sql: String,
@@ -569,6 +618,7 @@ pub async fn search(db: &Db, market: &Market, q: OfferSearch) -> Result<OfferPag
             .into_iter()
             .map(|r| offer(r, plan.gpus, plan.disk))
             .collect();
+        let offers = with_slices(conn, offers, q.min_vram_gib)?;
         let no_offers = if offers.is_empty() && plan.explain {
             let live = live_cte_with(&q, &market, q.verified_only == Some(true));
             Some(why_none(
@@ -913,7 +963,7 @@ pub async fn placement_candidates(
             conditions.join(" AND ")
         );
         let rows: Vec<OfferRow> = binds.apply(sql).load(conn)?;
-        Ok(rows.into_iter().map(|r| offer(r, n, 0)).collect())
+        with_slices(conn, rows.into_iter().map(|r| offer(r, n, 0)).collect(), None)
     })
     .await
 }
@@ -931,8 +981,10 @@ pub async fn get(db: &Db, market: &Market, id: Uuid) -> Result<Offer, Error> {
     let sql = format!("WITH {live} SELECT *, rental_price AS sort_key FROM live WHERE id = {p}");
     db.run(move |conn| {
         let row: Option<OfferRow> = binds.apply(sql).load(conn)?.pop();
-        row.map(|r| offer(r, 1, 0))
-            .ok_or_else(|| Error::NotFound(format!("offer {id} not found")))
+        let offer = row
+            .map(|r| offer(r, 1, 0))
+            .ok_or_else(|| Error::NotFound(format!("offer {id} not found")))?;
+        Ok(with_slices(conn, vec![offer], None)?.remove(0))
     })
     .await
 }

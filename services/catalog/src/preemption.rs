@@ -113,6 +113,7 @@ pub fn preempt(
             "allocation changed concurrently; retry".into(),
         ));
     }
+    crate::mig::release_holds(conn, victim.order_id)?;
     let event = AllocationPreempted {
         allocation_key: victim.order_id.into(),
         instance_id: victim.instance_id.map(InstanceId),

@@ -7,9 +7,10 @@ use contracts::api::{
 };
 use contracts::endpoints::catalog::{
     ALLOCATE, DELETE_MACHINE, GPU_ACTIVITY, GPU_MODELS, GPU_SUPPLY, HEARTBEAT_GAPS, HOST_MACHINES,
-    HOST_PROFILE, LIST_MACHINE, MACHINE_HEARTBEATS, OFFER, OFFER_PLACEMENT, REGISTER_MACHINE,
-    RELEASE_ALLOCATION, REVOKE_AGENT_TOKEN, ROTATE_AGENT_TOKEN, SEARCH_OFFERS,
-    SET_HOST_VERIFICATION, SET_PRICING, UNLIST_MACHINE, UPDATE_HOST_PROFILE,
+    HOST_PROFILE, LIST_MACHINE, MACHINE_GPUS, MACHINE_HEARTBEATS, OFFER, OFFER_PLACEMENT,
+    REGISTER_MACHINE, RELEASE_ALLOCATION, REVOKE_AGENT_TOKEN, ROTATE_AGENT_TOKEN, SEARCH_OFFERS,
+    SET_GPU_MODE, SET_HOST_VERIFICATION, SET_MIG_PRICES, SET_PRICING, UNLIST_MACHINE,
+    UPDATE_HOST_PROFILE,
 };
 use contracts::ids::{MachineId, OrderId, TenantId};
 use platform::Db;
@@ -30,6 +31,9 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     route(cfg, HOST_MACHINES, host_machines);
     route(cfg, MACHINE_HEARTBEATS, crate::liveness::heartbeats_route);
     route(cfg, SET_PRICING, set_pricing);
+    route(cfg, MACHINE_GPUS, machine_gpus);
+    route(cfg, SET_GPU_MODE, set_gpu_mode);
+    route(cfg, SET_MIG_PRICES, set_mig_prices);
     route(cfg, LIST_MACHINE, list);
     route(cfg, UNLIST_MACHINE, unlist);
     route(cfg, REVOKE_AGENT_TOKEN, crate::agents::revoke_route);
@@ -123,6 +127,39 @@ async fn set_pricing(
 ) -> Result<Reply<Machine>, Error> {
     Ok(Reply::ok(
         machines::set_pricing(&db, &market, path.into_inner(), body.into_inner()).await?,
+    ))
+}
+
+async fn machine_gpus(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<MachineId>,
+    q: web::Query<HostQuery>,
+) -> Result<Reply<Vec<contracts::api::MachineGpu>>, Error> {
+    Ok(Reply::ok(
+        crate::mig::machine_gpus(&db, path.into_inner(), q.host_tenant_id).await?,
+    ))
+}
+
+async fn set_gpu_mode(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<MachineId>,
+    body: web::Json<contracts::api::SetGpuModeRequest>,
+) -> Result<Reply<Vec<contracts::api::MachineGpu>>, Error> {
+    Ok(Reply::ok(
+        crate::mig::set_gpu_mode(&db, path.into_inner(), body.into_inner()).await?,
+    ))
+}
+
+async fn set_mig_prices(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<MachineId>,
+    body: web::Json<contracts::api::SetMigPricesRequest>,
+) -> Result<Reply<Vec<contracts::api::MigPrice>>, Error> {
+    Ok(Reply::ok(
+        crate::mig::set_mig_prices(&db, path.into_inner(), body.into_inner()).await?,
     ))
 }
 

@@ -79,7 +79,7 @@ pub(crate) fn allocate_request(
     quoted: Decimal,
 ) -> AllocateRequest {
     AllocateRequest {
-        mig_profile: None,
+        mig_profile: req.mig_profile.clone(),
         order_id,
         tenant_id: req.tenant_id,
         machine_id,

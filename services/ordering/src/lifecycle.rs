@@ -90,8 +90,22 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: TenantId) -> Resul
             _ => Error::Remote(e),
         })?;
 
-    let runway = match take_holdings(deps, &row, key).await {
-        Ok(runway) => runway,
+    // A slice's quota share is its memory slices (eighths of a GPU).
+    let eighths = db
+        .run(move |conn| {
+            let slice: Option<serde_json::Value> = instances::table
+                .find(id)
+                .select(instances::mig_slice)
+                .first(conn)?;
+            Ok::<_, Error>(
+                slice
+                    .and_then(|s| serde_json::from_value::<contracts::mig::MigSlice>(s).ok())
+                    .map(|s| i32::from(s.size)),
+            )
+        })
+        .await?;
+    let (runway, allocation) = match take_holdings(deps, &row, key, eighths).await {
+        Ok(taken) => taken,
         Err(error) => {
             if let Err(release_error) = crate::holdings::release_holdings(deps, OrderId(key)).await
             {
@@ -134,6 +148,11 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: TenantId) -> Resul
                 Some("start requested"),
                 at,
             )?;
+            crate::publishing::record_allocation(
+                conn,
+                contracts::ids::InstanceId(id),
+                &allocation,
+            )?;
             publish_attempt(conn, &commands, &row, offer.gpu_count, next, false, at)?;
             tracing::info!(instance.id = %id, attempt = next, "instance starting");
             Ok((row, true))
@@ -174,14 +193,15 @@ async fn take_holdings(
     deps: &Deps,
     row: &InstanceRow,
     key: Uuid,
-) -> Result<crate::funds::Runway, Error> {
+    eighths: Option<i32>,
+) -> Result<(crate::funds::Runway, contracts::api::Allocation), Error> {
     let _: QuotaReservation = deps
         .quota
         .call(
             contracts::endpoints::quota::RESERVE,
             (),
             &ReserveQuotaRequest {
-                gpu_eighths: None,
+                gpu_eighths: eighths,
                 order_id: OrderId(key),
                 tenant_id: row.tenant_id,
                 gpu_count: row.gpu_count,
@@ -213,12 +233,15 @@ async fn take_holdings(
         currency: balance.currency,
         runway_seconds: deps.settings.min_runway_seconds,
     };
-    deps.catalog
+    let allocation = deps
+        .catalog
         .call(
             endpoints::catalog::ALLOCATE,
             (),
             &AllocateRequest {
-                mig_profile: None,
+                // A slice's instance takes a slice of its profile again
+                // (wherever best-fit puts it now).
+                mig_profile: row.mig_profile.clone(),
                 order_id: OrderId(key),
                 tenant_id: row.tenant_id,
                 machine_id: row.machine_id,
@@ -249,7 +272,7 @@ async fn take_holdings(
             )),
             _ => Error::Remote(e),
         })?;
-    Ok(runway)
+    Ok((runway, allocation))
 }
 
 /// Destroys an instance in any state but `stopping` (a moment's state):

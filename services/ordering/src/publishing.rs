@@ -213,22 +213,27 @@ pub fn provision_instance(
         Option<serde_json::Value>,
         serde_json::Value,
         Vec<i32>,
+        (Vec<i32>, Option<serde_json::Value>),
     );
-    let (ssh_public_key, command, env, ports): Spec = instances::table
+    let (ssh_public_key, command, env, ports, (gpu_indices, mig)): Spec = instances::table
         .find(row.id)
         .select((
             instances::ssh_public_key,
             instances::command,
             instances::env,
             instances::ports,
+            (instances::gpu_indices, instances::mig_slice),
         ))
         .first(conn)?;
     let command: Option<Vec<String>> = command.and_then(|c| serde_json::from_value(c).ok());
     let env: std::collections::BTreeMap<String, String> =
         serde_json::from_value(env).unwrap_or_default();
     Ok(ProvisionInstance {
-        gpu_indices: Vec::new(),
-        mig: None,
+        gpu_indices: gpu_indices
+            .into_iter()
+            .filter_map(|i| u32::try_from(i).ok())
+            .collect(),
+        mig: mig.and_then(|m| serde_json::from_value(m).ok()),
         instance_id: row.id,
         order_id: row.order_id,
         tenant_id: row.tenant_id,
@@ -245,6 +250,33 @@ pub fn provision_instance(
             .collect(),
         disk_gib: row.disk_gib,
     })
+}
+
+/// Records on the instance the GPUs (by index) or the MIG slice its current
+/// allocation holds, so each provisioning attempt sends exactly those.
+pub fn record_allocation(
+    conn: &mut PgConnection,
+    id: contracts::ids::InstanceId,
+    allocation: &contracts::api::Allocation,
+) -> Result<(), Error> {
+    let slice = allocation
+        .mig
+        .as_ref()
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(platform::PlatformError::from)?;
+    diesel::update(instances::table.find(id))
+        .set((
+            instances::gpu_indices.eq(allocation
+                .gpu_indices
+                .iter()
+                .filter_map(|&i| i32::try_from(i).ok())
+                .collect::<Vec<_>>()),
+            instances::mig_profile.eq(allocation.mig.as_ref().map(|m| m.profile.clone())),
+            instances::mig_slice.eq(slice),
+        ))
+        .execute(conn)?;
+    Ok(())
 }
 
 /// Sends provisioning attempt `attempt` of `row` on its (current) machine

@@ -214,6 +214,7 @@ pub async fn try_replace(
                     orders::updated_at.eq(at),
                 ))
                 .execute(conn)?;
+            crate::publishing::record_allocation(conn, contracts::ids::InstanceId(id), &allocation)?;
             // The snapshot of the event shows the new machine and rates.
             let moved = load(conn, id)?.ok_or_else(|| Error::NotFound(id.to_string()))?;
             transition(conn, &moved, InstanceState::Provisioning, Some(&reason), at)?;

@@ -54,6 +54,7 @@ struct OrderRow {
     price_per_gpu_hour: Option<Decimal>,
     currency: Option<String>,
     gpu_model: Option<String>,
+    gpu_eighths: Option<i32>,
 }
 
 impl OrderRow {
@@ -71,6 +72,7 @@ impl OrderRow {
                 price,
                 currency,
                 gpu_model,
+                gpu_eighths: self.gpu_eighths,
             }),
             _ => Err(Error::Conflict(format!(
                 "order {} has no recorded quote and cannot be resumed; place a new order with another idempotencyKey",
@@ -96,6 +98,34 @@ fn validate(req: &CreateOrderRequest) -> Result<(), Error> {
     }
     if req.disk_gib.is_some_and(|d| d < 1) {
         return Err(Error::Validation("diskGib: at least 1".into()));
+    }
+    if let Some(profile) = &req.mig_profile {
+        if profile.is_empty()
+            || profile.len() > 32
+            || !profile
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '.')
+        {
+            return Err(Error::Validation(
+                "migProfile: a MIG profile name such as 3g.40gb".into(),
+            ));
+        }
+        if req.gpu_count != 1 {
+            return Err(Error::Validation(
+                "gpuCount: a MIG slice order is for one slice (gpuCount 1)".into(),
+            ));
+        }
+        if req.rental_type != RentalType::OnDemand {
+            return Err(Error::Validation(
+                "rentalType: MIG slices are rented on demand only".into(),
+            ));
+        }
+        if req.offer_id.is_none() {
+            return Err(Error::Validation(
+                "offerId: a MIG slice is ordered on an offer (search with migProfile to find one)"
+                    .into(),
+            ));
+        }
     }
     match (&req.offer_id, &req.constraints) {
         (Some(_), Some(_)) => {
@@ -322,6 +352,9 @@ fn fingerprint(req: &CreateOrderRequest) -> String {
     if !req.ports.is_empty() {
         canonical["ports"] = serde_json::json!(req.ports);
     }
+    if let Some(profile) = &req.mig_profile {
+        canonical["mig_profile"] = serde_json::json!(profile);
+    }
     hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
 }
 
@@ -415,8 +448,13 @@ async fn place_fresh(
                 .catalog
                 .call(endpoints::catalog::OFFER, offer_id, &())
                 .await?;
-            check_offer(req, &offer)?;
-            (quote_of(req, &offer), None)
+            match &req.mig_profile {
+                Some(profile) => (slice_quote(req, &offer, profile)?, None),
+                None => {
+                    check_offer(req, &offer)?;
+                    (quote_of(req, &offer), None)
+                }
+            }
         }
         None => {
             let candidates = candidates(deps, req).await?;
@@ -466,7 +504,58 @@ fn quote_of(req: &CreateOrderRequest, offer: &Offer) -> Quote {
         price,
         currency: offer.currency.clone(),
         gpu_model: offer.gpu_model.clone(),
+        gpu_eighths: None,
     }
+}
+
+/// The quote of a MIG slice of `profile` on `offer`: its price per hour,
+/// and its share of a GPU for the quota. Refused when the offer sells no
+/// such slice, or has none free.
+fn slice_quote(req: &CreateOrderRequest, offer: &Offer, profile: &str) -> Result<Quote, Error> {
+    let Some(slice) = offer.mig_slices.iter().find(|s| s.profile == profile) else {
+        return Err(Error::Validation(format!(
+            "migProfile: offer {} sells no {profile} slices{}",
+            offer.id,
+            if offer.mig_slices.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    "; it sells {}",
+                    offer
+                        .mig_slices
+                        .iter()
+                        .map(|s| s.profile.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            }
+        )));
+    };
+    if slice.free < 1 {
+        return Err(remote(
+            ErrorCode::InsufficientCapacity,
+            format!("offer {} has no free {profile} slice now", offer.id),
+        ));
+    }
+    if let Some(max) = req.max_price_per_gpu_hour
+        && slice.price_per_hour > max
+    {
+        return Err(remote(
+            ErrorCode::PriceAboveMax,
+            format!(
+                "a {profile} slice costs {} {} per hour, above the order's maximum of {}",
+                slice.price_per_hour,
+                offer.currency,
+                max.normalize()
+            ),
+        ));
+    }
+    Ok(Quote {
+        price: slice.price_per_hour,
+        currency: offer.currency.clone(),
+        gpu_model: offer.gpu_model.clone(),
+        gpu_eighths: Some(i32::from(slice.memory_slices)),
+    })
 }
 
 /// What an order expects when it is recorded: the GPU rate, and the model
@@ -476,6 +565,8 @@ struct Quote {
     price: Decimal,
     currency: String,
     gpu_model: String,
+    /// A MIG slice's share of a GPU, in eighths (its memory slices).
+    gpu_eighths: Option<i32>,
 }
 
 fn no_match(req: &CreateOrderRequest) -> Error {
@@ -560,7 +651,7 @@ async fn run_steps(
     // runway lock, for everything the tenant already runs plus this order
     // (see `funds::admit`), which also admits the order (`allocating`).
     let reserve = ReserveQuotaRequest {
-        gpu_eighths: None,
+        gpu_eighths: quote.gpu_eighths,
         order_id,
         tenant_id: req.tenant_id,
         gpu_count: req.gpu_count,
@@ -751,6 +842,7 @@ async fn create_instance(
                     instances::updated_at.eq(at),
                 ))
                 .execute(conn)?;
+            crate::publishing::record_allocation(conn, InstanceId(id), &allocation)?;
             crate::events::created(conn, id, InstanceState::Provisioning, at)?;
             diesel::update(orders::table.find(order_id))
                 .set((
@@ -769,8 +861,8 @@ async fn create_instance(
                 at,
                 req.tenant_id,
                 &contracts::events::ProvisionRun::from(ProvisionInstance {
-                    gpu_indices: Vec::new(),
-                    mig: None,
+                    gpu_indices: allocation.gpu_indices.clone(),
+                    mig: allocation.mig.clone(),
                     instance_id: InstanceId(id),
                     order_id,
                     tenant_id: req.tenant_id,
@@ -866,6 +958,8 @@ async fn insert_order(
                 orders::bid_per_gpu_hour.eq(req.bid_per_gpu_hour),
                 orders::constraints.eq(constraints),
                 orders::disk_gib.eq(req.disk_gib),
+                orders::mig_profile.eq(&req.mig_profile),
+                orders::gpu_eighths.eq(quote.gpu_eighths),
                 orders::state.eq(InstanceState::Pending),
             ))
             .on_conflict((orders::tenant_id, orders::idempotency_key))
@@ -951,6 +1045,7 @@ mod tests {
             failure_reason: None,
             expired_at: None,
             price_per_gpu_hour: price,
+            gpu_eighths: None,
             currency: Some("USD".into()),
             gpu_model: Some("H100".into()),
         };

@@ -47,6 +47,8 @@ pub struct InstanceRow {
     /// `/workspace` in use as the agent last measured it, and when.
     pub disk_used_bytes: Option<i64>,
     pub disk_measured_at: Option<DateTime<Utc>>,
+    /// The MIG slice's profile; None for whole GPUs.
+    pub mig_profile: Option<String>,
 }
 
 /// GPU allocations and quota reservations are idempotent by key. The first
@@ -114,7 +116,7 @@ impl From<InstanceRow> for api::Instance {
             None
         };
         api::Instance {
-            mig_profile: None,
+            mig_profile: row.mig_profile.clone(),
             id: row.id,
             order_id: row.order_id,
             tenant_id: row.tenant_id,

@@ -87,7 +87,8 @@ struct StopJob {
 
 /// What a job carries out, decoded from its row.
 enum Work {
-    Provision(ProvisionRun),
+    // Boxed: the provisioning command is much the largest payload.
+    Provision(Box<ProvisionRun>),
     Deprovision(DeprovisionInstance),
     Stop(StopJob),
     /// Takes a dead first run's leftovers off the machine (its instance is
@@ -105,7 +106,7 @@ impl Work {
             Some(JobKind::Provision(attempt)) => {
                 let mut run: ProvisionRun = serde_json::from_value(payload).map_err(bad)?;
                 run.attempt = attempt;
-                Work::Provision(run)
+                Work::Provision(Box::new(run))
             }
             Some(JobKind::Deprovision) => {
                 Work::Deprovision(serde_json::from_value(payload).map_err(bad)?)
