@@ -1,5 +1,5 @@
 ALTER TABLE quota.reservations DROP COLUMN gpu_eighths;
-ALTER TABLE ordering.orders DROP COLUMN mig_profile, DROP COLUMN gpu_eighths;
+ALTER TABLE ordering.orders DROP COLUMN mig_profile, DROP COLUMN gpu_eighths, DROP COLUMN planned_instance_id;
 ALTER TABLE ordering.instances DROP COLUMN gpu_indices, DROP COLUMN mig_profile, DROP COLUMN mig_slice;
 DROP TABLE catalog.gpu_holds;
 ALTER TABLE catalog.allocations

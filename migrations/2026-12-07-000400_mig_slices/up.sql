@@ -132,7 +132,12 @@ ALTER TABLE ordering.instances
 ALTER TABLE ordering.orders
     ADD COLUMN mig_profile TEXT,
     -- The quota share of the quoted slice (NULL: whole GPUs).
-    ADD COLUMN gpu_eighths INTEGER CHECK (gpu_eighths > 0);
+    ADD COLUMN gpu_eighths INTEGER CHECK (gpu_eighths > 0),
+    -- A slice order's instance id, chosen when the order is recorded, so
+    -- its allocation names the instance (the host portal shows who holds
+    -- each slice). Slices are never preempted, so nothing looks the
+    -- instance up before it exists.
+    ADD COLUMN planned_instance_id UUID;
 
 -- Quota counts GPU-equivalents in eighths of a GPU.
 ALTER TABLE quota.reservations

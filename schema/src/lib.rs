@@ -266,6 +266,7 @@ pub mod ordering {
             disk_gib -> Nullable<Int4>,
             mig_profile -> Nullable<Text>,
             gpu_eighths -> Nullable<Int4>,
+            planned_instance_id -> Nullable<Uuid>,
         }
     }
 

@@ -395,11 +395,7 @@ mod tests {
     /// refused).
     type Policy = fn(&[GpuSlots], &MigProfile) -> Option<(u32, u8)>;
 
-    fn run(
-        policy: Policy,
-        seed: u64,
-        gpus: u32,
-    ) -> (u32, u32) {
+    fn run(policy: Policy, seed: u64, gpus: u32) -> (u32, u32) {
         let p = h100();
         let mut rng = Lcg(seed);
         let mut state: Vec<GpuSlots> = (0..gpus).map(|i| gpu(i, 0)).collect();

@@ -55,6 +55,7 @@ struct OrderRow {
     currency: Option<String>,
     gpu_model: Option<String>,
     gpu_eighths: Option<i32>,
+    planned_instance_id: Option<Uuid>,
 }
 
 impl OrderRow {
@@ -73,6 +74,7 @@ impl OrderRow {
                 currency,
                 gpu_model,
                 gpu_eighths: self.gpu_eighths,
+                instance_id: self.planned_instance_id.map(InstanceId),
             }),
             _ => Err(Error::Conflict(format!(
                 "order {} has no recorded quote and cannot be resumed; place a new order with another idempotencyKey",
@@ -505,6 +507,7 @@ fn quote_of(req: &CreateOrderRequest, offer: &Offer) -> Quote {
         currency: offer.currency.clone(),
         gpu_model: offer.gpu_model.clone(),
         gpu_eighths: None,
+        instance_id: None,
     }
 }
 
@@ -555,6 +558,7 @@ fn slice_quote(req: &CreateOrderRequest, offer: &Offer, profile: &str) -> Result
         currency: offer.currency.clone(),
         gpu_model: offer.gpu_model.clone(),
         gpu_eighths: Some(i32::from(slice.memory_slices)),
+        instance_id: Some(InstanceId(Uuid::now_v7())),
     })
 }
 
@@ -567,6 +571,8 @@ struct Quote {
     gpu_model: String,
     /// A MIG slice's share of a GPU, in eighths (its memory slices).
     gpu_eighths: Option<i32>,
+    /// A slice order's instance id, chosen with the order.
+    instance_id: Option<InstanceId>,
 }
 
 fn no_match(req: &CreateOrderRequest) -> Error {
@@ -686,7 +692,7 @@ async fn run_steps(
         return Err(expired());
     }
     let allocation = place(deps, order_id, req, &quote, candidates).await?;
-    create_instance(db, deps, order_id, req, &allocation).await
+    create_instance(db, deps, order_id, req, &allocation, quote.instance_id).await
 }
 
 /// Takes the GPUs: on the ordered offer, or on the cheapest matching offer,
@@ -706,13 +712,11 @@ async fn place(
     mut searched: Option<Vec<Offer>>,
 ) -> Result<Allocation, Error> {
     if let Some(offer_id) = req.offer_id {
+        let mut request = allocate_request(order_id, req, offer_id, quote.price);
+        request.instance_id = quote.instance_id;
         let allocation = deps
             .catalog
-            .call(
-                endpoints::catalog::ALLOCATE,
-                (),
-                &allocate_request(order_id, req, offer_id, quote.price),
-            )
+            .call(endpoints::catalog::ALLOCATE, (), &request)
             .await?;
         return Ok(allocation);
     }
@@ -771,6 +775,7 @@ async fn create_instance(
     order_id: OrderId,
     req: &CreateOrderRequest,
     allocation: &Allocation,
+    planned: Option<InstanceId>,
 ) -> Result<Instance, Error> {
     let commands = deps.config.commands_exchange.clone();
     let events = deps.config.events_exchange.clone();
@@ -805,7 +810,7 @@ async fn create_instance(
                         .into(),
                 ));
             }
-            let id = Uuid::now_v7();
+            let id = planned.map_or_else(Uuid::now_v7, InstanceId::into_uuid);
             let at = contracts::time::now();
             let image = req
                 .image
@@ -960,6 +965,7 @@ async fn insert_order(
                 orders::disk_gib.eq(req.disk_gib),
                 orders::mig_profile.eq(&req.mig_profile),
                 orders::gpu_eighths.eq(quote.gpu_eighths),
+                orders::planned_instance_id.eq(quote.instance_id),
                 orders::state.eq(InstanceState::Pending),
             ))
             .on_conflict((orders::tenant_id, orders::idempotency_key))
@@ -1046,6 +1052,8 @@ mod tests {
             expired_at: None,
             price_per_gpu_hour: price,
             gpu_eighths: None,
+            planned_instance_id: None,
+
             currency: Some("USD".into()),
             gpu_model: Some("H100".into()),
         };
