@@ -116,6 +116,57 @@ export const HeartbeatGaps = graphql(`
   }
 `);
 
+export const MachineGpuFieldsFragment = graphql(`
+  fragment MachineGpuFields on MachineGpu {
+    index
+    mode
+    rentedWhole
+    layout {
+      profile
+      start
+    }
+    slices {
+      profile
+      start
+      size
+      instanceId
+    }
+  }
+`);
+
+/**
+ * The GPUs of the host's machines, whole or MIG, with the slices in use, and
+ * each model's MIG profiles (whether a machine can run MIG at all, and how
+ * many memory slices a fixed layout's slot spans). Asked for only while a
+ * machine's GPU section is open: the API reads each machine's GPUs apart.
+ */
+export const HostMachineGpus = graphql(`
+  query HostMachineGpus {
+    myMachines {
+      id
+      gpus {
+        ...MachineGpuFields
+      }
+    }
+    gpuModels {
+      name
+      migProfiles {
+        name
+        memorySlices
+        memoryGib
+      }
+    }
+  }
+`);
+
+export const SetGpuMode = graphql(`
+  mutation SetGpuMode($input: SetGpuModeInput!) {
+    setGpuMode(input: $input) {
+      ...MachineGpuFields
+    }
+  }
+`);
+
 export const HostProfileFieldsFragment = graphql(`
   fragment HostProfileFields on HostProfile {
     legalName

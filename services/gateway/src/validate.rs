@@ -10,6 +10,11 @@ use crate::error::GatewayError;
 
 pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 200;
 
+/// The longest MIG profile name taken. NVIDIA's are about ten characters
+/// (`7g.141gb`); the bound keeps a long string from travelling to the
+/// catalog and back in an error message.
+pub const MAX_MIG_PROFILE_LEN: usize = 32;
+
 pub fn id(field: &'static str, value: &ID) -> Result<Uuid, GatewayError> {
     Uuid::parse_str(value.as_str())
         .map_err(|_| GatewayError::validation(field, "is not a valid id"))
@@ -31,6 +36,42 @@ pub fn idempotency_key(field: &'static str, value: &str) -> Result<(), GatewayEr
 pub fn not_blank(field: &'static str, value: &str) -> Result<(), GatewayError> {
     if value.trim().is_empty() {
         return Err(GatewayError::validation(field, "must not be empty"));
+    }
+    Ok(())
+}
+
+/// A MIG profile name as a caller gives it: not blank, at most
+/// [`MAX_MIG_PROFILE_LEN`] characters. Whether the machine's model has the
+/// profile is the catalog's to say.
+pub fn mig_profile(field: &'static str, value: &str) -> Result<(), GatewayError> {
+    not_blank(field, value)?;
+    if value.chars().count() > MAX_MIG_PROFILE_LEN {
+        return Err(GatewayError::validation(
+            field,
+            format!("must be at most {MAX_MIG_PROFILE_LEN} characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// An integer within `min..=max`.
+pub fn within(field: &'static str, value: i32, min: i32, max: i32) -> Result<(), GatewayError> {
+    if !(min..=max).contains(&value) {
+        return Err(GatewayError::validation(
+            field,
+            format!("must be between {min} and {max}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A list of at most `max` entries.
+pub fn at_most_items<T>(field: &'static str, items: &[T], max: usize) -> Result<(), GatewayError> {
+    if items.len() > max {
+        return Err(GatewayError::validation(
+            field,
+            format!("at most {max} entries"),
+        ));
     }
     Ok(())
 }
@@ -131,6 +172,23 @@ mod tests {
             "price"
         );
         assert_eq!(field_of(positive("amount", Decimal::ZERO)), "amount");
+    }
+
+    #[test]
+    fn mig_profiles_ranges_and_lists_are_bounded() {
+        assert!(mig_profile("migProfile", "3g.40gb").is_ok());
+        assert!(mig_profile("migProfile", &"x".repeat(32)).is_ok());
+        assert_eq!(field_of(mig_profile("migProfile", " ")), "migProfile");
+        assert_eq!(
+            field_of(mig_profile("migProfile", &"x".repeat(33))),
+            "migProfile"
+        );
+        assert!(within("gpuIndex", 0, 0, 63).is_ok());
+        assert!(within("gpuIndex", 63, 0, 63).is_ok());
+        assert_eq!(field_of(within("gpuIndex", 64, 0, 63)), "gpuIndex");
+        assert_eq!(field_of(within("gpuIndex", -1, 0, 63)), "gpuIndex");
+        assert!(at_most_items("prices", &[1, 2], 2).is_ok());
+        assert_eq!(field_of(at_most_items("prices", &[1, 2, 3], 2)), "prices");
     }
 
     #[test]

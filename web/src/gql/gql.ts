@@ -38,6 +38,9 @@ type Documents = {
     "\n  mutation ListMachine($machineId: ID!) {\n    listMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n": typeof types.ListMachineDocument,
     "\n  mutation UnlistMachine($machineId: ID!) {\n    unlistMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n": typeof types.UnlistMachineDocument,
     "\n  query HeartbeatGaps($machineId: ID!) {\n    heartbeatGaps(machineId: $machineId) {\n      startedAtUtc\n      endedAtUtc\n      seconds\n    }\n  }\n": typeof types.HeartbeatGapsDocument,
+    "\n  fragment MachineGpuFields on MachineGpu {\n    index\n    mode\n    rentedWhole\n    layout {\n      profile\n      start\n    }\n    slices {\n      profile\n      start\n      size\n      instanceId\n    }\n  }\n": typeof types.MachineGpuFieldsFragmentDoc,
+    "\n  query HostMachineGpus {\n    myMachines {\n      id\n      gpus {\n        ...MachineGpuFields\n      }\n    }\n    gpuModels {\n      name\n      migProfiles {\n        name\n        memorySlices\n        memoryGib\n      }\n    }\n  }\n": typeof types.HostMachineGpusDocument,
+    "\n  mutation SetGpuMode($input: SetGpuModeInput!) {\n    setGpuMode(input: $input) {\n      ...MachineGpuFields\n    }\n  }\n": typeof types.SetGpuModeDocument,
     "\n  fragment HostProfileFields on HostProfile {\n    legalName\n    country\n    payoutCurrency\n    verification\n    verificationReason\n    updatedAtUtc\n  }\n": typeof types.HostProfileFieldsFragmentDoc,
     "\n  query MyHostProfile {\n    hostProfile {\n      ...HostProfileFields\n    }\n  }\n": typeof types.MyHostProfileDocument,
     "\n  mutation UpdateHostProfile($input: HostProfileInput!) {\n    updateHostProfile(input: $input) {\n      ...HostProfileFields\n    }\n  }\n": typeof types.UpdateHostProfileDocument,
@@ -90,6 +93,9 @@ const documents: Documents = {
     "\n  mutation ListMachine($machineId: ID!) {\n    listMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n": types.ListMachineDocument,
     "\n  mutation UnlistMachine($machineId: ID!) {\n    unlistMachine(machineId: $machineId) {\n      ...MachineFields\n    }\n  }\n": types.UnlistMachineDocument,
     "\n  query HeartbeatGaps($machineId: ID!) {\n    heartbeatGaps(machineId: $machineId) {\n      startedAtUtc\n      endedAtUtc\n      seconds\n    }\n  }\n": types.HeartbeatGapsDocument,
+    "\n  fragment MachineGpuFields on MachineGpu {\n    index\n    mode\n    rentedWhole\n    layout {\n      profile\n      start\n    }\n    slices {\n      profile\n      start\n      size\n      instanceId\n    }\n  }\n": types.MachineGpuFieldsFragmentDoc,
+    "\n  query HostMachineGpus {\n    myMachines {\n      id\n      gpus {\n        ...MachineGpuFields\n      }\n    }\n    gpuModels {\n      name\n      migProfiles {\n        name\n        memorySlices\n        memoryGib\n      }\n    }\n  }\n": types.HostMachineGpusDocument,
+    "\n  mutation SetGpuMode($input: SetGpuModeInput!) {\n    setGpuMode(input: $input) {\n      ...MachineGpuFields\n    }\n  }\n": types.SetGpuModeDocument,
     "\n  fragment HostProfileFields on HostProfile {\n    legalName\n    country\n    payoutCurrency\n    verification\n    verificationReason\n    updatedAtUtc\n  }\n": types.HostProfileFieldsFragmentDoc,
     "\n  query MyHostProfile {\n    hostProfile {\n      ...HostProfileFields\n    }\n  }\n": types.MyHostProfileDocument,
     "\n  mutation UpdateHostProfile($input: HostProfileInput!) {\n    updateHostProfile(input: $input) {\n      ...HostProfileFields\n    }\n  }\n": types.UpdateHostProfileDocument,
@@ -211,6 +217,18 @@ export function graphql(source: "\n  mutation UnlistMachine($machineId: ID!) {\n
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */
 export function graphql(source: "\n  query HeartbeatGaps($machineId: ID!) {\n    heartbeatGaps(machineId: $machineId) {\n      startedAtUtc\n      endedAtUtc\n      seconds\n    }\n  }\n"): typeof import('./graphql').HeartbeatGapsDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  fragment MachineGpuFields on MachineGpu {\n    index\n    mode\n    rentedWhole\n    layout {\n      profile\n      start\n    }\n    slices {\n      profile\n      start\n      size\n      instanceId\n    }\n  }\n"): typeof import('./graphql').MachineGpuFieldsFragmentDoc;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  query HostMachineGpus {\n    myMachines {\n      id\n      gpus {\n        ...MachineGpuFields\n      }\n    }\n    gpuModels {\n      name\n      migProfiles {\n        name\n        memorySlices\n        memoryGib\n      }\n    }\n  }\n"): typeof import('./graphql').HostMachineGpusDocument;
+/**
+ * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
+ */
+export function graphql(source: "\n  mutation SetGpuMode($input: SetGpuModeInput!) {\n    setGpuMode(input: $input) {\n      ...MachineGpuFields\n    }\n  }\n"): typeof import('./graphql').SetGpuModeDocument;
 /**
  * The graphql function is used to parse GraphQL queries into a document that can be used by GraphQL clients.
  */

@@ -42,6 +42,18 @@ export type DiskType =
   | 'NVME'
   | 'SSD';
 
+/** How a host runs one GPU. */
+export type GpuMode =
+  /**
+   * Split into MIG slices, each placed by the platform as orders arrive
+   * (best-fit, keeping room for large profiles).
+   */
+  | 'MIG_AUTO'
+  /** Split into MIG slices only where the host's fixed `layout` says. */
+  | 'MIG_FIXED'
+  /** Rented whole only. */
+  | 'WHOLE';
+
 export type HostProfileInput = {
   /** ISO 3166-1 alpha-2. */
   country: string;
@@ -90,6 +102,14 @@ export type Meter =
   | 'GPU'
   | 'STORAGE';
 
+/** A slot of a fixed MIG layout as a host gives it. */
+export type MigLayoutSlotInput = {
+  /** A name from the model's `migProfiles`. */
+  profile: string;
+  /** One of the profile's `placements` (0 to 7). */
+  start: number;
+};
+
 /** A host's payout: `pending` until Stripe's transfer answered. */
 export type PayoutStatus =
   | 'FAILED'
@@ -134,6 +154,18 @@ export type Scope =
   | 'HOST'
   | 'READ'
   | 'RENT';
+
+export type SetGpuModeInput = {
+  /** The GPU's index on the machine, 0 to 63. */
+  gpuIndex: number;
+  /**
+   * MIG_FIXED only, and required there: where slices may go (at most 64
+   * slots, no two sharing a memory slice).
+   */
+  layout?: Array<MigLayoutSlotInput> | null | undefined;
+  machineId: string | number;
+  mode: GpuMode;
+};
 
 export type SignUpInput = {
   email: string;
@@ -317,6 +349,20 @@ export type HeartbeatGapsQueryVariables = Exact<{
 
 
 export type HeartbeatGapsQuery = { heartbeatGaps: Array<{ startedAtUtc: string, endedAtUtc: string | null, seconds: number }> };
+
+export type MachineGpuFieldsFragment = { index: number, mode: GpuMode, rentedWhole: boolean, layout: Array<{ profile: string, start: number }>, slices: Array<{ profile: string, start: number, size: number, instanceId: string | null }> };
+
+export type HostMachineGpusQueryVariables = Exact<{ [key: string]: never; }>;
+
+
+export type HostMachineGpusQuery = { myMachines: Array<{ id: string, gpus: Array<{ index: number, mode: GpuMode, rentedWhole: boolean, layout: Array<{ profile: string, start: number }>, slices: Array<{ profile: string, start: number, size: number, instanceId: string | null }> }> }>, gpuModels: Array<{ name: string, migProfiles: Array<{ name: string, memorySlices: number, memoryGib: number }> }> };
+
+export type SetGpuModeMutationVariables = Exact<{
+  input: SetGpuModeInput;
+}>;
+
+
+export type SetGpuModeMutation = { setGpuMode: Array<{ index: number, mode: GpuMode, rentedWhole: boolean, layout: Array<{ profile: string, start: number }>, slices: Array<{ profile: string, start: number, size: number, instanceId: string | null }> }> };
 
 export type HostProfileFieldsFragment = { legalName: string | null, country: string | null, payoutCurrency: string | null, verification: Verification, verificationReason: string | null, updatedAtUtc: string };
 
@@ -510,6 +556,23 @@ export const MachineFieldsFragmentDoc = new TypedDocumentString(`
   createdAtUtc
 }
     `, {"fragmentName":"MachineFields"}) as unknown as TypedDocumentString<MachineFieldsFragment, unknown>;
+export const MachineGpuFieldsFragmentDoc = new TypedDocumentString(`
+    fragment MachineGpuFields on MachineGpu {
+  index
+  mode
+  rentedWhole
+  layout {
+    profile
+    start
+  }
+  slices {
+    profile
+    start
+    size
+    instanceId
+  }
+}
+    `, {"fragmentName":"MachineGpuFields"}) as unknown as TypedDocumentString<MachineGpuFieldsFragment, unknown>;
 export const HostProfileFieldsFragmentDoc = new TypedDocumentString(`
     fragment HostProfileFields on HostProfile {
   legalName
@@ -1027,6 +1090,59 @@ export const HeartbeatGapsDocument = new TypedDocumentString(`
   }
 }
     `) as unknown as TypedDocumentString<HeartbeatGapsQuery, HeartbeatGapsQueryVariables>;
+export const HostMachineGpusDocument = new TypedDocumentString(`
+    query HostMachineGpus {
+  myMachines {
+    id
+    gpus {
+      ...MachineGpuFields
+    }
+  }
+  gpuModels {
+    name
+    migProfiles {
+      name
+      memorySlices
+      memoryGib
+    }
+  }
+}
+    fragment MachineGpuFields on MachineGpu {
+  index
+  mode
+  rentedWhole
+  layout {
+    profile
+    start
+  }
+  slices {
+    profile
+    start
+    size
+    instanceId
+  }
+}`) as unknown as TypedDocumentString<HostMachineGpusQuery, HostMachineGpusQueryVariables>;
+export const SetGpuModeDocument = new TypedDocumentString(`
+    mutation SetGpuMode($input: SetGpuModeInput!) {
+  setGpuMode(input: $input) {
+    ...MachineGpuFields
+  }
+}
+    fragment MachineGpuFields on MachineGpu {
+  index
+  mode
+  rentedWhole
+  layout {
+    profile
+    start
+  }
+  slices {
+    profile
+    start
+    size
+    instanceId
+  }
+}`) as unknown as TypedDocumentString<SetGpuModeMutation, SetGpuModeMutationVariables>;
 export const MyHostProfileDocument = new TypedDocumentString(`
     query MyHostProfile {
   hostProfile {

@@ -5,6 +5,7 @@ import type { MachineFieldsFragment } from '../gql/graphql';
 import { ListMachine, SetPrice, UnlistMachine } from '../operations';
 import { ErrorBox, Field, fieldProps } from '../ui';
 import { EarningsPreview } from './EarningsPreview';
+import { MachineGpus } from './MachineGpus';
 import { MachineState, type HostProfile } from './MachineState';
 import { money } from '../money';
 
@@ -54,6 +55,8 @@ function MachineRow({
   const [busy, setBusy] = useState(false);
   // The details (and their heartbeat-gaps request) only while open.
   const [detailsOpen, setDetailsOpen] = useState(false);
+  // Likewise the GPUs: the API reads each machine's GPUs apart.
+  const [gpusOpen, setGpusOpen] = useState(false);
   const priceId = `price-${m.id}`;
 
   const run = async (action: () => Promise<MachineFieldsFragment>) => {
@@ -123,6 +126,10 @@ function MachineRow({
       <details className="more" onToggle={(e) => setDetailsOpen(e.currentTarget.open)}>
         <summary>Live state and verification</summary>
         {detailsOpen && <MachineState machine={m} profile={profile} />}
+      </details>
+      <details className="more" onToggle={(e) => setGpusOpen(e.currentTarget.open)}>
+        <summary>GPUs</summary>
+        {gpusOpen && <MachineGpus machine={m} />}
       </details>
     </li>
   );

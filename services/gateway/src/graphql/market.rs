@@ -97,6 +97,10 @@ pub struct OfferFilter {
     /// (like `minDiskGib`; with both, the larger holds), and priced into
     /// `pricePerHourAllIn`.
     disk_gib: Option<i32>,
+    /// Offers with a free MIG slice of this profile (a name from the
+    /// model's `migProfiles`, e.g. `3g.40gb`); rent it with
+    /// `createOrder(input: { migProfile })`.
+    mig_profile: Option<String>,
 }
 
 impl OfferFilter {
@@ -106,7 +110,10 @@ impl OfferFilter {
         api::OfferSearch {
             gpu_model: self.gpu_model.filter(|m| !m.trim().is_empty()),
             gpu_models: self.gpu_models.unwrap_or_default(),
-            mig_profile: None,
+            mig_profile: self
+                .mig_profile
+                .map(|p| p.trim().to_owned())
+                .filter(|p| !p.is_empty()),
             gpu_count: self.gpu_count.or(self.min_gpus),
             min_vram_gib: self.min_vram_gib,
             max_price_per_gpu_hour: self.max_price_per_gpu_hour,
@@ -175,6 +182,40 @@ pub struct Offer {
     list_until: Option<String>,
     list_until_utc: Option<DateTime<Utc>>,
     currency: String,
+    /// MIG slices for sale on the machine, per profile (empty when no GPU
+    /// of the machine runs MIG).
+    mig_slices: Vec<MigOffer>,
+}
+
+/// Slices of one MIG profile on an offer: how many could be rented now and
+/// at what price.
+#[derive(SimpleObject)]
+pub struct MigOffer {
+    /// e.g. `3g.40gb`; pass it as `createOrder(input: { migProfile })`.
+    profile: String,
+    memory_gib: i32,
+    /// Of the GPU's 7 compute slices.
+    compute_slices: i32,
+    /// Of the GPU's 8 memory slices: the slice's share of the GPU.
+    memory_slices: i32,
+    /// Slices of this profile that could be placed now, one after another.
+    free: i32,
+    /// The price of one slice for one hour (the host's, or the GPU price
+    /// by memory share).
+    price_per_hour: Decimal,
+}
+
+impl From<api::MigOffer> for MigOffer {
+    fn from(m: api::MigOffer) -> Self {
+        Self {
+            profile: m.profile,
+            memory_gib: m.memory_gib,
+            compute_slices: i32::from(m.compute_slices),
+            memory_slices: i32::from(m.memory_slices),
+            free: m.free,
+            price_per_hour: m.price_per_hour,
+        }
+    }
 }
 
 impl From<api::Offer> for Offer {
@@ -215,6 +256,7 @@ impl From<api::Offer> for Offer {
             list_until: o.list_until.map(super::instant),
             list_until_utc: o.list_until,
             currency: o.currency,
+            mig_slices: o.mig_slices.into_iter().map(Into::into).collect(),
         }
     }
 }
@@ -303,6 +345,38 @@ pub struct GpuModel {
     /// Dense tensor TFLOPS, FP32 accumulate.
     fp16_tflops: Decimal,
     bf16_tflops: Decimal,
+    /// The NVIDIA MIG profiles a GPU of this model can be split into;
+    /// empty when the model has no MIG.
+    mig_profiles: Vec<MigProfile>,
+}
+
+/// A MIG GPU instance profile of a model (NVIDIA's MIG user guide, "GPU
+/// instance profiles"): a slice of `memorySlices` consecutive memory slices
+/// out of the GPU's 8, starting at one of `placements`.
+#[derive(SimpleObject)]
+pub struct MigProfile {
+    /// e.g. `3g.40gb`.
+    name: String,
+    /// Of the GPU's 7 compute slices.
+    compute_slices: i32,
+    /// Of the GPU's 8 memory slices.
+    memory_slices: i32,
+    memory_gib: i32,
+    /// The memory slices a slice of this profile may start at, ascending.
+    placements: Vec<i32>,
+}
+
+impl From<contracts::mig::MigProfile> for MigProfile {
+    fn from(p: contracts::mig::MigProfile) -> Self {
+        // The NVML profile constant is the agent's business, not a renter's.
+        Self {
+            name: p.name,
+            compute_slices: i32::from(p.compute_slices),
+            memory_slices: i32::from(p.memory_slices),
+            memory_gib: p.memory_gib,
+            placements: p.placements.into_iter().map(i32::from).collect(),
+        }
+    }
 }
 
 #[derive(Default)]
@@ -348,6 +422,9 @@ impl MarketQuery {
             })?,
             (filter, None) => filter.unwrap_or_default().into_search(),
         };
+        if let Some(profile) = &search.mig_profile {
+            validate::mig_profile("migProfile", profile)?;
+        }
         if let Some(price) = search.max_price_per_gpu_hour {
             validate::money(
                 "maxPricePerGpuHour",
@@ -389,6 +466,7 @@ impl MarketQuery {
                 compute_capability: m.compute_capability,
                 fp16_tflops: m.fp16_tflops,
                 bf16_tflops: m.bf16_tflops,
+                mig_profiles: m.mig_profiles.into_iter().map(Into::into).collect(),
             })
             .collect())
     }

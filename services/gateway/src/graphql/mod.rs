@@ -232,6 +232,45 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_mig_slice_is_one_on_demand_gpu_with_a_bounded_profile_name() {
+        let renter = bearer(&principal(&[TenantRole::Renter], &[Scope::Rent]));
+        let order = |args: &str| {
+            format!(
+                r#"mutation {{ createOrder(input: {{
+                    offerId: "00000000-0000-0000-0000-000000000000",
+                    idempotencyKey: "k", {args} }}) {{ id migProfile }} }}"#
+            )
+        };
+        let long = "x".repeat(33);
+        for (args, field) in [
+            (r#"gpuCount: 2, migProfile: "3g.40gb""#.to_owned(), "gpuCount"),
+            (
+                r#"gpuCount: 1, migProfile: "3g.40gb", rentalType: INTERRUPTIBLE, bidPerGpuHour: "1""#
+                    .to_owned(),
+                "migProfile",
+            ),
+            (format!(r#"gpuCount: 1, migProfile: "{long}""#), "migProfile"),
+        ] {
+            let response = run(&order(&args), renter.clone()).await;
+            assert_eq!(first_code(&response), "VALIDATION", "{args}: {response}");
+            let message = response["errors"][0]["message"].as_str().unwrap();
+            assert!(message.starts_with(&format!("{field}: ")), "{args}: {message}");
+        }
+        let response = run(
+            &format!(r#"{{ offers(filter: {{ migProfile: "{long}" }}) {{ nodes {{ id }} }} }}"#),
+            Credential::None,
+        )
+        .await;
+        assert_eq!(first_code(&response), "VALIDATION", "{response}");
+        assert!(
+            response["errors"][0]["message"]
+                .as_str()
+                .unwrap()
+                .starts_with("migProfile: ")
+        );
+    }
+
+    #[tokio::test]
     async fn errors_from_async_graphql_itself_get_a_code() {
         let response = run("{ me { ", Credential::None).await;
         assert_eq!(first_code(&response), "VALIDATION");

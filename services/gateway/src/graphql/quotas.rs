@@ -58,7 +58,12 @@ impl From<api::QuotaLimits> for QuotaLimits {
 /// (an upper bound of the GPU bill; see docs/quotas.md).
 #[derive(SimpleObject, Clone, Debug)]
 pub struct QuotaUsage {
+    /// Whole GPUs held; a GPU of which only MIG slices are held counts as one.
     gpus: i32,
+    /// GPU-equivalents held: whole GPUs, plus each MIG slice as its share of
+    /// its GPU's 8 memory slices (a `3g.40gb` is 0.5). What `maxGpus` is
+    /// checked against (docs/quotas.md).
+    gpu_equivalents: Decimal,
     gpus_by_model: Vec<GpuModelCount>,
     /// Instances holding GPUs: from allocation until they stop or end.
     running_instances: i32,
@@ -74,6 +79,7 @@ impl From<api::QuotaUsage> for QuotaUsage {
     fn from(u: api::QuotaUsage) -> Self {
         Self {
             gpus: u.gpus,
+            gpu_equivalents: u.gpu_equivalents.normalize(),
             gpus_by_model: per_model(u.gpus_by_model),
             running_instances: u.running_instances,
             month_to_date_spend: u.month_to_date_spend,

@@ -12,7 +12,7 @@ use rust_decimal::Decimal;
 use super::instant;
 use crate::auth::{self, Access};
 use crate::clients;
-use crate::error::GqlResult;
+use crate::error::{GatewayError, GqlResult};
 use crate::validate;
 
 #[derive(SimpleObject)]
@@ -23,6 +23,9 @@ pub struct Instance {
     machine_id: ID,
     gpu_model: String,
     gpu_count: i32,
+    /// The MIG slice rented (e.g. `3g.40gb`; `pricePerGpuHour` is then the
+    /// slice's price per hour); null for whole GPUs.
+    mig_profile: Option<String>,
     /// `on_demand` or `interruptible`.
     #[graphql(deprecation = "a String: use `rental`, a RentalType")]
     rental_type: String,
@@ -202,6 +205,7 @@ impl From<api::Instance> for Instance {
             machine_id: i.machine_id.into(),
             gpu_model: i.gpu_model,
             gpu_count: i.gpu_count,
+            mig_profile: i.mig_profile,
             rental_type: i.rental_type.to_string(),
             rental: i.rental_type,
             price_per_gpu_hour: i.price_per_gpu_hour,
@@ -401,6 +405,11 @@ pub struct CreateOrderInput {
     /// 20). Storage is billed at the offer's price per GB-month from the
     /// instance's creation until it is destroyed, stopped or not.
     disk_gib: Option<i32>,
+    /// A MIG slice of this profile (one of the offer's `migSlices`, e.g.
+    /// `3g.40gb`) instead of whole GPUs: `gpuCount` 1, on demand only. The
+    /// slice is billed at its `pricePerHour`, which the instance shows as
+    /// `pricePerGpuHour`.
+    mig_profile: Option<String>,
 }
 
 /// The order's ports as port numbers; one outside 1..65535 becomes 0,
@@ -520,6 +529,29 @@ impl RentalsMutation {
             validate::money("bidPerGpuHour", bid, contracts::bounds::GPU_HOUR_BID)?;
         }
         validate::idempotency_key("idempotencyKey", &input.idempotency_key)?;
+        // A blank profile is no profile, as a blank image or key is none.
+        let mig_profile = input
+            .mig_profile
+            .map(|p| p.trim().to_owned())
+            .filter(|p| !p.is_empty());
+        if let Some(profile) = &mig_profile {
+            validate::mig_profile("migProfile", profile)?;
+            // A slice is one GPU's share and is never preempted (the
+            // catalog's allocations refuse anything else): said here in the
+            // caller's own field names.
+            if input.gpu_count != 1 {
+                return Err(
+                    GatewayError::validation("gpuCount", "must be 1 with migProfile").into(),
+                );
+            }
+            if input.rental_type == Some(RentalType::Interruptible) {
+                return Err(GatewayError::validation(
+                    "migProfile",
+                    "MIG slices are rented on demand only",
+                )
+                .into());
+            }
+        }
         if let Some(price) = input.max_price_per_gpu_hour {
             validate::money(
                 "maxPricePerGpuHour",
@@ -531,7 +563,7 @@ impl RentalsMutation {
             tenant_id: principal.tenant_id,
             user_id: principal.user_id,
             idempotency_key: input.idempotency_key,
-            mig_profile: None,
+            mig_profile,
             offer_id: offer_id.map(MachineId),
             constraints: input.constraints.map(Into::into),
             gpu_count: input.gpu_count,
