@@ -311,6 +311,13 @@ pub struct RentalSpec {
     /// The provisioning attempt (1 = the order's run; 0 from older platforms).
     #[serde(default)]
     pub attempt: i32,
+    /// The GPUs the catalog allocated, by index; empty from older
+    /// platforms (the agent then chooses).
+    #[serde(default)]
+    pub gpu_indices: Vec<u32>,
+    /// The MIG slice to create and hand over instead of whole GPUs.
+    #[serde(default)]
+    pub mig: Option<crate::mig::MigSlice>,
 }
 
 impl std::fmt::Debug for RentalSpec {

@@ -24,6 +24,10 @@
 //! command. A command past its deadline is dropped unanswered: the worker has
 //! already given up on it (and retries with a new command).
 
+// No unsafe code, as in the whole workspace, unless built with NVML: its
+// MIG calls are FFI (see Cargo.toml's lints and engine::mig::nvml).
+#![cfg_attr(not(feature = "nvml"), forbid(unsafe_code))]
+
 pub mod access;
 pub mod engine;
 pub mod inventory;

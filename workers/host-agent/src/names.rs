@@ -15,7 +15,8 @@ pub const LABEL_MACHINE: &str = "gpumarket.machine";
 pub const LABEL_RUN: &str = "gpumarket.run";
 /// Marks everything the agent made (for a sweep by label).
 pub const LABEL_MANAGED: &str = "gpumarket.managed";
-/// The GPU indices a container was created with, `0,1`.
+/// The GPU indices a container was created with, `0,1`; for a MIG slice
+/// its GPU, memory slices and MIG device, `0:4+4 MIG-<uuid>`.
 pub const LABEL_GPUS: &str = "gpumarket.gpus";
 
 /// `gpm-<instance>`: the instance's container.

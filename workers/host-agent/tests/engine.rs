@@ -191,6 +191,8 @@ impl Rig {
 
     fn spec(&self) -> RentalSpec {
         RentalSpec {
+            gpu_indices: Vec::new(),
+            mig: None,
             instance_id: InstanceId(Uuid::now_v7()),
             tenant_id: TenantId(Uuid::now_v7()),
             machine_id: MachineId(self.machine),

@@ -1,9 +1,15 @@
 //! The simulated driver: no containers, but real state. It keeps, per
-//! machine, which GPU indices are bound to which instance, containers,
-//! network attachments, volumes and authorised SSH keys (in
+//! machine, which GPU indices (or MIG slices) are bound to which instance,
+//! containers, network attachments, volumes and authorised SSH keys (in
 //! `provisioner.sim_resources`, so the state survives a worker crash like a
 //! real host's would). Readiness passes only when that state is complete and
 //! consistent. Latency and failures are injectable per step.
+//!
+//! GPUs are bound as the catalog allocated them: exactly the job's
+//! `gpu_indices`, or its MIG slice (on the placement rules of
+//! `contracts::mig`: a slice shares no memory slice with another, and a GPU
+//! is rented whole or holds slices, never both); a job without either (an
+//! earlier release) gets the lowest free indices ([`plan_gpus`]).
 //!
 //! Deprovisioning removes the instance's resources kind by kind, then
 //! `validate_clean` fails while any row of the instance remains. An injected
@@ -19,6 +25,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use contracts::events::{DeprovisionInstance, ProvisionInstance, StopInstance};
+use contracts::mig::{Mask, MigSlice, span};
 use diesel::prelude::*;
 use platform::{Config, Db};
 use schema::provisioner::sim_resources;
@@ -176,7 +183,8 @@ impl SimulatedDriver {
         let kinds: &'static [&'static str] = match step {
             Step::RevokeSsh => &["ssh_key"],
             Step::StopContainer => &["container"],
-            Step::UnbindGpus => &["gpu"],
+            // Slices too: they are kept under the same kind.
+            Step::UnbindGpus => &[GPU],
             Step::DetachNetwork => &["network"],
             Step::WipeVolume => &["volume"],
             Step::ValidateClean => {
@@ -264,61 +272,220 @@ fn held(
         .load(conn)
 }
 
-/// Binds free GPU indices until the instance holds as many as it ordered. The
-/// primary key (machine, kind, name) makes an index bindable once.
-fn bind_gpus(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Error> {
-    // Workers binding on the same machine at once would read the same free
-    // indices, and the second insert would be silently skipped, leaving an
-    // instance that passed this step with no GPU (found by CI: readiness then
-    // failed "0 of 1 GPUs bound"). One lock per machine around the
-    // read-then-insert, as a host's own allocator would serialise it.
-    diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-        .bind::<diesel::sql_types::Text, _>(format!("sim-gpus:{}", job.machine_id))
-        .execute(conn)?;
-    let mine = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
-    if mine >= job.gpu_count {
-        return Ok(());
+/// The kind GPU binds and MIG slices are both kept under, told apart by
+/// name: a bare index (`3`) is a whole GPU, `gpu<index>:<start>+<size>` a
+/// slice. One kind, so that whatever releases GPU binds (`unbind_gpus`, a
+/// stop, a cleanup) releases slices too; a kind of its own (`mig`) would
+/// need the table's CHECK constraint widened, which is a migration.
+const GPU: &str = "gpu";
+
+/// The resource name of a slice: `gpu0:4+4`.
+pub fn slice_name(slice: &MigSlice) -> String {
+    format!("gpu{}:{}+{}", slice.gpu_index, slice.start, slice.size)
+}
+
+/// A `gpu` resource as placement reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Held {
+    Whole(u32),
+    Slice { gpu: u32, mask: Mask },
+}
+
+fn parse_held(name: &str) -> Option<Held> {
+    if let Ok(index) = name.parse() {
+        return Some(Held::Whole(index));
     }
-    let taken: Vec<String> = sim_resources::table
-        .filter(sim_resources::machine_id.eq(job.machine_id))
-        .filter(sim_resources::kind.eq("gpu"))
-        .select(sim_resources::name)
-        .load(conn)?;
-    let free: Vec<String> = (0..job.machine_gpu_count)
-        .map(|i| i.to_string())
-        .filter(|i| !taken.contains(i))
-        .take((job.gpu_count - mine) as usize)
+    let (gpu, place) = name.strip_prefix("gpu")?.split_once(':')?;
+    let (start, size) = place.split_once('+')?;
+    Some(Held::Slice {
+        gpu: gpu.parse().ok()?,
+        mask: span(start.parse().ok()?, size.parse().ok()?),
+    })
+}
+
+/// The `gpu` resources to add to an instance and to drop from it.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct Change {
+    add: Vec<String>,
+    drop: Vec<String>,
+}
+
+/// What binding `job`'s GPUs changes, given every `gpu` resource of the
+/// machine (`(name, instance)`), or why it is refused. What the instance
+/// already holds of its allocation stays (a redelivered step changes
+/// nothing); what it holds besides (an earlier allocation) is dropped.
+fn plan_gpus(rows: &[(String, Uuid)], job: &ProvisionInstance) -> Result<Change, String> {
+    let me: Uuid = job.instance_id.into();
+    let mine: Vec<&String> = rows
+        .iter()
+        .filter(|(_, i)| *i == me)
+        .map(|(n, _)| n)
         .collect();
-    if (free.len() as i32) < job.gpu_count - mine {
-        return Err(fail(
-            Step::BindGpus,
-            "not enough free GPU indices on the machine",
-        ));
-    }
-    for index in free {
-        add(conn, job, "gpu", index)?;
-    }
-    // Loud, so the step is retried, should an index still have been taken.
-    let bound = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
-    if bound < job.gpu_count {
-        return Err(fail(
-            Step::BindGpus,
-            &format!("{bound} of {} GPU indices bound", job.gpu_count),
-        ));
+    let others: Vec<Held> = rows
+        .iter()
+        .filter(|(_, i)| *i != me)
+        .filter_map(|(n, _)| parse_held(n))
+        .collect();
+    let whole = |gpu: u32| others.contains(&Held::Whole(gpu));
+    let slices = |gpu: u32| {
+        others.iter().fold(0, |held, h| match h {
+            Held::Slice { gpu: g, mask } if *g == gpu => held | mask,
+            _ => held,
+        })
+    };
+    let on_machine = |gpu: u32| i64::from(gpu) < i64::from(job.machine_gpu_count);
+    let wanted: Vec<String> = if let Some(slice) = &job.mig {
+        let what = format!(
+            "MIG slice {} at memory slices {}..{} of GPU {}",
+            slice.profile,
+            slice.start,
+            u16::from(slice.start) + u16::from(slice.size),
+            slice.gpu_index
+        );
+        if !on_machine(slice.gpu_index) {
+            return Err(format!(
+                "{what}: the machine has no GPU {}",
+                slice.gpu_index
+            ));
+        }
+        if slice.mask() == 0 {
+            return Err(format!("{what}: outside the GPU's memory slices 0..8"));
+        }
+        if whole(slice.gpu_index) {
+            return Err(format!(
+                "{what}: the GPU is bound whole to another instance"
+            ));
+        }
+        if slices(slice.gpu_index) & slice.mask() != 0 {
+            return Err(format!("{what} overlaps another instance's slice"));
+        }
+        vec![slice_name(slice)]
+    } else if !job.gpu_indices.is_empty() {
+        let mut wanted = Vec::with_capacity(job.gpu_indices.len());
+        for &index in &job.gpu_indices {
+            let name = index.to_string();
+            if !on_machine(index) {
+                return Err(format!("the machine has no GPU index {index}"));
+            }
+            if wanted.contains(&name) {
+                return Err(format!("GPU index {index} is allocated twice"));
+            }
+            if whole(index) {
+                return Err(format!("GPU index {index} is bound to another instance"));
+            }
+            if slices(index) != 0 {
+                return Err(format!(
+                    "GPU index {index} holds another instance's MIG slice"
+                ));
+            }
+            wanted.push(name);
+        }
+        wanted
+    } else {
+        // As before allocations carried indices: the instance keeps its
+        // whole GPUs when they are enough, else gets the lowest free ones.
+        let held: Vec<String> = mine
+            .iter()
+            .filter(|n| matches!(parse_held(n), Some(Held::Whole(_))))
+            .map(|n| (*n).clone())
+            .collect();
+        let want = usize::try_from(job.gpu_count.max(0)).unwrap_or(0);
+        if held.len() >= want {
+            held
+        } else {
+            let free: Vec<String> = (0..u32::try_from(job.machine_gpu_count.max(0)).unwrap_or(0))
+                .filter(|&i| !whole(i) && slices(i) == 0)
+                .map(|i| i.to_string())
+                .filter(|i| !held.contains(i))
+                .take(want - held.len())
+                .collect();
+            if held.len() + free.len() < want {
+                return Err("not enough free GPU indices on the machine".into());
+            }
+            held.into_iter().chain(free).collect()
+        }
+    };
+    Ok(Change {
+        add: wanted
+            .iter()
+            .filter(|w| !mine.contains(w))
+            .cloned()
+            .collect(),
+        drop: mine
+            .into_iter()
+            .filter(|m| !wanted.contains(m))
+            .cloned()
+            .collect(),
+    })
+}
+
+/// Whether the instance's `gpu` resources are what `job` allocated:
+/// exactly its slice, exactly its indices, or (a job without either) as
+/// many GPUs as it ordered.
+fn gpus_bound(names: &[String], job: &ProvisionInstance) -> Result<(), String> {
+    let mut names: Vec<&str> = names.iter().map(String::as_str).collect();
+    names.sort_unstable();
+    if let Some(slice) = &job.mig {
+        let name = slice_name(slice);
+        if names != [name.as_str()] {
+            return Err(format!("MIG slice {name} not bound (bound: {names:?})"));
+        }
+    } else if !job.gpu_indices.is_empty() {
+        let wanted: Vec<String> = job.gpu_indices.iter().map(u32::to_string).collect();
+        let mut wanted: Vec<&str> = wanted.iter().map(String::as_str).collect();
+        wanted.sort_unstable();
+        if names != wanted {
+            return Err(format!("GPU indices {names:?} bound, {wanted:?} allocated"));
+        }
+    } else if names.len() as i32 != job.gpu_count {
+        return Err(format!("{} of {} GPUs bound", names.len(), job.gpu_count));
     }
     Ok(())
 }
 
-/// Ready means: exactly the ordered GPUs bound, a network, a volume, a
-/// running container, and the renter's key authorised when one was given.
-fn readiness(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Error> {
-    let gpus = held(conn, job.machine_id, job.instance_id, "gpu")?.len() as i32;
-    if gpus != job.gpu_count {
-        return Err(fail(
-            Step::ReadinessCheck,
-            &format!("{gpus} of {} GPUs bound", job.gpu_count),
-        ));
+/// Binds the job's GPUs or slice ([`plan_gpus`]). The primary key (machine,
+/// kind, name) makes an index (or one slice name) bindable once; that two
+/// slices never share a memory slice is the plan's, under the lock.
+fn bind_gpus(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Error> {
+    // Workers binding on the same machine at once would read the same free
+    // indices, and the second insert would be silently skipped, leaving an
+    // instance that passed this step with no GPU (found by CI: readiness then
+    // failed "0 of 1 GPUs bound"); two overlapping slices have different
+    // names and would both be inserted. One lock per machine around the
+    // read-then-insert, as a host's own allocator would serialise it.
+    diesel::sql_query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+        .bind::<diesel::sql_types::Text, _>(format!("sim-gpus:{}", job.machine_id))
+        .execute(conn)?;
+    let rows: Vec<(String, Uuid)> = sim_resources::table
+        .filter(sim_resources::machine_id.eq(job.machine_id))
+        .filter(sim_resources::kind.eq(GPU))
+        .select((sim_resources::name, sim_resources::instance_id))
+        .load(conn)?;
+    let change = plan_gpus(&rows, job).map_err(|reason| fail(Step::BindGpus, &reason))?;
+    if !change.drop.is_empty() {
+        diesel::delete(
+            sim_resources::table
+                .filter(sim_resources::machine_id.eq(job.machine_id))
+                .filter(sim_resources::instance_id.eq(job.instance_id))
+                .filter(sim_resources::kind.eq(GPU))
+                .filter(sim_resources::name.eq_any(&change.drop)),
+        )
+        .execute(conn)?;
     }
+    for name in change.add {
+        add(conn, job, GPU, name)?;
+    }
+    // Loud, so the step is retried, should a name still have been taken.
+    let bound = held(conn, job.machine_id, job.instance_id, GPU)?;
+    gpus_bound(&bound, job).map_err(|reason| fail(Step::BindGpus, &reason))
+}
+
+/// Ready means: exactly the allocated GPUs (or slice) bound, a network, a
+/// volume, a running container, and the renter's key authorised when one
+/// was given.
+fn readiness(conn: &mut PgConnection, job: &ProvisionInstance) -> Result<(), Error> {
+    let gpus = held(conn, job.machine_id, job.instance_id, GPU)?;
+    gpus_bound(&gpus, job).map_err(|reason| fail(Step::ReadinessCheck, &reason))?;
     for kind in ["network", "volume", "container"] {
         if held(conn, job.machine_id, job.instance_id, kind)?.is_empty() {
             return Err(fail(Step::ReadinessCheck, &format!("no {kind}")));
@@ -362,7 +529,7 @@ impl Driver for SimulatedDriver {
                         sim_resources::table
                             .filter(sim_resources::machine_id.eq(command.machine_id))
                             .filter(sim_resources::instance_id.eq(command.instance_id))
-                            .filter(sim_resources::kind.eq_any(["gpu", "container"]))
+                            .filter(sim_resources::kind.eq_any([GPU, "container"]))
                             .filter(sim_resources::created_at.lt(issued_at)),
                     )
                     .execute(conn)
@@ -377,6 +544,307 @@ impl Driver for SimulatedDriver {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use contracts::ids::{OrderId, TenantId};
+    use std::sync::Arc;
+
+    fn job(machine: Uuid, gpu_count: i32) -> ProvisionInstance {
+        ProvisionInstance {
+            instance_id: InstanceId(Uuid::now_v7()),
+            order_id: OrderId(Uuid::now_v7()),
+            tenant_id: TenantId(Uuid::now_v7()),
+            machine_id: MachineId(machine),
+            gpu_count,
+            machine_gpu_count: 2,
+            image: "nvidia/cuda:12.4.1-runtime-ubuntu22.04".into(),
+            ssh_public_key: None,
+            command: None,
+            env: Default::default(),
+            ports: Vec::new(),
+            disk_gib: None,
+            gpu_indices: Vec::new(),
+            mig: None,
+        }
+    }
+
+    fn indices(machine: Uuid, indices: &[u32]) -> ProvisionInstance {
+        ProvisionInstance {
+            gpu_indices: indices.to_vec(),
+            ..job(machine, indices.len() as i32)
+        }
+    }
+
+    fn slice(machine: Uuid, gpu_index: u32, start: u8, size: u8) -> ProvisionInstance {
+        ProvisionInstance {
+            mig: Some(MigSlice {
+                profile: if size == 4 { "3g.40gb" } else { "1g.10gb" }.into(),
+                gpu_index,
+                start,
+                size,
+                nvml_profile: 0,
+            }),
+            ..job(machine, 1)
+        }
+    }
+
+    fn rows(held: &[(&str, &ProvisionInstance)]) -> Vec<(String, Uuid)> {
+        held.iter()
+            .map(|(name, job)| ((*name).to_owned(), job.instance_id.into()))
+            .collect()
+    }
+
+    #[test]
+    fn slices_and_indices_follow_the_placement_rules() {
+        let m = Uuid::now_v7();
+        let a = slice(m, 0, 0, 4);
+        let whole = indices(m, &[1]);
+        let held = rows(&[("gpu0:0+4", &a), ("1", &whole)]);
+        // Beside a's slice: added; a again: nothing to do.
+        let b = slice(m, 0, 4, 4);
+        assert_eq!(
+            plan_gpus(&held, &b).unwrap(),
+            Change {
+                add: vec!["gpu0:4+4".into()],
+                drop: vec![],
+            }
+        );
+        assert_eq!(plan_gpus(&held, &a).unwrap(), Change::default());
+        // On a's memory slices, or on a GPU bound whole, or off the GPU.
+        let overlap = plan_gpus(&held, &slice(m, 0, 3, 1)).unwrap_err();
+        assert!(overlap.contains("overlaps"), "{overlap}");
+        let on_whole = plan_gpus(&held, &slice(m, 1, 0, 1)).unwrap_err();
+        assert!(on_whole.contains("bound whole"), "{on_whole}");
+        assert!(plan_gpus(&held, &slice(m, 0, 6, 4)).is_err());
+        assert!(plan_gpus(&held, &slice(m, 2, 0, 1)).is_err());
+        // Whole GPUs: not one holding a slice, not one bound, not twice.
+        assert!(
+            plan_gpus(&held, &indices(m, &[0]))
+                .unwrap_err()
+                .contains("MIG slice")
+        );
+        assert!(
+            plan_gpus(&held, &indices(m, &[1]))
+                .unwrap_err()
+                .contains("bound to another")
+        );
+        assert!(plan_gpus(&[], &indices(m, &[1, 1])).is_err());
+        assert!(plan_gpus(&[], &indices(m, &[2])).is_err());
+        // A job from an earlier release gets a free GPU: none here.
+        assert!(plan_gpus(&held, &job(m, 1)).is_err());
+        assert_eq!(
+            plan_gpus(&rows(&[("gpu0:0+4", &a)]), &job(m, 1)).unwrap(),
+            Change {
+                add: vec!["1".into()],
+                drop: vec![],
+            }
+        );
+        // What an instance held of an earlier allocation is dropped.
+        let moved = ProvisionInstance {
+            instance_id: a.instance_id,
+            ..indices(m, &[0])
+        };
+        assert_eq!(
+            plan_gpus(&held, &moved).unwrap(),
+            Change {
+                add: vec!["0".into()],
+                drop: vec!["gpu0:0+4".into()],
+            }
+        );
+        assert_eq!(
+            parse_held("gpu1:2+2"),
+            Some(Held::Slice {
+                gpu: 1,
+                mask: 0b1100
+            })
+        );
+        assert_eq!(parse_held("3"), Some(Held::Whole(3)));
+        assert_eq!(parse_held("gpu1:2"), None);
+    }
+
+    #[test]
+    fn readiness_wants_exactly_the_allocation() {
+        let m = Uuid::now_v7();
+        let names = |n: &[&str]| n.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>();
+        assert!(gpus_bound(&names(&["gpu0:4+4"]), &slice(m, 0, 4, 4)).is_ok());
+        assert!(gpus_bound(&names(&["0"]), &slice(m, 0, 4, 4)).is_err());
+        assert!(gpus_bound(&names(&["1", "0"]), &indices(m, &[0, 1])).is_ok());
+        assert!(gpus_bound(&names(&["0", "2"]), &indices(m, &[0, 1])).is_err());
+        assert!(gpus_bound(&names(&["1"]), &job(m, 1)).is_ok());
+        assert!(gpus_bound(&names(&[]), &job(m, 1)).is_err());
+    }
+
+    /// Against a database of its own: binds, overlapping binds racing,
+    /// readiness, stop, unbind and validation, through the driver.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn slices_are_bound_once_raced_safely_and_released_like_gpus() {
+        let test_db = platform::test_db::TestDb::new("sim_mig").unwrap();
+        let driver = Arc::new(SimulatedDriver {
+            db: Db::connect(&test_db.url, 8).unwrap(),
+            latency: HashMap::new(),
+            failures: Mutex::new(HashMap::new()),
+            traffic_bytes_per_second: 0,
+        });
+        let m = Uuid::now_v7();
+        let count = |kind: &'static str| {
+            let driver = driver.clone();
+            async move {
+                driver
+                    .db
+                    .run(move |conn| {
+                        sim_resources::table
+                            .filter(sim_resources::machine_id.eq(m))
+                            .filter(sim_resources::kind.eq(kind))
+                            .select(sim_resources::name)
+                            .load::<String>(conn)
+                            .map_err(Error::from)
+                    })
+                    .await
+                    .unwrap()
+            }
+        };
+        // Every connection open first, so the binds below start together
+        // rather than one per new connection.
+        let warm: Vec<_> = (0..8)
+            .map(|_| {
+                let driver = driver.clone();
+                tokio::spawn(async move {
+                    driver
+                        .db
+                        .run(|conn| {
+                            diesel::sql_query("SELECT pg_sleep(0.05)")
+                                .execute(conn)
+                                .map_err(Error::from)
+                        })
+                        .await
+                })
+            })
+            .collect();
+        for handle in warm {
+            handle.await.unwrap().unwrap();
+        }
+        // Slices of every size all over GPU 0, bound at once: those bound
+        // share no memory slice.
+        let racers: Vec<ProvisionInstance> = [
+            (0, 8),
+            (0, 4),
+            (4, 4),
+            (0, 2),
+            (2, 2),
+            (4, 2),
+            (6, 2),
+            (0, 1),
+            (1, 1),
+            (2, 1),
+            (3, 1),
+            (5, 1),
+        ]
+        .into_iter()
+        .map(|(start, size)| slice(m, 0, start, size))
+        .collect();
+        let handles: Vec<_> = racers
+            .iter()
+            .cloned()
+            .map(|job| {
+                let driver = driver.clone();
+                tokio::spawn(async move { driver.run_step(Step::BindGpus, &job).await })
+            })
+            .collect();
+        let mut won = Vec::new();
+        for (job, handle) in racers.iter().zip(handles) {
+            if handle.await.unwrap().is_ok() {
+                won.push(job.clone());
+            }
+        }
+        let bound = count(GPU).await;
+        assert_eq!(bound.len(), won.len());
+        let mut held: Mask = 0;
+        for job in &won {
+            let mask = job.mig.as_ref().map_or(0, MigSlice::mask);
+            assert_eq!(held & mask, 0, "overlapping slices bound: {bound:?}");
+            held |= mask;
+        }
+        assert!(!won.is_empty());
+        // Keep one, release the others (as their deprovisioning would).
+        let winner = &won[0];
+        for job in &won[1..] {
+            let gone = DeprovisionInstance {
+                instance_id: job.instance_id,
+                machine_id: MachineId(m),
+                tenant_id: job.tenant_id,
+            };
+            driver
+                .deprovision_step(Step::UnbindGpus, &gone)
+                .await
+                .unwrap();
+        }
+        assert_eq!(count(GPU).await.len(), 1);
+        // Redelivered: nothing changes. GPU 0 cannot be bound whole; GPU 1 can.
+        driver.run_step(Step::BindGpus, winner).await.unwrap();
+        assert_eq!(count(GPU).await.len(), 1);
+        assert!(
+            driver
+                .run_step(Step::BindGpus, &indices(m, &[0]))
+                .await
+                .is_err()
+        );
+        let whole = indices(m, &[1]);
+        driver.run_step(Step::BindGpus, &whole).await.unwrap();
+        // ... and then GPU 1 takes no slice.
+        assert!(
+            driver
+                .run_step(Step::BindGpus, &slice(m, 1, 0, 1))
+                .await
+                .is_err()
+        );
+        // Readiness sees the slice (with the rest of the instance).
+        for step in [
+            Step::AttachNetwork,
+            Step::CreateVolume,
+            Step::StartContainer,
+        ] {
+            driver.run_step(step, winner).await.unwrap();
+        }
+        driver.run_step(Step::ReadinessCheck, winner).await.unwrap();
+        // A stop releases the slice like a GPU bind, as does deprovisioning;
+        // validation then finds nothing of it.
+        let stop = StopInstance {
+            instance_id: winner.instance_id,
+            machine_id: MachineId(m),
+        };
+        driver
+            .stop(&stop, Utc::now() + chrono::Duration::seconds(1))
+            .await
+            .unwrap();
+        assert_eq!(count(GPU).await, vec!["1".to_owned()]);
+        driver.run_step(Step::BindGpus, winner).await.unwrap();
+        let deprovision = DeprovisionInstance {
+            instance_id: winner.instance_id,
+            machine_id: MachineId(m),
+            tenant_id: winner.tenant_id,
+        };
+        assert!(
+            driver
+                .deprovision_step(Step::ValidateClean, &deprovision)
+                .await
+                .is_err()
+        );
+        for step in [
+            Step::StopContainer,
+            Step::UnbindGpus,
+            Step::DetachNetwork,
+            Step::WipeVolume,
+        ] {
+            driver.deprovision_step(step, &deprovision).await.unwrap();
+        }
+        driver
+            .deprovision_step(Step::ValidateClean, &deprovision)
+            .await
+            .unwrap();
+        // Its memory slices are free: the whole of GPU 0 can be sliced again.
+        driver
+            .run_step(Step::BindGpus, &slice(m, 0, 0, 8))
+            .await
+            .unwrap();
+    }
 
     #[test]
     fn step_maps_parse_and_reject_unknown_steps() {

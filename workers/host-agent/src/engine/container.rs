@@ -4,9 +4,10 @@
 //!
 //! A container is created once and started again after a stop, keeping its
 //! root filesystem. When a start finds it created for other GPU indices (a
-//! stop released the GPUs and the start got others) or another image, it is
-//! removed and created anew: the root filesystem is lost, `/workspace` (a
-//! volume) is kept.
+//! stop released the GPUs and the start got others), another MIG device (a
+//! stop destroyed the slice and the start made a new one) or another image,
+//! it is removed and created anew: the root filesystem is lost,
+//! `/workspace` (a volume) is kept.
 
 use std::collections::HashMap;
 
@@ -23,6 +24,7 @@ use bollard::query_parameters::{
 use futures_util::StreamExt;
 use uuid::Uuid;
 
+use super::mig::SliceRecord;
 use super::{EngineError, is_not_found};
 use crate::names;
 use crate::protocol::{PortMapping, RentalSpec};
@@ -46,7 +48,10 @@ pub struct Limits {
 /// What a container is created from, besides the order.
 pub struct Plan<'a> {
     pub machine: Uuid,
+    /// The GPU indices it runs on (a slice's GPU for a slice).
     pub gpus: &'a [u32],
+    /// The MIG slice it gets instead of whole GPUs.
+    pub slice: Option<&'a SliceRecord>,
     pub devices: (Option<Vec<DeviceRequest>>, Option<Vec<DeviceMapping>>),
     pub ports: &'a [PortMapping],
     pub limits: Limits,
@@ -87,7 +92,20 @@ pub fn create_body(
     }
     env.push(format!("GPUMARKET_GPUS={gpus}"));
     let mut labels = super::labels::base(plan.machine, spec.instance_id.into(), spec.attempt);
-    labels.insert(names::LABEL_GPUS.into(), gpus);
+    labels.insert(
+        names::LABEL_GPUS.into(),
+        plan.slice.map_or(gpus, SliceRecord::label),
+    );
+    // The machine's CPUs and memory are split by GPU share: a slice's share
+    // is its memory slices' part of its GPU.
+    let (part, whole) = match plan.slice {
+        Some(slice) => (
+            i32::from(slice.slice.size),
+            spec.machine_gpu_count
+                .saturating_mul(i32::from(contracts::mig::MEMORY_SLICES)),
+        ),
+        None => (spec.gpu_count, spec.machine_gpu_count),
+    };
     let mut port_bindings = HashMap::new();
     let mut exposed = Vec::new();
     for mapping in plan.ports {
@@ -123,14 +141,10 @@ pub fn create_body(
         }]),
         nano_cpus: Some(share(
             limits.ncpu.saturating_mul(1_000_000_000),
-            spec.gpu_count,
-            spec.machine_gpu_count,
+            part,
+            whole,
         )),
-        memory: Some(share(
-            limits.mem_total,
-            spec.gpu_count,
-            spec.machine_gpu_count,
-        )),
+        memory: Some(share(limits.mem_total, part, whole)),
         pids_limit: Some(limits.pids_limit),
         ulimits: Some(vec![
             ulimit("nofile", limits.nofile),
@@ -384,6 +398,8 @@ mod tests {
 
     fn spec() -> RentalSpec {
         RentalSpec {
+            gpu_indices: Vec::new(),
+            mig: None,
             instance_id: InstanceId(Uuid::now_v7()),
             tenant_id: TenantId(Uuid::now_v7()),
             machine_id: MachineId(Uuid::now_v7()),
@@ -419,6 +435,7 @@ mod tests {
             Plan {
                 machine: spec.machine_id.into(),
                 gpus: &indices,
+                slice: None,
                 devices: gpus::devices(style, simulated, true, &gpu_list(), &indices),
                 ports: &[PortMapping {
                     container_port: 8888,
@@ -524,12 +541,67 @@ mod tests {
     }
 
     #[test]
+    fn a_slice_is_labelled_with_its_device_and_gets_its_share() {
+        use crate::engine::mig::{MigDevice, SliceRecord};
+        let spec = spec();
+        let record = SliceRecord {
+            slice: contracts::mig::MigSlice {
+                profile: "3g.40gb".into(),
+                gpu_index: 2,
+                start: 4,
+                size: 4,
+                nvml_profile: 2,
+            },
+            device: MigDevice {
+                gpu_instance_id: 2,
+                compute_instance_id: 0,
+                uuid: "MIG-0b7f3c52-1d2e-8a4b-9c6d-5e4f3a2b1c0d".into(),
+                device_index: 1,
+            },
+            released: false,
+        };
+        let body = create_body(
+            &spec,
+            "docker.io/pytorch/pytorch:2.3",
+            Plan {
+                machine: spec.machine_id.into(),
+                gpus: &[2],
+                slice: Some(&record),
+                devices: gpus::slice_devices(GpuStyle::DeviceRequests, false, false, &record),
+                ports: &[],
+                limits: Limits {
+                    ncpu: 16,
+                    mem_total: 64 << 30,
+                    pids_limit: 4096,
+                    nofile: 65536,
+                    nproc: 65536,
+                },
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            body.labels.unwrap()[names::LABEL_GPUS],
+            "2:4+4 MIG-0b7f3c52-1d2e-8a4b-9c6d-5e4f3a2b1c0d"
+        );
+        assert!(body.env.unwrap().contains(&"GPUMARKET_GPUS=2".to_owned()));
+        let host = body.host_config.unwrap();
+        // Half of one GPU of four: an eighth of the machine.
+        assert_eq!(host.nano_cpus, Some(2_000_000_000));
+        assert_eq!(host.memory, Some(8 << 30));
+        assert_eq!(
+            host.device_requests.unwrap()[0].device_ids,
+            Some(vec![record.device.uuid.clone()])
+        );
+    }
+
+    #[test]
     fn bad_env_names_are_refused_without_their_values() {
         let mut spec = spec();
         spec.env = [("A=B".to_owned(), "secret-value".to_owned())].into();
         let plan = Plan {
             machine: spec.machine_id.into(),
             gpus: &[],
+            slice: None,
             devices: (None, None),
             ports: &[],
             limits: Limits {

@@ -6,7 +6,8 @@
 //! labelled after the instance ([`crate::names`]) and looked up before it is
 //! made, and what the engine cannot hold (GPU bindings, "wanted running"
 //! markers) is kept in the state directory ([`state`]). The modules hold one
-//! thing each: flags ([`config`]), labels ([`labels`]), GPUs ([`gpus`]), the
+//! thing each: flags ([`config`]), labels ([`labels`]), GPUs ([`gpus`]),
+//! MIG slices ([`mig`]), the
 //! image ([`pull`]), the network and host ports ([`network`], with Podman's
 //! own API for reading networks in [`libpod`]), `/workspace` ([`volume`]),
 //! the container ([`container`]), exits ([`exits`]), counters
@@ -25,6 +26,7 @@ pub mod exits;
 pub mod gpus;
 pub mod labels;
 pub mod libpod;
+pub mod mig;
 pub mod network;
 pub mod pull;
 pub mod state;
@@ -92,6 +94,22 @@ pub enum EngineError {
     PullFailed { image: String, message: String },
     #[error("not enough free GPUs: {wanted} wanted, {free} free")]
     NoFreeGpus { wanted: usize, free: usize },
+    // The next three refuse what the catalog allocated. The provisioner
+    // retries every failed step up to its bound (it has no notion of a
+    // failure not worth retrying); a retry succeeds only if the other
+    // rental went meanwhile.
+    #[error("GPU {0} is not on this machine")]
+    GpuNotOnMachine(u32),
+    #[error("GPU {0} is in use by another rental")]
+    GpuTaken(u32),
+    #[error("MIG slice refused: {0}")]
+    SliceRefused(String),
+    #[error("MIG slices cannot be made on this host: {0}")]
+    MigUnavailable(String),
+    #[error("MIG: {0}")]
+    Mig(String),
+    #[error("state file {} does not read", .0.display())]
+    StateUnreadable(PathBuf),
     #[error("no free host port in the machine's port range")]
     NoFreePorts,
     #[error("environment variable name {0:?} is not valid")]
@@ -121,6 +139,9 @@ impl EngineError {
                 format!("{step}: the container engine failed")
             }
             EngineError::State { .. } => format!("{step}: the agent's state could not be saved"),
+            EngineError::StateUnreadable(_) => {
+                format!("{step}: the agent's state could not be read")
+            }
             EngineError::Access(AccessError::Io { .. }) => {
                 format!("{step}: the agent's state could not be saved")
             }
@@ -164,8 +185,10 @@ pub struct ContainerExecutor {
     simulated: bool,
     access: Arc<Access>,
     state: state::StateDir,
+    /// Makes the MIG slices (NVML, or the simulated model).
+    mig: mig::MigBackend,
     facts: EngineFacts,
-    /// Serialises the choice of GPUs and host ports on the machine.
+    /// Serialises the choice of GPUs, slices and host ports on the machine.
     choosing: tokio::sync::Mutex<()>,
     /// Each instance's last `/workspace` measurement: when, and the bytes.
     measured: std::sync::Mutex<std::collections::HashMap<Uuid, (std::time::Instant, u64)>>,
@@ -201,6 +224,7 @@ impl ContainerExecutor {
             simulated: inventory.simulated,
             access,
             state,
+            mig: mig::MigBackend::for_host(inventory.simulated),
             facts,
             choosing: tokio::sync::Mutex::new(()),
             measured: std::sync::Mutex::new(std::collections::HashMap::new()),
@@ -266,6 +290,20 @@ impl ContainerExecutor {
     /// The GPU indices bound to `instance`, if any.
     pub fn binding(&self, instance: Uuid) -> Result<Option<Vec<u32>>, EngineError> {
         self.state.binding(instance)
+    }
+
+    /// The MIG slice made for `instance`, if any (released or not).
+    pub fn slice(&self, instance: Uuid) -> Result<Option<mig::SliceRecord>, EngineError> {
+        Ok(self.state.slice_made(instance)?.map(|(record, _)| record))
+    }
+
+    /// The GPU bookkeeping of the machine (callers hold `choosing`).
+    fn binder(&self) -> gpus::Binder<'_> {
+        gpus::Binder {
+            gpus: &self.gpus,
+            state: &self.state,
+            mig: &self.mig,
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! What the executor keeps in its state directory so a restarted agent
 //! knows it: each instance's GPU binding (`bindings/<instance>`, the
-//! indices `0,1`) and the "wanted running" markers (`wanted/<instance>`,
-//! holding the run number) that make a container's exit worth reporting.
+//! indices `0,1`), its MIG slice (`slices/<instance>`, a
+//! [`SliceRecord`] as one line of JSON) and the "wanted running" markers
+//! (`wanted/<instance>`, holding the run number) that make a container's
+//! exit worth reporting.
 //! Each also holds, on its second line, when the platform issued the
 //! command that made it ([`Made`]): a stop undoes only what was made before
 //! it was decided, so a stop handled late cannot undo a start that followed.
@@ -15,6 +17,7 @@ use chrono::{DateTime, Utc};
 use uuid::Uuid;
 
 use super::EngineError;
+use super::mig::SliceRecord;
 
 /// When the platform issued the command that made a binding or marker
 /// (its clock, like a stop's `issued_at`); None in files without it.
@@ -37,6 +40,7 @@ fn with_made(first: &str, made: DateTime<Utc>) -> String {
 
 pub struct StateDir {
     bindings: PathBuf,
+    slices: PathBuf,
     wanted: PathBuf,
 }
 
@@ -44,9 +48,10 @@ impl StateDir {
     pub fn open(root: &Path) -> Result<StateDir, EngineError> {
         let state = StateDir {
             bindings: root.join("bindings"),
+            slices: root.join("slices"),
             wanted: root.join("wanted"),
         };
-        for dir in [&state.bindings, &state.wanted] {
+        for dir in [&state.bindings, &state.slices, &state.wanted] {
             std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         }
         Ok(state)
@@ -89,6 +94,44 @@ impl StateDir {
 
     pub fn unbind(&self, instance: Uuid) -> Result<(), EngineError> {
         remove(&self.bindings.join(instance.to_string()))
+    }
+
+    /// Every instance's MIG slice record, released ones included.
+    pub fn slices(&self) -> Result<BTreeMap<Uuid, SliceRecord>, EngineError> {
+        let mut all = BTreeMap::new();
+        for (instance, text) in read_all(&self.slices)? {
+            let path = self.slices.join(instance.to_string());
+            all.insert(instance, parse_slice(&path, split_made(&text).0)?);
+        }
+        Ok(all)
+    }
+
+    /// The instance's slice record and when it was made.
+    pub fn slice_made(&self, instance: Uuid) -> Result<Option<(SliceRecord, Made)>, EngineError> {
+        let path = self.slices.join(instance.to_string());
+        match read(&path)? {
+            Some(text) => {
+                let (first, made) = split_made(&text);
+                Ok(Some((parse_slice(&path, first)?, made)))
+            }
+            None => Ok(None),
+        }
+    }
+
+    pub fn keep_slice(
+        &self,
+        instance: Uuid,
+        record: &SliceRecord,
+        made: DateTime<Utc>,
+    ) -> Result<(), EngineError> {
+        let path = self.slices.join(instance.to_string());
+        let json = serde_json::to_string(record)
+            .map_err(|e| io(&path, std::io::Error::other(e.to_string())))?;
+        write(&path, &with_made(&json, made))
+    }
+
+    pub fn drop_slice(&self, instance: Uuid) -> Result<(), EngineError> {
+        remove(&self.slices.join(instance.to_string()))
     }
 
     /// The run the platform wants running for each marked instance.
@@ -141,6 +184,12 @@ pub fn parse_indices(text: &str) -> Vec<u32> {
         .split(',')
         .filter_map(|i| i.trim().parse().ok())
         .collect()
+}
+
+/// A slice record that does not read is an error, not "no slice": taken
+/// for none, its memory slices would be handed out again while in use.
+fn parse_slice(path: &Path, first: &str) -> Result<SliceRecord, EngineError> {
+    serde_json::from_str(first).map_err(|_| EngineError::StateUnreadable(path.to_owned()))
 }
 
 fn io(path: &Path, source: std::io::Error) -> EngineError {
@@ -218,6 +267,45 @@ mod tests {
         state.not_wanted(instance).unwrap();
         assert_eq!(state.binding(instance).unwrap(), None);
         assert_eq!(state.wanted_made(instance).unwrap(), None);
+        std::fs::remove_dir_all(dir).unwrap();
+    }
+
+    #[test]
+    fn slices_are_kept_with_when_they_were_made_and_junk_is_an_error() {
+        use crate::engine::mig::MigDevice;
+        use contracts::mig::MigSlice;
+        let dir = std::env::temp_dir().join(format!("gpm-state-{}", Uuid::now_v7()));
+        let state = StateDir::open(&dir).unwrap();
+        let (instance, at) = (Uuid::now_v7(), Utc::now());
+        let record = SliceRecord {
+            slice: MigSlice {
+                profile: "3g.40gb".into(),
+                gpu_index: 1,
+                start: 4,
+                size: 4,
+                nvml_profile: 2,
+            },
+            device: MigDevice {
+                gpu_instance_id: 2,
+                compute_instance_id: 0,
+                uuid: "MIG-5d3c4a9e-0000-8000-8000-000000000000".into(),
+                device_index: 1,
+            },
+            released: false,
+        };
+        state.keep_slice(instance, &record, at).unwrap();
+        let (read, made) = state.slice_made(instance).unwrap().unwrap();
+        assert_eq!(read, record);
+        assert_eq!(made.unwrap().timestamp_micros(), at.timestamp_micros());
+        assert_eq!(state.slices().unwrap()[&instance], record);
+        // A record that does not read blocks rather than frees the GPU.
+        std::fs::write(dir.join("slices").join(instance.to_string()), "{").unwrap();
+        assert!(matches!(
+            state.slices(),
+            Err(EngineError::StateUnreadable(_))
+        ));
+        state.drop_slice(instance).unwrap();
+        assert_eq!(state.slice_made(instance).unwrap(), None);
         std::fs::remove_dir_all(dir).unwrap();
     }
 }

@@ -47,8 +47,10 @@ impl ContainerExecutor {
             "provision" => {
                 let spec: RentalSpec =
                     serde_json::from_value(command.job.clone()).map_err(bad_job)?;
+                let allocation = gpus::Allocation::of(&spec);
                 self.check_machine(spec.machine_id.into())?;
-                self.provision_step(&command.step, &spec, command.issued_at, progress)
+                let want = allocation.want(spec.gpu_count);
+                self.provision_step(&command.step, &spec, &want, command.issued_at, progress)
                     .await
             }
             "stop" if command.step != "stop_instance" => {
@@ -81,6 +83,7 @@ impl ContainerExecutor {
         &self,
         step: &str,
         spec: &RentalSpec,
+        want: &gpus::Want,
         issued_at: DateTime<Utc>,
         progress: &Progress,
     ) -> Result<Option<StepDetail>, EngineError> {
@@ -96,8 +99,7 @@ impl ContainerExecutor {
                 super::pull::pull_image(&self.docker, &spec.image, &limits, progress).await?;
             }
             "bind_gpus" => {
-                self.bind_gpus(instance.into(), spec.gpu_count, issued_at)
-                    .await?;
+                self.bind_gpus(instance.into(), want, issued_at).await?;
             }
             "attach_network" => {
                 let _choosing = self.choosing.lock().await;
@@ -120,7 +122,7 @@ impl ContainerExecutor {
                 )
                 .await?;
             }
-            "start_container" => self.start_container(spec, issued_at).await?,
+            "start_container" => self.start_container(spec, want, issued_at).await?,
             "authorize_ssh" => {
                 let keys = spec
                     .ssh_public_key
@@ -152,13 +154,18 @@ impl ContainerExecutor {
                 self.repair_isolation().await;
                 removed
             }
-            "unbind_gpus" => self.state.unbind(instance),
+            "unbind_gpus" => {
+                let _choosing = self.choosing.lock().await;
+                self.binder().release(instance, None)
+            }
             "detach_network" => network::detach_network(&self.docker, instance).await,
             "wipe_volume" => volume::wipe_volume(&self.docker, instance).await,
             "validate_clean" => {
                 let remains = self.remains(instance).await?;
                 if remains.is_empty() {
-                    Ok(())
+                    // Clean: a released slice's record has served.
+                    let _choosing = self.choosing.lock().await;
+                    self.binder().forget(instance)
                 } else {
                     Err(EngineError::NotClean(remains))
                 }
@@ -215,40 +222,47 @@ impl ContainerExecutor {
         Ok(())
     }
 
-    /// The instance's GPUs, chosen once and kept in the state directory.
+    /// The instance's GPUs or MIG slice, bound (made) once and kept in
+    /// the state directory.
     async fn bind_gpus(
         &self,
         instance: Uuid,
-        gpu_count: i32,
+        want: &gpus::Want,
         issued_at: DateTime<Utc>,
-    ) -> Result<Vec<u32>, EngineError> {
+    ) -> Result<gpus::Grant, EngineError> {
         let _choosing = self.choosing.lock().await;
-        let want = usize::try_from(gpu_count.max(0)).unwrap_or(0);
-        let bindings = self.state.bindings()?;
-        let chosen = gpus::choose(&self.gpus, &bindings, instance, want)?;
-        if bindings.get(&instance) != Some(&chosen) {
-            self.state.bind(instance, &chosen, issued_at)?;
-        }
-        Ok(chosen)
+        self.binder().bind(instance, want, issued_at)
     }
 
     async fn start_container(
         &self,
         spec: &RentalSpec,
+        want: &gpus::Want,
         issued_at: DateTime<Utc>,
     ) -> Result<(), EngineError> {
         let instance = spec.instance_id;
-        // A start after a stop finds the GPUs released: bind again.
-        let indices = match self.state.binding(instance.into())? {
-            Some(indices) => indices,
-            None => {
-                let _choosing = self.choosing.lock().await;
-                let want = usize::try_from(spec.gpu_count.max(0)).unwrap_or(0);
-                let chosen =
-                    gpus::choose(&self.gpus, &self.state.bindings()?, instance.into(), want)?;
-                self.state.bind(instance.into(), &chosen, issued_at)?;
-                chosen
-            }
+        // What bind_gpus bound; a start after a stop finds it released and
+        // binds again (a slice is made again).
+        let grant = self.bind_gpus(instance.into(), want, issued_at).await?;
+        let indices = grant.indices();
+        let devices = match &grant {
+            gpus::Grant::Whole(indices) => gpus::devices(
+                self.config.gpu_style,
+                self.simulated,
+                self.facts.podman,
+                &self.gpus,
+                indices,
+            ),
+            gpus::Grant::Slice(record) => gpus::slice_devices(
+                self.config.gpu_style,
+                self.simulated,
+                self.facts.podman,
+                record,
+            ),
+        };
+        let slice = match &grant {
+            gpus::Grant::Slice(record) => Some(record),
+            gpus::Grant::Whole(_) => None,
         };
         let ports = network::mappings(self.networks(), instance.into())
             .await?
@@ -260,13 +274,8 @@ impl ContainerExecutor {
             Plan {
                 machine: self.machine,
                 gpus: &indices,
-                devices: gpus::devices(
-                    self.config.gpu_style,
-                    self.simulated,
-                    self.facts.podman,
-                    &self.gpus,
-                    &indices,
-                ),
+                slice,
+                devices,
                 ports: &ports,
                 limits: Limits {
                     ncpu: self.facts.ncpu,
@@ -283,7 +292,7 @@ impl ContainerExecutor {
         // After the start: a container that never ran is not "exited".
         self.state
             .want_running(instance.into(), spec.attempt, issued_at)?;
-        tracing::info!(instance.id = %instance, gpus = ?indices, "container started");
+        tracing::info!(instance.id = %instance, gpus = ?indices, slice = slice.is_some(), "container started");
         Ok(())
     }
 
@@ -347,7 +356,8 @@ impl ContainerExecutor {
     }
 
     /// Access revoked (sessions end), no longer wanted running, container
-    /// stopped (kept, with its volume and network), GPUs released. Only
+    /// stopped (kept, with its volume and network), GPUs released (a MIG
+    /// slice destroyed: the catalog may place another there). Only
     /// what was made before the stop was decided (`issued_at`) is undone: a
     /// stop handled late leaves a start that followed it running, and GPUs
     /// bound for it.
@@ -368,14 +378,12 @@ impl ContainerExecutor {
         let stopped = container::stop(&self.docker, instance, self.config.stop_grace_seconds).await;
         self.repair_isolation().await;
         stopped?;
-        match self.state.binding_made(instance)? {
-            Some((_, made)) if after(made) => Ok(()),
-            _ => self.state.unbind(instance),
-        }
+        let _choosing = self.choosing.lock().await;
+        self.binder().release(instance, Some(issued_at))
     }
 
     /// What is left of the instance: containers, networks, volumes labelled
-    /// with it, a key file, a GPU binding, a marker.
+    /// with it, a key file, a GPU binding or MIG slice, a marker.
     pub async fn remains(&self, instance: Uuid) -> Result<Vec<String>, EngineError> {
         let filters = labels::filters(vec![labels::instance_filter(instance)]);
         let mut remains = Vec::new();
@@ -416,9 +424,7 @@ impl ContainerExecutor {
         if self.access.has_any(instance) {
             remains.push("SSH keys".into());
         }
-        if self.state.binding(instance)?.is_some() {
-            remains.push("GPU binding".into());
-        }
+        remains.extend(self.binder().remains(instance)?);
         if self.state.is_wanted(instance) {
             remains.push("wanted-running marker".into());
         }
