@@ -109,14 +109,14 @@ async fn racing_slice_orders_never_share_a_memory_slice() {
     let profiles = [
         "1g.10gb", "1g.20gb", "2g.20gb", "3g.40gb", "4g.40gb", "7g.80gb",
     ];
-    for seed in [7u64, 21, 1234] {
-        let offer = listed_machine(&m.host, "H100 80GB SXM", 2, "2.40").await;
-        set_mode(&m.host, &offer, 0, "MIG_AUTO")
-            .await
-            .expect("gpu 0 MIG");
-        set_mode(&m.host, &offer, 1, "MIG_AUTO")
-            .await
-            .expect("gpu 1 MIG");
+    // One GPU, then across a machine of two and of four.
+    for (seed, gpus) in [(7u64, 1), (21, 2), (1234, 4)] {
+        let offer = listed_machine(&m.host, "H100 80GB SXM", gpus, "2.40").await;
+        for gpu in 0..gpus {
+            set_mode(&m.host, &offer, gpu, "MIG_AUTO")
+                .await
+                .expect("MIG");
+        }
         m.env.heartbeat_all();
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let wanted: Vec<&str> = (0..20)
@@ -142,10 +142,7 @@ async fn racing_slice_orders_never_share_a_memory_slice() {
                 Err(e) => assert_eq!(e.code, "INSUFFICIENT_CAPACITY", "{e}"),
             }
         }
-        assert!(
-            won >= 2,
-            "seed {seed}: two empty GPUs take at least two slices"
-        );
+        assert!(won >= gpus, "seed {seed}: each empty GPU takes a slice");
         assert_eq!(m.env.count(OVERLAPS), 0, "seed {seed}: overlapping slices");
         assert_eq!(
             m.env.count(HOLDS_DISAGREE),
@@ -156,7 +153,7 @@ async fn racing_slice_orders_never_share_a_memory_slice() {
             m.env.count(&format!(
                 "SELECT count(*) AS n FROM catalog.allocations WHERE released_at IS NULL AND machine_id = '{offer}'"
             )),
-            won,
+            i64::from(won),
             "seed {seed}"
         );
         // Slices never count on the whole-GPU counter.
@@ -171,8 +168,14 @@ async fn racing_slice_orders_never_share_a_memory_slice() {
             "SELECT coalesce(sum(mig_size), 0)::bigint AS n FROM catalog.allocations \
              WHERE released_at IS NULL AND machine_id = '{offer}'"
         ));
-        assert!(used <= 16, "seed {seed}: {used} memory slices of 16");
-        println!("seed {seed}: {won} of 20 slice orders placed, {used} of 16 memory slices in use");
+        assert!(
+            used <= 8 * i64::from(gpus),
+            "seed {seed}: {used} memory slices"
+        );
+        println!(
+            "seed {seed}: {won} of 20 slice orders placed on {gpus} GPUs, {used} of {} memory slices in use",
+            8 * gpus
+        );
     }
     m.stack.stop().await;
     m.env.cleanup().await;
@@ -462,4 +465,115 @@ async fn a_slice_runs_and_is_billed_the_slice_price_to_the_second() {
     let _ = &api;
     stack.stop().await;
     env.cleanup().await;
+}
+
+/// A fixed layout is checked when set and followed when ordering: slices
+/// land only in its slots, a profile it has no slot for is refused, and a
+/// slice order's bad input is refused clearly before anything is held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_fixed_layout_takes_only_its_slots_and_bad_slice_orders_are_refused() {
+    let m = market(Parts::SERVICES).await;
+    let offer = listed_machine(&m.host, "H200 141GB SXM", 1, "3.20").await;
+    m.env.heartbeat_all();
+    let layout = |slots: Value| {
+        let host = m.host.clone();
+        let offer = offer.clone();
+        async move {
+            host.run(
+                "mutation($input: SetGpuModeInput!) { setGpuMode(input: $input) { index mode layout { profile start } } }",
+                json!({ "input": { "machineId": offer, "gpuIndex": 0, "mode": "MIG_FIXED", "layout": slots } }),
+            )
+            .await
+        }
+    };
+    // Overlapping slots and a start the profile cannot take are refused.
+    let overlap =
+        layout(json!([{ "profile": "4g.71gb", "start": 0 }, { "profile": "2g.35gb", "start": 2 }]))
+            .await
+            .expect_err("overlap");
+    assert_eq!(overlap.code, "VALIDATION", "{overlap}");
+    let bad_start = layout(json!([{ "profile": "3g.71gb", "start": 2 }]))
+        .await
+        .expect_err("start 2");
+    assert_eq!(bad_start.code, "VALIDATION", "{bad_start}");
+    // One 3g at 0 and two 1g.18gb at 4 and 5.
+    layout(json!([
+        { "profile": "3g.71gb", "start": 0 },
+        { "profile": "1g.18gb", "start": 4 },
+        { "profile": "1g.18gb", "start": 5 }
+    ]))
+    .await
+    .expect("layout");
+
+    order_slice(&m.renter, &offer, "3g.71gb", "fixed-3g")
+        .await
+        .expect("3g slot");
+    let second = order_slice(&m.renter, &offer, "3g.71gb", "fixed-3g-2")
+        .await
+        .expect_err("one 3g slot");
+    assert_eq!(second.code, "INSUFFICIENT_CAPACITY", "{second}");
+    let off_layout = order_slice(&m.renter, &offer, "2g.35gb", "fixed-2g")
+        .await
+        .expect_err("no 2g slot");
+    assert_eq!(off_layout.code, "INSUFFICIENT_CAPACITY", "{off_layout}");
+    order_slice(&m.renter, &offer, "1g.18gb", "fixed-1g-a")
+        .await
+        .expect("1g slot");
+    order_slice(&m.renter, &offer, "1g.18gb", "fixed-1g-b")
+        .await
+        .expect("1g slot");
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.allocations WHERE released_at IS NULL AND machine_id = '{offer}' \
+             AND (mig_profile, mig_start) NOT IN (('3g.71gb', 0), ('1g.18gb', 4), ('1g.18gb', 5))"
+        )),
+        0,
+        "every slice in a slot of the layout"
+    );
+    assert_eq!(m.env.count(OVERLAPS), 0);
+
+    // Bad slice orders: refused before anything is held.
+    let held = m.env.count("SELECT count(*) AS n FROM catalog.allocations");
+    for (input, field) in [
+        (
+            json!({ "offerId": offer, "gpuCount": 2, "migProfile": "1g.18gb" }),
+            "gpuCount",
+        ),
+        (
+            json!({ "offerId": offer, "gpuCount": 1, "migProfile": "1g.18gb", "rentalType": "INTERRUPTIBLE", "bidPerGpuHour": "1" }),
+            "on demand",
+        ),
+        (
+            json!({ "offerId": offer, "gpuCount": 1, "migProfile": "nine gigs; DROP TABLE" }),
+            "migProfile",
+        ),
+        (
+            json!({ "offerId": offer, "gpuCount": 1, "migProfile": "3g.40gb" }),
+            "migProfile",
+        ),
+        (
+            json!({ "constraints": { "gpuModels": ["H200 141GB SXM"] }, "gpuCount": 1, "migProfile": "1g.18gb" }),
+            "offerId",
+        ),
+    ] {
+        let mut input = input;
+        input["idempotencyKey"] = json!(uuid::Uuid::now_v7().to_string());
+        input["sshPublicKey"] = json!(SSH_KEY);
+        let refused = m
+            .renter
+            .run(
+                "mutation($input: CreateOrderInput!) { createOrder(input: $input) { id } }",
+                json!({ "input": input }),
+            )
+            .await
+            .expect_err("refused");
+        assert_eq!(refused.code, "VALIDATION", "{input}: {refused}");
+        assert!(refused.message.contains(field), "{input}: {refused}");
+    }
+    assert_eq!(
+        m.env.count("SELECT count(*) AS n FROM catalog.allocations"),
+        held
+    );
+    m.stack.stop().await;
+    m.env.cleanup().await;
 }

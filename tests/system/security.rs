@@ -555,6 +555,8 @@ async fn another_tenants_ids_answer_as_nonexistent_ones_and_change_nothing() {
         "mutation($id: ID!) { listMachine(machineId: $id) { id } }",
         "mutation($id: ID!) { unlistMachine(machineId: $id) { id } }",
         "mutation($id: ID!) { deleteMachine(machineId: $id) }",
+        "mutation($id: ID!) { setGpuMode(input: { machineId: $id, gpuIndex: 0, mode: MIG_AUTO }) { index } }",
+        "mutation($id: ID!) { setMigPrices(input: { machineId: $id, prices: [{ profile: \"3g.40gb\", pricePerHour: \"0.5\" }] }) { profile } }",
     ];
     let tenant_probes: Vec<&str> = vec![
         "query($id: ID) { tenantQuota(tenantId: $id) { maxGpus } }",

@@ -23,7 +23,7 @@ use crate::{Error, gpu_models};
 
 /// Most a GPU-hour (or a GB-month, or a TB) may be listed at; a guard against a
 /// typo of a few zeros. The gateway checks the same bound first.
-pub(crate) const MAX_PRICE_PER_GPU_HOUR: i64 = contracts::bounds::GPU_HOUR_PRICE.max_units;
+const MAX_PRICE_PER_GPU_HOUR: i64 = contracts::bounds::GPU_HOUR_PRICE.max_units;
 
 #[derive(Queryable, Selectable)]
 #[diesel(table_name = machines)]

@@ -24,6 +24,9 @@ use uuid::Uuid;
 
 use crate::Error;
 
+/// The most a slice-hour may cost: the GPU-hour bound.
+const MAX_PRICE_PER_HOUR: i64 = contracts::bounds::GPU_HOUR_PRICE.max_units;
+
 /// Longest profile name accepted from a client (`7g.141gb` is 8).
 const MAX_PROFILE_NAME: usize = 32;
 
@@ -591,13 +594,12 @@ pub async fn set_mig_prices(
     }
     for p in &req.prices {
         if p.price_per_hour < Decimal::ZERO
-            || p.price_per_hour > Decimal::from(crate::machines::MAX_PRICE_PER_GPU_HOUR)
+            || p.price_per_hour > Decimal::from(MAX_PRICE_PER_HOUR)
             || p.price_per_hour.scale() > 9
         {
             return Err(Error::Validation(format!(
                 "prices: {}: between 0 and {} with at most 9 decimal places",
-                p.profile,
-                crate::machines::MAX_PRICE_PER_GPU_HOUR
+                p.profile, MAX_PRICE_PER_HOUR
             )));
         }
     }
