@@ -7,7 +7,9 @@ ALTER TABLE catalog.allocations
     DROP CONSTRAINT allocations_slice_complete,
     DROP COLUMN gpu_indices, DROP COLUMN mig_profile, DROP COLUMN mig_gpu_index,
     DROP COLUMN mig_start, DROP COLUMN mig_size;
+DROP STATISTICS catalog.machines_gpus_free;
 ALTER TABLE catalog.machines DROP CONSTRAINT machines_whole_and_mig_within_count, DROP COLUMN mig_gpus;
+CREATE STATISTICS catalog.machines_gpus_free ON (gpu_count - gpus_allocated) FROM catalog.machines;
 DROP TABLE catalog.mig_free;
 DROP TABLE catalog.mig_prices;
 DROP TABLE catalog.mig_gpus;

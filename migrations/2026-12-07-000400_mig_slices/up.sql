@@ -82,6 +82,11 @@ ALTER TABLE catalog.machines
     ADD CONSTRAINT machines_whole_and_mig_within_count
         CHECK (gpus_allocated + mig_gpus <= gpu_count);
 
+-- The search's free-GPU expression now leaves out MIG GPUs; its statistics
+-- follow it (migration 2026-12-05-000130 says why they exist).
+DROP STATISTICS catalog.machines_gpus_free;
+CREATE STATISTICS catalog.machines_gpus_free ON (gpu_count - gpus_allocated - mig_gpus) FROM catalog.machines;
+
 -- What an allocation holds: whole GPUs by index, or one slice.
 ALTER TABLE catalog.allocations
     ADD COLUMN gpu_indices SMALLINT[] NOT NULL DEFAULT '{}',
