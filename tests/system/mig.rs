@@ -551,10 +551,6 @@ async fn a_fixed_layout_takes_only_its_slots_and_bad_slice_orders_are_refused() 
             json!({ "offerId": offer, "gpuCount": 1, "migProfile": "3g.40gb" }),
             "migProfile",
         ),
-        (
-            json!({ "constraints": { "gpuModels": ["H200 141GB SXM"] }, "gpuCount": 1, "migProfile": "1g.18gb" }),
-            "offerId",
-        ),
     ] {
         let mut input = input;
         input["idempotencyKey"] = json!(uuid::Uuid::now_v7().to_string());
@@ -573,6 +569,72 @@ async fn a_fixed_layout_takes_only_its_slots_and_bad_slice_orders_are_refused() 
     assert_eq!(
         m.env.count("SELECT count(*) AS n FROM catalog.allocations"),
         held
+    );
+    m.stack.stop().await;
+    m.env.cleanup().await;
+}
+
+/// A slice ordered by constraints goes to the cheapest free slice of its
+/// profile that matches, under the order's maximum per slice-hour.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slice_ordered_by_constraints_takes_the_cheapest_free_slice() {
+    let m = market(Parts::SERVICES).await;
+    let h100 = listed_machine(&m.host, "H100 80GB SXM", 1, "2.40").await;
+    let a100 = listed_machine(&m.host, "A100 80GB SXM", 1, "1.60").await;
+    for machine in [&h100, &a100] {
+        set_mode(&m.host, machine, 0, "MIG_AUTO")
+            .await
+            .expect("MIG");
+    }
+    m.env.heartbeat_all();
+    let by_constraints = |key: &str, max: &str| {
+        let renter = m.renter.clone();
+        let (key, max) = (key.to_owned(), max.to_owned());
+        async move {
+            renter
+                .run(
+                    "mutation($input: CreateOrderInput!) { createOrder(input: $input) { id migProfile pricePerGpuHour } }",
+                    json!({ "input": {
+                        "constraints": { "gpuModels": ["H100 80GB SXM", "A100 80GB SXM"] },
+                        "gpuCount": 1, "migProfile": "3g.40gb", "maxPricePerGpuHour": max,
+                        "idempotencyKey": key, "sshPublicKey": SSH_KEY } }),
+                )
+                .await
+                .map(|d| d["createOrder"].clone())
+        }
+    };
+    // The A100's 3g.40gb costs 1.60 × 4/8 = 0.80, the H100's 1.20.
+    for key in ["c-1", "c-2"] {
+        let placed = by_constraints(key, "1.00").await.expect("placed");
+        assert_eq!(
+            dec(&placed["pricePerGpuHour"]),
+            "0.8".parse().expect("d"),
+            "{placed}"
+        );
+    }
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.allocations WHERE released_at IS NULL AND machine_id = '{a100}'"
+        )),
+        2
+    );
+    // The A100 is full; the H100's slice is above the maximum.
+    let refused = by_constraints("c-3", "1.00")
+        .await
+        .expect_err("none left under 1.00");
+    assert_eq!(refused.code, "INSUFFICIENT_CAPACITY", "{refused}");
+    assert!(refused.message.contains("3g.40gb"), "{refused}");
+    let placed = by_constraints("c-4", "1.50")
+        .await
+        .expect("the H100's slice");
+    assert_eq!(dec(&placed["pricePerGpuHour"]), "1.2".parse().expect("d"));
+    assert_eq!(m.env.count(OVERLAPS), 0);
+    // Quota: three half-GPU slices are 1.5 GPU-equivalents.
+    assert_eq!(
+        m.env.count(
+            "SELECT sum(gpu_eighths)::bigint AS n FROM quota.reservations WHERE released_at IS NULL"
+        ),
+        12
     );
     m.stack.stop().await;
     m.env.cleanup().await;

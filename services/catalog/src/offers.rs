@@ -937,29 +937,43 @@ pub async fn placement_candidates(
             "AND catalog.machines.gpus_allocated < catalog.machines.gpu_count",
             "",
         );
-        let np = binds.push(Bind::Int(n));
-        let outranked = match (q.rental_type, p.bid_per_gpu_hour) {
-            (Some(RentalType::Interruptible), Some(bid)) => {
-                format!("AND a.bid_per_gpu_hour < {}", binds.push(Bind::Num(bid)))
-            }
-            (Some(RentalType::Interruptible), None) => "AND false".to_owned(),
-            _ => String::new(),
-        };
         let mut conditions: Vec<String> = constraints
             .iter()
             .map(|c| format!("({})", c.predicate))
             .collect();
-        conditions.push(format!(
-            "gpu_count >= {np} AND (cardinality(allowed_gpu_counts) = 0 OR {np} = ANY(allowed_gpu_counts))"
-        ));
-        conditions.push(format!(
-            "gpus_free + coalesce((SELECT sum(a.gpu_count) FROM catalog.allocations a
-                 WHERE a.machine_id = live.id AND a.released_at IS NULL
-                   AND a.rental_type = 'interruptible' {outranked}), 0) >= {np}"
-        ));
+        let order = match q.mig_profile.as_deref().filter(|p| !p.trim().is_empty()) {
+            // A slice: the `mig_profile` constraint already asks for a free
+            // one; the cheapest slice first (whole GPUs play no part).
+            Some(profile) => {
+                let pp = binds.push(Bind::Texts(vec![profile.to_owned()]));
+                format!(
+                    "(SELECT f.price_per_hour FROM catalog.mig_free f \
+                      WHERE f.machine_id = live.id AND f.profile = ANY({pp})) ASC, id ASC"
+                )
+            }
+            None => {
+                let np = binds.push(Bind::Int(n));
+                let outranked = match (q.rental_type, p.bid_per_gpu_hour) {
+                    (Some(RentalType::Interruptible), Some(bid)) => {
+                        format!("AND a.bid_per_gpu_hour < {}", binds.push(Bind::Num(bid)))
+                    }
+                    (Some(RentalType::Interruptible), None) => "AND false".to_owned(),
+                    _ => String::new(),
+                };
+                conditions.push(format!(
+                    "gpu_count >= {np} AND (cardinality(allowed_gpu_counts) = 0 OR {np} = ANY(allowed_gpu_counts))"
+                ));
+                conditions.push(format!(
+                    "gpus_free + coalesce((SELECT sum(a.gpu_count) FROM catalog.allocations a
+                         WHERE a.machine_id = live.id AND a.released_at IS NULL
+                           AND a.rental_type = 'interruptible' {outranked}), 0) >= {np}"
+                ));
+                format!("rental_price ASC, (gpus_free >= {np}) DESC, id ASC")
+            }
+        };
         let sql = format!(
             "WITH {live} SELECT *, rental_price AS sort_key FROM live WHERE {} \
-             ORDER BY rental_price ASC, (gpus_free >= {np}) DESC, id ASC LIMIT {first}",
+             ORDER BY {order} LIMIT {first}",
             conditions.join(" AND ")
         );
         let rows: Vec<OfferRow> = binds.apply(sql).load(conn)?;

@@ -51,6 +51,9 @@ pub(crate) async fn candidates(deps: &Deps, req: &CreateOrderRequest) -> Result<
         regions: c.regions,
         min_reliability: c.min_reliability,
         min_disk_gib: Some(disk_gib(req)),
+        // A slice order: offers with a free slice of the profile, cheapest
+        // slice first.
+        mig_profile: req.mig_profile.clone(),
         sort: Some(OfferSort::Price),
         first: Some((PLACEMENT_ATTEMPTS * 2) as i64),
         ..Default::default()

@@ -122,12 +122,6 @@ fn validate(req: &CreateOrderRequest) -> Result<(), Error> {
                 "rentalType: MIG slices are rented on demand only".into(),
             ));
         }
-        if req.offer_id.is_none() {
-            return Err(Error::Validation(
-                "offerId: a MIG slice is ordered on an offer (search with migProfile to find one)"
-                    .into(),
-            ));
-        }
     }
     match (&req.offer_id, &req.constraints) {
         (Some(_), Some(_)) => {
@@ -463,7 +457,11 @@ async fn place_fresh(
             let Some(cheapest) = candidates.first() else {
                 return Err(no_match(req));
             };
-            (quote_of(req, cheapest), Some(candidates))
+            let quote = match &req.mig_profile {
+                Some(profile) => slice_quote(req, cheapest, profile)?,
+                None => quote_of(req, cheapest),
+            };
+            (quote, Some(candidates))
         }
     };
     let (order_id, quote) = insert_order(db, req, quote, print).await?;
@@ -578,10 +576,15 @@ struct Quote {
 fn no_match(req: &CreateOrderRequest) -> Error {
     remote(
         ErrorCode::InsufficientCapacity,
-        format!(
-            "no offer matching the constraints has {} GPUs free now",
-            req.gpu_count
-        ),
+        match &req.mig_profile {
+            Some(profile) => {
+                format!("no offer matching the constraints has a free {profile} slice now")
+            }
+            None => format!(
+                "no offer matching the constraints has {} GPUs free now",
+                req.gpu_count
+            ),
+        },
     )
 }
 
@@ -734,14 +737,21 @@ async fn place(
         else {
             break;
         };
-        let quoted = quote_of(req, offer).price;
+        let quoted = match &req.mig_profile {
+            Some(profile) => match offer.mig_slices.iter().find(|s| &s.profile == profile) {
+                Some(slice) => slice.price_per_hour,
+                None => {
+                    tried.push(offer.machine_id.into());
+                    continue;
+                }
+            },
+            None => quote_of(req, offer).price,
+        };
+        let mut request = allocate_request(order_id, req, offer.machine_id, quoted);
+        request.instance_id = quote.instance_id;
         let result = deps
             .catalog
-            .call(
-                endpoints::catalog::ALLOCATE,
-                (),
-                &allocate_request(order_id, req, offer.machine_id, quoted),
-            )
+            .call(endpoints::catalog::ALLOCATE, (), &request)
             .await;
         match result {
             Ok(allocation) => return Ok(allocation),
