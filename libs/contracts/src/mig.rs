@@ -267,6 +267,41 @@ pub fn check_layout(profiles: &[MigProfile], layout: &[LayoutSlot]) -> Result<()
     Ok(())
 }
 
+/// Longest profile name accepted from a client (`7g.141gb` is 8).
+pub const MAX_PROFILE_NAME: usize = 32;
+
+/// A client's profile name, checked before it reaches SQL or a message:
+/// `field: why` when refused.
+pub fn check_profile_name(name: &str) -> Result<(), String> {
+    if name.is_empty()
+        || name.len() > MAX_PROFILE_NAME
+        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '.')
+    {
+        return Err(format!(
+            "migProfile: a profile name such as 3g.40gb (at most {MAX_PROFILE_NAME} letters, digits and dots)"
+        ));
+    }
+    Ok(())
+}
+
+/// What a slice order must be, wherever it is checked (ordering when it is
+/// recorded, the catalog when it allocates): a valid name, one slice, on
+/// demand. `field: why` when refused.
+pub fn check_slice_order(
+    profile: &str,
+    gpu_count: i32,
+    rental_type: crate::states::RentalType,
+) -> Result<(), String> {
+    check_profile_name(profile)?;
+    if gpu_count != 1 {
+        return Err("gpuCount: a MIG slice order is for one slice (gpuCount 1)".into());
+    }
+    if rental_type != crate::states::RentalType::OnDemand {
+        return Err("rentalType: MIG slices are rented on demand only".into());
+    }
+    Ok(())
+}
+
 /// A slice in use on a GPU, as the host portal shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HeldSlice {

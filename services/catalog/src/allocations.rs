@@ -130,17 +130,8 @@ fn validate(req: &AllocateRequest) -> Result<(), Error> {
         return Err(Error::Validation("gpuCount: at least 1".into()));
     }
     if let Some(profile) = &req.mig_profile {
-        crate::mig::check_profile_name(profile)?;
-        if req.gpu_count != 1 {
-            return Err(Error::Validation(
-                "gpuCount: a MIG slice order is for one slice (gpuCount 1)".into(),
-            ));
-        }
-        if req.rental_type != RentalType::OnDemand {
-            return Err(Error::Validation(
-                "rentalType: MIG slices are rented on demand only".into(),
-            ));
-        }
+        contracts::mig::check_slice_order(profile, req.gpu_count, req.rental_type)
+            .map_err(Error::Validation)?;
     }
     match (req.rental_type, req.bid_per_gpu_hour) {
         (RentalType::Interruptible, None) => Err(Error::Validation(

@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use contracts::api::{MachineGpu, MigPrice, SetGpuModeRequest, SetMigPricesRequest};
 use contracts::ids::{InstanceId, MachineId, OrderId, TenantId};
 use contracts::mig::{
-    self as rules, GpuMode, GpuSlots, HeldSlice, LayoutSlot, Mask, MigProfile, MigSlice,
+    self as rules, GpuMode, GpuSlots, HeldSlice, LayoutSlot, MAX_PROFILE_NAME, Mask, MigProfile,
+    MigSlice,
 };
 use diesel::prelude::*;
 use platform::Db;
@@ -26,9 +27,6 @@ use crate::Error;
 
 /// The most a slice-hour may cost: the GPU-hour bound.
 const MAX_PRICE_PER_HOUR: i64 = contracts::bounds::GPU_HOUR_PRICE.max_units;
-
-/// Longest profile name accepted from a client (`7g.141gb` is 8).
-const MAX_PROFILE_NAME: usize = 32;
 
 /// The MIG profiles of `gpu_model`, smallest first.
 pub fn profiles(conn: &mut PgConnection, gpu_model: &str) -> Result<Vec<MigProfile>, Error> {
@@ -653,13 +651,5 @@ pub async fn set_mig_prices(
 
 /// Checks a client's profile name before it reaches SQL or a message.
 pub fn check_profile_name(name: &str) -> Result<(), Error> {
-    if name.is_empty()
-        || name.len() > MAX_PROFILE_NAME
-        || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '.')
-    {
-        return Err(Error::Validation(format!(
-            "migProfile: a profile name such as 3g.40gb (at most {MAX_PROFILE_NAME} letters, digits and dots)"
-        )));
-    }
-    Ok(())
+    rules::check_profile_name(name).map_err(Error::Validation)
 }

@@ -102,26 +102,8 @@ fn validate(req: &CreateOrderRequest) -> Result<(), Error> {
         return Err(Error::Validation("diskGib: at least 1".into()));
     }
     if let Some(profile) = &req.mig_profile {
-        if profile.is_empty()
-            || profile.len() > 32
-            || !profile
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '.')
-        {
-            return Err(Error::Validation(
-                "migProfile: a MIG profile name such as 3g.40gb".into(),
-            ));
-        }
-        if req.gpu_count != 1 {
-            return Err(Error::Validation(
-                "gpuCount: a MIG slice order is for one slice (gpuCount 1)".into(),
-            ));
-        }
-        if req.rental_type != RentalType::OnDemand {
-            return Err(Error::Validation(
-                "rentalType: MIG slices are rented on demand only".into(),
-            ));
-        }
+        contracts::mig::check_slice_order(profile, req.gpu_count, req.rental_type)
+            .map_err(Error::Validation)?;
     }
     match (&req.offer_id, &req.constraints) {
         (Some(_), Some(_)) => {
