@@ -1,3 +1,5 @@
+DROP TRIGGER reservations_gpu_eighths ON quota.reservations;
+DROP FUNCTION quota.default_gpu_eighths();
 ALTER TABLE quota.reservations DROP COLUMN gpu_eighths;
 ALTER TABLE ordering.orders DROP COLUMN mig_profile, DROP COLUMN gpu_eighths, DROP COLUMN planned_instance_id;
 ALTER TABLE ordering.instances DROP COLUMN gpu_indices, DROP COLUMN mig_profile, DROP COLUMN mig_slice;

@@ -149,3 +149,13 @@ ALTER TABLE quota.reservations
     ADD COLUMN gpu_eighths INTEGER CHECK (gpu_eighths > 0);
 UPDATE quota.reservations SET gpu_eighths = gpu_count * 8;
 ALTER TABLE quota.reservations ALTER COLUMN gpu_eighths SET NOT NULL;
+-- A quota process of the previous release (during a rolling deploy) inserts
+-- without it: whole GPUs then.
+CREATE FUNCTION quota.default_gpu_eighths() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN
+    NEW.gpu_eighths := coalesce(NEW.gpu_eighths, NEW.gpu_count * 8);
+    RETURN NEW;
+END
+$$;
+CREATE TRIGGER reservations_gpu_eighths BEFORE INSERT ON quota.reservations
+    FOR EACH ROW EXECUTE FUNCTION quota.default_gpu_eighths();

@@ -639,3 +639,47 @@ async fn a_slice_ordered_by_constraints_takes_the_cheapest_free_slice() {
     m.stack.stop().await;
     m.env.cleanup().await;
 }
+
+/// A machine whose agent reported no MIG capability (an agent from before
+/// slices, which would bind a whole GPU per slice, or a real host built
+/// without NVML) cannot be put in MIG mode or sell a slice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_machine_whose_agent_cannot_make_slices_sells_none() {
+    let m = market(Parts::SERVICES).await;
+    let offer = listed_machine(&m.host, "H100 80GB SXM", 2, "2.40").await;
+    m.env.heartbeat_all();
+    set_mode(&m.host, &offer, 0, "MIG_AUTO")
+        .await
+        .expect("no agent report yet");
+    // Its agent reports in: an older one, without capabilities.
+    m.env.exec(&format!(
+        "INSERT INTO catalog.agent_reports (machine_id, inventory, inventory_at) VALUES \
+         ('{offer}', '{{\"agent_version\": \"0.1.0\", \"simulated\": false, \"gpus\": []}}', now()) \
+         ON CONFLICT (machine_id) DO UPDATE SET inventory = EXCLUDED.inventory"
+    ));
+    let refused = set_mode(&m.host, &offer, 1, "MIG_AUTO")
+        .await
+        .expect_err("old agent");
+    assert_eq!(refused.code, "VALIDATION", "{refused}");
+    assert!(refused.message.contains("0.1.0"), "{refused}");
+    let refused = order_slice(&m.renter, &offer, "1g.10gb", "old-agent")
+        .await
+        .expect_err("old agent");
+    assert_eq!(refused.code, "VALIDATION", "{refused}");
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.gpu_holds WHERE machine_id = '{offer}'"
+        )),
+        0
+    );
+    // The upgraded agent says it makes slices: the same order goes through.
+    m.env.exec(&format!(
+        "UPDATE catalog.agent_reports SET inventory = inventory || '{{\"capabilities\": [\"gpu_indices\", \"mig\"]}}' \
+         WHERE machine_id = '{offer}'"
+    ));
+    order_slice(&m.renter, &offer, "1g.10gb", "new-agent")
+        .await
+        .expect("upgraded agent");
+    m.stack.stop().await;
+    m.env.cleanup().await;
+}

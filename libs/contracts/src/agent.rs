@@ -132,7 +132,18 @@ pub struct InventoryReport {
     /// The CUDA version the driver supports, `major.minor` (e.g. `12.4`).
     pub cuda_version: String,
     pub driver_version: String,
+    /// What this agent can do beyond the first protocol ([`CAPABILITY_MIG`],
+    /// [`CAPABILITY_GPU_INDICES`]); empty from agents that predate them.
+    #[serde(default)]
+    pub capabilities: Vec<String>,
 }
+
+/// The agent binds exactly the GPU indices a job names.
+pub const CAPABILITY_GPU_INDICES: &str = "gpu_indices";
+/// The agent creates, hands over and destroys MIG slices. The catalog sells
+/// slices only on machines whose agent said so (an older agent would bind a
+/// whole GPU for each slice).
+pub const CAPABILITY_MIG: &str = "mig";
 
 /// One GPU's live numbers in a heartbeat.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

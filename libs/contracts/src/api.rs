@@ -235,7 +235,7 @@ pub struct QuotaLimits {
 /// the quota service measures it (see docs/quotas.md).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct QuotaUsage {
-    /// Whole GPUs held, a partly held GPU counted as one (MIG slices).
+    /// GPUs held: `gpu_equivalents` rounded up (MIG slices).
     pub gpus: i32,
     /// GPU-equivalents held: whole GPUs plus each slice's share of its
     /// GPU's memory slices (`3g.40gb` = 0.5).

@@ -47,7 +47,7 @@ type StoredRow = (
     ),
 );
 
-fn existing(conn: &mut PgConnection, order_id: OrderId) -> QueryResult<Option<Allocation>> {
+fn existing(conn: &mut PgConnection, order_id: OrderId) -> Result<Option<Allocation>, Error> {
     let row: Option<StoredRow> = allocations::table
         .inner_join(machines::table)
         .filter(allocations::order_id.eq(order_id))
@@ -84,7 +84,7 @@ fn existing(conn: &mut PgConnection, order_id: OrderId) -> QueryResult<Option<Al
         ))
         .first(conn)
         .optional()?;
-    Ok(row.map(
+    let mut found = row.map(
         |(
             (order_id, machine_id, gpu_count, released_at, preempted_at),
             (rental_type, price, storage),
@@ -116,13 +116,23 @@ fn existing(conn: &mut PgConnection, order_id: OrderId) -> QueryResult<Option<Al
                     gpu_index: u32::try_from(index).unwrap_or(0),
                     start: u8::try_from(start).unwrap_or(0),
                     size: u8::try_from(size).unwrap_or(0),
-                    // Filled in from the profile by `take` (NVML's constant).
+                    // Filled in below from the profile.
                     nvml_profile: 0,
                 }),
                 _ => None,
             },
         },
-    ))
+    );
+    // NVML's constant of the profile, which the agent creates it with.
+    if let Some(found) = found.as_mut()
+        && let Some(slice) = found.mig.as_mut()
+    {
+        slice.nvml_profile = crate::mig::profiles(conn, &found.gpu_model)?
+            .iter()
+            .find(|p| p.name == slice.profile)
+            .map_or(0, |p| p.nvml_profile);
+    }
+    Ok(found)
 }
 
 fn validate(req: &AllocateRequest) -> Result<(), Error> {
@@ -158,7 +168,7 @@ pub async fn allocate(db: &Db, events: &Events, req: AllocateRequest) -> Result<
             diesel::result::DatabaseErrorKind::UniqueViolation,
             _,
         ))) => db
-            .run(move |conn| existing(conn, order_id).map_err(Error::from))
+            .run(move |conn| existing(conn, order_id))
             .await?
             .ok_or_else(|| Error::Conflict("allocation vanished; retry".into())),
         other => other,
@@ -187,13 +197,7 @@ fn take(
     exchange: &str,
     req: &AllocateRequest,
 ) -> Result<Allocation, Error> {
-    if let Some(mut found) = existing(conn, req.order_id)? {
-        if let Some(slice) = found.mig.as_mut() {
-            slice.nvml_profile = crate::mig::profiles(conn, &found.gpu_model)?
-                .iter()
-                .find(|p| p.name == slice.profile)
-                .map_or(0, |p| p.nvml_profile);
-        }
+    if let Some(found) = existing(conn, req.order_id)? {
         return Ok(found);
     }
     let machine: Option<Locked> = machines::table

@@ -19,7 +19,7 @@ use diesel::prelude::*;
 use platform::Db;
 use rust_decimal::Decimal;
 use schema::catalog::{
-    allocations, gpu_holds, machines, mig_free, mig_gpus, mig_prices, mig_profiles,
+    agent_reports, allocations, gpu_holds, machines, mig_free, mig_gpus, mig_prices, mig_profiles,
 };
 use uuid::Uuid;
 
@@ -268,6 +268,7 @@ pub fn take_slice(
             ))
         });
     };
+    agent_makes_slices(conn, machine_id)?;
     let gpus = slots(conn, machine_id)?;
     let Some((index, start)) = rules::best_fit(&gpus, profile) else {
         return Err(Error::InsufficientCapacity(format!(
@@ -455,8 +456,17 @@ pub async fn machine_gpus(
     machine_id: MachineId,
     host: TenantId,
 ) -> Result<Vec<MachineGpu>, Error> {
-    db.tx(move |conn| {
-        let (_, gpu_count) = lock_own(conn, machine_id, host)?;
+    // A read: ownership without the row lock, so a portal polling its
+    // machines never holds up their allocations.
+    db.run(move |conn| {
+        let gpu_count: i32 = machines::table
+            .find(machine_id)
+            .filter(machines::host_tenant_id.eq(host))
+            .filter(machines::deleted_at.is_null())
+            .select(machines::gpu_count)
+            .first(conn)
+            .optional()?
+            .ok_or_else(|| Error::NotFound(format!("machine {machine_id} not found")))?;
         gpus_view(conn, machine_id, gpu_count)
     })
     .await
@@ -511,6 +521,7 @@ pub async fn set_gpu_mode(
             }
             rules::check_layout(&all, &req.layout)
                 .map_err(|e| Error::Validation(format!("layout: {e}")))?;
+            agent_makes_slices(conn, machine_id)?;
         }
         let busy: i64 = gpu_holds::table
             .filter(gpu_holds::machine_id.eq(machine_id))
@@ -647,6 +658,33 @@ pub async fn set_mig_prices(
             .collect())
     })
     .await
+}
+
+/// Refuses slices on a machine whose agent has reported that it cannot make
+/// them (an agent from before MIG, or a real host built without NVML): it
+/// would bind a whole GPU for each slice. A machine with no agent report is
+/// driven by the simulated provisioner, which makes slices.
+fn agent_makes_slices(conn: &mut PgConnection, machine_id: MachineId) -> Result<(), Error> {
+    let inventory: Option<Option<serde_json::Value>> = agent_reports::table
+        .find(machine_id)
+        .select(agent_reports::inventory)
+        .first(conn)
+        .optional()?;
+    let Some(Some(inventory)) = inventory else {
+        return Ok(());
+    };
+    let can = inventory["capabilities"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c == contracts::agent::CAPABILITY_MIG));
+    if can {
+        return Ok(());
+    }
+    Err(Error::Validation(format!(
+        "mode: the machine's agent ({}) cannot make MIG slices; upgrade it (and build it with NVML) first",
+        inventory["agent_version"]
+            .as_str()
+            .unwrap_or("unknown version")
+    )))
 }
 
 /// Checks a client's profile name before it reaches SQL or a message.

@@ -50,7 +50,10 @@ pub async fn supply(db: &Db, market: &Market) -> Result<GpuSupply, Error> {
                 coalesce(sum(a.gpus), 0)::bigint AS rented_gpus, \
                 coalesce(sum(a.gpus) FILTER (WHERE {listed}), 0)::bigint AS rented_listed_gpus \
          FROM catalog.machines \
-         LEFT JOIN (SELECT machine_id, sum(gpu_count) AS gpus FROM catalog.allocations \
+         LEFT JOIN (SELECT machine_id, \
+                           coalesce(sum(gpu_count) FILTER (WHERE mig_profile IS NULL), 0) \
+                           + count(DISTINCT mig_gpu_index) AS gpus \
+                    FROM catalog.allocations \
                     WHERE released_at IS NULL GROUP BY machine_id) a \
                 ON a.machine_id = catalog.machines.id \
          WHERE {listed} OR a.gpus > 0 \

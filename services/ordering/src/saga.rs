@@ -427,7 +427,10 @@ async fn place_fresh(
                 .call(endpoints::catalog::OFFER, offer_id, &())
                 .await?;
             match &req.mig_profile {
-                Some(profile) => (slice_quote(req, &offer, profile)?, None),
+                Some(profile) => {
+                    check_disk(req, &offer)?;
+                    (slice_quote(req, &offer, profile)?, None)
+                }
                 None => {
                     check_offer(req, &offer)?;
                     (quote_of(req, &offer), None)
@@ -608,6 +611,11 @@ fn check_offer(req: &CreateOrderRequest, offer: &Offer) -> Result<(), Error> {
             offer.gpu_count
         )));
     }
+    check_disk(req, offer)
+}
+
+/// The ordered disk fits the machine's (whole GPUs and slices alike).
+fn check_disk(req: &CreateOrderRequest, offer: &Offer) -> Result<(), Error> {
     if disk_gib(req) > offer.disk_gib {
         return Err(Error::Validation(format!(
             "diskGib: the machine has {} GiB of disk",

@@ -131,8 +131,8 @@ pub fn held(
     Ok((held, spend))
 }
 
-/// GPUs touched: a partly held GPU (a MIG slice) counts as one, for the
-/// integer fields that predate slices.
+/// The GPU-equivalents rounded up, for the integer fields that predate
+/// MIG slices (two half-GPU slices on two GPUs show 1).
 pub fn whole_gpus(gpus: Decimal) -> i32 {
     i32::try_from(gpus.ceil()).unwrap_or(i32::MAX)
 }

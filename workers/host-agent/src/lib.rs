@@ -347,6 +347,7 @@ async fn session(
             gpus: inventory.gpus.clone(),
             cuda_version: inventory.cuda_version.clone(),
             driver_version: inventory.driver_version.clone(),
+            capabilities: capabilities(inventory.simulated),
         },
     )
     .await?;
@@ -800,6 +801,16 @@ fn encode_vhost(vhost: &str) -> String {
             }
         })
         .collect()
+}
+
+/// What this build of the agent tells the catalog it can do: slices only
+/// where it can make them (simulated GPUs, or NVML).
+fn capabilities(simulated: bool) -> Vec<String> {
+    let mut out = vec![contracts::agent::CAPABILITY_GPU_INDICES.to_owned()];
+    if simulated || cfg!(feature = "nvml") {
+        out.push(contracts::agent::CAPABILITY_MIG.to_owned());
+    }
+    out
 }
 
 #[cfg(test)]

@@ -58,7 +58,8 @@ impl From<api::QuotaLimits> for QuotaLimits {
 /// (an upper bound of the GPU bill; see docs/quotas.md).
 #[derive(SimpleObject, Clone, Debug)]
 pub struct QuotaUsage {
-    /// Whole GPUs held; a GPU of which only MIG slices are held counts as one.
+    /// GPUs held, rounded up from `gpuEquivalents` (MIG slices count as
+    /// their share of a GPU).
     gpus: i32,
     /// GPU-equivalents held: whole GPUs, plus each MIG slice as its share of
     /// its GPU's 8 memory slices (a `3g.40gb` is 0.5). What `maxGpus` is
