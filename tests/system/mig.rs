@@ -342,6 +342,28 @@ async fn a_slice_runs_and_is_billed_the_slice_price_to_the_second() {
         "0.3".parse().expect("d"),
         "2.40 × 1/8"
     );
+    // The compact query language says the same.
+    let compact = renter
+        .run(
+            "{ offers(query: \"mig=3g.40gb dph<=1.10\") { nodes { id } } }",
+            json!({}),
+        )
+        .await
+        .expect("offers by query")["offers"]["nodes"]
+        .clone();
+    assert!(compact.to_string().contains(&offer), "{compact}");
+    let dearer = renter
+        .run(
+            "{ offers(query: \"mig=3g.40gb dph<=1.00\") { nodes { id } } }",
+            json!({}),
+        )
+        .await
+        .expect("offers by query")["offers"]["nodes"]
+        .clone();
+    assert!(
+        !dearer.to_string().contains(&offer),
+        "1.08 is above 1.00: {dearer}"
+    );
     let none = renter
         .run(
             "query($f: OfferFilter!) { offers(filter: $f) { nodes { id } noOffers { constraints { constraint eliminated } } } }",

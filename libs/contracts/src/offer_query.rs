@@ -121,6 +121,7 @@ enum Field {
     InetUp,
     InetDown,
     Storage,
+    Mig,
     Order,
 }
 
@@ -243,6 +244,13 @@ const SPECS: &[Spec] = &[
         aliases: &[],
         ops: EQ,
         example: "storage=100",
+    },
+    Spec {
+        field: Field::Mig,
+        name: "mig",
+        aliases: &["mig_profile", "slice"],
+        ops: EQ,
+        example: "mig=3g.40gb",
     },
     Spec {
         field: Field::Order,
@@ -819,6 +827,17 @@ impl Parser {
             Field::InetUp => s.min_upload_mbps = Some(integer(single(&items)?, spec, 0)?),
             Field::InetDown => s.min_download_mbps = Some(integer(single(&items)?, spec, 0)?),
             Field::Storage => s.disk_gib = Some(integer(single(&items)?, spec, 0)?),
+            Field::Mig => {
+                let item = single(&items)?;
+                let profile = item.text.trim();
+                crate::mig::check_profile_name(profile).map_err(|_| {
+                    item.error(format!(
+                        "`{}` is not a MIG profile name; use one such as `3g.40gb`",
+                        item.text
+                    ))
+                })?;
+                s.mig_profile = Some(profile.to_owned());
+            }
             Field::Order => {
                 let item = single(&items)?;
                 s.sort = Some(match item.text.to_ascii_lowercase().as_str() {
@@ -1015,6 +1034,19 @@ mod tests {
                 ..OfferSearch::default()
             }
         );
+    }
+
+    #[test]
+    fn a_mig_profile_and_its_aliases() {
+        for name in ["mig", "mig_profile", "slice"] {
+            assert_eq!(
+                ok(&format!("{name}=3g.40gb dph<=1.5"))
+                    .mig_profile
+                    .as_deref(),
+                Some("3g.40gb")
+            );
+        }
+        fails("mig=3g;40gb", 4, "3g;40gb", "not a MIG profile name");
     }
 
     #[test]
