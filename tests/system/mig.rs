@@ -422,6 +422,15 @@ async fn a_slice_runs_and_is_billed_the_slice_price_to_the_second() {
         .clone();
     assert_eq!(mine["gpus"][0]["slices"][0]["profile"], "3g.40gb", "{mine}");
     assert_eq!(mine["gpus"][0]["slices"][0]["size"], 4);
+    // The host's rented event names the slice.
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.outbox WHERE routing_key = 'catalog.machine.rented' \
+             AND body->'payload'->>'machine_id' = '{offer}' \
+             AND body->'payload'->'mig'->>'profile' = '3g.40gb' AND (body->'payload'->'mig'->>'size')::int = 4"
+        )),
+        1
+    );
     let busy = set_mode(&host, &offer, 0, "WHOLE").await.expect_err("busy");
     assert_eq!(busy.code, "CONFLICT", "{busy}");
 
@@ -483,6 +492,14 @@ async fn a_slice_runs_and_is_billed_the_slice_price_to_the_second() {
             "SELECT free::bigint AS n FROM catalog.mig_free WHERE machine_id = '{offer}' AND profile = '3g.40gb'"
         )),
         2
+    );
+    assert_eq!(
+        env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.outbox WHERE routing_key = 'catalog.machine.released' \
+             AND body->'payload'->>'machine_id' = '{offer}' AND body->'payload'->'mig'->>'profile' = '3g.40gb'"
+        )),
+        1,
+        "the release names the slice too"
     );
     let _ = &api;
     stack.stop().await;

@@ -586,6 +586,10 @@ pub struct MachineRental {
     /// before it was carried).
     #[serde(default)]
     pub sequence: i64,
+    /// A MIG slice rented or given back (then `gpu_count` is 1 and the slice
+    /// says how much of which GPU); None for whole GPUs.
+    #[serde(default)]
+    pub mig: Option<crate::mig::MigSlice>,
 }
 
 pub const MACHINE_OFFLINE: &str = "catalog.machine.offline";

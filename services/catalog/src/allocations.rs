@@ -268,6 +268,7 @@ fn take(
             exchange,
             contracts::events::kinds::MACHINE_RELEASED,
             MachineRental {
+                mig: None,
                 host_tenant_id: m.host_tenant_id,
                 machine_id: req.machine_id,
                 allocation_id: victim.order_id.into(),
@@ -329,6 +330,7 @@ fn take(
         exchange,
         contracts::events::kinds::MACHINE_RENTED,
         MachineRental {
+            mig: None,
             host_tenant_id: m.host_tenant_id,
             machine_id: req.machine_id,
             allocation_id: req.order_id.into(),
@@ -434,6 +436,7 @@ fn take_slice(
             preempted: false,
             at,
             sequence: 0,
+            mig: Some(slice.clone()),
         },
     )?;
     Ok(Allocation {
@@ -530,6 +533,12 @@ pub async fn release(db: &Db, events: &Events, order_id: OrderId) -> Result<(), 
                 .get_result(conn)
                 .optional()?;
         if let Some((gpu_count, slice)) = released {
+            // The slice given back, for the host's event (read before its
+            // holds go).
+            let mig = match slice {
+                Some(_) => existing(conn, order_id)?.and_then(|a| a.mig),
+                None => None,
+            };
             crate::mig::release_holds(conn, order_id)?;
             // A slice never counted on the whole-GPU counter.
             let whole = if slice.is_some() { 0 } else { gpu_count };
@@ -554,6 +563,7 @@ pub async fn release(db: &Db, events: &Events, order_id: OrderId) -> Result<(), 
                     preempted: false,
                     at: contracts::time::now(),
                     sequence: 0,
+                    mig,
                 },
             )?;
         }

@@ -233,6 +233,13 @@ pub fn translate(envelope: &Envelope) -> Result<Option<Outgoing>, HandlerError> 
                     "preempted": e.preempted,
                     "at": e.at,
                     "sequence": e.sequence,
+                    // A MIG slice's profile and placement; null for whole GPUs.
+                    "mig": e.mig.as_ref().map(|m| json!({
+                        "profile": m.profile,
+                        "gpu_index": m.gpu_index,
+                        "start": m.start,
+                        "size": m.size,
+                    })),
                 }),
             }))
         }
@@ -472,6 +479,7 @@ mod money_and_host_events {
             preempted: true,
             at,
             sequence: 7,
+            mig: None,
         };
         let out = translate(&envelope(MACHINE_RELEASED, &rental))
             .unwrap()
@@ -482,6 +490,26 @@ mod money_and_host_events {
         );
         assert_eq!(out.data["preempted"], true);
         assert_eq!(out.data["sequence"], 7);
+        assert_eq!(out.data["mig"], serde_json::Value::Null);
+        let slice = MachineRental {
+            gpu_count: 1,
+            preempted: false,
+            mig: Some(contracts::mig::MigSlice {
+                profile: "3g.40gb".into(),
+                gpu_index: 2,
+                start: 4,
+                size: 4,
+                nvml_profile: 2,
+            }),
+            ..rental.clone()
+        };
+        let out = translate(&envelope(MACHINE_RENTED, &slice))
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            out.data["mig"],
+            json!({ "profile": "3g.40gb", "gpu_index": 2, "start": 4, "size": 4 })
+        );
         let out = translate(&envelope(MACHINE_RENTED, &rental))
             .unwrap()
             .unwrap();
