@@ -340,24 +340,7 @@ fn take(
             sequence: 0,
         },
     )?;
-    Ok(Allocation {
-        order_id: req.order_id,
-        machine_id: req.machine_id,
-        host_tenant_id: m.host_tenant_id,
-        gpu_count: req.gpu_count,
-        released: false,
-        preempted: false,
-        gpu_model: m.gpu_model,
-        machine_gpu_count: m.gpu_count,
-        rental_type: req.rental_type,
-        price_per_gpu_hour: price.normalize(),
-        storage_price_per_gb_month: m.storage_price_per_gb_month.normalize(),
-        bandwidth_up_price_per_tb: m.bandwidth_up_price_per_tb.normalize(),
-        bandwidth_down_price_per_tb: m.bandwidth_down_price_per_tb.normalize(),
-        currency: m.currency,
-        gpu_indices: indices,
-        mig: None,
-    })
+    Ok(committed(req, m, price, indices, None))
 }
 
 /// A MIG slice for the order: placed best-fit under the machine's lock,
@@ -439,24 +422,38 @@ fn take_slice(
             mig: Some(slice.clone()),
         },
     )?;
-    Ok(Allocation {
+    // `validate` made a slice order one GPU, on demand: the request's
+    // count and rental type are the slice's.
+    Ok(committed(req, m, price, Vec::new(), Some(slice)))
+}
+
+/// What a new allocation answers: the request, the machine's terms under
+/// its lock, and the GPU rate, GPU indices or slice it committed to.
+fn committed(
+    req: &AllocateRequest,
+    m: Locked,
+    price: Decimal,
+    gpu_indices: Vec<u32>,
+    mig: Option<MigSlice>,
+) -> Allocation {
+    Allocation {
         order_id: req.order_id,
         machine_id: req.machine_id,
         host_tenant_id: m.host_tenant_id,
-        gpu_count: 1,
+        gpu_count: req.gpu_count,
         released: false,
         preempted: false,
         gpu_model: m.gpu_model,
         machine_gpu_count: m.gpu_count,
-        rental_type: RentalType::OnDemand,
+        rental_type: req.rental_type,
         price_per_gpu_hour: price.normalize(),
         storage_price_per_gb_month: m.storage_price_per_gb_month.normalize(),
         bandwidth_up_price_per_tb: m.bandwidth_up_price_per_tb.normalize(),
         bandwidth_down_price_per_tb: m.bandwidth_down_price_per_tb.normalize(),
         currency: m.currency,
-        gpu_indices: Vec::new(),
-        mig: Some(slice),
-    })
+        gpu_indices,
+        mig,
+    }
 }
 
 /// The GPU rate the renter will pay, checked against the machine's terms as

@@ -366,22 +366,25 @@ pub fn offer_slices(
     Ok(out)
 }
 
-/// The machine of `host`, locked; another host's machine is as good as
-/// missing.
-fn lock_own(
+/// The machine of `host`, locked for a change (`lock`) or only read; another
+/// host's machine is as good as missing. Answers its model and GPU count.
+fn own(
     conn: &mut PgConnection,
     machine_id: MachineId,
     host: TenantId,
+    lock: bool,
 ) -> Result<(String, i32), Error> {
-    machines::table
+    let query = machines::table
         .find(machine_id)
         .filter(machines::host_tenant_id.eq(host))
         .filter(machines::deleted_at.is_null())
-        .select((machines::gpu_model, machines::gpu_count))
-        .for_update()
-        .first(conn)
-        .optional()?
-        .ok_or_else(|| Error::NotFound(format!("machine {machine_id} not found")))
+        .select((machines::gpu_model, machines::gpu_count));
+    let found = if lock {
+        query.for_update().first(conn).optional()?
+    } else {
+        query.first(conn).optional()?
+    };
+    found.ok_or_else(|| Error::NotFound(format!("machine {machine_id} not found")))
 }
 
 /// Each GPU of the machine: mode, layout, and what is rented on it.
@@ -459,14 +462,7 @@ pub async fn machine_gpus(
     // A read: ownership without the row lock, so a portal polling its
     // machines never holds up their allocations.
     db.run(move |conn| {
-        let gpu_count: i32 = machines::table
-            .find(machine_id)
-            .filter(machines::host_tenant_id.eq(host))
-            .filter(machines::deleted_at.is_null())
-            .select(machines::gpu_count)
-            .first(conn)
-            .optional()?
-            .ok_or_else(|| Error::NotFound(format!("machine {machine_id} not found")))?;
+        let (_, gpu_count) = own(conn, machine_id, host, false)?;
         gpus_view(conn, machine_id, gpu_count)
     })
     .await
@@ -505,7 +501,7 @@ pub async fn set_gpu_mode(
         )));
     }
     db.tx(move |conn| {
-        let (model, gpu_count) = lock_own(conn, machine_id, req.host_tenant_id)?;
+        let (model, gpu_count) = own(conn, machine_id, req.host_tenant_id, true)?;
         if i64::from(req.gpu_index) >= i64::from(gpu_count) {
             return Err(Error::Validation(format!(
                 "gpuIndex: the machine has GPUs 0 to {}",
@@ -613,7 +609,7 @@ pub async fn set_mig_prices(
         }
     }
     db.tx(move |conn| {
-        let (model, _) = lock_own(conn, machine_id, req.host_tenant_id)?;
+        let (model, _) = own(conn, machine_id, req.host_tenant_id, true)?;
         let all = profiles(conn, &model)?;
         let mut seen = Vec::new();
         for p in &req.prices {

@@ -57,11 +57,12 @@ fn reload(conn: &mut PgConnection, id: Uuid) -> Result<Instance, Error> {
 
 /// Starts a stopped instance again on the same machine.
 pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: TenantId) -> Result<Instance, Error> {
-    let (row, current) = db
+    let (row, current, slice) = db
         .run(move |conn| {
             let row = owned(load(conn, id)?, id, tenant_id)?;
             let current = attempt(conn, id)?;
-            Ok::<_, Error>((row, current))
+            let slice = crate::publishing::held_slice(conn, row.id)?;
+            Ok::<_, Error>((row, current, slice))
         })
         .await?;
     match row.state {
@@ -91,19 +92,7 @@ pub async fn start(db: &Db, deps: &Deps, id: Uuid, tenant_id: TenantId) -> Resul
         })?;
 
     // A slice's quota share is its memory slices (eighths of a GPU).
-    let eighths = db
-        .run(move |conn| {
-            let slice: Option<serde_json::Value> = instances::table
-                .find(id)
-                .select(instances::mig_slice)
-                .first(conn)?;
-            Ok::<_, Error>(
-                slice
-                    .and_then(|s| serde_json::from_value::<contracts::mig::MigSlice>(s).ok())
-                    .map(|s| i32::from(s.size)),
-            )
-        })
-        .await?;
+    let eighths = slice.map(|s| i32::from(s.size));
     let (runway, allocation) = match take_holdings(deps, &row, key, eighths).await {
         Ok(taken) => taken,
         Err(error) => {

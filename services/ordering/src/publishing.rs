@@ -252,6 +252,18 @@ pub fn provision_instance(
     })
 }
 
+/// The MIG slice the instance holds (as its last allocation recorded it).
+pub fn held_slice(
+    conn: &mut PgConnection,
+    id: contracts::ids::InstanceId,
+) -> Result<Option<contracts::mig::MigSlice>, Error> {
+    let slice: Option<serde_json::Value> = instances::table
+        .find(id)
+        .select(instances::mig_slice)
+        .first(conn)?;
+    Ok(slice.and_then(|s| serde_json::from_value(s).ok()))
+}
+
 /// Records on the instance the GPUs (by index) or the MIG slice its current
 /// allocation holds, so each provisioning attempt sends exactly those.
 pub fn record_allocation(
