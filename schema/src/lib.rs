@@ -4,6 +4,7 @@
 //! against the migrated database, so a drift fails there).
 
 pub mod catalog_registrations;
+pub mod ordering_reservations;
 pub mod quota;
 
 pub mod catalog {
@@ -267,6 +268,7 @@ pub mod ordering {
             mig_profile -> Nullable<Text>,
             gpu_eighths -> Nullable<Int4>,
             planned_instance_id -> Nullable<Uuid>,
+            reservation_id -> Nullable<Uuid>,
         }
     }
 
@@ -309,6 +311,7 @@ pub mod ordering {
             gpu_indices -> Array<Int4>,
             mig_profile -> Nullable<Text>,
             mig_slice -> Nullable<Jsonb>,
+            reservation_id -> Nullable<Uuid>,
         }
     }
 

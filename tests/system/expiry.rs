@@ -75,6 +75,7 @@ async fn abandoned_order(
             endpoints::catalog::ALLOCATE,
             (),
             &AllocateRequest {
+                reservation_id: Default::default(),
                 mig_profile: None,
                 order_id: OrderId(order),
                 tenant_id: TenantId(tenant),

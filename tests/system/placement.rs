@@ -215,6 +215,7 @@ async fn the_price_is_checked_when_the_gpus_are_allocated() {
             endpoints::catalog::ALLOCATE,
             (),
             &AllocateRequest {
+                reservation_id: Default::default(),
                 mig_profile: None,
                 order_id: OrderId(uuid::Uuid::now_v7()),
                 tenant_id: tenant.parse().expect("tenant id"),

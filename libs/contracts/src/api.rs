@@ -670,6 +670,18 @@ pub struct Offer {
     /// MIG slices for sale on the machine, per profile.
     #[serde(default)]
     pub mig_slices: Vec<MigOffer>,
+    /// The host's terms for reserved blocks (issue 20); `None`: not offered.
+    #[serde(default)]
+    pub reserved: Option<crate::reservations::ReservedTerms>,
+    /// When GPUs of the machine are next free for an on-demand rental: now
+    /// when some are free, else the end of the reserved block that holds them
+    /// (`None`: not foreseeable, rented on demand).
+    #[serde(default)]
+    pub available_from: Option<DateTime<Utc>>,
+    /// An on-demand rental placed now must end by then: the start of the
+    /// next reserved block on the GPUs it would get (`None`: none booked).
+    #[serde(default)]
+    pub available_until: Option<DateTime<Utc>>,
 }
 
 /// Where an order by constraints could go: `search` with its `gpu_count`
@@ -746,6 +758,10 @@ pub struct AllocateRequest {
     /// on-demand only).
     #[serde(default)]
     pub mig_profile: Option<String>,
+    /// GPUs of this reservation's running block (issue 20): only its booked
+    /// GPUs, not yet in use by its other instances; no GPU price.
+    #[serde(default)]
+    pub reservation_id: Option<crate::ids::ReservationId>,
 }
 
 /// GPUs held for an order, with the rates committed with them: the billed
@@ -783,6 +799,13 @@ pub struct Allocation {
     /// slice's price per hour.
     #[serde(default)]
     pub mig: Option<crate::mig::MigSlice>,
+    /// GPUs of a reserved block (issue 20): `price_per_gpu_hour` is 0.
+    #[serde(default)]
+    pub reservation_id: Option<crate::ids::ReservationId>,
+    /// The next reserved block on these GPUs starts then: an on-demand
+    /// allocation is preempted at that instant (`None`: none booked).
+    #[serde(default)]
+    pub ends_by: Option<DateTime<Utc>>,
 }
 
 /// A holding key's GPUs given back, or none were held (`released` is
@@ -942,6 +965,10 @@ pub struct CreateOrderRequest {
     /// A MIG slice of this profile instead of whole GPUs (`gpu_count` 1).
     #[serde(default)]
     pub mig_profile: Option<String>,
+    /// Launch on GPUs of this running reservation (issue 20) instead of an
+    /// offer: no GPU charge (the block is paid), storage and bandwidth as usual.
+    #[serde(default)]
+    pub reservation_id: Option<crate::ids::ReservationId>,
 }
 
 /// One environment variable of an order. Its `Debug` leaves the value out:
@@ -1097,6 +1124,10 @@ pub struct Instance {
     pub disk_used_bytes: Option<i64>,
     #[serde(default)]
     pub disk_measured_at: Option<DateTime<Utc>>,
+    /// The reservation whose block the instance runs in (issue 20): its GPU
+    /// time is paid; it is stopped when the block ends.
+    #[serde(default)]
+    pub reservation_id: Option<crate::ids::ReservationId>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

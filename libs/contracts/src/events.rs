@@ -277,6 +277,37 @@ pub struct ProvisioningStep {
 /// The bound on [`ProvisioningStep::detail`].
 pub const MAX_PROGRESS_DETAIL: usize = 200;
 
+pub const BOOKINGS_CANCELLED: &str = "catalog.bookings.cancelled";
+
+/// The catalog cancelled bookings because their machine left the market
+/// (unlisted or deleted by its host): ordering cancels the reservations and
+/// has billing refund them with the host's penalty. Sent in the transaction
+/// that gave the GPU time back.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BookingsCancelled {
+    pub machine_id: MachineId,
+    pub host_tenant_id: TenantId,
+    pub reservation_ids: Vec<crate::ids::ReservationId>,
+    pub cancelled_at: DateTime<Utc>,
+    pub reason: String,
+}
+
+pub const ALLOCATION_ENDING_SOON: &str = "catalog.allocation.ending_soon";
+
+/// An allocation's GPUs are booked from `ends_at` on (a reserved block), or
+/// its block ends then: the instance is stopped at that instant. Sent once,
+/// [`crate::reservations::WARNING_SECONDS`] ahead (or at once when booked
+/// later than that).
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AllocationEndingSoon {
+    pub allocation_key: Uuid,
+    pub instance_id: Option<InstanceId>,
+    pub tenant_id: TenantId,
+    pub machine_id: MachineId,
+    pub ends_at: DateTime<Utc>,
+    pub reason: String,
+}
+
 pub const ALLOCATION_PREEMPTED: &str = "catalog.allocation.preempted";
 
 /// The catalog took an interruptible allocation's GPUs back for an order of
@@ -745,6 +776,9 @@ pub mod kinds {
     pub const PROVISIONING_STEP: Kind<ProvisioningStep> = Kind::new(super::PROVISIONING_STEP);
     pub const ALLOCATION_PREEMPTED: Kind<AllocationPreempted> =
         Kind::new(super::ALLOCATION_PREEMPTED);
+    pub const BOOKINGS_CANCELLED: Kind<BookingsCancelled> = Kind::new(super::BOOKINGS_CANCELLED);
+    pub const ALLOCATION_ENDING_SOON: Kind<AllocationEndingSoon> =
+        Kind::new(super::ALLOCATION_ENDING_SOON);
     pub const RUNWAY_LOW: Kind<RunwayLow> = Kind::new(super::RUNWAY_LOW);
     pub const SPEND_CAP_REACHED: Kind<SpendCapReached> = Kind::new(super::SPEND_CAP_REACHED);
     pub const INSTANCE_STORAGE_STARTED: Kind<InstanceStorageStarted> =

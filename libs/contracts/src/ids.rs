@@ -148,6 +148,11 @@ id_type! {
     WebhookEndpointId;
     /// One delivery of an outbound webhook.
     DeliveryId;
+    /// A renter's reservation of GPUs for a future block of whole hours
+    /// (issue 20), or the part of one bought on resale.
+    ReservationId;
+    /// A holder's offer to sell future hours of a reservation.
+    ResaleListingId;
 }
 
 #[cfg(test)]

@@ -16,6 +16,7 @@ pub mod mig;
 pub mod money;
 pub mod offer_query;
 pub mod operator;
+pub mod reservations;
 pub mod states;
 pub mod time;
 pub mod webhooks;

@@ -92,6 +92,8 @@ fn existing(conn: &mut PgConnection, order_id: OrderId) -> Result<Option<Allocat
             (host_tenant_id, gpu_model, machine_gpu_count),
             (indices, mig_profile, mig_index, mig_start, mig_size),
         )| Allocation {
+            reservation_id: Default::default(),
+            ends_by: Default::default(),
             order_id: OrderId(order_id),
             machine_id: MachineId(machine_id),
             host_tenant_id: TenantId(host_tenant_id),
@@ -437,6 +439,8 @@ fn committed(
     mig: Option<MigSlice>,
 ) -> Allocation {
     Allocation {
+        reservation_id: Default::default(),
+        ends_by: Default::default(),
         order_id: req.order_id,
         machine_id: req.machine_id,
         host_tenant_id: m.host_tenant_id,

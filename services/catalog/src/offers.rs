@@ -484,6 +484,9 @@ fn offer(r: OfferRow, gpus: i32, disk_gib: i32) -> Offer {
     let storage_per_hour =
         r.storage_price_per_gb_month * Decimal::from(disk_gib) / Decimal::from(HOURS_PER_MONTH);
     Offer {
+        reserved: Default::default(),
+        available_from: Default::default(),
+        available_until: Default::default(),
         id: MachineId(r.id),
         machine_id: MachineId(r.id),
         host_tenant_id: r.host_tenant_id,

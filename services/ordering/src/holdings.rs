@@ -82,6 +82,7 @@ pub(crate) fn allocate_request(
     quoted: Decimal,
 ) -> AllocateRequest {
     AllocateRequest {
+        reservation_id: Default::default(),
         mig_profile: req.mig_profile.clone(),
         order_id,
         tenant_id: req.tenant_id,

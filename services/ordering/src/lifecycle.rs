@@ -228,6 +228,7 @@ async fn take_holdings(
             endpoints::catalog::ALLOCATE,
             (),
             &AllocateRequest {
+                reservation_id: Default::default(),
                 // A slice's instance takes a slice of its profile again
                 // (wherever best-fit puts it now).
                 mig_profile: row.mig_profile.clone(),

@@ -99,6 +99,7 @@ async fn load_failed(db: &Db, id: Uuid) -> Result<Option<Failed>, Error> {
             return Ok(None);
         }
         let request = CreateOrderRequest {
+            reservation_id: Default::default(),
             mig_profile: None,
             tenant_id: row.tenant_id,
             user_id,

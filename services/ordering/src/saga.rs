@@ -1065,6 +1065,7 @@ mod tests {
 
     fn request() -> CreateOrderRequest {
         CreateOrderRequest {
+            reservation_id: Default::default(),
             mig_profile: None,
             tenant_id: TenantId(Uuid::nil()),
             user_id: Uuid::nil(),

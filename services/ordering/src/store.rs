@@ -116,6 +116,7 @@ impl From<InstanceRow> for api::Instance {
             None
         };
         api::Instance {
+            reservation_id: Default::default(),
             mig_profile: row.mig_profile.clone(),
             id: row.id,
             order_id: row.order_id,

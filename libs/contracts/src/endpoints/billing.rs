@@ -10,8 +10,12 @@ use crate::api::{
     RunStatementsRequest, RunStatementsResult, Statement, TopUp, UsageExport, UsageSeries,
     UsageSeriesQuery, VoidInvoiceRequest,
 };
-use crate::ids::{InvoiceId, StatementId, TenantId};
+use crate::ids::{InvoiceId, ReservationId, StatementId, TenantId};
 use crate::operator::{CreditRisks, MarketVolume, MarketVolumeQuery};
+use crate::reservations::{
+    Escrow, EscrowCancelRequest, EscrowChargeRequest, EscrowQuery, ResaleTransfer,
+    ResaleTransferRequest, ReservationMoneyTerms,
+};
 
 // ---------------------------------------------------------------- dashboards
 
@@ -140,3 +144,28 @@ pub const INVOICE: Endpoint<(TenantId, InvoiceId), (), Invoice> =
 /// An invoice's usage as FinOps FOCUS CSV, wrapped in JSON.
 pub const INVOICE_USAGE_CSV: Endpoint<(TenantId, InvoiceId), (), UsageExport> =
     Endpoint::get("/internal/invoices/{tenant_id}/{invoice_id}/usage.csv");
+
+// ---------------------------------------------------------------- reserved capacity (issue 20)
+
+/// Charges a reserved block into escrow (idempotent per reservation).
+pub const ESCROW_CHARGE: Endpoint<(), EscrowChargeRequest, Escrow> =
+    Endpoint::post("/internal/escrows");
+
+/// Escrows of a renter or of a host, newest block first.
+pub const ESCROW_LIST: Endpoint<(), EscrowQuery, Vec<Escrow>> = Endpoint::get("/internal/escrows");
+
+/// One reservation's escrow.
+pub const ESCROW: Endpoint<ReservationId, (), Escrow> =
+    Endpoint::get("/internal/escrows/{reservation_id}");
+
+/// Cancels an escrow: refunds what is not released (plus the host's penalty).
+pub const ESCROW_CANCEL: Endpoint<ReservationId, EscrowCancelRequest, Escrow> =
+    Endpoint::post("/internal/escrows/{reservation_id}/cancel");
+
+/// A resale buyer pays the seller (idempotent per listing).
+pub const RESALE_TRANSFER: Endpoint<(), ResaleTransferRequest, ResaleTransfer> =
+    Endpoint::post("/internal/resale-transfers");
+
+/// The published money terms of reservations.
+pub const RESERVATION_TERMS: Endpoint<(), (), ReservationMoneyTerms> =
+    Endpoint::get("/internal/reservation-terms");

@@ -9,8 +9,12 @@ use crate::api::{
     PlacementSearch, RegisterMachineRequest, SetGpuModeRequest, SetMigPricesRequest,
     SetPricingRequest, SetVerificationRequest, UpdateHostProfileRequest,
 };
-use crate::ids::{MachineId, OrderId, TenantId};
+use crate::ids::{MachineId, OrderId, ReservationId, TenantId};
 use crate::operator::GpuSupply;
+use crate::reservations::{
+    BookRequest, Booking, CalendarQuery, CancelBookingRequest, CarveBookingRequest,
+    MachineCalendar, ReservedTerms, SetReservedTermsRequest,
+};
 
 /// The GPU models the market knows, fastest first.
 pub const GPU_MODELS: Endpoint<(), (), Vec<GpuModel>> = Endpoint::get("/internal/gpu-models");
@@ -104,3 +108,30 @@ pub const ALLOCATE: Endpoint<(), AllocateRequest, Allocation> =
 /// Gives back a holding key's GPUs (idempotent).
 pub const RELEASE_ALLOCATION: Endpoint<OrderId, (), AllocationReleased> =
     Endpoint::post("/internal/allocations/{order_id}/release");
+
+// ---------------------------------------------------------------- reserved capacity (issue 20)
+
+/// A host sets (or withdraws) a machine's terms for reserved blocks; the
+/// terms now in force (`None`: not offered).
+pub const SET_RESERVED_TERMS: Endpoint<MachineId, SetReservedTermsRequest, Option<ReservedTerms>> =
+    Endpoint::put("/internal/machines/{id}/reserved-terms");
+
+/// A machine's booking calendar: free GPUs per hour (and, for its host, the
+/// bookings). 404 for a machine off the market unless its host asks.
+pub const MACHINE_CALENDAR: Endpoint<MachineId, CalendarQuery, MachineCalendar> =
+    Endpoint::get("/internal/machines/{id}/calendar");
+
+/// Books GPUs of a machine for a block (idempotent per reservation).
+pub const BOOK: Endpoint<(), BookRequest, Booking> = Endpoint::post("/internal/bookings");
+
+/// One reservation's booking.
+pub const BOOKING: Endpoint<ReservationId, (), Booking> =
+    Endpoint::get("/internal/bookings/{reservation_id}");
+
+/// Gives back a booking's GPU time from an instant on (idempotent).
+pub const CANCEL_BOOKING: Endpoint<ReservationId, CancelBookingRequest, Booking> =
+    Endpoint::post("/internal/bookings/{reservation_id}/cancel");
+
+/// Moves hours of a booking to a resale buyer's reservation (idempotent per child).
+pub const CARVE_BOOKING: Endpoint<ReservationId, CarveBookingRequest, Booking> =
+    Endpoint::post("/internal/bookings/{reservation_id}/carve");

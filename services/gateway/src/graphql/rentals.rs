@@ -560,6 +560,7 @@ impl RentalsMutation {
             )?;
         }
         let request = api::CreateOrderRequest {
+            reservation_id: Default::default(),
             tenant_id: principal.tenant_id,
             user_id: principal.user_id,
             idempotency_key: input.idempotency_key,
