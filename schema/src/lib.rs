@@ -3,6 +3,7 @@
 //! here, as `diesel print-schema` would; every query in the system tests runs
 //! against the migrated database, so a drift fails there).
 
+pub mod catalog_bookings;
 pub mod catalog_registrations;
 pub mod ordering_reservations;
 pub mod quota;
@@ -81,6 +82,11 @@ pub mod catalog {
             mig_gpu_index -> Nullable<Int2>,
             mig_start -> Nullable<Int2>,
             mig_size -> Nullable<Int2>,
+            /// An instance's allocation inside a running reserved block
+            /// (migration 2026-12-07-000500, docs/reservations.md).
+            reservation_id -> Nullable<Uuid>,
+            /// The reserved block's own hold on its GPUs while it runs.
+            block_reservation_id -> Nullable<Uuid>,
         }
     }
 
@@ -458,6 +464,7 @@ pub mod billing {
 }
 
 pub mod billing_credits;
+pub mod billing_escrow;
 pub mod billing_invoices;
 pub mod billing_payouts;
 pub mod billing_spend;

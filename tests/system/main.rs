@@ -38,6 +38,7 @@ mod reconciler;
 mod rentals;
 mod replacement;
 mod replay;
+mod reservations;
 mod retry;
 mod rules;
 mod runway;

@@ -270,3 +270,53 @@ export async function rentOneGpu(renterToken, machineId, idempotencyKey, every =
   );
   return ordered;
 }
+
+/** The start of the UTC hour `hours` whole hours after the current one, as the API's DateTime. @param {number} hours */
+export function wholeHoursFromNow(hours) {
+  const hour = 3_600_000;
+  return new Date(Math.floor(Date.now() / hour) * hour + hours * hour).toISOString();
+}
+
+/**
+ * A host sets a machine's terms for reserved blocks through the API.
+ * @param {string} hostToken @param {string} machineId
+ * @param {{ pricePerGpuHour: string, maxLeadDays: number, minBlockHours: number }} terms
+ */
+export async function setReservedTerms(hostToken, machineId, terms) {
+  return (
+    await gql(
+      'mutation($id: ID!, $terms: ReservedTermsInput) { setReservedTerms(machineId: $id, terms: $terms) { pricePerGpuHour maxLeadDays minBlockHours currency } }',
+      { id: machineId, terms },
+      hostToken,
+    )
+  ).setReservedTerms;
+}
+
+/**
+ * A renter reserves a block of the machine's GPUs through the API, once the
+ * machine is offered with its terms, and waits for it to be booked (paid).
+ * @param {string} renterToken @param {string} machineId
+ * @param {{ gpuCount: number, startsAt: string, endsAt: string, maxPricePerGpuHour?: string, idempotencyKey: string }} block
+ * @returns {Promise<{ id: string, state: string, gpuIndices: number[], amount: string, hours: number, currency: string }>}
+ */
+export async function reserveBlock(renterToken, machineId, block) {
+  await until(
+    async () => {
+      const nodes = (await gql('{ offers(first: 100) { nodes { machineId reserved { pricePerGpuHour } } } }', {}, renterToken)).offers.nodes;
+      return nodes.some((/** @type {any} */ o) => o.machineId === machineId && o.reserved);
+    },
+    'the machine offered with reserved terms',
+  );
+  const fields = 'id state gpuIndices amount hours currency reason';
+  const made = (
+    await gql(`mutation($input: ReserveInput!) { reserve(input: $input) { ${fields} } }`, { input: { offerId: machineId, ...block } }, renterToken)
+  ).reserve;
+  return until(
+    async () => {
+      const r = (await gql(`query($id: ID!) { reservation(id: $id) { ${fields} } }`, { id: made.id }, renterToken)).reservation;
+      if (r.state === 'FAILED') throw new Error(`the reservation failed: ${r.reason}`);
+      return r.state === 'BOOKED' ? r : null;
+    },
+    'the reservation booked',
+  );
+}

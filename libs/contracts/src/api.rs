@@ -672,7 +672,7 @@ pub struct Offer {
     pub mig_slices: Vec<MigOffer>,
     /// The host's terms for reserved blocks (issue 20); `None`: not offered.
     #[serde(default)]
-    pub reserved: Option<crate::reservations::ReservedTerms>,
+    pub reserved: Option<ReservedTerms>,
     /// When GPUs of the machine are next free for an on-demand rental: now
     /// when some are free, else the end of the reserved block that holds them
     /// (`None`: not foreseeable, rented on demand).
@@ -682,6 +682,19 @@ pub struct Offer {
     /// next reserved block on the GPUs it would get (`None`: none booked).
     #[serde(default)]
     pub available_until: Option<DateTime<Utc>>,
+}
+
+/// A host's terms for reserved blocks on one machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ReservedTerms {
+    /// What a renter pays per GPU-hour of a reserved block, charged up front.
+    pub price_per_gpu_hour: Decimal,
+    /// How far ahead the machine can be booked: a block must end within
+    /// this many days of now.
+    pub max_lead_days: i32,
+    /// The shortest block, in hours.
+    pub min_block_hours: i32,
+    pub currency: String,
 }
 
 /// Where an order by constraints could go: `search` with its `gpu_count`

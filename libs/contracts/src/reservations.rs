@@ -29,18 +29,7 @@ pub const MAX_LEAD_DAYS: i32 = 365;
 /// How long before a block starts an instance on its GPUs is warned.
 pub const WARNING_SECONDS: i64 = 15 * 60;
 
-/// A host's terms for reserved blocks on one machine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ReservedTerms {
-    /// What a renter pays per GPU-hour of a reserved block, charged up front.
-    pub price_per_gpu_hour: Decimal,
-    /// How far ahead the machine can be booked: a block must end within
-    /// this many days of now.
-    pub max_lead_days: i32,
-    /// The shortest block, in hours.
-    pub min_block_hours: i32,
-    pub currency: String,
-}
+pub use crate::api::ReservedTerms;
 
 /// What a host sets (`terms: None` stops new bookings; booked blocks stay).
 #[derive(Debug, Clone, Serialize, Deserialize)]

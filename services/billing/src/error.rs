@@ -12,6 +12,13 @@ pub enum Error {
     Conflict(String),
     #[error("{0}")]
     InsufficientFunds(String),
+    /// Past the tenant's monthly budget: the code quota refuses budgets with.
+    #[error("{0}")]
+    QuotaExceeded(String),
+    /// Evidence billing needs from another service (the catalog's heartbeat
+    /// gaps) could not be had: nothing was changed, the caller retries.
+    #[error("{0}")]
+    Unavailable(String),
     /// Stripe did not answer, or answered with a failure that is not the
     /// caller's: the request may be retried with the same idempotency key.
     #[error("payment provider: {0}")]
@@ -42,6 +49,8 @@ impl Error {
             Error::NotFound(_) => ErrorCode::NotFound,
             Error::Conflict(_) => ErrorCode::Conflict,
             Error::InsufficientFunds(_) => ErrorCode::InsufficientFunds,
+            Error::QuotaExceeded(_) => ErrorCode::QuotaExceeded,
+            Error::Unavailable(_) => ErrorCode::Unavailable,
             Error::PaymentProvider(_) => ErrorCode::Unavailable,
             Error::NotConfigured(_) => ErrorCode::NotConfigured,
             Error::WebhookRejected(_) => ErrorCode::Validation,
@@ -85,6 +94,11 @@ impl ResponseError for Error {
             Error::PaymentProvider(detail) => {
                 tracing::warn!(%detail, "payment provider unavailable");
                 platform::http::ApiError::new(ErrorCode::Unavailable, PAYMENT_PROVIDER_UNAVAILABLE)
+                    .error_response()
+            }
+            // Ours, safe to show: it says what to retry.
+            Error::Unavailable(message) => {
+                platform::http::ApiError::new(ErrorCode::Unavailable, message.clone())
                     .error_response()
             }
             Error::NotConfigured(detail) => {

@@ -3,7 +3,9 @@
 //! exports. The costs are the invoice's own (rounded) line amounts, and
 //! each credit note against the invoice is a `Credit` row of the negative
 //! amount: the `BilledCost` column adds up to the invoice total less its
-//! credit notes exactly (what the renter was finally charged).
+//! credit notes exactly (what the renter was finally charged). A reserved
+//! block's lines are `Purchase` and `Credit` rows with FOCUS's commitment
+//! columns (`CommitmentDiscountId` = the reservation).
 
 use chrono::{DateTime, SecondsFormat, Utc};
 use contracts::{api, meters, money};
@@ -15,8 +17,13 @@ pub const PROVIDER: &str = "gpumarket";
 pub const SERVICE_CATEGORY: &str = "Compute";
 pub const SERVICE_NAME: &str = "GPU Instances";
 
+/// What FOCUS calls a reserved block: a commitment paid up front, in
+/// money (`CommitmentDiscountCategory` `Spend`).
+pub const COMMITMENT_TYPE: &str = "Reserved block";
+pub const COMMITMENT_CATEGORY: &str = "Spend";
+
 /// The columns, in order (FOCUS 1.0 names).
-pub const COLUMNS: [&str; 24] = [
+pub const COLUMNS: [&str; 27] = [
     "BilledCost",
     "EffectiveCost",
     "ListCost",
@@ -41,6 +48,9 @@ pub const COLUMNS: [&str; 24] = [
     "InvoiceIssuerName",
     "SubAccountId",
     "SkuId",
+    "CommitmentDiscountId",
+    "CommitmentDiscountType",
+    "CommitmentDiscountCategory",
 ];
 
 fn instant(at: DateTime<Utc>) -> String {
@@ -77,10 +87,21 @@ struct Charge {
     quantities: [String; 5],
     resource: String,
     sku: String,
+    /// The reserved block a row is about (its reservation id): the
+    /// commitment columns.
+    commitment: Option<String>,
 }
 
 fn push_row(out: &mut String, invoice: &api::Invoice, charge: Charge) {
     let [consumed, consumed_unit, pricing, pricing_unit, unit_price] = charge.quantities;
+    let (commitment, commitment_type, commitment_category) = match charge.commitment {
+        Some(id) => (
+            id,
+            COMMITMENT_TYPE.to_owned(),
+            COMMITMENT_CATEGORY.to_owned(),
+        ),
+        None => Default::default(),
+    };
     let row = [
         charge.cost.clone(),
         charge.cost.clone(),
@@ -106,6 +127,9 @@ fn push_row(out: &mut String, invoice: &api::Invoice, charge: Charge) {
         PROVIDER.to_owned(),
         invoice.tenant_id.to_string(),
         charge.sku,
+        commitment,
+        commitment_type,
+        commitment_category,
     ];
     let row: Vec<String> = row.iter().map(|f| field(f)).collect();
     out.push_str(&row.join(","));
@@ -119,6 +143,10 @@ pub fn csv(invoice: &api::Invoice) -> String {
     out.push_str("\r\n");
     let currency = invoice.currency.as_str();
     for line in &invoice.lines {
+        if crate::escrow_kinds::is_reservation_line(&line.meter) {
+            push_row(&mut out, invoice, reservation_charge(line, currency));
+            continue;
+        }
         // Measured in the meter's unit (seconds, GiB-seconds, bytes), priced
         // per its pricing unit (hour, GiB-month, TB): the pricing quantity
         // is the quantity in pricing units (ListUnitPrice × PricingQuantity
@@ -155,6 +183,7 @@ pub fn csv(invoice: &api::Invoice) -> String {
                 ],
                 resource: line.instance_id.to_string(),
                 sku: line.meter.clone(),
+                commitment: None,
             },
         );
     }
@@ -173,10 +202,80 @@ pub fn csv(invoice: &api::Invoice) -> String {
                 quantities: Default::default(),
                 resource: String::new(),
                 sku: String::new(),
+                commitment: None,
             },
         );
     }
     out
+}
+
+/// A reserved block's invoice line as a FOCUS row: its purchase (or a
+/// resale purchase) is a `Purchase` of the commitment, priced in GPU-hours
+/// (no consumption: nothing is consumed by buying); refunds, the host's
+/// penalty and a resale's proceeds are `Credit`s (negative). Every one
+/// names the block in the commitment columns. The resource is the
+/// reservation; its line's quantity is GPU-seconds.
+fn reservation_charge(line: &api::InvoiceLine, currency: &str) -> Charge {
+    use crate::escrow_kinds::line as kind;
+    let id = line.instance_id.to_string();
+    let gpu_hours = meters::pricing_quantity(meters::GPU, line.quantity);
+    let price = line.unit_price_per_hour.normalize();
+    let (category, description, priced) = match line.meter.as_str() {
+        kind::PURCHASE => (
+            "Purchase",
+            format!(
+                "reserved block {id}: {gpu_hours} GPU-hours at {price} {currency}/GPU-hour, paid up front"
+            ),
+            true,
+        ),
+        kind::RESALE_PURCHASE => (
+            "Purchase",
+            format!(
+                "reserved block {id} bought on resale: {gpu_hours} GPU-hours at {price} {currency}/GPU-hour"
+            ),
+            true,
+        ),
+        kind::REFUND => (
+            "Credit",
+            format!(
+                "reserved block {id}: {gpu_hours} GPU-hours refunded (the host silent or the block cancelled)"
+            ),
+            false,
+        ),
+        kind::PENALTY => (
+            "Credit",
+            format!("reserved block {id}: the host's penalty for cancelling"),
+            false,
+        ),
+        _ => (
+            "Credit",
+            format!(
+                "reserved block {id}: {gpu_hours} GPU-hours sold on resale, less the resale fee"
+            ),
+            false,
+        ),
+    };
+    let quantities = if priced {
+        [
+            String::new(),
+            String::new(),
+            gpu_hours.to_string(),
+            "GPU-Hours".to_owned(),
+            price.to_string(),
+        ]
+    } else {
+        Default::default()
+    };
+    Charge {
+        cost: minor(line.amount, currency),
+        period: (line.charge_period_start, line.charge_period_end),
+        category,
+        description,
+        quantities,
+        resource: id.clone(),
+        sku: line.meter.clone(),
+        commitment: Some(id),
+    }
 }
 
 /// The sum of the `BilledCost` column (the first), None when a value does
@@ -350,5 +449,75 @@ mod tests {
         assert!(rows[1].starts_with("-0.10,-0.10,-0.10,USD,"), "{}", rows[1]);
         assert!(rows[1].contains(",Credit,\"credit note 1: SLA, host down\",,,,,,,,"));
         assert_eq!(billed_cost_sum(&text), Some(Decimal::new(-10, 2)));
+    }
+
+    #[test]
+    fn a_reserved_block_is_a_purchase_and_its_refund_a_credit_of_the_commitment() {
+        let at = DateTime::from_timestamp(1_796_281_800, 0).unwrap_or_default();
+        let reservation = Uuid::from_u128(42);
+        let line = |meter: &str, quantity: i64, price: Decimal, amount: Decimal| api::InvoiceLine {
+            instance_id: InstanceId(reservation),
+            meter: meter.into(),
+            quantity,
+            unit: "gpu_second".into(),
+            unit_price_per_hour: price,
+            earlier_period: false,
+            charge_period_start: at,
+            charge_period_end: at,
+            postings: 1,
+            exact_amount: amount,
+            amount,
+        };
+        let invoice = api::Invoice {
+            id: Some(InvoiceId(Uuid::nil())),
+            tenant_id: TenantId(Uuid::nil()),
+            number: Some(1),
+            status: contracts::states::InvoiceStatus::Paid,
+            period_start: at,
+            period_end: at,
+            currency: "USD".into(),
+            subtotal: Decimal::new(1150, 2),
+            total: Decimal::new(1150, 2),
+            exact_total: Decimal::new(1150, 2),
+            rounding: Decimal::ZERO,
+            finalized_at: None,
+            paid_at: None,
+            voided_at: None,
+            void_reason: None,
+            // 2 GPUs for 3 h at 2.00; half an hour of both refunded.
+            lines: vec![
+                line(
+                    "reservation",
+                    2 * 3 * 3600,
+                    Decimal::TWO,
+                    Decimal::new(1200, 2),
+                ),
+                line(
+                    "reservation_refund",
+                    2 * 1800,
+                    Decimal::TWO,
+                    Decimal::new(-50, 2),
+                ),
+            ],
+            credit_notes: Vec::new(),
+        };
+        let text = csv(&invoice);
+        let rows: Vec<&str> = text.lines().collect();
+        assert_eq!(rows.len(), 3);
+        assert!(
+            rows[0].ends_with(
+                ",CommitmentDiscountId,CommitmentDiscountType,CommitmentDiscountCategory"
+            )
+        );
+        let commitment = format!(",{reservation},Reserved block,Spend");
+        assert!(rows[1].starts_with("12.00,12.00,12.00,USD,"), "{}", rows[1]);
+        assert!(rows[1].contains(",Purchase,"), "{}", rows[1]);
+        assert!(rows[1].contains(",,,6,GPU-Hours,2,"), "{}", rows[1]);
+        assert!(rows[1].ends_with(&commitment), "{}", rows[1]);
+        assert!(rows[2].starts_with("-0.50,"), "{}", rows[2]);
+        assert!(rows[2].contains(",Credit,"), "{}", rows[2]);
+        assert!(rows[2].ends_with(&commitment), "{}", rows[2]);
+        assert_eq!(rows[2].split(',').count(), COLUMNS.len());
+        assert_eq!(billed_cost_sum(&text), Some(Decimal::new(1150, 2)));
     }
 }

@@ -5,6 +5,15 @@
 //! the finalization's own transaction, so invoice, ledger and rounding
 //! reconcile to the cent.
 //!
+//! Reserved blocks' postings (a purchase into escrow, refunds of silent or
+//! cancelled hours, the host's penalty, resale purchases and sales) are on
+//! the invoice the same way, each by its renter leg: a line per
+//! reservation and kind, the reservation where an instance would be, the
+//! kind where a meter would be, GPU-seconds at a price per GPU-hour (facts
+//! in `escrow_postings`). Each such posting has one renter leg and is made
+//! under that renter's tenant (`escrow::postings`), so the run's set-based
+//! statements take them with one more insert into its working table.
+//!
 //! A posting goes on the tenant's first invoice finalized after it reached
 //! the ledger (`invoice_items`, keyed by posting): usage that arrives after
 //! its period's invoice was finalized is billed on the next one, as a delta.
@@ -38,8 +47,16 @@ pub const UNIT: &str = "second";
 /// seconds otherwise (priced per hour). The posting's `usage_details` hold
 /// the quantity in that unit and the price in its own.
 pub fn unit_of(meter: &str) -> &'static str {
+    if crate::escrow_kinds::is_reservation_line(meter) {
+        // A reserved block's lines count its GPUs' seconds, priced per
+        // GPU-hour (docs/invoices.md, "Reserved blocks").
+        return RESERVATION_UNIT;
+    }
     contracts::meters::unit(meter)
 }
+
+/// The unit of a reservation line's quantity.
+pub const RESERVATION_UNIT: &str = "gpu_second";
 
 /// Tenants finalized per transaction by the run: enough that a chunk's
 /// statements amortise, few enough that no transaction holds everything.
@@ -209,8 +226,11 @@ struct PostingRow {
     created_at: DateTime<Utc>,
 }
 
-/// The tenant's usage postings on no invoice yet that reached the ledger
-/// before `before` (all of them when None), oldest first.
+/// The tenant's usage and reservation postings on no invoice yet that
+/// reached the ledger before `before` (all of them when None), oldest
+/// first. A reservation posting is read like usage from its facts
+/// (`escrow_postings`): the reservation stands where the instance does, its
+/// line kind where the meter does.
 fn uninvoiced(
     conn: &mut PgConnection,
     tenant_id: TenantId,
@@ -218,19 +238,25 @@ fn uninvoiced(
     before: Option<DateTime<Utc>>,
 ) -> QueryResult<(Vec<UsagePosting>, Option<DateTime<Utc>>)> {
     let rows: Vec<PostingRow> = diesel::sql_query(
-        "SELECT t.id, t.instance_id, -e.amount AS amount, d.meter, \
-                coalesce(d.quantity, d.seconds) AS seconds, \
-                coalesce(d.unit_price, d.price_per_hour) AS price_per_hour, \
-                d.started_at, d.ended_at, t.created_at \
-         FROM billing.transactions t \
-         JOIN billing.entries e ON e.transaction_id = t.id \
-         JOIN billing.accounts a ON a.id = e.account_id \
-              AND a.kind = 'renter_balance' AND a.tenant_id = t.tenant_id \
-         LEFT JOIN billing.usage_details d ON d.transaction_id = t.id \
-         WHERE t.kind = 'usage' AND t.tenant_id = $1 AND a.currency = $2 \
-           AND ($3::timestamptz IS NULL OR t.created_at < $3) \
-           AND NOT EXISTS (SELECT 1 FROM billing.invoice_items i WHERE i.transaction_id = t.id) \
-         ORDER BY t.created_at, t.id",
+        format!(
+            "SELECT t.id, coalesce(t.instance_id, x.reservation_id) AS instance_id, \
+                    -e.amount AS amount, coalesce(d.meter, x.line) AS meter, \
+                    coalesce(d.quantity, d.seconds, x.quantity) AS seconds, \
+                    coalesce(d.unit_price, d.price_per_hour, x.unit_price) AS price_per_hour, \
+                    coalesce(d.started_at, x.started_at) AS started_at, \
+                    coalesce(d.ended_at, x.ended_at) AS ended_at, t.created_at \
+             FROM billing.transactions t \
+             JOIN billing.entries e ON e.transaction_id = t.id \
+             JOIN billing.accounts a ON a.id = e.account_id \
+                  AND a.kind = 'renter_balance' AND a.tenant_id = t.tenant_id \
+             LEFT JOIN billing.usage_details d ON d.transaction_id = t.id \
+             LEFT JOIN billing.escrow_postings x ON x.transaction_id = t.id \
+             WHERE t.kind IN ('usage', {escrow}) AND t.tenant_id = $1 AND a.currency = $2 \
+               AND ($3::timestamptz IS NULL OR t.created_at < $3) \
+               AND NOT EXISTS (SELECT 1 FROM billing.invoice_items i WHERE i.transaction_id = t.id) \
+             ORDER BY t.created_at, t.id",
+            escrow = crate::escrow_kinds::KINDS_SQL
+        ),
     )
     .bind::<diesel::sql_types::Uuid, _>(tenant_id)
     .bind::<Text, _>(currency)
@@ -691,7 +717,30 @@ pub(crate) fn finalize_chunk(
         .bind::<Text, _>(currency)
         .bind::<Timestamptz, _>(period_end)
         .execute(conn)?;
-        if postings > 0 {
+        // Reservation postings (purchases, refunds, penalties, resales) the
+        // same way, each by its renter leg, with its facts: its own
+        // statement, so the usage one above keeps its plan.
+        let reserved = diesel::sql_query(format!(
+            "INSERT INTO invoice_run_postings \
+             SELECT t.tenant_id, t.id, -e.amount, x.reservation_id, x.line, x.quantity, \
+                    x.unit_price, x.started_at, x.ended_at, t.created_at \
+             FROM billing.transactions t \
+             CROSS JOIN LATERAL (SELECT e.amount, e.account_id FROM billing.entries e \
+                                 WHERE e.transaction_id = t.id OFFSET 0) e \
+             JOIN billing.accounts a ON a.id = e.account_id \
+                  AND a.kind = 'renter_balance' AND a.tenant_id = t.tenant_id \
+                  AND a.tenant_id = ANY($1) \
+             JOIN billing.escrow_postings x ON x.transaction_id = t.id \
+             WHERE t.kind IN ({escrow}) AND t.tenant_id = ANY($1) AND a.currency = $2 \
+               AND t.created_at < $3 \
+               AND NOT EXISTS (SELECT 1 FROM billing.invoice_items i WHERE i.transaction_id = t.id)",
+            escrow = crate::escrow_kinds::KINDS_SQL
+        ))
+        .bind::<Array<UuidT>, _>(&candidates)
+        .bind::<Text, _>(currency)
+        .bind::<Timestamptz, _>(period_end)
+        .execute(conn)?;
+        if postings + reserved > 0 {
             // Statistics for the planner: without them it guesses a handful
             // of rows and joins the chunk's postings by nested loops.
             conn.batch_execute("ANALYZE invoice_run_postings")?;
@@ -967,11 +1016,11 @@ pub fn ended(period_end: DateTime<Utc>) -> Result<DateTime<Utc>, Error> {
 
 /// The invoicing run for a period end (default: the start of the current
 /// period, i.e. the end of the last complete one): every tenant with usage
-/// not yet invoiced. Set-based: tenants go in chunks of `RUN_CHUNK`, each
-/// chunk one transaction with a fixed number of statements (docs/
-/// architecture.md), so a run killed half-way keeps the chunks it committed
-/// and a re-run finalizes only the rest. Running it again returns the same
-/// invoices.
+/// (or reservation postings) not yet invoiced. Set-based: tenants go in
+/// chunks of `RUN_CHUNK`, each chunk one transaction with a fixed number of
+/// statements (docs/architecture.md), so a run killed half-way keeps the
+/// chunks it committed and a re-run finalizes only the rest. Running it
+/// again returns the same invoices.
 pub async fn run_invoices(
     db: &Db,
     settings: &Settings,
@@ -1016,13 +1065,24 @@ pub async fn finalize_all(
     }
     let rows: Vec<Tenant> = db
         .run(move |conn| {
-            diesel::sql_query(
+            // Reservation postings count when they have a renter leg (an
+            // escrow release without a refund has none, and is on no
+            // invoice).
+            diesel::sql_query(format!(
                 "SELECT DISTINCT t.tenant_id FROM billing.transactions t \
                  WHERE t.kind = 'usage' AND t.tenant_id IS NOT NULL AND t.created_at < $1 \
                    AND NOT EXISTS (SELECT 1 FROM billing.invoice_items i WHERE i.transaction_id = t.id) \
+                 UNION SELECT DISTINCT t.tenant_id FROM billing.transactions t \
+                 WHERE t.kind IN ({escrow}) AND t.tenant_id IS NOT NULL AND t.created_at < $1 \
+                   AND EXISTS (SELECT 1 FROM billing.entries e \
+                               JOIN billing.accounts a ON a.id = e.account_id \
+                               WHERE e.transaction_id = t.id AND a.kind = 'renter_balance' \
+                                 AND a.tenant_id = t.tenant_id) \
+                   AND NOT EXISTS (SELECT 1 FROM billing.invoice_items i WHERE i.transaction_id = t.id) \
                  UNION SELECT tenant_id FROM billing.invoices WHERE period_end = $1 \
                  ORDER BY 1",
-            )
+                escrow = crate::escrow_kinds::KINDS_SQL
+            ))
             .bind::<Timestamptz, _>(period_end)
             .load(conn)
             .map_err(Error::from)

@@ -20,6 +20,10 @@ pub enum AccountKind {
     PaymentClearing,
     Payouts,
     Rounding,
+    /// A renter's reserved blocks paid and not yet released or refunded
+    /// (docs/settlement.md); without a tenant, the transfer account a
+    /// resale's two halves meet in.
+    Escrow,
 }
 
 impl AccountKind {
@@ -31,6 +35,7 @@ impl AccountKind {
             AccountKind::PaymentClearing => "payment_clearing",
             AccountKind::Payouts => "payouts",
             AccountKind::Rounding => "rounding",
+            AccountKind::Escrow => "escrow",
         }
     }
 }

@@ -4,10 +4,14 @@
 //! it carries: `round_half_even(seconds × price_per_hour / 3600, 9)`, split
 //! into the host's share and the platform fee so that every posting balances
 //! exactly. Renters are prepaid: they top up through Stripe (`stripe`).
+//! Reserved blocks are paid up front into escrow and released to the host
+//! as they run (`escrow`).
 
 mod charges;
 pub mod dashboards;
 pub mod error;
+pub mod escrow;
+pub mod escrow_kinds;
 mod events;
 pub mod focus;
 mod ingest;
@@ -91,6 +95,8 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     )?);
     let payout_settings = actix_web::web::Data::new(payouts::PayoutSettings::from_config(&config)?);
     let connect_api = actix_web::web::Data::new(stripe::connect::ConnectApi::from_config(&config)?);
+    let escrow_terms = actix_web::web::Data::new(escrow::EscrowTerms::from_config(&config)?);
+    let escrow_peers = actix_web::web::Data::new(escrow::EscrowPeers::from_config(&config));
     Ok(platform::http::serve_named(
         "billing",
         &config.bind_host,
@@ -103,7 +109,9 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
                 .app_data(stripe_api.clone())
                 .app_data(invoice_period.clone())
                 .app_data(payout_settings.clone())
-                .app_data(connect_api.clone());
+                .app_data(connect_api.clone())
+                .app_data(escrow_terms.clone())
+                .app_data(escrow_peers.clone());
             routes::configure(cfg);
         },
     )?)
@@ -227,6 +235,13 @@ impl platform::service::Service for BillingService {
                 "billing invoice schedule",
                 TaskKind::Messaging,
                 schedule::run_invoice_schedule(config.clone(), pool(&config, SCHEMA)?),
+            ),
+            // Reserved blocks' escrow, released as the blocks run
+            // (escrow::release): a schedule of its own, like payouts.
+            Task::fallible(
+                "billing escrow release",
+                TaskKind::Always,
+                escrow::release::run_loop(config.clone(), pool(&config, SCHEMA)?),
             ),
             // The payout schedule (its first run is one interval away).
             Task::new(

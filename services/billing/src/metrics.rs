@@ -40,7 +40,8 @@ static EVENTS: LazyLock<IntCounterVec> = LazyLock::new(|| {
         "gpumarket_billing_events_total",
         "Billing outcomes by kind: invoice_finalized, statement_finalized, \
          payout_paid, payout_failed, payout_pending, balance_exhausted, \
-         spend_cap_reached, runway_low, downtime_credited, top_up_failed",
+         spend_cap_reached, runway_low, downtime_credited, top_up_failed, \
+         escrow_charged, escrow_cancelled, resale_transferred",
         &["kind"],
     )
 });
@@ -49,7 +50,8 @@ static AMOUNTS: LazyLock<CounterVec> = LazyLock::new(|| {
     amount_counter(
         "gpumarket_billing_amount_total",
         "Money moved by billing runs, in the settlement currency, by kind \
-         (invoiced, host_earnings_stated, paid_out, downtime_credit)",
+         (invoiced, host_earnings_stated, paid_out, downtime_credit, escrow_charged, \
+         escrow_released, escrow_refunded, escrow_penalty, resale)",
         &["kind"],
     )
 });
@@ -127,6 +129,34 @@ pub(crate) fn spend_cap_reached() {
 
 pub(crate) fn runway_low() {
     event("runway_low");
+}
+
+/// A reserved block charged into escrow.
+pub(crate) fn escrow_charged(amount: Decimal) {
+    event("escrow_charged");
+    add(&AMOUNTS, "escrow_charged", amount);
+}
+
+/// Escrow released to hosts (their share and the fee).
+pub(crate) fn escrow_released(amount: Decimal) {
+    add(&AMOUNTS, "escrow_released", amount);
+}
+
+/// Escrow refunded to holders (silent seconds, cancellations).
+pub(crate) fn escrow_refunded(amount: Decimal) {
+    add(&AMOUNTS, "escrow_refunded", amount);
+}
+
+/// A block's escrow cancelled, with the host's penalty (zero when the host
+/// did not cancel).
+pub(crate) fn escrow_cancelled(penalty: Decimal) {
+    event("escrow_cancelled");
+    add(&AMOUNTS, "escrow_penalty", penalty);
+}
+
+pub(crate) fn resale_transferred(amount: Decimal) {
+    event("resale_transferred");
+    add(&AMOUNTS, "resale", amount);
 }
 
 #[cfg(test)]

@@ -16,11 +16,19 @@ use contracts::endpoints::billing::{
     PAYOUTS_RUN, PLATFORM_TERMS, STATEMENT, STATEMENT_LIST, STATEMENT_PREVIEW, STATEMENTS_RUN,
     TOP_UP_CREATE, TOP_UP_LIST,
 };
-use contracts::ids::{InvoiceId, StatementId, TenantId};
+use contracts::endpoints::billing::{
+    ESCROW, ESCROW_CANCEL, ESCROW_CHARGE, ESCROW_LIST, RESALE_TRANSFER, RESERVATION_TERMS,
+};
+use contracts::ids::{InvoiceId, ReservationId, StatementId, TenantId};
+use contracts::reservations::{
+    Escrow, EscrowCancelRequest, EscrowChargeRequest, EscrowQuery, ResaleTransfer,
+    ResaleTransferRequest, ReservationMoneyTerms,
+};
 use platform::Db;
 use platform::endpoint::{Reply, route};
 use platform::internal::ServiceCaller;
 
+use crate::escrow::{CatalogEvidence, EscrowPeers, EscrowTerms};
 use crate::invoices::InvoicePeriod;
 use crate::stripe::client::StripeApi;
 use crate::stripe::{StripeSettings, topups, webhook};
@@ -29,6 +37,7 @@ use crate::{Error, Settings, focus, invoices, usage};
 pub fn configure(cfg: &mut web::ServiceConfig) {
     configure_dashboards(cfg);
     configure_payouts(cfg);
+    configure_reservations(cfg);
     route(cfg, BALANCE, balance);
     route(cfg, MARKET_VOLUME, crate::marketplace::volume_route);
     route(cfg, CREDIT_RISKS, crate::marketplace::credit_risks_route);
@@ -391,4 +400,89 @@ async fn list_payouts(
     Ok(Reply::ok(
         crate::payouts::list(&db, path.into_inner().into_uuid()).await?,
     ))
+}
+
+// ---------------------------------------------------------------- reserved capacity (issue 20)
+
+fn configure_reservations(cfg: &mut web::ServiceConfig) {
+    route(cfg, ESCROW_CHARGE, escrow_charge);
+    route(cfg, ESCROW_LIST, escrow_list);
+    route(cfg, ESCROW, escrow);
+    route(cfg, ESCROW_CANCEL, escrow_cancel);
+    route(cfg, RESALE_TRANSFER, resale_transfer);
+    route(cfg, RESERVATION_TERMS, reservation_terms);
+}
+
+async fn escrow_charge(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    s: web::Data<Settings>,
+    peers: web::Data<EscrowPeers>,
+    body: web::Json<EscrowChargeRequest>,
+) -> Result<Reply<Escrow>, Error> {
+    let escrow = crate::escrow::charge::charge(&db, &s, &peers.quota, body.into_inner()).await?;
+    Ok(Reply::ok(escrow))
+}
+
+async fn escrow_list(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    query: web::Query<EscrowQuery>,
+) -> Result<Reply<Vec<Escrow>>, Error> {
+    Ok(Reply::ok(
+        crate::escrow::list(&db, query.into_inner()).await?,
+    ))
+}
+
+async fn escrow(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<ReservationId>,
+) -> Result<Reply<Escrow>, Error> {
+    Ok(Reply::ok(crate::escrow::get(&db, path.into_inner()).await?))
+}
+
+async fn escrow_cancel(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    s: web::Data<Settings>,
+    terms: web::Data<EscrowTerms>,
+    peers: web::Data<EscrowPeers>,
+    path: web::Path<ReservationId>,
+    body: web::Json<EscrowCancelRequest>,
+) -> Result<Reply<Escrow>, Error> {
+    let evidence = CatalogEvidence(peers.catalog.clone());
+    let escrow = crate::escrow::cancel::cancel(
+        &db,
+        &s,
+        &terms,
+        &evidence,
+        path.into_inner(),
+        body.into_inner(),
+        contracts::time::now(),
+    )
+    .await?;
+    Ok(Reply::ok(escrow))
+}
+
+async fn resale_transfer(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    s: web::Data<Settings>,
+    terms: web::Data<EscrowTerms>,
+    peers: web::Data<EscrowPeers>,
+    body: web::Json<ResaleTransferRequest>,
+) -> Result<Reply<ResaleTransfer>, Error> {
+    let transfer =
+        crate::escrow::resale::transfer(&db, &s, &terms, &peers.quota, body.into_inner()).await?;
+    Ok(Reply::ok(transfer))
+}
+
+/// The published money terms of reservations.
+async fn reservation_terms(
+    _: ServiceCaller,
+    s: web::Data<Settings>,
+    terms: web::Data<EscrowTerms>,
+) -> Result<Reply<ReservationMoneyTerms>, Error> {
+    Ok(Reply::ok(terms.published(&s)))
 }

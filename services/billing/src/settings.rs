@@ -1,8 +1,9 @@
 //! Billing's own settings, read once per process ([`platform::settings`]):
-//! its queue, the fee, Stripe, top-ups, invoices and payouts. Amounts and
-//! rates are kept as written and parsed by the parts that use them
-//! ([`crate::Settings`], [`crate::stripe::StripeSettings`],
-//! [`crate::payouts::PayoutSettings`]), whose errors name the variable.
+//! its queue, the fee, Stripe, top-ups, invoices, payouts and reserved
+//! blocks' escrow. Amounts and rates are kept as written and parsed by the
+//! parts that use them ([`crate::Settings`],
+//! [`crate::stripe::StripeSettings`], [`crate::payouts::PayoutSettings`],
+//! [`crate::escrow::EscrowTerms`]), whose errors name the variable.
 
 use std::time::Duration;
 
@@ -66,6 +67,25 @@ pub struct BillingSettings {
     /// so a downtime credit that follows can still be taken from them.
     /// `GPUMARKET_PAYOUT_HOLD_SECONDS`.
     pub payout_hold_seconds: i64,
+    /// Escrow of reserved blocks is released up to `now −` this many
+    /// seconds: a host's silence is known only once it is longer than the
+    /// catalog's heartbeat grace (and its sweeper has run), so the seconds
+    /// closer to now wait. Raised to the grace plus one sweep when set
+    /// lower ([`crate::escrow::EscrowTerms`]).
+    /// `GPUMARKET_ESCROW_SETTLE_LAG_SECONDS`.
+    pub escrow_settle_lag_seconds: i64,
+    /// The catalog's heartbeat grace and offline sweep, read here (as the
+    /// settlement interval is read from metering's variable) so that the
+    /// escrow lag is never shorter than what makes a silence known.
+    /// `GPUMARKET_HEARTBEAT_GRACE_SECONDS`, `GPUMARKET_OFFLINE_SWEEP_MS`.
+    pub heartbeat_grace_seconds: i64,
+    pub offline_sweep_ms: u64,
+    /// What a host pays the holders when it cancels a reserved block, as a
+    /// share of the refund, in [0, 1). `GPUMARKET_RESERVATION_PENALTY_RATE`.
+    pub reservation_penalty_rate: String,
+    /// The platform's share of a resale of reserved hours, in [0, 1).
+    /// `GPUMARKET_RESALE_FEE_RATE`.
+    pub resale_fee_rate: String,
 }
 
 impl ServiceSettings for BillingSettings {
@@ -101,6 +121,11 @@ impl ServiceSettings for BillingSettings {
             payout_interval_secs: parsed("GPUMARKET_PAYOUT_INTERVAL_SECS", 86_400)?,
             payout_minimum: var("GPUMARKET_PAYOUT_MINIMUM", "10.00"),
             payout_hold_seconds: parsed("GPUMARKET_PAYOUT_HOLD_SECONDS", 86_400)?,
+            escrow_settle_lag_seconds: parsed("GPUMARKET_ESCROW_SETTLE_LAG_SECONDS", 120)?,
+            heartbeat_grace_seconds: parsed("GPUMARKET_HEARTBEAT_GRACE_SECONDS", 60i64)?.max(1),
+            offline_sweep_ms: parsed("GPUMARKET_OFFLINE_SWEEP_MS", 5_000u64)?.max(100),
+            reservation_penalty_rate: var("GPUMARKET_RESERVATION_PENALTY_RATE", "0.10"),
+            resale_fee_rate: var("GPUMARKET_RESALE_FEE_RATE", "0.05"),
         })
     }
 }

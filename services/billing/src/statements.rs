@@ -2,7 +2,10 @@
 //! `host_earnings` account are the source of truth: a statement line is one
 //! machine's usage of one meter, with the exact sums (9 decimals) of the
 //! postings' legs: what renters paid (gross), the platform's fee, the host's
-//! net and the downtime credits taken from it. Payouts and any other posting
+//! net and the downtime credits taken from it. A reserved block's escrow
+//! releases are its machine's `reservation` line (gross, fee, net, the
+//! seconds heard), and a penalty for cancelling one is taken from that
+//! line like a downtime credit. Payouts and any other posting
 //! on the account are on the statement too (not per machine), so that its
 //! totals are exactly the account's movements.
 //!
@@ -95,7 +98,7 @@ pub fn draft(postings: &[EarningsPosting], period_start: DateTime<Utc>) -> Draft
     let mut d = Draft::default();
     for p in postings {
         match p.kind.as_str() {
-            "usage" | "downtime_credit" => groups
+            "usage" | "downtime_credit" | "escrow_release" | "escrow_penalty" => groups
                 .entry((p.ended_at <= period_start, p.machine_id, p.meter.clone()))
                 .or_default()
                 .push(p),
@@ -124,7 +127,10 @@ pub fn draft(postings: &[EarningsPosting], period_start: DateTime<Utc>) -> Draft
             postings: i32::try_from(members.len()).unwrap_or(i32::MAX),
         };
         for p in &members {
-            if p.kind == "usage" {
+            // A reserved block's release is its machine's usage; the
+            // host's penalty for cancelling one is taken from its earnings
+            // like a downtime credit.
+            if p.kind == "usage" || p.kind == "escrow_release" {
                 line.seconds += p.seconds;
                 line.net += p.host_amount;
                 line.fee += p.fee_amount;
@@ -187,15 +193,18 @@ fn unstated(
                 COALESCE((SELECT sum(f.amount) FROM billing.entries f \
                           JOIN billing.accounts fa ON fa.id = f.account_id AND fa.kind = 'platform_fee' \
                           WHERE f.transaction_id = t.id), 0) AS fee_amount, \
-                COALESCE(d.machine_id, m.machine_id) AS machine_id, \
+                COALESCE(d.machine_id, x.machine_id, m.machine_id) AS machine_id, \
                 COALESCE(d.gpu_model, m.gpu_model) AS gpu_model, \
-                COALESCE(d.meter, m.meter) AS meter, \
-                d.seconds, d.ended_at \
+                COALESCE(d.meter, CASE WHEN x.transaction_id IS NOT NULL THEN 'reservation' END, m.meter) \
+                    AS meter, \
+                COALESCE(d.seconds, x.heard_seconds) AS seconds, \
+                COALESCE(d.ended_at, x.ended_at) AS ended_at \
          FROM billing.entries h \
          JOIN billing.accounts a ON a.id = h.account_id \
               AND a.kind = 'host_earnings' AND a.tenant_id = $1 AND a.currency = $2 \
          JOIN billing.transactions t ON t.id = h.transaction_id \
          LEFT JOIN billing.usage_details d ON d.transaction_id = t.id \
+         LEFT JOIN billing.escrow_postings x ON x.transaction_id = t.id \
          LEFT JOIN LATERAL ( \
               SELECT d2.machine_id, d2.gpu_model, d2.meter \
               FROM billing.transactions u \
@@ -554,20 +563,28 @@ fn finalize_chunk(
             .select(schema::billing::accounts::id)
             .load(conn)?;
         // The candidates' earnings postings on no statement yet, as
-        // `unstated` reads them for one host.
+        // `unstated` reads them for one host. A reserved block's release
+        // counts as usage and a cancellation penalty as a credit taken
+        // from the host (as `draft` counts them), on the machine's
+        // `reservation` line.
         let postings = diesel::sql_query(
             "INSERT INTO statement_run_postings \
-             SELECT a.tenant_id, t.id, t.kind, t.created_at, h.amount, \
+             SELECT a.tenant_id, t.id, \
+                    CASE t.kind WHEN 'escrow_release' THEN 'usage' \
+                                WHEN 'escrow_penalty' THEN 'downtime_credit' ELSE t.kind END, \
+                    t.created_at, h.amount, \
                     COALESCE((SELECT sum(f.amount) FILTER (WHERE f.account_id = ANY($5)) \
                               FROM billing.entries f WHERE f.transaction_id = t.id), 0), \
-                    COALESCE(d.machine_id, m.machine_id), COALESCE(d.gpu_model, m.gpu_model), \
-                    COALESCE(d.meter, m.meter, $4), coalesce(d.seconds, 0), \
-                    coalesce(d.ended_at, t.created_at) \
+                    COALESCE(d.machine_id, x.machine_id, m.machine_id), COALESCE(d.gpu_model, m.gpu_model), \
+                    COALESCE(d.meter, CASE WHEN x.transaction_id IS NOT NULL THEN 'reservation' END, m.meter, $4), \
+                    coalesce(d.seconds, x.heard_seconds, 0), \
+                    coalesce(d.ended_at, x.ended_at, t.created_at) \
              FROM billing.entries h \
              JOIN billing.accounts a ON a.id = h.account_id \
                   AND a.kind = 'host_earnings' AND a.tenant_id = ANY($1) AND a.currency = $2 \
              JOIN billing.transactions t ON t.id = h.transaction_id \
              LEFT JOIN billing.usage_details d ON d.transaction_id = t.id \
+             LEFT JOIN billing.escrow_postings x ON x.transaction_id = t.id \
              LEFT JOIN LATERAL ( \
                   SELECT d2.machine_id, d2.gpu_model, d2.meter \
                   FROM billing.transactions u \

@@ -9,11 +9,17 @@
 //! The rates committed with the allocation (GPU price or bid, storage and
 //! bandwidth prices, currency) are stored on it: they are what the renter is
 //! billed, and a repeated allocate answers the same snapshot.
+//!
+//! Reserved blocks (docs/reservations.md): a rental never gets a GPU inside
+//! a booked period that has started, prefers GPUs with no booking ahead (then
+//! the latest next booking, [`crate::gpu_choice`]) and is told when it must
+//! end (`ends_by`); an allocation with a `reservation_id` takes GPUs of that
+//! running block instead ([`crate::block_allocations`]).
 
 use chrono::{DateTime, Utc};
 use contracts::api::{AllocateRequest, Allocation, RentalType};
 use contracts::events::MachineRental;
-use contracts::ids::{MachineId, OrderId, TenantId};
+use contracts::ids::{MachineId, OrderId, ReservationId, TenantId};
 use contracts::mig::MigSlice;
 use diesel::prelude::*;
 use platform::Db;
@@ -21,7 +27,7 @@ use rust_decimal::Decimal;
 use schema::catalog::{allocations, machines};
 use uuid::Uuid;
 
-use crate::{Error, preemption};
+use crate::{Error, gpu_choice, preemption};
 
 /// Where the catalog's events go (the `catalog.*` routing keys).
 #[derive(Clone)]
@@ -45,6 +51,7 @@ type StoredRow = (
         Option<i16>,
         Option<i16>,
     ),
+    Option<Uuid>,
 );
 
 fn existing(conn: &mut PgConnection, order_id: OrderId) -> Result<Option<Allocation>, Error> {
@@ -81,9 +88,26 @@ fn existing(conn: &mut PgConnection, order_id: OrderId) -> Result<Option<Allocat
                 allocations::mig_start,
                 allocations::mig_size,
             ),
+            allocations::reservation_id,
         ))
         .first(conn)
         .optional()?;
+    // When the GPUs stop being the allocation's, as of now (a booking made
+    // since moves it).
+    let (reservation, ends_by) = match &row {
+        Some((first, _, _, _, (indices, ..), reservation)) if first.3.is_none() => (
+            *reservation,
+            crate::block_allocations::ends_by(
+                conn,
+                MachineId(first.1),
+                indices,
+                *reservation,
+                contracts::time::now(),
+            )?,
+        ),
+        Some((.., reservation)) => (*reservation, None),
+        None => (None, None),
+    };
     let mut found = row.map(
         |(
             (order_id, machine_id, gpu_count, released_at, preempted_at),
@@ -91,9 +115,10 @@ fn existing(conn: &mut PgConnection, order_id: OrderId) -> Result<Option<Allocat
             (up, down, currency),
             (host_tenant_id, gpu_model, machine_gpu_count),
             (indices, mig_profile, mig_index, mig_start, mig_size),
+            _,
         )| Allocation {
-            reservation_id: Default::default(),
-            ends_by: Default::default(),
+            reservation_id: reservation.map(ReservationId),
+            ends_by,
             order_id: OrderId(order_id),
             machine_id: MachineId(machine_id),
             host_tenant_id: TenantId(host_tenant_id),
@@ -141,6 +166,18 @@ fn validate(req: &AllocateRequest) -> Result<(), Error> {
     if req.gpu_count < 1 {
         return Err(Error::Validation("gpuCount: at least 1".into()));
     }
+    if req.reservation_id.is_some() {
+        if req.rental_type != RentalType::OnDemand {
+            return Err(Error::Validation(
+                "rentalType: GPUs of a reserved block are rented on demand".into(),
+            ));
+        }
+        if req.mig_profile.is_some() {
+            return Err(Error::Validation(
+                "migProfile: a reserved block holds whole GPUs".into(),
+            ));
+        }
+    }
     if let Some(profile) = &req.mig_profile {
         contracts::mig::check_slice_order(profile, req.gpu_count, req.rental_type)
             .map_err(Error::Validation)?;
@@ -183,8 +220,6 @@ struct Locked {
     host_tenant_id: TenantId,
     gpu_model: String,
     gpu_count: i32,
-    gpus_allocated: i32,
-    mig_gpus: i32,
     listed: bool,
     price_per_gpu_hour: Option<Decimal>,
     min_bid_per_gpu_hour: Option<Decimal>,
@@ -202,14 +237,15 @@ fn take(
     if let Some(found) = existing(conn, req.order_id)? {
         return Ok(found);
     }
+    if let Some(reservation_id) = req.reservation_id {
+        return crate::block_allocations::take(conn, req, reservation_id);
+    }
     let machine: Option<Locked> = machines::table
         .find(req.machine_id)
         .select((
             machines::host_tenant_id,
             machines::gpu_model,
             machines::gpu_count,
-            machines::gpus_allocated,
-            machines::mig_gpus,
             machines::listed,
             machines::price_per_gpu_hour,
             machines::min_bid_per_gpu_hour,
@@ -237,24 +273,53 @@ fn take(
             m.gpu_count, req.gpu_count
         )));
     }
-    // GPUs in MIG mode are never rented whole.
-    let free = m.gpu_count - m.gpus_allocated - m.mig_gpus;
+    let at = contracts::time::now();
+    // GPUs in MIG mode are never rented whole, nor GPUs inside a booked
+    // period that has started (its block holds them, or will at the
+    // sweeper's next pass).
+    let gpus = crate::gpu_state::load_one(conn, req.machine_id.into_uuid(), at)?;
+    let free = i32::try_from(gpu_choice::free_for_rental(&gpus, &[]).len()).unwrap_or(0);
     let needed = req.gpu_count - free;
     let victims = if needed > 0 {
         let holdings = preemption::holdings(conn, req.machine_id)?;
-        preemption::choose(&holdings, req.rental_type, req.bid_per_gpu_hour, needed).ok_or_else(
-            || {
+        // Each counted by the GPUs it would free for this order (not those
+        // inside a started block: they go to the block).
+        let usable: Vec<preemption::Holding> = holdings
+            .iter()
+            .map(|h| preemption::Holding {
+                gpu_count: i32::try_from(gpu_choice::usable_from(&gpus, h.order_id.into()))
+                    .unwrap_or(0),
+                ..h.clone()
+            })
+            .filter(|h| h.gpu_count > 0)
+            .collect();
+        let chosen = preemption::choose(&usable, req.rental_type, req.bid_per_gpu_hour, needed)
+            .ok_or_else(|| {
                 Error::InsufficientCapacity(format!(
                     "machine has {free} of {} GPUs free and not enough held by lower-priority \
                      interruptible rentals; the order asks for {}",
                     m.gpu_count, req.gpu_count
                 ))
-            },
-        )?
+            })?;
+        // As stored: a preemption gives back all of a holding's GPUs.
+        holdings
+            .into_iter()
+            .filter(|h| chosen.iter().any(|c| c.order_id == h.order_id))
+            .collect()
     } else {
         Vec::new()
     };
-    let at = contracts::time::now();
+    let victim_keys: Vec<Uuid> = victims.iter().map(|v| v.order_id.into()).collect();
+    let usable = gpu_choice::free_for_rental(&gpus, &victim_keys);
+    let Some(indices) = gpu_choice::choose_for_rental(
+        &usable,
+        usize::try_from(req.gpu_count).unwrap_or(usize::MAX),
+    ) else {
+        return Err(Error::Conflict(
+            "the machine's GPUs changed concurrently; retry".into(),
+        ));
+    };
+    let ends_by = gpu_choice::ends_by(&gpus, &indices);
     let mut freed = 0;
     for victim in &victims {
         freed += preemption::preempt(
@@ -265,7 +330,7 @@ fn take(
             req.order_id.into(),
             at,
         )?;
-        announce(
+        crate::announcements::announce(
             conn,
             exchange,
             contracts::events::kinds::MACHINE_RELEASED,
@@ -312,13 +377,7 @@ fn take(
             allocations::currency.eq(&m.currency),
         ))
         .execute(conn)?;
-    let indices = crate::mig::take_whole(
-        conn,
-        req.machine_id,
-        m.gpu_count,
-        req.order_id,
-        req.gpu_count,
-    )?;
+    crate::mig::hold_whole(conn, req.machine_id, req.order_id, &indices)?;
     diesel::update(allocations::table.find(req.order_id))
         .set(
             allocations::gpu_indices.eq(indices
@@ -327,7 +386,7 @@ fn take(
                 .collect::<Vec<_>>()),
         )
         .execute(conn)?;
-    announce(
+    crate::announcements::announce(
         conn,
         exchange,
         contracts::events::kinds::MACHINE_RENTED,
@@ -342,7 +401,10 @@ fn take(
             sequence: 0,
         },
     )?;
-    Ok(committed(req, m, price, indices, None))
+    Ok(Allocation {
+        ends_by,
+        ..committed(req, m, price, indices, None)
+    })
 }
 
 /// A MIG slice for the order: placed best-fit under the machine's lock,
@@ -409,7 +471,7 @@ fn take_slice(
         .execute(conn)?;
     crate::mig::refresh_free(conn, req.machine_id)?;
     let at = contracts::time::now();
-    announce(
+    crate::announcements::announce(
         conn,
         exchange,
         contracts::events::kinds::MACHINE_RENTED,
@@ -512,9 +574,11 @@ fn billed_price(m: &Locked, req: &AllocateRequest) -> Result<Decimal, Error> {
 pub async fn release(db: &Db, events: &Events, order_id: OrderId) -> Result<(), Error> {
     let exchange = events.0.clone();
     db.tx(move |conn| {
+        // A block's own hold is the sweeper's to give back (crate::blocks).
         let machine_id: Option<Uuid> = allocations::table
             .find(order_id)
             .filter(allocations::released_at.is_null())
+            .filter(allocations::block_reservation_id.is_null())
             .select(allocations::machine_id)
             .first(conn)
             .optional()?;
@@ -526,14 +590,25 @@ pub async fn release(db: &Db, events: &Events, order_id: OrderId) -> Result<(), 
             .select(machines::host_tenant_id)
             .for_update()
             .first(conn)?;
-        let released: Option<(i32, Option<String>)> =
+        let released: Option<(i32, Option<String>, Option<Uuid>)> =
             diesel::update(allocations::table.find(order_id))
                 .filter(allocations::released_at.is_null())
+                .filter(allocations::block_reservation_id.is_null())
                 .set(allocations::released_at.eq(diesel::dsl::now))
-                .returning((allocations::gpu_count, allocations::mig_profile))
+                .returning((
+                    allocations::gpu_count,
+                    allocations::mig_profile,
+                    allocations::reservation_id,
+                ))
                 .get_result(conn)
                 .optional()?;
-        if let Some((gpu_count, slice)) = released {
+        if let Some((_, _, Some(_))) = released {
+            // Inside a reserved block: its GPUs go back to the block, which
+            // still holds them on the machine.
+            crate::block_allocations::release_uses(conn, order_id)?;
+            return Ok(());
+        }
+        if let Some((gpu_count, slice, None)) = released {
             // The slice given back, for the host's event (read before its
             // holds go).
             let mig = match slice {
@@ -552,7 +627,7 @@ pub async fn release(db: &Db, events: &Events, order_id: OrderId) -> Result<(), 
             if slice.is_some() {
                 crate::mig::refresh_free(conn, MachineId(machine_id))?;
             }
-            announce(
+            crate::announcements::announce(
                 conn,
                 &exchange,
                 contracts::events::kinds::MACHINE_RELEASED,
@@ -571,27 +646,4 @@ pub async fn release(db: &Db, events: &Events, order_id: OrderId) -> Result<(), 
         Ok(())
     })
     .await
-}
-
-/// `catalog.machine.rented` or `.released`, for the host (its webhooks,
-/// docs/webhooks.md), in the caller's transaction (which holds the
-/// machine's row lock), with the machine's next event number (its
-/// `sequence`; the caller's value is replaced).
-fn announce(
-    conn: &mut PgConnection,
-    exchange: &str,
-    kind: contracts::Kind<MachineRental>,
-    mut event: MachineRental,
-) -> Result<(), Error> {
-    event.sequence = crate::reliability::machine_sequence(conn, event.machine_id.into())?;
-    let envelope = contracts::Envelope::new(
-        kind,
-        event.at,
-        Some(event.host_tenant_id),
-        platform::http::current_correlation_id(),
-        &event,
-    )
-    .map_err(platform::PlatformError::from)?;
-    platform::outbox::enqueue(conn, crate::SCHEMA, exchange, kind.name(), &envelope)?;
-    Ok(())
 }

@@ -26,7 +26,22 @@ pub enum Error {
 }
 
 impl Error {
+    /// Two bookings of one GPU at once, refused by `catalog.booked_gpus`'
+    /// exclusion constraint: a race lost for capacity, never an internal error.
+    fn double_booking(&self) -> bool {
+        matches!(
+            self,
+            Error::Database(diesel::result::Error::DatabaseError(
+                diesel::result::DatabaseErrorKind::ExclusionViolation,
+                _,
+            ))
+        )
+    }
+
     pub fn code(&self) -> ErrorCode {
+        if self.double_booking() {
+            return ErrorCode::InsufficientCapacity;
+        }
         match self {
             Error::Validation(_) | Error::Fields(_) => ErrorCode::Validation,
             Error::NotFound(_) => ErrorCode::NotFound,
@@ -48,6 +63,13 @@ impl ResponseError for Error {
             Error::Fields(fields) => Some(fields.details()),
             _ => None,
         };
+        if self.double_booking() {
+            return platform::http::error_response_with_details(
+                self.code(),
+                &"the machine's GPUs are booked for those hours",
+                details,
+            );
+        }
         platform::http::error_response_with_details(self.code(), self, details)
     }
 }

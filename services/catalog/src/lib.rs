@@ -4,9 +4,19 @@
 //! machine's allocated-GPU counter, so two orders can never get one GPU.
 
 pub mod agents;
-mod allocations;
+pub mod allocations;
+mod announcements;
+mod availability;
+mod block_allocations;
+pub mod blocks;
+mod booked_periods;
+pub mod booking_rows;
+pub mod bookings;
+pub mod calendar;
 pub mod error;
+mod gpu_choice;
 mod gpu_models;
+mod gpu_state;
 pub mod heartbeats;
 mod hosts;
 mod liveness;
@@ -16,6 +26,7 @@ pub mod mig;
 pub mod offers;
 pub mod preemption;
 pub mod reliability;
+pub mod reserved_terms;
 mod routes;
 pub mod settings;
 mod supply;
@@ -102,7 +113,9 @@ impl platform::service::Service for CatalogService {
     fn publishes(&self) -> &'static [&'static str] {
         use contracts::events::*;
         &[
+            ALLOCATION_ENDING_SOON,
             ALLOCATION_PREEMPTED,
+            BOOKINGS_CANCELLED,
             HOST_VERIFICATION,
             INSTANCE_DISK_USAGE,
             INSTANCE_EXITED,
@@ -157,6 +170,11 @@ impl platform::service::Service for CatalogService {
                 "catalog offline sweeper",
                 TaskKind::Messaging,
                 reliability::run_offline_sweeper(config.clone(), pool(&config, SCHEMA)?),
+            ),
+            Task::fallible(
+                "catalog block sweeper",
+                TaskKind::Messaging,
+                blocks::run_block_sweeper(config.clone(), pool(&config, SCHEMA)?),
             ),
             // Preemptions and the machines' events leave through its outbox.
             Task::new(

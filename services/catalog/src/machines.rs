@@ -487,6 +487,17 @@ pub async fn set_pricing(
         machine_id,
         req.host_tenant_id,
         move |conn, row| {
+            // Reserved blocks are booked within the listing (`BOOK` checks
+            // the end date): an earlier end would unlist the machine under them.
+            if let Some(until) = req.list_until
+                && let Some(booked) = crate::bookings::booked_until(conn, machine_id)?
+                && booked > until
+            {
+                return Err(Error::Validation(format!(
+                    "listUntil: the machine is booked for reserved blocks until {}",
+                    contracts::time::format(booked)
+                )));
+            }
             if let Some(counts) = &counts {
                 let mut sorted = counts.clone();
                 sorted.sort_unstable();
@@ -571,8 +582,11 @@ pub async fn rotate_agent_token(
     Ok(token)
 }
 
-/// Deletes a machine of `host_tenant_id`. Refused with `CONFLICT` while
-/// any of its GPUs are held (a live rental); otherwise, under the machine's
+/// Deletes a machine of `host_tenant_id`. Its reserved blocks that have not
+/// ended are cancelled first (`catalog.bookings.cancelled`, the instances
+/// inside a running one preempted). Refused with `CONFLICT` while
+/// any of its GPUs are held (a live rental), and then nothing is cancelled;
+/// otherwise, under the machine's
 /// row lock (which an allocation takes too, so none can slip in), it is
 /// unlisted and marked deleted: its history stays (allocations, gaps and
 /// usage refer to it), but its host no longer sees it and it can be neither
@@ -581,10 +595,12 @@ pub async fn rotate_agent_token(
 /// the agent's user, closing its connections. Repeating it finishes a removal that failed half-way.
 pub async fn delete_machine(
     db: &Db,
+    exchange: &str,
     machine_id: MachineId,
     host_tenant_id: TenantId,
     remove: impl AsyncFnOnce(Uuid, String) -> Result<(), Error>,
 ) -> Result<(), Error> {
+    let exchange = exchange.to_owned();
     let hash = db
         .tx(move |conn| {
             let hash: String = machines::table
@@ -595,6 +611,13 @@ pub async fn delete_machine(
                 .first(conn)
                 .optional()?
                 .ok_or_else(|| Error::NotFound(format!("machine {machine_id} not found")))?;
+            crate::bookings::cancel_machine(
+                conn,
+                &exchange,
+                machine_id,
+                host_tenant_id,
+                "the host deleted the machine",
+            )?;
             let live: i64 = allocations::table
                 .filter(allocations::machine_id.eq(machine_id))
                 .filter(allocations::released_at.is_null())
@@ -624,13 +647,17 @@ pub async fn delete_machine(
     Ok(())
 }
 
+/// Lists or unlists a host's machine. Unlisting cancels its reserved blocks
+/// that have not ended, in the same transaction (`catalog.bookings.cancelled`).
 pub async fn list_machine(
     db: &Db,
     market: &Market,
+    exchange: &str,
     machine_id: MachineId,
     host_tenant_id: TenantId,
     listed: bool,
 ) -> Result<Machine, Error> {
+    let exchange = exchange.to_owned();
     update_own(db, market, machine_id, host_tenant_id, move |conn, row| {
         if listed && row.price_per_gpu_hour.is_none() {
             return Err(Error::Validation(
@@ -651,6 +678,15 @@ pub async fn list_machine(
                 machines::updated_at.eq(diesel::dsl::now),
             ))
             .execute(conn)?;
+        if !listed {
+            crate::bookings::cancel_machine(
+                conn,
+                &exchange,
+                machine_id,
+                host_tenant_id,
+                "the host took the machine off the market",
+            )?;
+        }
         Ok(())
     })
     .await

@@ -189,34 +189,19 @@ pub fn release_holds(conn: &mut PgConnection, holder: OrderId) -> Result<(), Err
     Ok(())
 }
 
-/// `n` whole GPUs for `holder`: the lowest indices that are neither in MIG
-/// mode nor held, all eight slices of each held.
-pub fn take_whole(
+/// Holds whole GPUs `indices` for `holder`, all eight slices of each. The
+/// caller chose them (whole-mode, free: [`crate::gpu_choice`]) under the
+/// machine's lock; a GPU held meanwhile is refused by the primary key.
+pub fn hold_whole(
     conn: &mut PgConnection,
     machine_id: MachineId,
-    gpu_count: i32,
     holder: OrderId,
-    n: i32,
-) -> Result<Vec<u32>, Error> {
-    let held = held_masks(conn, machine_id)?;
-    let mig: Vec<u32> = modes(conn, machine_id)?
-        .into_iter()
-        .map(|m| m.index)
-        .collect();
-    let free: Vec<u32> = (0..u32::try_from(gpu_count).unwrap_or(0))
-        .filter(|i| !mig.contains(i) && !held.contains_key(i))
-        .take(usize::try_from(n).unwrap_or(0))
-        .collect();
-    if free.len() != usize::try_from(n).unwrap_or(usize::MAX) {
-        // The counter said there was room; the holds disagree.
-        return Err(Error::Conflict(
-            "the machine's GPUs changed concurrently; retry".into(),
-        ));
-    }
-    for &index in &free {
+    indices: &[u32],
+) -> Result<(), Error> {
+    for &index in indices {
         hold(conn, machine_id, holder, index, rules::WHOLE)?;
     }
-    Ok(free)
+    Ok(())
 }
 
 /// A slice's price per hour on a machine: the host's price for the profile,
@@ -539,6 +524,16 @@ pub async fn set_gpu_mode(
                 req.gpu_index
             )));
         }
+        // Reserved blocks book whole GPUs: one booked from now on stays whole.
+        if req.mode.is_mig()
+            && let Some(until) = booked_until(conn, machine_id, index)?
+        {
+            return Err(Error::Conflict(format!(
+                "GPU {} is booked for reserved blocks until {}; it stays whole until then",
+                req.gpu_index,
+                contracts::time::format(until)
+            )));
+        }
         if req.mode.is_mig() {
             diesel::insert_into(mig_gpus::table)
                 .values((
@@ -586,6 +581,27 @@ pub async fn set_gpu_mode(
         gpus_view(conn, machine_id, gpu_count)
     })
     .await
+}
+
+/// The end of the last booked period of GPU `index` that has not ended.
+fn booked_until(
+    conn: &mut PgConnection,
+    machine_id: MachineId,
+    index: i16,
+) -> Result<Option<chrono::DateTime<chrono::Utc>>, Error> {
+    #[derive(QueryableByName)]
+    struct Until {
+        #[diesel(sql_type = diesel::sql_types::Nullable<diesel::sql_types::Timestamptz>)]
+        until: Option<chrono::DateTime<chrono::Utc>>,
+    }
+    let found: Vec<Until> = diesel::sql_query(
+        "SELECT max(upper(period)) AS until FROM catalog.booked_gpus
+         WHERE machine_id = $1 AND gpu_index = $2 AND upper(period) > now()",
+    )
+    .bind::<diesel::sql_types::Uuid, _>(machine_id)
+    .bind::<diesel::sql_types::Int2, _>(index)
+    .load(conn)?;
+    Ok(found.into_iter().next().and_then(|u| u.until))
 }
 
 /// Replaces a machine's per-profile prices.

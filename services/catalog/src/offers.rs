@@ -4,6 +4,9 @@
 //! constraints are evaluated one by one over the live offers to say why:
 //! how many offers each constraint rules out, and the nearest values, taken
 //! from the data, that would match.
+//!
+//! Each offer of a page also says what reserved blocks mean for it (its
+//! terms, `available_from`, `available_until`: [`crate::availability`]).
 
 use contracts::api::{
     ConstraintReport, NoOffers, Offer, OfferPage, OfferSearch, OfferSort, PlacementSearch,
@@ -621,7 +624,8 @@ pub async fn search(db: &Db, market: &Market, q: OfferSearch) -> Result<OfferPag
             .into_iter()
             .map(|r| offer(r, plan.gpus, plan.disk))
             .collect();
-        let offers = with_slices(conn, offers, q.min_vram_gib)?;
+        let mut offers = with_slices(conn, offers, q.min_vram_gib)?;
+        crate::availability::fill(conn, &mut offers, plan.gpus)?;
         let no_offers = if offers.is_empty() && plan.explain {
             let live = live_cte_with(&q, &market, q.verified_only == Some(true));
             Some(why_none(
@@ -980,7 +984,10 @@ pub async fn placement_candidates(
             conditions.join(" AND ")
         );
         let rows: Vec<OfferRow> = binds.apply(sql).load(conn)?;
-        with_slices(conn, rows.into_iter().map(|r| offer(r, n, 0)).collect(), None)
+        let mut offers =
+            with_slices(conn, rows.into_iter().map(|r| offer(r, n, 0)).collect(), None)?;
+        crate::availability::fill(conn, &mut offers, n)?;
+        Ok(offers)
     })
     .await
 }
@@ -1001,7 +1008,9 @@ pub async fn get(db: &Db, market: &Market, id: Uuid) -> Result<Offer, Error> {
         let offer = row
             .map(|r| offer(r, 1, 0))
             .ok_or_else(|| Error::NotFound(format!("offer {id} not found")))?;
-        Ok(with_slices(conn, vec![offer], None)?.remove(0))
+        let mut offers = with_slices(conn, vec![offer], None)?;
+        crate::availability::fill(conn, &mut offers, 1)?;
+        Ok(offers.remove(0))
     })
     .await
 }

@@ -88,8 +88,12 @@ pub fn holdings(conn: &mut PgConnection, machine_id: MachineId) -> QueryResult<V
         .load(conn)
 }
 
-/// Ends `victim`'s allocation at `at` and announces it through the outbox, in
-/// the caller's transaction. Returns the GPUs it gave back.
+/// Why an order of higher priority preempts.
+pub const OUTRANKED: &str = "preempted by an order of higher priority (on-demand or a higher bid)";
+
+/// Ends `victim`'s allocation at `at` for an order of higher priority and
+/// announces it through the outbox, in the caller's transaction. Returns
+/// the GPUs it gave back.
 pub fn preempt(
     conn: &mut PgConnection,
     events_exchange: &str,
@@ -97,6 +101,21 @@ pub fn preempt(
     victim: &Holding,
     by: Uuid,
     at: DateTime<Utc>,
+) -> Result<i32, Error> {
+    preempt_for(conn, events_exchange, machine_id, victim, by, at, OUTRANKED)
+}
+
+/// [`preempt`] for any `reason`: a reserved block starting or ending, or
+/// its cancellation (docs/reservations.md), take GPUs back the same way,
+/// so ordering stops the instance and billing ends at `at` alike.
+pub fn preempt_for(
+    conn: &mut PgConnection,
+    events_exchange: &str,
+    machine_id: MachineId,
+    victim: &Holding,
+    by: Uuid,
+    at: DateTime<Utc>,
+    reason: &str,
 ) -> Result<i32, Error> {
     let updated = diesel::update(allocations::table.find(victim.order_id))
         .filter(allocations::released_at.is_null())
@@ -114,6 +133,7 @@ pub fn preempt(
         ));
     }
     crate::mig::release_holds(conn, victim.order_id)?;
+    crate::block_allocations::release_uses(conn, victim.order_id)?;
     let event = AllocationPreempted {
         allocation_key: victim.order_id.into(),
         instance_id: victim.instance_id.map(InstanceId),
@@ -123,7 +143,7 @@ pub fn preempt(
         bid_per_gpu_hour: victim.bid_per_gpu_hour.unwrap_or_default(),
         preempted_at: at,
         notice_seconds: 0,
-        reason: "preempted by an order of higher priority (on-demand or a higher bid)".into(),
+        reason: reason.to_owned(),
         preempted_by: by,
     };
     let envelope = Envelope::new(
@@ -141,7 +161,7 @@ pub fn preempt(
         ALLOCATION_PREEMPTED,
         &envelope,
     )?;
-    tracing::info!(allocation = %victim.order_id, machine.id = %machine_id, by = %by, "allocation preempted");
+    tracing::info!(allocation = %victim.order_id, machine.id = %machine_id, by = %by, reason, "allocation preempted");
     Ok(victim.gpu_count)
 }
 

@@ -6,20 +6,25 @@ use contracts::api::{
     SetVerificationRequest, UpdateHostProfileRequest,
 };
 use contracts::endpoints::catalog::{
-    ALLOCATE, DELETE_MACHINE, GPU_ACTIVITY, GPU_MODELS, GPU_SUPPLY, HEARTBEAT_GAPS, HOST_MACHINES,
-    HOST_PROFILE, LIST_MACHINE, MACHINE_GPUS, MACHINE_HEARTBEATS, OFFER, OFFER_PLACEMENT,
-    REGISTER_MACHINE, RELEASE_ALLOCATION, REVOKE_AGENT_TOKEN, ROTATE_AGENT_TOKEN, SEARCH_OFFERS,
-    SET_GPU_MODE, SET_HOST_VERIFICATION, SET_MIG_PRICES, SET_PRICING, UNLIST_MACHINE,
+    ALLOCATE, BOOK, BOOKING, CANCEL_BOOKING, CARVE_BOOKING, DELETE_MACHINE, GPU_ACTIVITY,
+    GPU_MODELS, GPU_SUPPLY, HEARTBEAT_GAPS, HOST_MACHINES, HOST_PROFILE, LIST_MACHINE,
+    MACHINE_CALENDAR, MACHINE_GPUS, MACHINE_HEARTBEATS, OFFER, OFFER_PLACEMENT, REGISTER_MACHINE,
+    RELEASE_ALLOCATION, REVOKE_AGENT_TOKEN, ROTATE_AGENT_TOKEN, SEARCH_OFFERS, SET_GPU_MODE,
+    SET_HOST_VERIFICATION, SET_MIG_PRICES, SET_PRICING, SET_RESERVED_TERMS, UNLIST_MACHINE,
     UPDATE_HOST_PROFILE,
 };
-use contracts::ids::{MachineId, OrderId, TenantId};
+use contracts::ids::{MachineId, OrderId, ReservationId, TenantId};
+use contracts::reservations::{
+    BookRequest, Booking, CalendarQuery, CancelBookingRequest, CarveBookingRequest,
+    MachineCalendar, ReservedTerms, SetReservedTermsRequest,
+};
 use platform::Db;
 use platform::endpoint::{Reply, route};
 use platform::internal::ServiceCaller;
 
 use crate::agents::AgentAccess;
 use crate::market::Market;
-use crate::{Error, allocations, gpu_models, hosts, machines, offers};
+use crate::{Error, allocations, bookings, gpu_models, hosts, machines, offers};
 
 pub fn configure(cfg: &mut web::ServiceConfig) {
     route(cfg, GPU_MODELS, gpu_model_list);
@@ -46,6 +51,12 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     route(cfg, OFFER, get_offer);
     route(cfg, ALLOCATE, allocate);
     route(cfg, RELEASE_ALLOCATION, release);
+    route(cfg, SET_RESERVED_TERMS, set_reserved_terms);
+    route(cfg, MACHINE_CALENDAR, machine_calendar);
+    route(cfg, BOOK, book);
+    route(cfg, BOOKING, booking);
+    route(cfg, CANCEL_BOOKING, cancel_booking);
+    route(cfg, CARVE_BOOKING, carve_booking);
 }
 
 async fn gpu_model_list(
@@ -167,32 +178,43 @@ async fn list(
     _: ServiceCaller,
     db: web::Data<Db>,
     market: web::Data<Market>,
+    events: web::Data<allocations::Events>,
     path: web::Path<MachineId>,
     body: web::Json<HostMachineRequest>,
 ) -> Result<Reply<Machine>, Error> {
-    set_listed(&db, &market, path.into_inner(), &body, true).await
+    set_listed(&db, &market, &events, path.into_inner(), &body, true).await
 }
 
 async fn unlist(
     _: ServiceCaller,
     db: web::Data<Db>,
     market: web::Data<Market>,
+    events: web::Data<allocations::Events>,
     path: web::Path<MachineId>,
     body: web::Json<HostMachineRequest>,
 ) -> Result<Reply<Machine>, Error> {
-    set_listed(&db, &market, path.into_inner(), &body, false).await
+    set_listed(&db, &market, &events, path.into_inner(), &body, false).await
 }
 
-/// `list` and `unlist`: the host's machine on or off the market.
+/// `list` and `unlist`: the host's machine on or off the market (unlisting
+/// cancels its reserved blocks that have not ended).
 async fn set_listed(
     db: &Db,
     market: &Market,
+    events: &allocations::Events,
     machine_id: MachineId,
     body: &HostMachineRequest,
     listed: bool,
 ) -> Result<Reply<Machine>, Error> {
-    let machine =
-        machines::list_machine(db, market, machine_id, body.host_tenant_id, listed).await?;
+    let machine = machines::list_machine(
+        db,
+        market,
+        &events.0,
+        machine_id,
+        body.host_tenant_id,
+        listed,
+    )
+    .await?;
     Ok(Reply::ok(machine))
 }
 
@@ -227,12 +249,14 @@ async fn delete_machine(
     _: ServiceCaller,
     db: web::Data<Db>,
     agents: web::Data<AgentAccess>,
+    events: web::Data<allocations::Events>,
     path: web::Path<MachineId>,
     body: web::Json<HostMachineRequest>,
 ) -> Result<Reply<MachineDeleted>, Error> {
     let machine_id = path.into_inner().into_uuid();
     machines::delete_machine(
         &db,
+        &events.0,
         MachineId(machine_id),
         body.host_tenant_id,
         async |id, hash| agents.remove(MachineId(id), &hash).await,
@@ -296,4 +320,67 @@ async fn release(
 ) -> Result<Reply<AllocationReleased>, Error> {
     allocations::release(&db, &events, path.into_inner()).await?;
     Ok(Reply::ok(AllocationReleased { released: true }))
+}
+
+// ---------------------------------------------------------------- reserved capacity
+
+async fn set_reserved_terms(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<MachineId>,
+    body: web::Json<SetReservedTermsRequest>,
+) -> Result<Reply<Option<ReservedTerms>>, Error> {
+    Ok(Reply::ok(
+        crate::reserved_terms::set(&db, path.into_inner(), body.into_inner()).await?,
+    ))
+}
+
+async fn machine_calendar(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<MachineId>,
+    q: web::Query<CalendarQuery>,
+) -> Result<Reply<MachineCalendar>, Error> {
+    Ok(Reply::ok(
+        crate::calendar::calendar(&db, path.into_inner(), q.into_inner()).await?,
+    ))
+}
+
+async fn book(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    body: web::Json<BookRequest>,
+) -> Result<Reply<Booking>, Error> {
+    Ok(Reply::ok(bookings::book(&db, body.into_inner()).await?))
+}
+
+async fn booking(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<ReservationId>,
+) -> Result<Reply<Booking>, Error> {
+    Ok(Reply::ok(bookings::get(&db, path.into_inner()).await?))
+}
+
+async fn cancel_booking(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    events: web::Data<allocations::Events>,
+    path: web::Path<ReservationId>,
+    body: web::Json<CancelBookingRequest>,
+) -> Result<Reply<Booking>, Error> {
+    Ok(Reply::ok(
+        bookings::cancel(&db, &events.0, path.into_inner(), body.into_inner()).await?,
+    ))
+}
+
+async fn carve_booking(
+    _: ServiceCaller,
+    db: web::Data<Db>,
+    path: web::Path<ReservationId>,
+    body: web::Json<CarveBookingRequest>,
+) -> Result<Reply<Booking>, Error> {
+    Ok(Reply::ok(
+        bookings::carve(&db, path.into_inner(), body.into_inner()).await?,
+    ))
 }

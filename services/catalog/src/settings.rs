@@ -26,6 +26,10 @@ pub struct CatalogSettings {
     /// same variable as the longest idle-stop window a rule may ask for, so
     /// the two agree. `GPUMARKET_GPU_ACTIVITY_RETENTION_SECONDS`.
     pub gpu_activity_retention_seconds: i64,
+    /// How often the catalog starts and ends reserved blocks and warns the
+    /// rentals they will cut short (docs/reservations.md).
+    /// `GPUMARKET_BLOCK_SWEEP_MS`.
+    pub block_sweep: Duration,
 }
 
 /// How long GPU utilisation is kept when no configuration says otherwise.
@@ -44,6 +48,9 @@ impl ServiceSettings for CatalogSettings {
                 "GPUMARKET_GPU_ACTIVITY_RETENTION_SECONDS",
                 DEFAULT_GPU_ACTIVITY_RETENTION_SECONDS,
             )?,
+            block_sweep: Duration::from_millis(
+                parsed("GPUMARKET_BLOCK_SWEEP_MS", 1_000u64)?.max(100),
+            ),
         })
     }
 }

@@ -40,6 +40,8 @@ const LISTED_SQL: &str = "(catalog.machines.listed AND (catalog.machines.list_un
 /// the live allocations (not yet released: held from allocation until the
 /// instance stops, or until its machine validates clean after a destroy),
 /// on any machine: a machine unlisted under a running rental still rents.
+/// A running reserved block counts once, by its own hold: the instances
+/// inside it use the block's GPUs.
 pub async fn supply(db: &Db, market: &Market) -> Result<GpuSupply, Error> {
     // Unaliased, so the catalog's own online predicate applies as written.
     let sql = format!(
@@ -54,7 +56,8 @@ pub async fn supply(db: &Db, market: &Market) -> Result<GpuSupply, Error> {
                            coalesce(sum(gpu_count) FILTER (WHERE mig_profile IS NULL), 0) \
                            + count(DISTINCT mig_gpu_index) AS gpus \
                     FROM catalog.allocations \
-                    WHERE released_at IS NULL GROUP BY machine_id) a \
+                    WHERE released_at IS NULL AND reservation_id IS NULL \
+                    GROUP BY machine_id) a \
                 ON a.machine_id = catalog.machines.id \
          WHERE {listed} OR a.gpus > 0 \
          GROUP BY catalog.machines.gpu_model \

@@ -311,6 +311,9 @@ pub enum Access {
     Billing,
     /// Reading one's instances.
     Instances,
+    /// Reading one's reserved blocks and resale listings: a renter's
+    /// records, readable with a read-only key as instances are.
+    Reservations,
     /// Acting on other tenants.
     Operator,
     /// Managing where the tenant's events are sent (webhook endpoints, their
@@ -333,6 +336,10 @@ impl Access {
             }
             Access::Billing => need_scope(p, &[Scope::Billing, Scope::Read]),
             Access::Instances => need_scope(p, &[Scope::Read, Scope::Rent]),
+            Access::Reservations => {
+                need_scope(p, &[Scope::Read, Scope::Rent])?;
+                need_role(p, TenantRole::Renter)
+            }
             Access::Webhooks => need_scope(p, &[Scope::Rent, Scope::Host, Scope::Billing]),
             Access::Operator => {
                 if !p.operator {
@@ -583,6 +590,29 @@ mod tests {
         );
         assert_eq!(
             code(Access::Instances.check(&principal(&[], &[Scope::Billing], false))),
+            ErrorCode::Forbidden
+        );
+    }
+
+    #[test]
+    fn reading_reservations_needs_a_reading_scope_and_the_renter_role() {
+        for scope in [Scope::Read, Scope::Rent] {
+            assert!(
+                Access::Reservations
+                    .check(&principal(&[TenantRole::Renter], &[scope], false))
+                    .is_ok()
+            );
+        }
+        assert_eq!(
+            code(Access::Reservations.check(&principal(
+                &[TenantRole::Renter],
+                &[Scope::Billing],
+                false
+            ))),
+            ErrorCode::Forbidden
+        );
+        assert_eq!(
+            code(Access::Reservations.check(&principal(&[TenantRole::Host], &Scope::ALL, false))),
             ErrorCode::Forbidden
         );
     }

@@ -3,6 +3,8 @@
 //! service's internal field name.
 
 use async_graphql::ID;
+use chrono::{DateTime, Duration, Utc};
+use contracts::reservations::{MAX_BLOCK_HOURS, MAX_LEAD_DAYS, whole_hour};
 use rust_decimal::Decimal;
 use uuid::Uuid;
 
@@ -14,6 +16,18 @@ pub const MAX_IDEMPOTENCY_KEY_LEN: usize = 200;
 /// (`7g.141gb`); the bound keeps a long string from travelling to the
 /// catalog and back in an error message.
 pub const MAX_MIG_PROFILE_LEN: usize = 32;
+
+/// The longest free-text reason taken (a host's cancellation): enough for
+/// a sentence or two, short enough to show in a table.
+pub const MAX_REASON_LEN: usize = 500;
+
+/// The most GPUs one request may ask for: no machine has more (the highest
+/// GPU index a host sets is 63).
+pub const MAX_GPU_COUNT: i32 = 64;
+
+/// The longest GPU model name taken in a filter: catalog names are about
+/// twenty characters (`H100 80GB SXM`).
+pub const MAX_GPU_MODEL_LEN: usize = 100;
 
 pub fn id(field: &'static str, value: &ID) -> Result<Uuid, GatewayError> {
     Uuid::parse_str(value.as_str())
@@ -49,6 +63,74 @@ pub fn mig_profile(field: &'static str, value: &str) -> Result<(), GatewayError>
         return Err(GatewayError::validation(
             field,
             format!("must be at most {MAX_MIG_PROFILE_LEN} characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// Free text that must say something and stay within `max` characters.
+pub fn text(field: &'static str, value: &str, max: usize) -> Result<(), GatewayError> {
+    not_blank(field, value)?;
+    if value.chars().count() > max {
+        return Err(GatewayError::validation(
+            field,
+            format!("must be at most {max} characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// A range of whole future UTC hours, `[starts_at, ends_at)`: the shape
+/// every reserved block and resale listing has. Whether the hours fit the
+/// machine's terms or the reservation is the owning service's to say.
+pub fn future_hours(
+    starts_field: &'static str,
+    starts_at: DateTime<Utc>,
+    ends_field: &'static str,
+    ends_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<(), GatewayError> {
+    const WHOLE: &str = "must be a whole UTC hour (minutes, seconds and fractions 0)";
+    if !whole_hour(starts_at) {
+        return Err(GatewayError::validation(starts_field, WHOLE));
+    }
+    if !whole_hour(ends_at) {
+        return Err(GatewayError::validation(ends_field, WHOLE));
+    }
+    if starts_at <= now {
+        return Err(GatewayError::validation(
+            starts_field,
+            "must be in the future",
+        ));
+    }
+    if ends_at <= starts_at {
+        return Err(GatewayError::validation(
+            ends_field,
+            format!("must be after {starts_field}"),
+        ));
+    }
+    Ok(())
+}
+
+/// A reserved block as a renter asks for it: [`future_hours`], at most
+/// [`MAX_BLOCK_HOURS`] long and ending within [`MAX_LEAD_DAYS`] of now (the
+/// widest terms any machine may set; the machine's own are the catalog's).
+pub fn block(
+    starts_at: DateTime<Utc>,
+    ends_at: DateTime<Utc>,
+    now: DateTime<Utc>,
+) -> Result<(), GatewayError> {
+    future_hours("startsAt", starts_at, "endsAt", ends_at, now)?;
+    if ends_at - starts_at > Duration::hours(MAX_BLOCK_HOURS) {
+        return Err(GatewayError::validation(
+            "endsAt",
+            format!("a block is at most {MAX_BLOCK_HOURS} hours"),
+        ));
+    }
+    if ends_at > now + Duration::days(i64::from(MAX_LEAD_DAYS)) {
+        return Err(GatewayError::validation(
+            "endsAt",
+            format!("no machine can be booked more than {MAX_LEAD_DAYS} days ahead"),
         ));
     }
     Ok(())
@@ -189,6 +271,54 @@ mod tests {
         assert_eq!(field_of(within("gpuIndex", -1, 0, 63)), "gpuIndex");
         assert!(at_most_items("prices", &[1, 2], 2).is_ok());
         assert_eq!(field_of(at_most_items("prices", &[1, 2, 3], 2)), "prices");
+    }
+
+    #[test]
+    fn reasons_are_bounded_text() {
+        assert!(text("reason", "power maintenance", MAX_REASON_LEN).is_ok());
+        assert!(text("reason", &"é".repeat(500), MAX_REASON_LEN).is_ok());
+        assert_eq!(field_of(text("reason", " \n", MAX_REASON_LEN)), "reason");
+        assert_eq!(
+            field_of(text("reason", &"x".repeat(501), MAX_REASON_LEN)),
+            "reason"
+        );
+    }
+
+    #[test]
+    fn blocks_are_whole_future_hours_within_the_widest_terms() {
+        let now: DateTime<Utc> = "2027-01-04T09:30:00Z".parse().unwrap();
+        let at = |s: &str| -> DateTime<Utc> { s.parse().unwrap() };
+        assert!(block(at("2027-01-04T10:00:00Z"), at("2027-01-04T14:00:00Z"), now).is_ok());
+        let cases = [
+            ("2027-01-04T10:30:00Z", "2027-01-04T14:00:00Z", "startsAt"),
+            ("2027-01-04T10:00:00Z", "2027-01-04T14:00:01Z", "endsAt"),
+            ("2027-01-04T09:00:00Z", "2027-01-04T14:00:00Z", "startsAt"),
+            ("2027-01-04T14:00:00Z", "2027-01-04T14:00:00Z", "endsAt"),
+            ("2027-01-04T14:00:00Z", "2027-01-04T10:00:00Z", "endsAt"),
+            // 91 days long.
+            ("2027-01-05T00:00:00Z", "2027-04-06T00:00:00Z", "endsAt"),
+            // Within 90 days but ending past a year ahead.
+            ("2027-12-30T00:00:00Z", "2028-01-06T00:00:00Z", "endsAt"),
+        ];
+        for (starts, ends, field) in cases {
+            assert_eq!(
+                field_of(block(at(starts), at(ends), now)),
+                field,
+                "{starts} to {ends}"
+            );
+        }
+        // 90 days exactly is a block.
+        assert!(block(at("2027-01-05T00:00:00Z"), at("2027-04-05T00:00:00Z"), now).is_ok());
+        assert_eq!(
+            field_of(future_hours(
+                "startsAt",
+                at("2027-01-04T09:00:00Z"),
+                "endsAt",
+                at("2027-01-04T11:00:00Z"),
+                now
+            )),
+            "startsAt"
+        );
     }
 
     #[test]

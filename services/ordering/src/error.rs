@@ -24,6 +24,20 @@ pub enum Error {
 }
 
 impl Error {
+    /// A refusal recorded on an order or a reservation, answered again for
+    /// the same idempotency key.
+    pub(crate) fn recorded(code: Option<&str>, reason: Option<String>) -> Error {
+        let message = reason.unwrap_or_else(|| "the request failed".into());
+        let code = code
+            .and_then(|c| serde_json::from_value(serde_json::Value::String(c.to_owned())).ok())
+            .unwrap_or(ErrorCode::Conflict);
+        Error::Remote(platform::internal::RemoteError {
+            code,
+            message,
+            details: None,
+        })
+    }
+
     pub fn code(&self) -> ErrorCode {
         match self {
             Error::Validation(_) | Error::Fields(_) => ErrorCode::Validation,

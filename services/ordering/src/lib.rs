@@ -18,6 +18,7 @@ pub mod preemption;
 mod publishing;
 mod reconciler;
 mod replacement;
+mod reservations;
 mod routes;
 pub mod rules;
 mod saga;
@@ -67,6 +68,7 @@ pub fn build(config: Arc<Config>, db: Db) -> Result<(actix_web::dev::Server, u16
     // provisioning steps. All are safe with several replicas.
     rules::spawn(deps.get_ref().clone(), db.clone());
     expiry::spawn(deps.get_ref().clone(), db.clone());
+    reservations::spawn(deps.get_ref().clone(), db.clone());
     reconciler::spawn(deps.get_ref().clone(), db.clone());
     tokio::spawn(events::run_step_consumer(config.clone(), db.clone()));
     Ok(platform::http::serve_named(
@@ -131,6 +133,8 @@ impl platform::service::Service for OrderingService {
             QueueSpec::new(&settings.queue)
                 // Preemptions decided by the catalog, and renters out of money.
                 .bind(events, "catalog.allocation.*")
+                // Blocks cancelled because their machine left the market.
+                .bind(events, contracts::events::BOOKINGS_CANCELLED)
                 .bind(events, "billing.balance.*")
                 // Rentals' containers that stopped on their own, and how much
                 // of its disk each rental uses, vouched for by the catalog.

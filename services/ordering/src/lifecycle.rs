@@ -184,25 +184,29 @@ async fn take_holdings(
     key: Uuid,
     eighths: Option<i32>,
 ) -> Result<(crate::funds::Runway, contracts::api::Allocation), Error> {
-    let _: QuotaReservation = deps
-        .quota
-        .call(
-            contracts::endpoints::quota::RESERVE,
-            (),
-            &ReserveQuotaRequest {
-                gpu_eighths: eighths,
-                order_id: OrderId(key),
-                tenant_id: row.tenant_id,
-                gpu_count: row.gpu_count,
-                gpu_model: row.gpu_model.clone(),
-                hourly_rate: row.price_per_gpu_hour * Decimal::from(row.gpu_count),
-                team_id: None,
-                // The restarted instance counts against the order's team.
-                renews: Some(row.order_id.into()),
-                moves: None,
-            },
-        )
-        .await?;
+    // An instance on a reservation holds no quota of its own (the
+    // reservation's hold counts its GPUs).
+    if row.reservation_id.is_none() {
+        let _: QuotaReservation = deps
+            .quota
+            .call(
+                contracts::endpoints::quota::RESERVE,
+                (),
+                &ReserveQuotaRequest {
+                    gpu_eighths: eighths,
+                    order_id: OrderId(key),
+                    tenant_id: row.tenant_id,
+                    gpu_count: row.gpu_count,
+                    gpu_model: row.gpu_model.clone(),
+                    hourly_rate: row.price_per_gpu_hour * Decimal::from(row.gpu_count),
+                    team_id: None,
+                    // The restarted instance counts against the order's team.
+                    renews: Some(row.order_id.into()),
+                    moves: None,
+                },
+            )
+            .await?;
+    }
     let hourly = row.price_per_gpu_hour * Decimal::from(row.gpu_count);
     let required = contracts::money::rate(deps.settings.min_runway_seconds, hourly);
     let balance = deps
@@ -228,7 +232,7 @@ async fn take_holdings(
             endpoints::catalog::ALLOCATE,
             (),
             &AllocateRequest {
-                reservation_id: Default::default(),
+                reservation_id: row.reservation_id.map(contracts::ids::ReservationId),
                 // A slice's instance takes a slice of its profile again
                 // (wherever best-fit puts it now).
                 mig_profile: row.mig_profile.clone(),

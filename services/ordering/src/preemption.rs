@@ -59,6 +59,12 @@ async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), HandlerE
     if envelope.kind == contracts::events::INSTANCE_DISK_USAGE {
         return crate::exits::disk_usage(db, envelope).await;
     }
+    if envelope.kind == contracts::events::BOOKINGS_CANCELLED {
+        return crate::reservations::bookings_cancelled(db, deps, envelope).await;
+    }
+    if envelope.kind == contracts::events::ALLOCATION_ENDING_SOON {
+        return crate::reservations::ending_soon(db, envelope).await;
+    }
     if envelope.kind != ALLOCATION_PREEMPTED {
         return Ok(());
     }

@@ -28,6 +28,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     route(cfg, MACHINE_LIVE_INSTANCES, machine_live_instances);
     route(cfg, DEPROVISIONING_RESULT, deprovisioning_result);
     route(cfg, PROVISIONING_RESULT, provisioning_result);
+    crate::reservations::configure(cfg);
 }
 
 type Answer<R> = Result<Reply<R>, Error>;

@@ -15,7 +15,7 @@ use contracts::api::{
 };
 use contracts::endpoints;
 use contracts::events::ProvisionInstance;
-use contracts::ids::{InstanceId, OrderId, TenantId};
+use contracts::ids::{InstanceId, MachineId, OrderId, TenantId};
 use diesel::prelude::*;
 use platform::Db;
 use platform::internal::RemoteError;
@@ -56,6 +56,7 @@ struct OrderRow {
     gpu_model: Option<String>,
     gpu_eighths: Option<i32>,
     planned_instance_id: Option<Uuid>,
+    offer_id: Option<Uuid>,
 }
 
 impl OrderRow {
@@ -75,6 +76,7 @@ impl OrderRow {
                 gpu_model,
                 gpu_eighths: self.gpu_eighths,
                 instance_id: self.planned_instance_id.map(InstanceId),
+                machine_id: self.offer_id.map(MachineId),
             }),
             _ => Err(Error::Conflict(format!(
                 "order {} has no recorded quote and cannot be resumed; place a new order with another idempotencyKey",
@@ -105,7 +107,12 @@ fn validate(req: &CreateOrderRequest) -> Result<(), Error> {
         contracts::mig::check_slice_order(profile, req.gpu_count, req.rental_type)
             .map_err(Error::Validation)?;
     }
+    if req.reservation_id.is_some() {
+        crate::reservations::launch::validate(req)?;
+    }
     match (&req.offer_id, &req.constraints) {
+        // An order on a reservation names neither (checked above).
+        _ if req.reservation_id.is_some() => {}
         (Some(_), Some(_)) => {
             return Err(Error::Validation(
                 "constraints: give either an offerId or constraints, not both".into(),
@@ -333,6 +340,9 @@ fn fingerprint(req: &CreateOrderRequest) -> String {
     if let Some(profile) = &req.mig_profile {
         canonical["mig_profile"] = serde_json::json!(profile);
     }
+    if let Some(reservation) = req.reservation_id {
+        canonical["reservation_id"] = serde_json::json!(reservation);
+    }
     hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
 }
 
@@ -366,7 +376,10 @@ pub async fn create_order(
                 tracing::info!(order.id = %order.id, "order failed on a dependency; retried as a fresh attempt");
                 place_fresh(db, deps, &req, &print).await?
             } else if order.state == InstanceState::Failed {
-                return Err(failure(order.failure_code.as_deref(), order.failure_reason));
+                return Err(Error::recorded(
+                    order.failure_code.as_deref(),
+                    order.failure_reason,
+                ));
             } else {
                 // Resumed: the quote it was recorded at; the candidates are
                 // searched again when placement comes (they may have moved).
@@ -418,6 +431,17 @@ async fn place_fresh(
     req: &CreateOrderRequest,
     print: &str,
 ) -> Result<Placed, Error> {
+    // An order on a reservation: the block's GPUs, already paid.
+    if let Some(reservation_id) = req.reservation_id {
+        let reserved = crate::reservations::launch::quote(db, req, reservation_id).await?;
+        let quote = Quote::reserved(reserved.currency, reserved.gpu_model, reserved.machine_id);
+        let (order_id, quote) = insert_order(db, req, quote, print).await?;
+        return Ok(Placed {
+            order_id: OrderId(order_id),
+            quote,
+            candidates: None,
+        });
+    }
     // The quote the funds check (and, without a maximum, the price
     // check at commit) is made against.
     let (quote, candidates) = match req.offer_id {
@@ -491,6 +515,7 @@ fn quote_of(req: &CreateOrderRequest, offer: &Offer) -> Quote {
         gpu_model: offer.gpu_model.clone(),
         gpu_eighths: None,
         instance_id: None,
+        machine_id: None,
     }
 }
 
@@ -542,6 +567,7 @@ fn slice_quote(req: &CreateOrderRequest, offer: &Offer, profile: &str) -> Result
         gpu_model: offer.gpu_model.clone(),
         gpu_eighths: Some(i32::from(slice.memory_slices)),
         instance_id: Some(InstanceId(Uuid::now_v7())),
+        machine_id: None,
     })
 }
 
@@ -556,6 +582,24 @@ struct Quote {
     gpu_eighths: Option<i32>,
     /// A slice order's instance id, chosen with the order.
     instance_id: Option<InstanceId>,
+    /// An order on a reservation: the reservation's machine.
+    machine_id: Option<MachineId>,
+}
+
+impl Quote {
+    /// The quote of an order on a reservation: the block is paid, so the
+    /// GPUs cost nothing per hour here (storage and bandwidth are metered
+    /// at the booking's rates).
+    fn reserved(currency: String, gpu_model: String, machine_id: MachineId) -> Self {
+        Self {
+            price: Decimal::ZERO,
+            currency,
+            gpu_model,
+            gpu_eighths: None,
+            instance_id: None,
+            machine_id: Some(machine_id),
+        }
+    }
 }
 
 fn no_match(req: &CreateOrderRequest) -> Error {
@@ -664,15 +708,25 @@ async fn run_steps(
         tenant_id: req.tenant_id,
         required: contracts::money::rate(deps.settings.min_runway_seconds, hourly),
     };
-    let (reservation, balance) = tokio::join!(
+    // An order on a reservation holds no quota of its own: the
+    // reservation's hold counts its GPUs.
+    let quota = async {
+        if req.reservation_id.is_some() {
+            return Ok(None);
+        }
         deps.quota
-            .call(contracts::endpoints::quota::RESERVE, (), &reserve),
+            .call(contracts::endpoints::quota::RESERVE, (), &reserve)
+            .await
+            .map(Some)
+    };
+    let (reservation, balance) = tokio::join!(
+        quota,
         deps.billing
             .call(endpoints::billing::FUNDS_CHECK, (), &funds),
     );
     // Released already: the order expired while its request was away (see
     // `expiry`); resuming it would run on quota nobody holds.
-    if reservation?.released {
+    if reservation?.is_some_and(|r| r.released) {
         return Err(expired());
     }
     let balance = balance?;
@@ -704,6 +758,14 @@ async fn place(
     quote: &Quote,
     mut searched: Option<Vec<Offer>>,
 ) -> Result<Allocation, Error> {
+    if let (Some(reservation_id), Some(machine_id)) = (req.reservation_id, quote.machine_id) {
+        let mut request = allocate_request(order_id, req, machine_id, Decimal::ZERO);
+        request.reservation_id = Some(reservation_id);
+        return Ok(deps
+            .catalog
+            .call(endpoints::catalog::ALLOCATE, (), &request)
+            .await?);
+    }
     if let Some(offer_id) = req.offer_id {
         let mut request = allocate_request(order_id, req, offer_id, quote.price);
         request.instance_id = quote.instance_id;
@@ -843,6 +905,7 @@ async fn create_instance(
                         .map(|&p| i32::from(p))
                         .collect::<Vec<_>>()),
                     instances::state.eq(InstanceState::Provisioning),
+                    instances::reservation_id.eq(req.reservation_id),
                     instances::created_at.eq(at),
                     instances::updated_at.eq(at),
                 ))
@@ -953,7 +1016,8 @@ async fn insert_order(
                 orders::user_id.eq(req.user_id),
                 orders::idempotency_key.eq(&req.idempotency_key),
                 orders::request_fingerprint.eq(&print),
-                orders::offer_id.eq(req.offer_id),
+                orders::offer_id.eq(req.offer_id.or(quote.machine_id)),
+                orders::reservation_id.eq(req.reservation_id),
                 orders::gpu_count.eq(req.gpu_count),
                 orders::max_price_per_gpu_hour.eq(req.max_price_per_gpu_hour),
                 orders::price_per_gpu_hour.eq(quote.price),
@@ -1021,19 +1085,6 @@ async fn fail_order(db: &Db, order_id: OrderId, error: &Error) -> Result<(), Err
     .await
 }
 
-/// Rebuilds the error a failed order got the first time.
-fn failure(code: Option<&str>, reason: Option<String>) -> Error {
-    let message = reason.unwrap_or_else(|| "the order failed".into());
-    let code = code
-        .and_then(|c| serde_json::from_value(serde_json::Value::String(c.to_owned())).ok())
-        .unwrap_or(contracts::ErrorCode::Conflict);
-    Error::Remote(platform::internal::RemoteError {
-        code,
-        message,
-        details: None,
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1044,6 +1095,7 @@ mod tests {
     #[test]
     fn an_order_without_a_recorded_quote_is_refused_not_free() {
         let row = |price: Option<Decimal>| OrderRow {
+            offer_id: Default::default(),
             id: OrderId(Uuid::now_v7()),
             request_fingerprint: String::new(),
             state: InstanceState::Pending,

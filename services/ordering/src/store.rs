@@ -49,6 +49,8 @@ pub struct InstanceRow {
     pub disk_measured_at: Option<DateTime<Utc>>,
     /// The MIG slice's profile; None for whole GPUs.
     pub mig_profile: Option<String>,
+    /// The reservation whose block it runs in (issue 20).
+    pub reservation_id: Option<Uuid>,
 }
 
 /// GPU allocations and quota reservations are idempotent by key. The first
@@ -116,7 +118,7 @@ impl From<InstanceRow> for api::Instance {
             None
         };
         api::Instance {
-            reservation_id: Default::default(),
+            reservation_id: row.reservation_id.map(contracts::ids::ReservationId),
             mig_profile: row.mig_profile.clone(),
             id: row.id,
             order_id: row.order_id,

@@ -21,6 +21,7 @@ import { SpendChart } from './SpendChart';
 import { TopUpCard } from './TopUp';
 import { OperatorOverview, useBillingViewer } from './Operator';
 import { BalanceHistory } from './BalanceHistory';
+import { ReservationsCards } from './Reservations';
 import { Webhooks } from '../webhooks/Webhooks';
 
 /** How often balance, runway and instances are refreshed. */
@@ -210,6 +211,7 @@ function RenterDashboard() {
         {series.data ? <SpendChart series={series.data} /> : !series.error && <p>Loading…</p>}
       </section>
       <InstancesCard data={instances.data} error={instances.error} />
+      <ReservationsCards />
       <InvoicesCard invoices={invoices.data} error={invoices.error} />
     </>
   );

@@ -4,6 +4,12 @@ type Exact<T extends { [key: string]: unknown }> = { [K in keyof T]: T[K] };
 /** Internal type. DO NOT USE DIRECTLY. */
 export type Incremental<T> = T | { [P in keyof T]?: P extends ' $fragmentName' | '__typename' ? T[P] : never };
 import type { DocumentTypeDecoration } from '@graphql-typed-document-node/core';
+export type BuyReservationHoursInput = {
+  /** Repeating a purchase with the same key returns the same reservation. */
+  idempotencyKey: string;
+  listingId: string | number;
+};
+
 export type CreateApiKeyInput = {
   /**
    * Repeating the request with the same key returns the same API key
@@ -41,6 +47,15 @@ export type DiskType =
   | 'HDD'
   | 'NVME'
   | 'SSD';
+
+/** Where an escrow is in its life. */
+export type EscrowState =
+  /** Cancelled: what was not released went back to the holder(s). */
+  | 'CANCELLED'
+  /** Charged; released to the host as the block runs. */
+  | 'HELD'
+  /** The block is over and every second is released or refunded. */
+  | 'SETTLED';
 
 /** How a host runs one GPU. */
 export type GpuMode =
@@ -88,6 +103,26 @@ export type InvoiceStatus =
   | 'FINALIZED'
   | 'PAID'
   | 'VOID';
+
+/** Hours of one of the caller's reservations to sell. */
+export type ListReservationHoursInput = {
+  /** A whole UTC hour after `startsAt`, within the block. */
+  endsAt: string;
+  /** The asking price per GPU-hour, 0 to 1000 with at most 9 decimal places. */
+  pricePerGpuHour: string;
+  reservationId: string | number;
+  /** A whole UTC hour of the block, in the future. */
+  startsAt: string;
+};
+
+export type ListingState =
+  /** Its hours started before anyone bought them, or the reservation ended. */
+  | 'EXPIRED'
+  | 'OPEN'
+  /** A purchase is under way (its saga holds the listing). */
+  | 'SELLING'
+  | 'SOLD'
+  | 'WITHDRAWN';
 
 /**
  * What usage is measured in (see [`crate::meters`] for units and
@@ -147,6 +182,30 @@ export type RegisterMachineInput = {
 export type RentalType =
   | 'INTERRUPTIBLE'
   | 'ON_DEMAND';
+
+export type ReservationState =
+  /** The block is running. */
+  | 'ACTIVE'
+  /** Paid; the block has not started. */
+  | 'BOOKED'
+  /** Cancelled by the host, or its machine left the market. */
+  | 'CANCELLED'
+  /** The block is over. */
+  | 'ENDED'
+  /** Refused (no capacity, no funds, over quota); nothing is held. */
+  | 'FAILED'
+  /** Being booked (the saga has not finished). */
+  | 'PENDING';
+
+/** A host's terms for reserved blocks on a machine. */
+export type ReservedTermsInput = {
+  /** How far ahead the machine can be booked: 1 to 365 days. */
+  maxLeadDays: number;
+  /** The shortest block, 1 to 2160 hours (90 days). */
+  minBlockHours: number;
+  /** Per GPU-hour, 0 to 1000 with at most 9 decimal places. */
+  pricePerGpuHour: string;
+};
 
 export type Scope =
   | 'ADMIN'
@@ -266,6 +325,38 @@ export type OperatorMarketplaceQueryVariables = Exact<{
 
 
 export type OperatorMarketplaceQuery = { marketplaceOverview: { from: string, to: string, volume: { currency: string, totalVolume: string, totalHostEarnings: string, totalFees: string, totalFeeAdjustments: string, totalFeeRevenue: string, totalPostings: number, totalSeconds: number, points: Array<{ bucketStartUtc: string, volume: string, hostEarnings: string, fees: string, feeAdjustments: string, postings: number }> }, gpuSupply: { atUtc: string, listedGpus: number, onlineGpus: number, rentedGpus: number, rentedListedGpus: number, models: Array<{ gpuModel: string, listedMachines: number, listedGpus: number, onlineGpus: number, rentedGpus: number, rentedListedGpus: number }> }, nearQuota: { thresholdPercent: number, currency: string, tenants: Array<{ tenantId: string, tenantName: string, dimensions: Array<{ quota: string, limit: string, used: string, percent: string }> }> }, outOfCredit: { currency: string, warnBelowSeconds: number, tenants: Array<{ tenantId: string, tenantName: string, reasons: Array<CreditRiskReason>, balance: string, burnPerHour: string | null, runwaySeconds: number | null, lowSinceUtc: string | null, lastChargedAtUtc: string | null }> } } };
+
+export type RenterReservationFieldsFragment = { id: string, machineId: string, gpuModel: string, gpuCount: number, gpuIndices: Array<number>, startsAt: string, endsAt: string, hours: number, hoursLeft: number, pricePerGpuHour: string, amount: string, currency: string, state: ReservationState, parentId: string | null, reason: string | null, sold: Array<{ startsAt: string, endsAt: string }>, escrow: { amount: string, released: string, fees: string, refunded: string, penalty: string, remaining: string, state: EscrowState } | null };
+
+export type ResaleListingFieldsFragment = { id: string, reservationId: string, machineId: string, gpuModel: string, gpuCount: number, startsAt: string, endsAt: string, hours: number, pricePerGpuHour: string, amount: string, currency: string, state: ListingState, createdAt: string };
+
+export type BillingReservationsQueryVariables = Exact<{
+  from: string;
+}>;
+
+
+export type BillingReservationsQuery = { reservations: Array<{ id: string, machineId: string, gpuModel: string, gpuCount: number, gpuIndices: Array<number>, startsAt: string, endsAt: string, hours: number, hoursLeft: number, pricePerGpuHour: string, amount: string, currency: string, state: ReservationState, parentId: string | null, reason: string | null, sold: Array<{ startsAt: string, endsAt: string }>, escrow: { amount: string, released: string, fees: string, refunded: string, penalty: string, remaining: string, state: EscrowState } | null }>, myListings: Array<{ id: string, reservationId: string, machineId: string, gpuModel: string, gpuCount: number, startsAt: string, endsAt: string, hours: number, pricePerGpuHour: string, amount: string, currency: string, state: ListingState, createdAt: string }>, resaleListings: Array<{ id: string, reservationId: string, machineId: string, gpuModel: string, gpuCount: number, startsAt: string, endsAt: string, hours: number, pricePerGpuHour: string, amount: string, currency: string, state: ListingState, createdAt: string }>, reservationTerms: { resaleFeeRate: string, cancellationPenaltyRate: string } };
+
+export type ListReservationHoursMutationVariables = Exact<{
+  input: ListReservationHoursInput;
+}>;
+
+
+export type ListReservationHoursMutation = { listReservationHours: { id: string, reservationId: string, machineId: string, gpuModel: string, gpuCount: number, startsAt: string, endsAt: string, hours: number, pricePerGpuHour: string, amount: string, currency: string, state: ListingState, createdAt: string } };
+
+export type WithdrawListingMutationVariables = Exact<{
+  id: string | number;
+}>;
+
+
+export type WithdrawListingMutation = { withdrawListing: { id: string, reservationId: string, machineId: string, gpuModel: string, gpuCount: number, startsAt: string, endsAt: string, hours: number, pricePerGpuHour: string, amount: string, currency: string, state: ListingState, createdAt: string } };
+
+export type BuyReservationHoursMutationVariables = Exact<{
+  input: BuyReservationHoursInput;
+}>;
+
+
+export type BuyReservationHoursMutation = { buyReservationHours: { id: string, machineId: string, gpuModel: string, gpuCount: number, gpuIndices: Array<number>, startsAt: string, endsAt: string, hours: number, hoursLeft: number, pricePerGpuHour: string, amount: string, currency: string, state: ReservationState, parentId: string | null, reason: string | null, sold: Array<{ startsAt: string, endsAt: string }>, escrow: { amount: string, released: string, fees: string, refunded: string, penalty: string, remaining: string, state: EscrowState } | null } };
 
 export type TopUpPlatformQueryVariables = Exact<{ [key: string]: never; }>;
 
@@ -453,6 +544,33 @@ export type RevokeApiKeyMutationVariables = Exact<{
 
 export type RevokeApiKeyMutation = { revokeApiKey: { id: string, name: string, prefix: string, scopes: Array<Scope>, ownerEmail: string, createdAtUtc: string, lastUsedAtUtc: string | null, revokedAtUtc: string | null } };
 
+export type HostReservationFieldsFragment = { id: string, gpuCount: number, gpuIndices: Array<number>, startsAt: string, endsAt: string, hours: number, hoursLeft: number, pricePerGpuHour: string, amount: string, currency: string, state: ReservationState, parentId: string | null, reason: string | null, escrow: { released: string, fees: string, refunded: string, remaining: string, state: EscrowState } | null };
+
+export type HostMachineReservationsQueryVariables = Exact<{
+  machineId: string | number;
+  from: string;
+  to: string;
+}>;
+
+
+export type HostMachineReservationsQuery = { machineCalendar: { gpuCount: number, from: string, to: string, hours: Array<{ startsAt: string, freeGpus: number }>, bookings: Array<{ reservationId: string, gpuIndex: number, startsAt: string, endsAt: string }>, terms: { pricePerGpuHour: string, maxLeadDays: number, minBlockHours: number, currency: string } | null }, machineReservations: Array<{ id: string, gpuCount: number, gpuIndices: Array<number>, startsAt: string, endsAt: string, hours: number, hoursLeft: number, pricePerGpuHour: string, amount: string, currency: string, state: ReservationState, parentId: string | null, reason: string | null, escrow: { released: string, fees: string, refunded: string, remaining: string, state: EscrowState } | null }>, myMachines: Array<{ id: string, reservedEarningsToCome: { amount: string, currency: string, blocks: number } }>, reservationTerms: { feeRate: string, cancellationPenaltyRate: string } };
+
+export type SetReservedTermsMutationVariables = Exact<{
+  machineId: string | number;
+  terms?: ReservedTermsInput | null | undefined;
+}>;
+
+
+export type SetReservedTermsMutation = { setReservedTerms: { pricePerGpuHour: string, maxLeadDays: number, minBlockHours: number, currency: string } | null };
+
+export type CancelReservationMutationVariables = Exact<{
+  id: string | number;
+  reason: string;
+}>;
+
+
+export type CancelReservationMutation = { cancelReservation: { id: string, gpuCount: number, gpuIndices: Array<number>, startsAt: string, endsAt: string, hours: number, hoursLeft: number, pricePerGpuHour: string, amount: string, currency: string, state: ReservationState, parentId: string | null, reason: string | null, escrow: { released: string, fees: string, refunded: string, remaining: string, state: EscrowState } | null } };
+
 export type WebhookEndpointFieldsFragment = { id: string, url: string, description: string, eventTypes: Array<string>, enabled: boolean, disabledReason: string | null, disabledAt: string | null, previousSecretUntil: string | null, createdAt: string, updatedAt: string };
 
 export type WebhookDeliveryFieldsFragment = { id: string, webhookId: string, endpointId: string, eventType: string, status: WebhookDeliveryStatus, attempts: number, nextAttemptAt: string | null, deliveredAt: string | null, createdAt: string, payload: string, attemptLog: Array<{ startedAt: string, statusCode: number | null, succeeded: boolean, latencyMs: number, responseHead: string, error: string | null }> };
@@ -531,6 +649,55 @@ export class TypedDocumentString<TResult, TVariables>
     return this.value;
   }
 }
+export const RenterReservationFieldsFragmentDoc = new TypedDocumentString(`
+    fragment RenterReservationFields on Reservation {
+  id
+  machineId
+  gpuModel
+  gpuCount
+  gpuIndices
+  startsAt
+  endsAt
+  hours
+  hoursLeft
+  pricePerGpuHour
+  amount
+  currency
+  state
+  parentId
+  reason
+  sold {
+    startsAt
+    endsAt
+  }
+  escrow {
+    amount
+    released
+    fees
+    refunded
+    penalty
+    remaining
+    state
+  }
+}
+    `, {"fragmentName":"RenterReservationFields"}) as unknown as TypedDocumentString<RenterReservationFieldsFragment, unknown>;
+export const ResaleListingFieldsFragmentDoc = new TypedDocumentString(`
+    fragment ResaleListingFields on ResaleListing {
+  id
+  reservationId
+  machineId
+  gpuModel
+  gpuCount
+  startsAt
+  endsAt
+  hours
+  pricePerGpuHour
+  amount
+  currency
+  state
+  createdAt
+}
+    `, {"fragmentName":"ResaleListingFields"}) as unknown as TypedDocumentString<ResaleListingFieldsFragment, unknown>;
 export const MeFieldsFragmentDoc = new TypedDocumentString(`
     fragment MeFields on Me {
   email
@@ -640,6 +807,30 @@ export const ApiKeyFieldsFragmentDoc = new TypedDocumentString(`
   revokedAtUtc
 }
     `, {"fragmentName":"ApiKeyFields"}) as unknown as TypedDocumentString<ApiKeyFieldsFragment, unknown>;
+export const HostReservationFieldsFragmentDoc = new TypedDocumentString(`
+    fragment HostReservationFields on Reservation {
+  id
+  gpuCount
+  gpuIndices
+  startsAt
+  endsAt
+  hours
+  hoursLeft
+  pricePerGpuHour
+  amount
+  currency
+  state
+  parentId
+  reason
+  escrow {
+    released
+    fees
+    refunded
+    remaining
+    state
+  }
+}
+    `, {"fragmentName":"HostReservationFields"}) as unknown as TypedDocumentString<HostReservationFieldsFragment, unknown>;
 export const WebhookEndpointFieldsFragmentDoc = new TypedDocumentString(`
     fragment WebhookEndpointFields on WebhookEndpoint {
   id
@@ -886,6 +1077,145 @@ export const OperatorMarketplaceDocument = new TypedDocumentString(`
   }
 }
     `) as unknown as TypedDocumentString<OperatorMarketplaceQuery, OperatorMarketplaceQueryVariables>;
+export const BillingReservationsDocument = new TypedDocumentString(`
+    query BillingReservations($from: DateTime!) {
+  reservations {
+    ...RenterReservationFields
+  }
+  myListings {
+    ...ResaleListingFields
+  }
+  resaleListings(filter: {from: $from}) {
+    ...ResaleListingFields
+  }
+  reservationTerms {
+    resaleFeeRate
+    cancellationPenaltyRate
+  }
+}
+    fragment RenterReservationFields on Reservation {
+  id
+  machineId
+  gpuModel
+  gpuCount
+  gpuIndices
+  startsAt
+  endsAt
+  hours
+  hoursLeft
+  pricePerGpuHour
+  amount
+  currency
+  state
+  parentId
+  reason
+  sold {
+    startsAt
+    endsAt
+  }
+  escrow {
+    amount
+    released
+    fees
+    refunded
+    penalty
+    remaining
+    state
+  }
+}
+fragment ResaleListingFields on ResaleListing {
+  id
+  reservationId
+  machineId
+  gpuModel
+  gpuCount
+  startsAt
+  endsAt
+  hours
+  pricePerGpuHour
+  amount
+  currency
+  state
+  createdAt
+}`) as unknown as TypedDocumentString<BillingReservationsQuery, BillingReservationsQueryVariables>;
+export const ListReservationHoursDocument = new TypedDocumentString(`
+    mutation ListReservationHours($input: ListReservationHoursInput!) {
+  listReservationHours(input: $input) {
+    ...ResaleListingFields
+  }
+}
+    fragment ResaleListingFields on ResaleListing {
+  id
+  reservationId
+  machineId
+  gpuModel
+  gpuCount
+  startsAt
+  endsAt
+  hours
+  pricePerGpuHour
+  amount
+  currency
+  state
+  createdAt
+}`) as unknown as TypedDocumentString<ListReservationHoursMutation, ListReservationHoursMutationVariables>;
+export const WithdrawListingDocument = new TypedDocumentString(`
+    mutation WithdrawListing($id: ID!) {
+  withdrawListing(id: $id) {
+    ...ResaleListingFields
+  }
+}
+    fragment ResaleListingFields on ResaleListing {
+  id
+  reservationId
+  machineId
+  gpuModel
+  gpuCount
+  startsAt
+  endsAt
+  hours
+  pricePerGpuHour
+  amount
+  currency
+  state
+  createdAt
+}`) as unknown as TypedDocumentString<WithdrawListingMutation, WithdrawListingMutationVariables>;
+export const BuyReservationHoursDocument = new TypedDocumentString(`
+    mutation BuyReservationHours($input: BuyReservationHoursInput!) {
+  buyReservationHours(input: $input) {
+    ...RenterReservationFields
+  }
+}
+    fragment RenterReservationFields on Reservation {
+  id
+  machineId
+  gpuModel
+  gpuCount
+  gpuIndices
+  startsAt
+  endsAt
+  hours
+  hoursLeft
+  pricePerGpuHour
+  amount
+  currency
+  state
+  parentId
+  reason
+  sold {
+    startsAt
+    endsAt
+  }
+  escrow {
+    amount
+    released
+    fees
+    refunded
+    penalty
+    remaining
+    state
+  }
+}`) as unknown as TypedDocumentString<BuyReservationHoursMutation, BuyReservationHoursMutationVariables>;
 export const TopUpPlatformDocument = new TypedDocumentString(`
     query TopUpPlatform {
   platform {
@@ -1398,6 +1728,105 @@ export const RevokeApiKeyDocument = new TypedDocumentString(`
   lastUsedAtUtc
   revokedAtUtc
 }`) as unknown as TypedDocumentString<RevokeApiKeyMutation, RevokeApiKeyMutationVariables>;
+export const HostMachineReservationsDocument = new TypedDocumentString(`
+    query HostMachineReservations($machineId: ID!, $from: DateTime!, $to: DateTime!) {
+  machineCalendar(machineId: $machineId, from: $from, to: $to) {
+    gpuCount
+    from
+    to
+    hours {
+      startsAt
+      freeGpus
+    }
+    bookings {
+      reservationId
+      gpuIndex
+      startsAt
+      endsAt
+    }
+    terms {
+      pricePerGpuHour
+      maxLeadDays
+      minBlockHours
+      currency
+    }
+  }
+  machineReservations(machineId: $machineId) {
+    ...HostReservationFields
+  }
+  myMachines {
+    id
+    reservedEarningsToCome {
+      amount
+      currency
+      blocks
+    }
+  }
+  reservationTerms {
+    feeRate
+    cancellationPenaltyRate
+  }
+}
+    fragment HostReservationFields on Reservation {
+  id
+  gpuCount
+  gpuIndices
+  startsAt
+  endsAt
+  hours
+  hoursLeft
+  pricePerGpuHour
+  amount
+  currency
+  state
+  parentId
+  reason
+  escrow {
+    released
+    fees
+    refunded
+    remaining
+    state
+  }
+}`) as unknown as TypedDocumentString<HostMachineReservationsQuery, HostMachineReservationsQueryVariables>;
+export const SetReservedTermsDocument = new TypedDocumentString(`
+    mutation SetReservedTerms($machineId: ID!, $terms: ReservedTermsInput) {
+  setReservedTerms(machineId: $machineId, terms: $terms) {
+    pricePerGpuHour
+    maxLeadDays
+    minBlockHours
+    currency
+  }
+}
+    `) as unknown as TypedDocumentString<SetReservedTermsMutation, SetReservedTermsMutationVariables>;
+export const CancelReservationDocument = new TypedDocumentString(`
+    mutation CancelReservation($id: ID!, $reason: String!) {
+  cancelReservation(id: $id, reason: $reason) {
+    ...HostReservationFields
+  }
+}
+    fragment HostReservationFields on Reservation {
+  id
+  gpuCount
+  gpuIndices
+  startsAt
+  endsAt
+  hours
+  hoursLeft
+  pricePerGpuHour
+  amount
+  currency
+  state
+  parentId
+  reason
+  escrow {
+    released
+    fees
+    refunded
+    remaining
+    state
+  }
+}`) as unknown as TypedDocumentString<CancelReservationMutation, CancelReservationMutationVariables>;
 export const WebhooksPageDocument = new TypedDocumentString(`
     query WebhooksPage {
   webhookEventTypes {

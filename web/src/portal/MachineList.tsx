@@ -6,6 +6,7 @@ import { ListMachine, SetPrice, UnlistMachine } from '../operations';
 import { ErrorBox, Field, fieldProps } from '../ui';
 import { EarningsPreview } from './EarningsPreview';
 import { MachineGpus } from './MachineGpus';
+import { MachineReservations } from './MachineReservations';
 import { MachineState, type HostProfile } from './MachineState';
 import { money } from '../money';
 
@@ -57,6 +58,8 @@ function MachineRow({
   const [detailsOpen, setDetailsOpen] = useState(false);
   // Likewise the GPUs: the API reads each machine's GPUs apart.
   const [gpusOpen, setGpusOpen] = useState(false);
+  // And its reservations (calendar, blocks, escrow): read when opened.
+  const [reservationsOpen, setReservationsOpen] = useState(false);
   const priceId = `price-${m.id}`;
 
   const run = async (action: () => Promise<MachineFieldsFragment>) => {
@@ -130,6 +133,10 @@ function MachineRow({
       <details className="more" onToggle={(e) => setGpusOpen(e.currentTarget.open)}>
         <summary>GPUs</summary>
         {gpusOpen && <MachineGpus machine={m} />}
+      </details>
+      <details className="more" onToggle={(e) => setReservationsOpen(e.currentTarget.open)}>
+        <summary>Reservations</summary>
+        {reservationsOpen && <MachineReservations machine={m} />}
       </details>
     </li>
   );

@@ -13,9 +13,10 @@ use uuid::Uuid;
 
 use super::instant;
 use super::market::DiskType;
+use super::reservations::{ReservedEarnings, reserved_earnings};
 use crate::auth::{self, Access};
 use crate::clients;
-use crate::error::{GatewayError, GqlResult};
+use crate::error::{GatewayError, GqlError, GqlResult};
 use crate::validate;
 
 #[derive(Enum, Clone, Copy, PartialEq, Eq)]
@@ -128,10 +129,26 @@ pub struct Machine {
     created_at_utc: DateTime<Utc>,
     #[graphql(skip)]
     machine_id: MachineId,
+    /// Fetched ahead for a whole list (see `myMachines`); else on demand.
+    #[graphql(skip)]
+    reserved_to_come: Option<Result<ReservedEarnings, GqlError>>,
 }
 
 #[ComplexObject]
 impl Machine {
+    /// What the host is still to be paid, after the platform fee, from the
+    /// escrow of blocks reserved on this machine (docs/reservations.md):
+    /// the host's share of what remains held. Hours the machine is silent
+    /// in are refunded to the renter instead.
+    async fn reserved_earnings_to_come(&self, ctx: &Context<'_>) -> GqlResult<ReservedEarnings> {
+        if let Some(fetched) = &self.reserved_to_come {
+            return fetched.clone();
+        }
+        let principal = auth::authorize(ctx, Access::Host).await?;
+        let (mut by_machine, none) = reserved_earnings(ctx, principal.tenant_id).await?;
+        Ok(by_machine.remove(&self.machine_id).unwrap_or(none))
+    }
+
     /// Each GPU as its host runs it (whole or MIG) and what is rented on it
     /// now. Read from the catalog machine by machine: select it only where
     /// it is shown.
@@ -190,6 +207,7 @@ impl From<api::Machine> for Machine {
             created_at: instant(m.created_at),
             created_at_utc: m.created_at,
             machine_id: m.id,
+            reserved_to_come: None,
         }
     }
 }
@@ -517,7 +535,23 @@ impl HostingQuery {
                 },
             )
             .await?;
-        Ok(machines.into_iter().map(Into::into).collect())
+        let mut machines: Vec<Machine> = machines.into_iter().map(Into::into).collect();
+        // Earnings to come asked for: one look at the host's escrows for the
+        // whole list instead of one per machine. A failure is each field's
+        // to report, as it would be alone; the machines are still listed.
+        if !machines.is_empty() && ctx.look_ahead().field("reservedEarningsToCome").exists() {
+            let fetched = reserved_earnings(ctx, principal.tenant_id).await;
+            for machine in &mut machines {
+                machine.reserved_to_come = Some(match &fetched {
+                    Ok((by_machine, none)) => Ok(by_machine
+                        .get(&machine.machine_id)
+                        .cloned()
+                        .unwrap_or_else(|| none.clone())),
+                    Err(e) => Err(e.clone()),
+                });
+            }
+        }
+        Ok(machines)
     }
 
     /// Heartbeat gaps of one of the caller's machines within the reliability

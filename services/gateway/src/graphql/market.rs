@@ -185,6 +185,17 @@ pub struct Offer {
     /// MIG slices for sale on the machine, per profile (empty when no GPU
     /// of the machine runs MIG).
     mig_slices: Vec<MigOffer>,
+    /// The host's terms for reserved blocks (`reserve`); null when the
+    /// machine takes none.
+    reserved: Option<super::reservations::ReservedTerms>,
+    /// When GPUs of the machine are next free for an on-demand rental: now
+    /// when some are free, else the end of the reserved block holding them;
+    /// null when not foreseeable (rented on demand).
+    available_from: Option<DateTime<Utc>>,
+    /// An on-demand rental placed now must end by then: the start of the
+    /// next reserved block on the GPUs it would get (its instance is
+    /// preempted at that instant); null when none is booked.
+    available_until: Option<DateTime<Utc>>,
 }
 
 /// Slices of one MIG profile on an offer: how many could be rented now and
@@ -257,6 +268,9 @@ impl From<api::Offer> for Offer {
             list_until_utc: o.list_until,
             currency: o.currency,
             mig_slices: o.mig_slices.into_iter().map(Into::into).collect(),
+            reserved: o.reserved.map(Into::into),
+            available_from: o.available_from,
+            available_until: o.available_until,
         }
     }
 }

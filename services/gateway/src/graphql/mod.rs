@@ -20,6 +20,7 @@ pub mod payouts;
 pub mod platform;
 mod quotas;
 mod rentals;
+mod reservations;
 mod rules;
 mod scalars;
 mod webhooks;
@@ -47,6 +48,9 @@ pub struct QueryRoot(
     platform::PlatformQuery,
     operator::OperatorQuery,
     webhooks::WebhooksQuery,
+    reservations::ReservationsQuery,
+    reservations::HostReservationsQuery,
+    reservations::ResaleQuery,
 );
 
 #[derive(MergedObject, Default)]
@@ -61,6 +65,9 @@ pub struct MutationRoot(
     rules::LifecycleMutation,
     quotas::QuotasMutation,
     webhooks::WebhooksMutation,
+    reservations::ReservationsMutation,
+    reservations::HostReservationsMutation,
+    reservations::ResaleMutation,
 );
 
 #[derive(MergedSubscription, Default)]

@@ -4,7 +4,7 @@ use async_graphql::{ComplexObject, Context, ID, InputObject, Object, SimpleObjec
 use chrono::{DateTime, Utc};
 use contracts::api;
 use contracts::endpoints::{self, Endpoint};
-use contracts::ids::{InstanceId, MachineId, TeamId, TenantId};
+use contracts::ids::{InstanceId, MachineId, ReservationId, TeamId, TenantId};
 use contracts::states::Meter;
 use contracts::states::{InstanceAction, InstanceState, RentalType};
 use rust_decimal::Decimal;
@@ -88,6 +88,10 @@ pub struct Instance {
     disk_measured_at: Option<String>,
     /// When `diskUsedGib` was measured.
     disk_measured_at_utc: Option<DateTime<Utc>>,
+    /// The reservation whose block the instance runs in: its GPU time is
+    /// paid, and it is stopped when the block ends. Null for on-demand and
+    /// interruptible rentals.
+    reservation_id: Option<ID>,
     #[graphql(skip)]
     uuid: uuid::Uuid,
     /// Fetched ahead for a whole list (see `instances`); else on demand.
@@ -238,6 +242,7 @@ impl From<api::Instance> for Instance {
             }),
             disk_measured_at: i.disk_measured_at.map(instant),
             disk_measured_at_utc: i.disk_measured_at,
+            reservation_id: i.reservation_id.map(Into::into),
             uuid: i.id.into(),
             charged: None,
         }
@@ -410,6 +415,12 @@ pub struct CreateOrderInput {
     /// slice is billed at its `pricePerHour`, which the instance shows as
     /// `pricePerGpuHour`.
     mig_profile: Option<String>,
+    /// Launch on the GPUs of one of your reservations while its block runs
+    /// (instead of `offerId` or `constraints`; `gpuCount` at most the
+    /// reservation's): no GPU charge, since the block is paid; storage and
+    /// bandwidth at the machine's rates. The instance is stopped when the
+    /// block ends (its disk kept).
+    reservation_id: Option<ID>,
 }
 
 /// The order's ports as port numbers; one outside 1..65535 becomes 0,
@@ -559,8 +570,30 @@ impl RentalsMutation {
                 contracts::bounds::GPU_HOUR_PRICE,
             )?;
         }
+        let reservation_id = input
+            .reservation_id
+            .as_ref()
+            .map(|id| validate::id("reservationId", id).map(ReservationId))
+            .transpose()?;
+        if reservation_id.is_some() {
+            // The block's GPUs are whole and paid: no offer, no bid, no slice.
+            if offer_id.is_some() || input.constraints.is_some() {
+                return Err(GatewayError::validation(
+                    "reservationId",
+                    "give reservationId, offerId or constraints, only one",
+                )
+                .into());
+            }
+            if input.rental_type == Some(RentalType::Interruptible) || mig_profile.is_some() {
+                return Err(GatewayError::validation(
+                    "reservationId",
+                    "a reservation's GPUs are rented whole, on demand",
+                )
+                .into());
+            }
+        }
         let request = api::CreateOrderRequest {
-            reservation_id: Default::default(),
+            reservation_id,
             tenant_id: principal.tenant_id,
             user_id: principal.user_id,
             idempotency_key: input.idempotency_key,

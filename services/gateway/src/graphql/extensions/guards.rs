@@ -103,7 +103,7 @@ fn has_nul(request: &Request) -> bool {
 /// The fields that cost [`super::limits::EXPENSIVE_FIELD`] (their resolvers carry
 /// that complexity); matched by name wherever they appear, which can only
 /// overcount.
-const EXPENSIVE_FIELDS: [&str; 7] = [
+const EXPENSIVE_FIELDS: [&str; 9] = [
     "usageSeries",
     "earningsByMachine",
     "balanceHistory",
@@ -111,6 +111,8 @@ const EXPENSIVE_FIELDS: [&str; 7] = [
     "volume",
     "gpuSupply",
     "nearQuota",
+    "machineCalendar",
+    "resaleListings",
 ];
 
 /// Fields selected with every fragment spread expanded, and how many of

@@ -1,0 +1,727 @@
+//! Reserved capacity (issue 20, docs/reservations.md), through the public
+//! GraphQL API, read back from PostgreSQL: racing reservations never
+//! double-book a GPU in time, an on-demand rental gives way when a block
+//! starts, resale moves the hours and the money exactly once, a host's
+//! cancellation refunds with the penalty, and escrow is released to the
+//! host (or refunded for silent seconds) to the last decimal.
+//!
+//! Blocks are whole future hours, so a test that needs a block to start or
+//! end moves the block's instants in every table that keeps them
+//! ([`shift`]): the services read their clocks against those columns, so
+//! moving them is the same to them as time passing.
+
+use std::time::Duration;
+
+use chrono::{DateTime, DurationRound, TimeDelta, Utc};
+use futures_util::future::join_all;
+use gpumarket::client::{Client, GraphQlError};
+use gpumarket::dev::Parts;
+use rand::{Rng, SeedableRng};
+use rust_decimal::Decimal;
+use serde_json::{Value, json};
+
+use crate::harness::*;
+
+const RESERVATION_FIELDS: &str = "id machineId gpuCount gpuIndices startsAt endsAt pricePerGpuHour amount state parentId sold { startsAt endsAt } escrow { amount released fees refunded penalty remaining silentSeconds state }";
+
+struct Market {
+    env: TestEnv,
+    _stack: gpumarket::dev::Stack,
+    api: Client,
+    host: Client,
+    operator: Client,
+}
+
+async fn market(configure: impl FnOnce(&mut TestEnv)) -> Market {
+    let mut env = TestEnv::new().await;
+    configure(&mut env);
+    let stack = env.start(Parts::ALL).await;
+    let api = Client::new(&stack.gateway_url);
+    let (host, _) = sign_up(&api, &["HOST"]).await;
+    let operator = env.operator(&api).await;
+    Market {
+        env,
+        _stack: stack,
+        api,
+        host,
+        operator,
+    }
+}
+
+/// A funded renter without a GPU limit that matters here.
+async fn renter(m: &Market, credit: &str) -> (Client, String) {
+    let (renter, tenant) = sign_up(&m.api, &["RENTER"]).await;
+    grant(&m.operator, &tenant, credit).await;
+    m.operator
+        .run(
+            "mutation($t: ID!) { setTenantQuota(tenantId: $t, maxGpus: 1000) { maxGpus } }",
+            json!({ "t": tenant }),
+        )
+        .await
+        .expect("setTenantQuota");
+    (renter, tenant)
+}
+
+async fn set_terms(host: &Client, machine: &str, price: &str) {
+    host.run(
+        "mutation($m: ID!, $t: ReservedTermsInput) { setReservedTerms(machineId: $m, terms: $t) { pricePerGpuHour } }",
+        json!({ "m": machine, "t": { "pricePerGpuHour": price, "maxLeadDays": 60, "minBlockHours": 1 } }),
+    )
+    .await
+    .expect("setReservedTerms");
+}
+
+fn next_hour() -> DateTime<Utc> {
+    Utc::now()
+        .duration_trunc(TimeDelta::hours(1))
+        .expect("truncate")
+        + TimeDelta::hours(1)
+}
+
+async fn reserve(
+    renter: &Client,
+    machine: &str,
+    gpus: i32,
+    starts: DateTime<Utc>,
+    ends: DateTime<Utc>,
+    key: &str,
+) -> Result<Value, GraphQlError> {
+    renter
+        .run(
+            &format!("mutation($input: ReserveInput!) {{ reserve(input: $input) {{ {RESERVATION_FIELDS} }} }}"),
+            json!({ "input": { "offerId": machine, "gpuCount": gpus,
+                               "startsAt": starts.to_rfc3339(), "endsAt": ends.to_rfc3339(),
+                               "idempotencyKey": key } }),
+        )
+        .await
+        .map(|d| d["reserve"].clone())
+}
+
+async fn reservation(renter: &Client, id: &str) -> Value {
+    renter
+        .run(
+            &format!("query($id: ID!) {{ reservation(id: $id) {{ {RESERVATION_FIELDS} }} }}"),
+            json!({ "id": id }),
+        )
+        .await
+        .expect("reservation")["reservation"]
+        .clone()
+}
+
+async fn balance(renter: &Client) -> Decimal {
+    dec(&renter
+        .run("{ balance { amount } }", json!({}))
+        .await
+        .expect("balance")["balance"]["amount"])
+}
+
+/// Moves reservation `id`'s block (and what was carved out of it) so that
+/// it starts at `starts`, in every service's table that keeps its instants.
+fn shift(env: &TestEnv, id: &str, starts: DateTime<Utc>) {
+    let sql = format!(
+        "DO $$ DECLARE d interval; BEGIN \
+           SELECT '{starts}'::timestamptz - starts_at INTO d FROM ordering.reservations WHERE id = '{id}'; \
+           CREATE TEMP TABLE moved ON COMMIT DROP AS \
+             WITH RECURSIVE t AS (SELECT id FROM ordering.reservations WHERE id = '{id}' \
+               UNION SELECT r.id FROM ordering.reservations r JOIN t ON r.parent_id = t.id) SELECT id FROM t; \
+           UPDATE ordering.reservations SET starts_at = starts_at + d, ends_at = ends_at + d WHERE id IN (SELECT id FROM moved); \
+           UPDATE ordering.resale_listings SET starts_at = starts_at + d, ends_at = ends_at + d WHERE reservation_id IN (SELECT id FROM moved); \
+           UPDATE catalog.bookings SET starts_at = starts_at + d, ends_at = ends_at + d WHERE reservation_id IN (SELECT id FROM moved); \
+           UPDATE catalog.booked_gpus SET period = tstzrange(lower(period) + d, upper(period) + d, '[)') WHERE reservation_id IN (SELECT id FROM moved); \
+           UPDATE billing.escrows SET starts_at = starts_at + d, ends_at = ends_at + d, settled_until = settled_until + d WHERE reservation_id IN (SELECT id FROM moved); \
+           UPDATE billing.escrow_holders SET period = tstzrange(lower(period) + d, upper(period) + d, '[)') WHERE reservation_id IN (SELECT id FROM moved); \
+         END $$",
+        starts = starts.to_rfc3339(),
+    );
+    env.exec(&sql);
+}
+
+fn code(e: &GraphQlError) -> &str {
+    e.code.as_str()
+}
+
+/// Many renters race random overlapping blocks on one machine, for several
+/// seeds: read from PostgreSQL, no GPU is booked twice for any instant,
+/// every booked reservation holds exactly its GPUs for exactly its block,
+/// every refusal was for want of capacity (the final bookings, which only
+/// grow, leave some hour of its block without enough free GPUs), and each
+/// renter was charged exactly its blocks.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_reservations_never_double_book_a_gpu_in_time() {
+    let m = market(|_| {}).await;
+    let machine = listed_machine(&m.host, "RTX 4090", 4, "0.50").await;
+    m.env.heartbeat_all();
+    set_terms(&m.host, &machine, "0.40").await;
+    let mut renters = Vec::new();
+    for _ in 0..3 {
+        renters.push(renter(&m, "100000").await);
+    }
+    let base = next_hour() + TimeDelta::hours(1);
+    let mut booked: Vec<(usize, Value)> = Vec::new();
+    let mut refused: Vec<(i32, DateTime<Utc>, DateTime<Utc>)> = Vec::new();
+    for (round, seed) in [7u64, 21, 1234].into_iter().enumerate() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let day = base + TimeDelta::days(round as i64);
+        let asks: Vec<(usize, i32, DateTime<Utc>, DateTime<Utc>)> = (0..16)
+            .map(|_| {
+                let start = rng.gen_range(0..10i64);
+                let len = rng.gen_range(1..5i64);
+                (
+                    rng.gen_range(0..renters.len()),
+                    rng.gen_range(1..=4),
+                    day + TimeDelta::hours(start),
+                    day + TimeDelta::hours(start + len),
+                )
+            })
+            .collect();
+        let results = join_all(asks.iter().enumerate().map(|(i, (who, gpus, s, e))| {
+            let renter = renters[*who].0.clone();
+            let machine = machine.clone();
+            async move {
+                reserve(
+                    &renter,
+                    &machine,
+                    *gpus,
+                    *s,
+                    *e,
+                    &format!("race-{seed}-{i}"),
+                )
+                .await
+            }
+        }))
+        .await;
+        for ((who, gpus, s, e), result) in asks.into_iter().zip(results) {
+            match result {
+                Ok(r) => {
+                    assert_eq!(r["state"], "BOOKED", "{r}");
+                    assert_eq!(r["gpuCount"], gpus);
+                    booked.push((who, r));
+                }
+                Err(e2) => {
+                    assert_eq!(code(&e2), "INSUFFICIENT_CAPACITY", "{e2:?}");
+                    refused.push((gpus, s, e));
+                }
+            }
+        }
+        println!(
+            "seed {seed}: {} booked, {} refused so far",
+            booked.len(),
+            refused.len()
+        );
+    }
+    assert!(!booked.is_empty() && !refused.is_empty());
+
+    // No two booked periods of one GPU overlap.
+    assert_eq!(
+        m.env.count(
+            "SELECT count(*) AS n FROM catalog.booked_gpus a JOIN catalog.booked_gpus b \
+             ON a.machine_id = b.machine_id AND a.gpu_index = b.gpu_index \
+             AND a.ctid < b.ctid AND a.period && b.period"
+        ),
+        0
+    );
+    // Each reservation holds exactly its GPUs for its block.
+    for (_, r) in &booked {
+        let id = r["id"].as_str().unwrap();
+        let gpus = r["gpuCount"].as_i64().unwrap();
+        assert_eq!(
+            m.env.count(&format!(
+                "SELECT count(DISTINCT gpu_index) AS n FROM catalog.booked_gpus WHERE reservation_id = '{id}' \
+                 AND lower(period) = '{}'::timestamptz AND upper(period) = '{}'::timestamptz",
+                r["startsAt"].as_str().unwrap(),
+                r["endsAt"].as_str().unwrap()
+            )),
+            gpus,
+            "{r}"
+        );
+    }
+    // Every refusal was for want of capacity in some hour of its block.
+    for (gpus, s, e) in refused {
+        let mut hour = s;
+        let mut short = false;
+        while hour < e {
+            let taken = m.env.count(&format!(
+                "SELECT count(*) AS n FROM catalog.booked_gpus WHERE machine_id = '{machine}' \
+                 AND period @> '{}'::timestamptz",
+                hour.to_rfc3339()
+            ));
+            short |= 4 - taken < i64::from(gpus);
+            hour += TimeDelta::hours(1);
+        }
+        assert!(
+            short,
+            "refused {gpus} GPUs for {s}..{e} although they were free"
+        );
+    }
+    // Each renter paid exactly its blocks.
+    for (i, (renter, _)) in renters.iter().enumerate() {
+        let paid: Decimal = booked
+            .iter()
+            .filter(|(who, _)| *who == i)
+            .map(|(_, r)| dec(&r["amount"]))
+            .sum();
+        assert_eq!(balance(renter).await, Decimal::from(100_000) - paid);
+    }
+    m.env.cleanup().await;
+}
+
+/// An on-demand rental on GPUs reserved later: the offer says until when it
+/// may run, the instance is warned, and at the block's start it is stopped
+/// (billed to that instant, its disk kept) and the block's holder gets every
+/// GPU, at no GPU charge; at the block's end the holder's instance is
+/// stopped too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_on_demand_rental_gives_way_when_a_block_starts() {
+    let m = market(|_| {}).await;
+    let machine = listed_machine(&m.host, "RTX 4090", 2, "1.00").await;
+    m.env.heartbeat_all();
+    set_terms(&m.host, &machine, "0.80").await;
+    let (early, _) = renter(&m, "1000").await;
+    let (holder, _) = renter(&m, "1000").await;
+
+    let running = running_instance(&early, &machine, 2, "on-demand").await;
+    let starts = next_hour() + TimeDelta::hours(2);
+    let block = reserve(
+        &holder,
+        &machine,
+        2,
+        starts,
+        starts + TimeDelta::hours(2),
+        "block",
+    )
+    .await
+    .expect("reserve");
+    let block_id = block["id"].as_str().unwrap().to_owned();
+    assert_eq!(dec(&block["amount"]), Decimal::new(320, 2));
+
+    let offer = m
+        .api
+        .run(
+            "query($id: ID!) { offer(id: $id) { availableUntil reserved { pricePerGpuHour } } }",
+            json!({ "id": machine }),
+        )
+        .await;
+    if let Ok(offer) = offer {
+        assert_eq!(
+            dec(&offer["offer"]["reserved"]["pricePerGpuHour"]),
+            Decimal::new(80, 2)
+        );
+    }
+
+    // Too early: the block has not started.
+    let early_launch = holder
+        .run(
+            "mutation($input: CreateOrderInput!) { createOrder(input: $input) { id } }",
+            json!({ "input": { "reservationId": block_id, "gpuCount": 2, "idempotencyKey": "launch-early",
+                               "sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketTestKey test@gpumarket" } }),
+        )
+        .await
+        .expect_err("before the block");
+    assert_eq!(code(&early_launch), "CONFLICT", "{early_launch:?}");
+
+    // The block starts in a few seconds.
+    let start = Utc::now() + TimeDelta::seconds(4);
+    shift(&m.env, &block_id, start);
+    let stopped = eventually(
+        "the on-demand instance preempted",
+        Duration::from_secs(30),
+        || async {
+            let i = instance_status(&early, &running).await;
+            (i["status"] == "preempted").then_some(i)
+        },
+    )
+    .await;
+    assert!(
+        stopped["statusReason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("reserved"),
+        "{stopped}"
+    );
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM ordering.instance_events WHERE instance_id = '{running}' \
+             AND kind = 'rule_warning' AND reason LIKE '%reserved block starts%'"
+        )),
+        1,
+        "the instance was warned once"
+    );
+    // Billed to the block's start, not beyond (metering's interval, to the
+    // second the preemption recorded).
+    let late = m.env.count(&format!(
+        "SELECT count(*) AS n FROM metering.intervals WHERE instance_id = '{running}' AND meter = 'gpu' \
+         AND ended_at > '{}'::timestamptz + interval '2 seconds'",
+        start.to_rfc3339()
+    ));
+    assert_eq!(late, 0);
+
+    // The holder gets both GPUs, at no GPU charge.
+    let launched = eventually("the holder's launch", Duration::from_secs(30), || async {
+        holder
+            .run(
+                "mutation($input: CreateOrderInput!) { createOrder(input: $input) { id pricePerGpuHour reservationId } }",
+                json!({ "input": { "reservationId": block_id, "gpuCount": 2, "idempotencyKey": "launch",
+                                   "sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketTestKey test@gpumarket" } }),
+            )
+            .await
+            .ok()
+    })
+    .await;
+    let inside = launched["createOrder"]["id"].as_str().unwrap().to_owned();
+    assert_eq!(
+        dec(&launched["createOrder"]["pricePerGpuHour"]),
+        Decimal::ZERO
+    );
+    wait_running(&holder, &inside, Duration::from_secs(30)).await;
+    // No GPU of the machine is left for anyone else.
+    let (other, _) = renter(&m, "1000").await;
+    let refused = order(&other, &machine, 1, "other")
+        .await
+        .expect_err("no GPU left");
+    assert_eq!(code(&refused), "INSUFFICIENT_CAPACITY", "{refused:?}");
+
+    // The block ends: the holder's instance is stopped, its disk kept.
+    m.env.exec(&format!(
+        "DO $$ BEGIN UPDATE ordering.reservations SET ends_at = now() + interval '2 seconds' WHERE id = '{block_id}'; \
+         UPDATE catalog.bookings SET ends_at = now() + interval '2 seconds' WHERE reservation_id = '{block_id}'; \
+         UPDATE catalog.booked_gpus SET period = tstzrange(lower(period), now() + interval '2 seconds', '[)') WHERE reservation_id = '{block_id}'; \
+         UPDATE billing.escrows SET ends_at = now() + interval '2 seconds' WHERE reservation_id = '{block_id}'; \
+         UPDATE billing.escrow_holders SET period = tstzrange(lower(period), now() + interval '2 seconds', '[)') WHERE reservation_id = '{block_id}'; END $$"
+    ));
+    let ended = eventually(
+        "the holder's instance stopped at the block's end",
+        Duration::from_secs(30),
+        || async {
+            let i = instance_status(&holder, &inside).await;
+            (i["status"] == "preempted").then_some(i)
+        },
+    )
+    .await;
+    assert!(
+        ended["statusReason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("ended"),
+        "{ended}"
+    );
+    m.env.cleanup().await;
+}
+
+/// A renter lists two hours of a block; six buyers race for them: exactly
+/// one gets them, its money moves once (one resale posting; the seller gets
+/// the price less the published resale fee), and the hours move from the
+/// seller's booking to the buyer's on the same GPUs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn resale_moves_the_hours_and_the_money_exactly_once() {
+    let m = market(|_| {}).await;
+    let machine = listed_machine(&m.host, "RTX 4090", 2, "1.00").await;
+    m.env.heartbeat_all();
+    set_terms(&m.host, &machine, "0.40").await;
+    let (seller, _) = renter(&m, "100").await;
+    let starts = next_hour() + TimeDelta::hours(3);
+    let block = reserve(
+        &seller,
+        &machine,
+        2,
+        starts,
+        starts + TimeDelta::hours(4),
+        "block",
+    )
+    .await
+    .expect("reserve");
+    let block_id = block["id"].as_str().unwrap().to_owned();
+    assert_eq!(dec(&block["amount"]), Decimal::new(320, 2));
+    assert_eq!(balance(&seller).await, Decimal::new(9680, 2));
+
+    // Hours that are not the block's, or have started, are refused.
+    let outside = seller
+        .run(
+            "mutation($input: ListReservationHoursInput!) { listReservationHours(input: $input) { id } }",
+            json!({ "input": { "reservationId": block_id, "startsAt": (starts - TimeDelta::hours(1)).to_rfc3339(),
+                               "endsAt": (starts + TimeDelta::hours(1)).to_rfc3339(), "pricePerGpuHour": "0.50" } }),
+        )
+        .await
+        .expect_err("outside the block");
+    assert_eq!(code(&outside), "VALIDATION", "{outside:?}");
+
+    let listing = seller
+        .run(
+            "mutation($input: ListReservationHoursInput!) { listReservationHours(input: $input) { id amount state } }",
+            json!({ "input": { "reservationId": block_id, "startsAt": (starts + TimeDelta::hours(1)).to_rfc3339(),
+                               "endsAt": (starts + TimeDelta::hours(3)).to_rfc3339(), "pricePerGpuHour": "0.50" } }),
+        )
+        .await
+        .expect("listReservationHours")["listReservationHours"]
+        .clone();
+    let listing_id = listing["id"].as_str().unwrap().to_owned();
+    assert_eq!(dec(&listing["amount"]), Decimal::new(200, 2));
+    // The same hours cannot be listed twice.
+    let twice = seller
+        .run(
+            "mutation($input: ListReservationHoursInput!) { listReservationHours(input: $input) { id } }",
+            json!({ "input": { "reservationId": block_id, "startsAt": (starts + TimeDelta::hours(2)).to_rfc3339(),
+                               "endsAt": (starts + TimeDelta::hours(4)).to_rfc3339(), "pricePerGpuHour": "0.45" } }),
+        )
+        .await
+        .expect_err("listed twice");
+    assert_eq!(code(&twice), "CONFLICT", "{twice:?}");
+    let open = m
+        .api
+        .run(
+            "query { resaleListings(filter: {}) { id amount } }",
+            json!({}),
+        )
+        .await;
+    // Anyone signed in may search; the anonymous API may refuse.
+    if let Ok(open) = open {
+        assert!(
+            open["resaleListings"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|l| l["id"] == listing_id.as_str())
+        );
+    }
+
+    let mut buyers = Vec::new();
+    for _ in 0..6 {
+        buyers.push(renter(&m, "100").await.0);
+    }
+    let results = join_all(buyers.iter().enumerate().map(|(i, b)| {
+        let b = b.clone();
+        let listing_id = listing_id.clone();
+        async move {
+            b.run(
+                &format!("mutation($input: BuyReservationHoursInput!) {{ buyReservationHours(input: $input) {{ {RESERVATION_FIELDS} }} }}"),
+                json!({ "input": { "listingId": listing_id, "idempotencyKey": format!("buy-{i}") } }),
+            )
+            .await
+        }
+    }))
+    .await;
+    let winners: Vec<usize> = results
+        .iter()
+        .enumerate()
+        .filter_map(|(i, r)| r.is_ok().then_some(i))
+        .collect();
+    assert_eq!(winners.len(), 1, "{results:?}");
+    for r in results.iter().filter_map(|r| r.as_ref().err()) {
+        assert_eq!(code(r), "CONFLICT", "{r:?}");
+    }
+    let winner = winners[0];
+    let child = results[winner].as_ref().unwrap()["buyReservationHours"].clone();
+    assert_eq!(child["parentId"], block_id.as_str());
+    assert_eq!(child["state"], "BOOKED");
+    // Repeating the purchase with its key answers the same reservation.
+    let again = buyers[winner]
+        .run(
+            "mutation($input: BuyReservationHoursInput!) { buyReservationHours(input: $input) { id } }",
+            json!({ "input": { "listingId": listing_id, "idempotencyKey": format!("buy-{winner}") } }),
+        )
+        .await
+        .expect("repeat");
+    assert_eq!(again["buyReservationHours"]["id"], child["id"]);
+
+    // The money moved once.
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM billing.transactions WHERE id = 'resale:{listing_id}'"
+        )),
+        1
+    );
+    for (i, b) in buyers.iter().enumerate() {
+        let expected = if i == winner {
+            Decimal::from(98)
+        } else {
+            Decimal::from(100)
+        };
+        assert_eq!(balance(b).await, expected, "buyer {i}");
+    }
+    // 2.00 less the 5 % resale fee.
+    assert_eq!(
+        balance(&seller).await,
+        Decimal::new(9680, 2) + Decimal::new(190, 2)
+    );
+
+    // The hours moved, on the same GPUs, and still nothing overlaps.
+    let child_id = child["id"].as_str().unwrap();
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.booked_gpus WHERE reservation_id = '{child_id}' \
+             AND lower(period) = '{}'::timestamptz AND upper(period) = '{}'::timestamptz",
+            (starts + TimeDelta::hours(1)).to_rfc3339(),
+            (starts + TimeDelta::hours(3)).to_rfc3339()
+        )),
+        2
+    );
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT coalesce(sum(extract(epoch FROM upper(period) - lower(period)) / 3600), 0)::bigint AS n \
+             FROM catalog.booked_gpus WHERE reservation_id = '{block_id}'"
+        )),
+        4,
+        "the seller keeps 2 hours on each of 2 GPUs"
+    );
+    assert_eq!(
+        m.env.count(
+            "SELECT count(*) AS n FROM catalog.booked_gpus a JOIN catalog.booked_gpus b \
+             ON a.machine_id = b.machine_id AND a.gpu_index = b.gpu_index \
+             AND a.ctid < b.ctid AND a.period && b.period"
+        ),
+        0
+    );
+    let after = reservation(&seller, &block_id).await;
+    assert_eq!(after["sold"].as_array().unwrap().len(), 1, "{after}");
+    m.env.cleanup().await;
+}
+
+/// A host cancels a booked block: the renter gets the whole amount back
+/// plus the published penalty (10 % of the refund) from the host; another
+/// host cannot cancel it and another renter cannot see it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_host_cancellation_refunds_everything_plus_the_penalty() {
+    let m = market(|_| {}).await;
+    let machine = listed_machine(&m.host, "RTX 4090", 2, "1.00").await;
+    m.env.heartbeat_all();
+    set_terms(&m.host, &machine, "0.50").await;
+    let (renter_a, _) = renter(&m, "100").await;
+    let (renter_b, _) = renter(&m, "100").await;
+    let (other_host, _) = sign_up(&m.api, &["HOST"]).await;
+    let starts = next_hour() + TimeDelta::hours(2);
+    let block = reserve(
+        &renter_a,
+        &machine,
+        2,
+        starts,
+        starts + TimeDelta::hours(10),
+        "block",
+    )
+    .await
+    .expect("reserve");
+    let id = block["id"].as_str().unwrap().to_owned();
+    assert_eq!(dec(&block["amount"]), Decimal::from(10));
+    assert_eq!(balance(&renter_a).await, Decimal::from(90));
+
+    let hidden = renter_b
+        .run(
+            "query($id: ID!) { reservation(id: $id) { id } }",
+            json!({ "id": id }),
+        )
+        .await;
+    match hidden {
+        Ok(d) => assert!(d["reservation"].is_null(), "{d}"),
+        Err(e) => assert_eq!(code(&e), "NOT_FOUND", "{e:?}"),
+    }
+    let stranger = other_host
+        .run(
+            "mutation($id: ID!) { cancelReservation(id: $id, reason: \"mine now\") { id } }",
+            json!({ "id": id }),
+        )
+        .await
+        .expect_err("another host");
+    assert_eq!(code(&stranger), "NOT_FOUND", "{stranger:?}");
+
+    let cancelled = m
+        .host
+        .run(
+            &format!("mutation($id: ID!) {{ cancelReservation(id: $id, reason: \"maintenance\") {{ {RESERVATION_FIELDS} }} }}"),
+            json!({ "id": id }),
+        )
+        .await
+        .expect("cancelReservation")["cancelReservation"]
+        .clone();
+    assert_eq!(cancelled["state"], "CANCELLED", "{cancelled}");
+    assert_eq!(balance(&renter_a).await, Decimal::from(101));
+    let after = reservation(&renter_a, &id).await;
+    let escrow = &after["escrow"];
+    assert_eq!(dec(&escrow["refunded"]), Decimal::from(10), "{after}");
+    assert_eq!(dec(&escrow["penalty"]), Decimal::from(1));
+    assert_eq!(dec(&escrow["remaining"]), Decimal::ZERO);
+    // The GPU time is free again.
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.booked_gpus WHERE reservation_id = '{id}' AND NOT isempty(period)"
+        )),
+        0
+    );
+    let again = reserve(
+        &renter_b,
+        &machine,
+        2,
+        starts,
+        starts + TimeDelta::hours(10),
+        "again",
+    )
+    .await;
+    assert!(again.is_ok(), "{again:?}");
+    m.env.cleanup().await;
+}
+
+/// A block that ran with ten silent minutes: billing releases the heard
+/// seconds to the host less the fee and refunds the silent ones from
+/// escrow; to the last decimal, what the renter paid is what the host got
+/// plus the fee plus the refund, and nothing remains.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn escrow_is_released_to_the_host_and_silence_refunded_to_the_decimal() {
+    let m = market(|env| env.settlement_interval_ms(200)).await;
+    let machine = listed_machine(&m.host, "RTX 4090", 1, "1.00").await;
+    m.env.heartbeat_all();
+    set_terms(&m.host, &machine, "0.37").await;
+    let (renter_a, _) = renter(&m, "100").await;
+    let starts = next_hour() + TimeDelta::hours(2);
+    let block = reserve(
+        &renter_a,
+        &machine,
+        1,
+        starts,
+        starts + TimeDelta::hours(1),
+        "block",
+    )
+    .await
+    .expect("reserve");
+    let id = block["id"].as_str().unwrap().to_owned();
+    let amount = dec(&block["amount"]);
+    assert_eq!(amount, Decimal::new(37, 2));
+
+    // The block ran from three hours ago to two hours ago, and the machine
+    // was silent for ten minutes of it.
+    let ran = Utc::now().duration_trunc(TimeDelta::seconds(1)).unwrap() - TimeDelta::hours(3);
+    shift(&m.env, &id, ran);
+    m.env.exec(&format!(
+        "INSERT INTO catalog.heartbeat_gaps (machine_id, started_at, ended_at, detected_by) \
+         VALUES ('{machine}', '{}', '{}', 'sweeper')",
+        (ran + TimeDelta::minutes(20)).to_rfc3339(),
+        (ran + TimeDelta::minutes(30)).to_rfc3339()
+    ));
+    let settled = eventually("the escrow settled", Duration::from_secs(60), || async {
+        let r = reservation(&renter_a, &id).await;
+        (r["escrow"]["state"] == "SETTLED").then_some(r)
+    })
+    .await;
+    let escrow = &settled["escrow"];
+    let (released, fees, refunded) = (
+        dec(&escrow["released"]),
+        dec(&escrow["fees"]),
+        dec(&escrow["refunded"]),
+    );
+    assert_eq!(escrow["silentSeconds"], 600, "{settled}");
+    // f(s) = round_half_even(0.37 × s / 3600, 9): the silence [1200, 1800).
+    let f = |s: i64| {
+        (amount * Decimal::from(s) / Decimal::from(3600))
+            .round_dp_with_strategy(9, rust_decimal::RoundingStrategy::MidpointNearestEven)
+    };
+    assert_eq!(refunded, f(1800) - f(1200));
+    assert_eq!(released + fees + refunded, amount);
+    assert_eq!(dec(&escrow["remaining"]), Decimal::ZERO);
+    assert_eq!(
+        balance(&renter_a).await,
+        Decimal::from(100) - amount + refunded
+    );
+    // The host's earnings are the release, from the ledger.
+    let earned = sql_decimal(
+        &m.env,
+        "SELECT coalesce(sum(balance), 0) AS d FROM billing.accounts WHERE kind = 'host_earnings'",
+    );
+    assert_eq!(earned, released);
+    m.env.cleanup().await;
+}
