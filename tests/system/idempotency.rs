@@ -90,7 +90,10 @@ fn created_rows(env: &TestEnv) -> i64 {
         "SELECT ((SELECT count(*) FROM quota.api_keys) + (SELECT count(*) FROM quota.teams)
           + (SELECT count(*) FROM catalog.machines) + (SELECT count(*) FROM ordering.orders)
           + (SELECT count(*) FROM billing.top_ups) + (SELECT count(*) FROM billing.credit_notes)
-          + (SELECT count(*) FROM billing.transactions))::bigint AS n",
+          + (SELECT count(*) FROM billing.transactions)
+          + (SELECT count(*) FROM ordering.reservations)
+          + (SELECT count(*) FROM ordering.resale_listings WHERE state <> 'open')
+          + (SELECT count(*) FROM catalog.booked_gpus))::bigint AS n",
     )
 }
 
@@ -159,6 +162,53 @@ async fn every_keyed_mutation_replays_the_same_body_and_refuses_another() {
         json!({ "input": { "offerId": offer, "gpuCount": gpus, "idempotencyKey": "o-1",
                            "sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketTestKey test@gpumarket" } })
     };
+    // Reserved capacity (issue 20): the host's terms, and a seller's block
+    // with two listings of its hours for the renter to buy.
+    host.run(
+        "mutation($m: ID!, $t: ReservedTermsInput) { setReservedTerms(machineId: $m, terms: $t) { pricePerGpuHour } }",
+        json!({ "m": offer, "t": { "pricePerGpuHour": "0.40", "maxLeadDays": 30, "minBlockHours": 1 } }),
+    )
+    .await
+    .expect("setReservedTerms");
+    let (seller, seller_tenant) = sign_up(&api, &["RENTER"]).await;
+    grant(&operator, &seller_tenant, "100").await;
+    let hour = |h: i64| {
+        use chrono::DurationRound;
+        (chrono::Utc::now()
+            .duration_trunc(chrono::TimeDelta::hours(1))
+            .expect("hour")
+            + chrono::TimeDelta::hours(h))
+        .to_rfc3339()
+    };
+    let block = seller
+        .run(
+            "mutation($input: ReserveInput!) { reserve(input: $input) { id } }",
+            json!({ "input": { "offerId": offer, "gpuCount": 1, "startsAt": hour(3), "endsAt": hour(7),
+                               "idempotencyKey": "seller-block" } }),
+        )
+        .await
+        .expect("reserve")["reserve"]["id"]
+        .clone();
+    let listing = |from: i64, to: i64| {
+        let (seller, block) = (seller.clone(), block.clone());
+        let (starts, ends) = (hour(from), hour(to));
+        async move {
+            seller
+                .run(
+                    "mutation($input: ListReservationHoursInput!) { listReservationHours(input: $input) { id } }",
+                    json!({ "input": { "reservationId": block, "startsAt": starts, "endsAt": ends,
+                                       "pricePerGpuHour": "0.50" } }),
+                )
+                .await
+                .expect("listReservationHours")["listReservationHours"]["id"]
+                .clone()
+        }
+    };
+    let (listing_a, listing_b) = (listing(4, 5).await, listing(5, 6).await);
+    let reserve = |gpus: i32| {
+        json!({ "input": { "offerId": offer, "gpuCount": gpus, "startsAt": hour(27), "endsAt": hour(29),
+                           "idempotencyKey": "v-1" } })
+    };
     let cases = vec![
         Keyed {
             field: "createApiKey",
@@ -224,6 +274,22 @@ async fn every_keyed_mutation_replays_the_same_body_and_refuses_another() {
             query: "mutation($i: ID!, $a: Decimal!, $r: String!) { issueCreditNote(invoiceId: $i, amount: $a, reason: $r, idempotencyKey: \"n-1\") { id } }".into(),
             first: json!({ "i": invoice, "a": "1", "r": "SLA" }),
             other: json!({ "i": invoice, "a": "1", "r": "refund" }),
+            same: "/id",
+        },
+        Keyed {
+            field: "reserve",
+            client: renter.clone(),
+            query: "mutation($input: ReserveInput!) { reserve(input: $input) { id } }".into(),
+            first: reserve(1),
+            other: reserve(2),
+            same: "/id",
+        },
+        Keyed {
+            field: "buyReservationHours",
+            client: renter.clone(),
+            query: "mutation($input: BuyReservationHoursInput!) { buyReservationHours(input: $input) { id } }".into(),
+            first: json!({ "input": { "listingId": listing_a, "idempotencyKey": "b-1" } }),
+            other: json!({ "input": { "listingId": listing_b, "idempotencyKey": "b-1" } }),
             same: "/id",
         },
     ];

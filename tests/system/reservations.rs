@@ -144,7 +144,7 @@ fn code(e: &GraphQlError) -> &str {
 /// seeds: read from PostgreSQL, no GPU is booked twice for any instant,
 /// every booked reservation holds exactly its GPUs for exactly its block,
 /// every refusal was for want of capacity (the final bookings, which only
-/// grow, leave some hour of its block without enough free GPUs), and each
+/// grow, leave fewer GPUs free for the whole block than it asked), and each
 /// renter was charged exactly its blocks.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn racing_reservations_never_double_book_a_gpu_in_time() {
@@ -235,22 +235,20 @@ async fn racing_reservations_never_double_book_a_gpu_in_time() {
             "{r}"
         );
     }
-    // Every refusal was for want of capacity in some hour of its block.
+    // Every refusal was for want of capacity: a block needs the same GPUs
+    // for all its hours, so fewer GPUs than asked were free for the whole
+    // block (the final bookings only grow, so they were not free then).
     for (gpus, s, e) in refused {
-        let mut hour = s;
-        let mut short = false;
-        while hour < e {
-            let taken = m.env.count(&format!(
-                "SELECT count(*) AS n FROM catalog.booked_gpus WHERE machine_id = '{machine}' \
-                 AND period @> '{}'::timestamptz",
-                hour.to_rfc3339()
-            ));
-            short |= 4 - taken < i64::from(gpus);
-            hour += TimeDelta::hours(1);
-        }
+        let taken = m.env.count(&format!(
+            "SELECT count(DISTINCT gpu_index) AS n FROM catalog.booked_gpus \
+             WHERE machine_id = '{machine}' AND period && tstzrange('{}', '{}', '[)')",
+            s.to_rfc3339(),
+            e.to_rfc3339()
+        ));
         assert!(
-            short,
-            "refused {gpus} GPUs for {s}..{e} although they were free"
+            4 - taken < i64::from(gpus),
+            "refused {gpus} GPUs for {s}..{e} although {} were free for the whole block",
+            4 - taken
         );
     }
     // Each renter paid exactly its blocks.
@@ -723,5 +721,148 @@ async fn escrow_is_released_to_the_host_and_silence_refunded_to_the_decimal() {
         "SELECT coalesce(sum(balance), 0) AS d FROM billing.accounts WHERE kind = 'host_earnings'",
     );
     assert_eq!(earned, released);
+    m.env.cleanup().await;
+}
+
+/// Hostile inputs on reservations: another tenant's reservation, listing
+/// or block answers like a random id and changes nothing; a renter cannot
+/// buy its own listing; a block outside the host's terms is refused; and the
+/// quota counts a reservation's GPUs from booking on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn reservations_refuse_strangers_and_count_against_quota() {
+    let m = market(|_| {}).await;
+    let machine = listed_machine(&m.host, "RTX 4090", 4, "1.00").await;
+    m.env.heartbeat_all();
+    set_terms(&m.host, &machine, "0.50").await;
+    let (owner, owner_tenant) = renter(&m, "100").await;
+    let (stranger, _) = renter(&m, "100").await;
+    let starts = next_hour() + TimeDelta::hours(2);
+    let block = reserve(
+        &owner,
+        &machine,
+        1,
+        starts,
+        starts + TimeDelta::hours(3),
+        "mine",
+    )
+    .await
+    .expect("reserve");
+    let id = block["id"].as_str().unwrap().to_owned();
+    let random = uuid::Uuid::now_v7().to_string();
+
+    // Listing, launching on and reading another tenant's reservation: as
+    // for an id that does not exist.
+    for target in [id.as_str(), random.as_str()] {
+        let listed = stranger
+            .run(
+                "mutation($input: ListReservationHoursInput!) { listReservationHours(input: $input) { id } }",
+                json!({ "input": { "reservationId": target, "startsAt": (starts + TimeDelta::hours(1)).to_rfc3339(),
+                                   "endsAt": (starts + TimeDelta::hours(2)).to_rfc3339(), "pricePerGpuHour": "0.60" } }),
+            )
+            .await
+            .expect_err("not the caller's");
+        assert_eq!(code(&listed), "NOT_FOUND", "{listed:?}");
+        let launched = stranger
+            .run(
+                "mutation($input: CreateOrderInput!) { createOrder(input: $input) { id } }",
+                json!({ "input": { "reservationId": target, "gpuCount": 1, "idempotencyKey": format!("steal-{target}"),
+                                   "sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketTestKey test@gpumarket" } }),
+            )
+            .await
+            .expect_err("not the caller's");
+        assert_eq!(code(&launched), "NOT_FOUND", "{launched:?}");
+    }
+
+    // The owner's listing: a stranger cannot withdraw it, the owner cannot buy it.
+    let listing = owner
+        .run(
+            "mutation($input: ListReservationHoursInput!) { listReservationHours(input: $input) { id } }",
+            json!({ "input": { "reservationId": id, "startsAt": (starts + TimeDelta::hours(1)).to_rfc3339(),
+                               "endsAt": (starts + TimeDelta::hours(2)).to_rfc3339(), "pricePerGpuHour": "0.60" } }),
+        )
+        .await
+        .expect("listReservationHours")["listReservationHours"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let withdrawn = stranger
+        .run(
+            "mutation($id: ID!) { withdrawListing(id: $id) { id } }",
+            json!({ "id": listing }),
+        )
+        .await
+        .expect_err("not the stranger's listing");
+    assert_eq!(code(&withdrawn), "NOT_FOUND", "{withdrawn:?}");
+    let own = owner
+        .run(
+            "mutation($input: BuyReservationHoursInput!) { buyReservationHours(input: $input) { id } }",
+            json!({ "input": { "listingId": listing, "idempotencyKey": "self" } }),
+        )
+        .await
+        .expect_err("own listing");
+    assert_eq!(code(&own), "VALIDATION", "{own:?}");
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM ordering.resale_listings WHERE id = '{listing}' AND state = 'open'"
+        )),
+        1
+    );
+
+    // Outside the host's terms: not whole hours, in the past, too far ahead.
+    for (s, e) in [
+        (
+            starts + TimeDelta::minutes(30),
+            starts + TimeDelta::hours(2),
+        ),
+        (starts - TimeDelta::hours(48), starts - TimeDelta::hours(46)),
+        (
+            starts + TimeDelta::days(90),
+            starts + TimeDelta::days(90) + TimeDelta::hours(1),
+        ),
+    ] {
+        let refused = reserve(&owner, &machine, 1, s, e, &format!("bad-{}", s.timestamp()))
+            .await
+            .expect_err("outside the terms");
+        assert_eq!(code(&refused), "VALIDATION", "{refused:?}");
+    }
+
+    // The quota counts the reserved GPU from booking on: with a limit of
+    // 2, one more GPU fits and a second does not.
+    m.operator
+        .run(
+            "mutation($t: ID!) { setTenantQuota(tenantId: $t, maxGpus: 2) { maxGpus } }",
+            json!({ "t": owner_tenant }),
+        )
+        .await
+        .expect("setTenantQuota");
+    let more = reserve(
+        &owner,
+        &machine,
+        2,
+        starts,
+        starts + TimeDelta::hours(1),
+        "over",
+    )
+    .await
+    .expect_err("over the GPU limit");
+    assert_eq!(code(&more), "QUOTA_EXCEEDED", "{more:?}");
+    reserve(
+        &owner,
+        &machine,
+        1,
+        starts,
+        starts + TimeDelta::hours(1),
+        "fits",
+    )
+    .await
+    .expect("within the limit");
+    // A refused reservation holds nothing.
+    assert_eq!(
+        m.env.count(
+            "SELECT count(*) AS n FROM catalog.booked_gpus b JOIN ordering.reservations r \
+             ON r.id = b.reservation_id WHERE r.status <> 'booked' AND NOT isempty(b.period)"
+        ),
+        0
+    );
     m.env.cleanup().await;
 }

@@ -67,6 +67,21 @@ fn every_state_column_takes_exactly_its_enums_names() {
     let meters = names(Meter::ALL);
     let mut line_meters = meters.clone();
     line_meters.insert("unknown".into());
+    // Reserved blocks (issue 20) make lines of their own: the renter's
+    // purchases, refunds, penalties and resales; the host's releases.
+    use billing::escrow_kinds::line;
+    let mut invoice_meters = line_meters.clone();
+    invoice_meters.extend(
+        [
+            line::PURCHASE,
+            line::REFUND,
+            line::PENALTY,
+            line::RESALE_PURCHASE,
+            line::RESALE_SALE,
+        ]
+        .map(String::from),
+    );
+    line_meters.insert(line::PURCHASE.into());
     let cases: Vec<(&str, &str, BTreeSet<String>)> = vec![
         ("ordering.instances", "state", states.clone()),
         ("ordering.instances", "rental_type", names(RentalType::ALL)),
@@ -82,7 +97,7 @@ fn every_state_column_takes_exactly_its_enums_names() {
         ("catalog.allocations", "rental_type", names(RentalType::ALL)),
         ("metering.intervals", "meter", meters.clone()),
         ("billing.usage_details", "meter", meters.clone()),
-        ("billing.invoice_lines", "meter", line_meters.clone()),
+        ("billing.invoice_lines", "meter", invoice_meters),
         ("billing.statement_lines", "meter", line_meters),
         ("billing.invoices", "status", names(InvoiceStatus::ALL)),
         ("billing.statements", "status", names(StatementStatus::ALL)),

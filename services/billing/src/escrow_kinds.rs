@@ -12,7 +12,7 @@ pub(crate) const RESALE: &str = "resale";
 
 /// The line a posting makes on its renter's invoice (the invoice line's
 /// meter), and on its host's statement (`reservation`).
-pub(crate) mod line {
+pub mod line {
     pub const PURCHASE: &str = "reservation";
     pub const REFUND: &str = "reservation_refund";
     pub const PENALTY: &str = "reservation_penalty";

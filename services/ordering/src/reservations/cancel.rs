@@ -70,26 +70,13 @@ pub async fn host_cancel(
             "reservation {id}'s block has ended; it cannot be cancelled"
         )));
     }
-    let root = db.run(move |conn| root_of(conn, row.id)).await?;
+    let root = db.run(move |conn| store::root(conn, row.id)).await?;
     cancel_block(db, deps, root, &format!("cancelled by the host: {reason}")).await?;
     db.run(move |conn| {
         let row = store::load(conn, id.into_uuid())?;
         store::one(conn, row)
     })
     .await
-}
-
-fn root_of(conn: &mut PgConnection, id: Uuid) -> Result<Uuid, Error> {
-    let mut current = store::load(conn, id)?;
-    for _ in 0..=contracts::reservations::MAX_BLOCK_HOURS {
-        match current.parent_id {
-            Some(parent) => current = store::load(conn, parent)?,
-            None => return Ok(current.id),
-        }
-    }
-    Err(Error::Conflict(format!(
-        "reservation {id} has no original booking"
-    )))
 }
 
 /// The original block and every reservation carved out of it (resales).
@@ -204,7 +191,7 @@ pub(crate) async fn bookings_cancelled(
     for id in &event.reservation_ids {
         let id = id.into_uuid();
         let root = db
-            .run(move |conn| match root_of(conn, id) {
+            .run(move |conn| match store::root(conn, id) {
                 Ok(root) => Ok(Some(root)),
                 Err(Error::NotFound(_)) => Ok(None),
                 Err(e) => Err(e),

@@ -282,7 +282,7 @@ fn claim(conn: &mut PgConnection, id: Uuid, req: &BuyListingRequest) -> Result<C
         .optional()?
         .ok_or_else(|| Error::NotFound(format!("listing {id} not found")))?;
     let parent = store::load(conn, row.reservation_id)?;
-    let escrow_id = root(conn, &parent)?;
+    let escrow_id = store::root(conn, parent.id)?;
     let mine = row.buyer_tenant_id == Some(req.tenant_id.into_uuid())
         && row.buyer_key.as_deref() == Some(req.idempotency_key.as_str());
     match row.state.as_str() {
@@ -369,23 +369,6 @@ fn claim(conn: &mut PgConnection, id: Uuid, req: &BuyListingRequest) -> Result<C
         indices: parent.gpu_indices.clone(),
         done: false,
     })
-}
-
-/// The original reservation of a chain of resales (whose escrow pays).
-fn root(conn: &mut PgConnection, row: &store::ReservationRow) -> Result<Uuid, Error> {
-    let mut current = row.clone();
-    // Each resale adds one level; a chain longer than the block's hours
-    // cannot exist, the bound only guards a corrupt loop.
-    for _ in 0..(contracts::reservations::MAX_BLOCK_HOURS + 1) {
-        match current.parent_id {
-            Some(parent) => current = store::load(conn, parent)?,
-            None => return Ok(current.id),
-        }
-    }
-    Err(Error::Conflict(format!(
-        "reservation {} has no original booking",
-        row.id
-    )))
 }
 
 async fn finish(db: &Db, deps: &Deps, claim: &Claim, buyer: TenantId) -> Result<(), Error> {

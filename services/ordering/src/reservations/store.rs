@@ -244,3 +244,20 @@ pub fn load(conn: &mut PgConnection, id: Uuid) -> Result<ReservationRow, Error> 
         .optional()?
         .ok_or_else(|| not_found(id))
 }
+
+/// The original reservation of a chain of resales: the one whose escrow
+/// pays for the hours, and whose block a host's cancellation cancels.
+pub fn root(conn: &mut PgConnection, id: Uuid) -> Result<Uuid, Error> {
+    let mut current = load(conn, id)?;
+    // Each resale adds one level; a chain longer than a block's hours
+    // cannot exist, the bound only guards a corrupt loop.
+    for _ in 0..=contracts::reservations::MAX_BLOCK_HOURS {
+        match current.parent_id {
+            Some(parent) => current = load(conn, parent)?,
+            None => return Ok(current.id),
+        }
+    }
+    Err(Error::Conflict(format!(
+        "reservation {id} has no original booking"
+    )))
+}
