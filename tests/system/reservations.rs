@@ -866,3 +866,100 @@ async fn reservations_refuse_strangers_and_count_against_quota() {
     );
     m.env.cleanup().await;
 }
+
+/// Hostile and mistaken inputs on every reservation field answer a clear
+/// code with a message, never INTERNAL; and a purchase refused for want of
+/// money leaves the listing buyable by someone else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn bad_reservation_inputs_get_clear_errors_and_a_refused_purchase_reopens_the_listing() {
+    let m = market(|_| {}).await;
+    let machine = listed_machine(&m.host, "RTX 4090", 2, "1.00").await;
+    m.env.heartbeat_all();
+    set_terms(&m.host, &machine, "0.50").await;
+    let (owner, _) = renter(&m, "100").await;
+    let starts = next_hour() + TimeDelta::hours(2);
+    let block = reserve(
+        &owner,
+        &machine,
+        2,
+        starts,
+        starts + TimeDelta::hours(4),
+        "block",
+    )
+    .await
+    .expect("reserve");
+    let id = block["id"].as_str().unwrap().to_owned();
+    let random = uuid::Uuid::now_v7().to_string();
+    let rfc = |t: DateTime<Utc>| t.to_rfc3339();
+    let probes: Vec<(&Client, String, Value)> = vec![
+        (&owner, "mutation($input: ReserveInput!) { reserve(input: $input) { id } }".into(),
+         json!({ "input": { "offerId": random, "gpuCount": 1, "startsAt": rfc(starts), "endsAt": rfc(starts + TimeDelta::hours(1)), "idempotencyKey": "p1" } })),
+        (&owner, "mutation($input: ReserveInput!) { reserve(input: $input) { id } }".into(),
+         json!({ "input": { "offerId": machine, "gpuCount": 1, "teamId": random, "startsAt": rfc(starts), "endsAt": rfc(starts + TimeDelta::hours(1)), "idempotencyKey": "p2" } })),
+        (&owner, "mutation($input: ReserveInput!) { reserve(input: $input) { id } }".into(),
+         json!({ "input": { "constraints": { "gpuModels": ["H200 141GB SXM"] }, "gpuCount": 1, "startsAt": rfc(starts), "endsAt": rfc(starts + TimeDelta::hours(1)), "idempotencyKey": "p3" } })),
+        (&owner, "mutation($input: ReserveInput!) { reserve(input: $input) { id } }".into(),
+         json!({ "input": { "offerId": machine, "gpuCount": 3, "startsAt": rfc(starts), "endsAt": rfc(starts + TimeDelta::hours(1)), "idempotencyKey": "p4" } })),
+        (&owner, "query($m: ID!, $f: DateTime!, $t: DateTime!) { machineCalendar(machineId: $m, from: $f, to: $t) { gpuCount } }".into(),
+         json!({ "m": random, "f": rfc(starts), "t": rfc(starts + TimeDelta::hours(3)) })),
+        (&owner, "query($m: ID!, $f: DateTime!, $t: DateTime!) { machineCalendar(machineId: $m, from: $f, to: $t) { gpuCount } }".into(),
+         json!({ "m": machine, "f": rfc(starts + TimeDelta::minutes(7)), "t": rfc(starts + TimeDelta::hours(3)) })),
+        (&owner, "query($m: ID!, $f: DateTime!, $t: DateTime!) { machineCalendar(machineId: $m, from: $f, to: $t) { gpuCount } }".into(),
+         json!({ "m": machine, "f": rfc(starts), "t": rfc(starts + TimeDelta::days(40)) })),
+        (&owner, "mutation($input: ListReservationHoursInput!) { listReservationHours(input: $input) { id } }".into(),
+         json!({ "input": { "reservationId": id, "startsAt": rfc(starts), "endsAt": rfc(starts + TimeDelta::hours(1)), "pricePerGpuHour": "-1" } })),
+        (&owner, "mutation($input: BuyReservationHoursInput!) { buyReservationHours(input: $input) { id } }".into(),
+         json!({ "input": { "listingId": random, "idempotencyKey": "p5" } })),
+        (&owner, "mutation($id: ID!) { withdrawListing(id: $id) { id } }".into(), json!({ "id": random })),
+        (&owner, "mutation($input: CreateOrderInput!) { createOrder(input: $input) { id } }".into(),
+         json!({ "input": { "reservationId": id, "gpuCount": 3, "idempotencyKey": "p6",
+                            "sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketTestKey test@gpumarket" } })),
+        (&m.host, "mutation($m: ID!, $t: ReservedTermsInput) { setReservedTerms(machineId: $m, terms: $t) { pricePerGpuHour } }".into(),
+         json!({ "m": random, "t": { "pricePerGpuHour": "0.4", "maxLeadDays": 30, "minBlockHours": 1 } })),
+        (&m.host, "mutation($m: ID!, $t: ReservedTermsInput) { setReservedTerms(machineId: $m, terms: $t) { pricePerGpuHour } }".into(),
+         json!({ "m": machine, "t": { "pricePerGpuHour": "0.4", "maxLeadDays": 1, "minBlockHours": 48 } })),
+        (&m.host, "mutation($id: ID!) { cancelReservation(id: $id, reason: \"\") { id } }".into(), json!({ "id": id })),
+    ];
+    for (client, query, vars) in probes {
+        let error = client
+            .run(&query, vars.clone())
+            .await
+            .expect_err(&format!("{query} {vars}"));
+        assert_ne!(error.code, "INTERNAL", "{query} {vars}: {error:?}");
+        assert!(!error.message.is_empty(), "{query}: {error:?}");
+    }
+
+    // A purchase refused for want of money reopens the listing for others.
+    let listing = owner
+        .run(
+            "mutation($input: ListReservationHoursInput!) { listReservationHours(input: $input) { id } }",
+            json!({ "input": { "reservationId": id, "startsAt": rfc(starts + TimeDelta::hours(1)),
+                               "endsAt": rfc(starts + TimeDelta::hours(2)), "pricePerGpuHour": "30" } }),
+        )
+        .await
+        .expect("listReservationHours")["listReservationHours"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (poor, _) = renter(&m, "1").await;
+    let (rich, _) = renter(&m, "100").await;
+    let buy = |who: &Client, key: &str| {
+        let (who, listing, key) = (who.clone(), listing.clone(), key.to_owned());
+        async move {
+            who.run(
+                "mutation($input: BuyReservationHoursInput!) { buyReservationHours(input: $input) { id state } }",
+                json!({ "input": { "listingId": listing, "idempotencyKey": key } }),
+            )
+            .await
+        }
+    };
+    let refused = buy(&poor, "poor").await.expect_err("60 is more than 1");
+    assert_eq!(code(&refused), "INSUFFICIENT_FUNDS", "{refused:?}");
+    // The same key answers the same refusal; the listing is open again.
+    let again = buy(&poor, "poor").await.expect_err("recorded");
+    assert_eq!(code(&again), "INSUFFICIENT_FUNDS", "{again:?}");
+    let bought = buy(&rich, "rich").await.expect("bought after a refusal");
+    assert_eq!(bought["buyReservationHours"]["state"], "BOOKED");
+    assert_eq!(balance(&rich).await, Decimal::from(40));
+    m.env.cleanup().await;
+}

@@ -93,16 +93,16 @@ fn cancel_in(
         }
     }
     postings::lock_accounts(conn, &accounts)?;
-    let balance_of = |tenant: TenantId| -> Result<Uuid, Error> {
-        balances
-            .iter()
-            .find(|(t, _)| *t == tenant)
-            .map(|(_, a)| *a)
-            .ok_or_else(|| Error::Platform(platform::PlatformError::Other("no balance".into())))
-    };
     let reason = req.reason.trim();
     let now = contracts::time::now();
     for r in &c.refunds {
+        // Found, not created: opened and locked above with the others.
+        let balance = ledger::account(
+            conn,
+            AccountKind::RenterBalance,
+            Some(r.holder.tenant_id.0),
+            currency,
+        )?;
         let posting_id = format!("escrow_refund:{id}:{}", r.holder.reservation_id);
         let description = format!(
             "reserved block {id} cancelled{}: {} to {} refunded ({reason})",
@@ -118,10 +118,7 @@ fn cancel_in(
                 tenant_id: r.holder.tenant_id,
                 fee_rate: None,
                 description: &description,
-                legs: vec![
-                    (escrow, -r.amount),
-                    (balance_of(r.holder.tenant_id)?, r.amount),
-                ],
+                legs: vec![(escrow, -r.amount), (balance, r.amount)],
                 detail: Detail {
                     escrow: id,
                     reservation: r.holder.reservation_id,
@@ -138,6 +135,13 @@ fn cancel_in(
         )?;
     }
     for (holder, share) in &c.penalties {
+        // The penalty goes to refund holders, whose accounts are open and locked.
+        let balance = ledger::account(
+            conn,
+            AccountKind::RenterBalance,
+            Some(holder.tenant_id.0),
+            currency,
+        )?;
         let posting_id = format!("escrow_penalty:{id}:{}", holder.reservation_id);
         let description = format!(
             "reserved block {id} cancelled by the host: penalty of {} on the refund ({reason})",
@@ -151,7 +155,7 @@ fn cancel_in(
                 tenant_id: holder.tenant_id,
                 fee_rate: None,
                 description: &description,
-                legs: vec![(host, -*share), (balance_of(holder.tenant_id)?, *share)],
+                legs: vec![(host, -*share), (balance, *share)],
                 detail: Detail {
                     escrow: id,
                     reservation: holder.reservation_id,

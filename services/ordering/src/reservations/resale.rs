@@ -488,6 +488,9 @@ async fn reopen(db: &Db, deps: &Deps, claim: &Claim, error: &Error) {
                 .filter(reservations::status.eq(Status::Pending.as_str()))
                 .set((
                     reservations::status.eq(Status::Failed.as_str()),
+                    // The listing is open again: another buyer's reservation
+                    // will name it (`reservations_listing` is unique).
+                    reservations::listing_id.eq(None::<Uuid>),
                     reservations::failure_code.eq(code),
                     reservations::reason.eq(reason),
                     reservations::quota_released_at.eq(now),
