@@ -87,6 +87,9 @@ pub mod catalog {
             reservation_id -> Nullable<Uuid>,
             /// The reserved block's own hold on its GPUs while it runs.
             block_reservation_id -> Nullable<Uuid>,
+            /// Inside a block: go on on demand at its end up to this price
+            /// (migration 2026-12-07-000600).
+            continue_up_to_per_gpu_hour -> Nullable<Numeric>,
         }
     }
 
@@ -318,6 +321,7 @@ pub mod ordering {
             mig_profile -> Nullable<Text>,
             mig_slice -> Nullable<Jsonb>,
             reservation_id -> Nullable<Uuid>,
+            continue_up_to_per_gpu_hour -> Nullable<Numeric>,
         }
     }
 

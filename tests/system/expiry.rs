@@ -75,6 +75,7 @@ async fn abandoned_order(
             endpoints::catalog::ALLOCATE,
             (),
             &AllocateRequest {
+                continue_up_to_per_gpu_hour: Default::default(),
                 reservation_id: Default::default(),
                 mig_profile: None,
                 order_id: OrderId(order),

@@ -215,6 +215,7 @@ async fn the_price_is_checked_when_the_gpus_are_allocated() {
             endpoints::catalog::ALLOCATE,
             (),
             &AllocateRequest {
+                continue_up_to_per_gpu_hour: Default::default(),
                 reservation_id: Default::default(),
                 mig_profile: None,
                 order_id: OrderId(uuid::Uuid::now_v7()),

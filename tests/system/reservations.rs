@@ -2,8 +2,9 @@
 //! GraphQL API, read back from PostgreSQL: racing reservations never
 //! double-book a GPU in time, an on-demand rental gives way when a block
 //! starts, resale moves the hours and the money exactly once, a host's
-//! cancellation refunds with the penalty, and escrow is released to the
-//! host (or refunded for silent seconds) to the last decimal.
+//! cancellation refunds with the penalty, escrow is released to the host
+//! (or refunded for silent seconds) to the last decimal, and an instance
+//! that asked goes on on demand after its block when its GPU is free.
 //!
 //! Blocks are whole future hours, so a test that needs a block to start or
 //! end moves the block's instants in every table that keeps them
@@ -964,5 +965,219 @@ async fn bad_reservation_inputs_get_clear_errors_and_a_refused_purchase_reopens_
     let bought = buy(&rich, "rich").await.expect("bought after a refusal");
     assert_eq!(bought["buyReservationHours"]["state"], "BOOKED");
     assert_eq!(balance(&rich).await, Decimal::from(40));
+    m.env.cleanup().await;
+}
+
+/// Two instances on a block ask to go on on demand when it ends. One GPU is
+/// booked by the next renter from the block's end: the instance on it is
+/// stopped there and says why; the other keeps running on its GPU, its run
+/// inside the block closed at the block's end at no GPU charge and the next
+/// opened at that instant at the machine's on-demand price, with its quota
+/// held. Stopping it gives the GPU back: the machine's counter is exactly
+/// the next block's hold.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_instance_that_asked_goes_on_on_demand_when_its_gpus_are_free() {
+    let m = market(|_| {}).await;
+    let machine = listed_machine(&m.host, "RTX 4090", 2, "1.00").await;
+    m.env.heartbeat_all();
+    set_terms(&m.host, &machine, "0.80").await;
+    let (holder, holder_tenant) = renter(&m, "1000").await;
+    let (next, _) = renter(&m, "1000").await;
+    let base = next_hour() + TimeDelta::hours(2);
+    let block = reserve(
+        &holder,
+        &machine,
+        2,
+        base,
+        base + TimeDelta::hours(1),
+        "block",
+    )
+    .await
+    .expect("reserve");
+    let block_id = block["id"].as_str().unwrap().to_owned();
+    let after = reserve(
+        &next,
+        &machine,
+        1,
+        base + TimeDelta::hours(1),
+        base + TimeDelta::hours(2),
+        "after",
+    )
+    .await
+    .expect("the next block");
+    let after_id = after["id"].as_str().unwrap().to_owned();
+    let booked_next = after["gpuIndices"][0]
+        .as_i64()
+        .expect("the next block's GPU");
+
+    // ON_DEMAND needs a ceiling; outside a reservation it means nothing.
+    let ssh = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketTestKey test@gpumarket";
+    let launch = |key: &'static str, extra: Value| {
+        let holder = &holder;
+        let block_id = block_id.clone();
+        async move {
+            let mut input = json!({ "reservationId": block_id, "gpuCount": 1, "idempotencyKey": key,
+                                    "sshPublicKey": ssh, "whenBlockEnds": "ON_DEMAND" });
+            for (k, v) in extra.as_object().cloned().unwrap_or_default() {
+                input[k] = v;
+            }
+            holder
+                .run(
+                    "mutation($input: CreateOrderInput!) { createOrder(input: $input) { id pricePerGpuHour reservationId } }",
+                    json!({ "input": input }),
+                )
+                .await
+        }
+    };
+    let no_ceiling = launch("no-ceiling", json!({}))
+        .await
+        .expect_err("no ceiling");
+    assert_eq!(code(&no_ceiling), "VALIDATION", "{no_ceiling:?}");
+    assert!(
+        no_ceiling.message.contains("maxPricePerGpuHour"),
+        "{no_ceiling:?}"
+    );
+    let stray = holder
+        .run(
+            "mutation($input: CreateOrderInput!) { createOrder(input: $input) { id } }",
+            json!({ "input": { "offerId": machine, "gpuCount": 1, "idempotencyKey": "stray",
+                               "sshPublicKey": ssh, "whenBlockEnds": "ON_DEMAND" } }),
+        )
+        .await
+        .expect_err("not on a reservation");
+    assert_eq!(code(&stray), "VALIDATION", "{stray:?}");
+
+    // The block runs (from half an hour ago); both instances launch in it.
+    let started =
+        Utc::now().duration_trunc(TimeDelta::seconds(1)).unwrap() - TimeDelta::minutes(30);
+    shift(&m.env, &block_id, started);
+    shift(&m.env, &after_id, started + TimeDelta::hours(1));
+    // Launched once the block holds its GPUs (a launch refused before that
+    // would be the key's answer for good).
+    eventually("the block holds its GPUs", Duration::from_secs(60), || async {
+        (m.env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.allocations WHERE block_reservation_id = '{block_id}' \
+             AND released_at IS NULL"
+        )) == 1)
+            .then_some(())
+    })
+    .await;
+    let mut inside = Vec::new();
+    for key in ["first", "second"] {
+        let placed = launch(key, json!({ "maxPricePerGpuHour": "1.50" }))
+            .await
+            .expect("a launch in the block");
+        assert_eq!(
+            dec(&placed["createOrder"]["pricePerGpuHour"]),
+            Decimal::ZERO
+        );
+        let id = placed["createOrder"]["id"].as_str().unwrap().to_owned();
+        wait_running(&holder, &id, Duration::from_secs(30)).await;
+        inside.push(id);
+    }
+    let gpu_of = |id: &str| {
+        m.env.count(&format!(
+            "SELECT gpu_indices[1]::int8 AS n FROM ordering.instances WHERE id = '{id}'"
+        ))
+    };
+    let (stops, goes_on) = if gpu_of(&inside[0]) == booked_next {
+        (inside[0].clone(), inside[1].clone())
+    } else {
+        (inside[1].clone(), inside[0].clone())
+    };
+    assert_ne!(gpu_of(&goes_on), booked_next);
+
+    // The block ends in a few seconds, the next one starts there.
+    let ends = Utc::now().duration_trunc(TimeDelta::seconds(1)).unwrap() + TimeDelta::seconds(4);
+    shift(&m.env, &block_id, ends - TimeDelta::hours(1));
+    shift(&m.env, &after_id, ends);
+
+    let stopped = eventually(
+        "the instance on the booked GPU stopped",
+        Duration::from_secs(30),
+        || async {
+            let i = instance_status(&holder, &stops).await;
+            (i["status"] == "preempted").then_some(i)
+        },
+    )
+    .await;
+    let why = stopped["statusReason"].as_str().unwrap_or_default();
+    assert!(
+        why.contains("not continued on demand") && why.contains("reserved"),
+        "{stopped}"
+    );
+    let continued = eventually(
+        "the other goes on on demand",
+        Duration::from_secs(30),
+        || async {
+            let i = holder
+            .run(
+                "query($id: ID!) { instance(id: $id) { status pricePerGpuHour reservationId } }",
+                json!({ "id": goes_on }),
+            )
+            .await
+            .expect("instance")["instance"]
+            .clone();
+            (i["reservationId"].is_null()).then_some(i)
+        },
+    )
+    .await;
+    assert_eq!(continued["status"], "running", "{continued}");
+    assert_eq!(dec(&continued["pricePerGpuHour"]), Decimal::ONE);
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM ordering.instance_events WHERE instance_id = '{goes_on}' \
+             AND reason LIKE '%goes on on demand at 1 %'"
+        )),
+        1
+    );
+    // Metering: the run inside the block ends at the block's end at no GPU
+    // price, the next starts at that very instant at the on-demand price.
+    let end = ends.to_rfc3339();
+    eventually("the two runs metered", Duration::from_secs(30), || async {
+        let inside_run = m.env.count(&format!(
+            "SELECT count(*) AS n FROM metering.intervals WHERE instance_id = '{goes_on}' AND meter = 'gpu' \
+             AND run_seq = 1 AND ended_at = '{end}'::timestamptz AND coalesce(price_per_hour, 0) = 0"
+        ));
+        let on_demand = m.env.count(&format!(
+            "SELECT count(*) AS n FROM metering.intervals WHERE instance_id = '{goes_on}' AND meter = 'gpu' \
+             AND run_seq = 2 AND started_at = '{end}'::timestamptz AND price_per_hour > 0"
+        ));
+        (inside_run >= 1 && on_demand >= 1).then_some(())
+    })
+    .await;
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM metering.intervals WHERE instance_id = '{goes_on}' AND meter = 'gpu' \
+             AND run_seq = 1 AND ended_at > '{end}'::timestamptz"
+        )),
+        0,
+        "nothing of the free run after the block's end"
+    );
+    // Its GPU counts against the holder's quota like any rental.
+    let quota = m.env.count(&format!(
+        "SELECT count(*) AS n FROM quota.reservations r JOIN ordering.instances i ON i.order_id = r.order_id \
+         WHERE i.id = '{goes_on}' AND r.tenant_id = '{holder_tenant}' AND r.released_at IS NULL"
+    ));
+    assert_eq!(quota, 1, "the on-demand instance holds quota");
+
+    // Stopped: its GPU goes back; the machine holds exactly the next block.
+    holder
+        .run(
+            "mutation($id: ID!) { stopInstance(id: $id) { id } }",
+            json!({ "id": goes_on }),
+        )
+        .await
+        .expect("stop");
+    eventually("the GPU given back", Duration::from_secs(30), || async {
+        let allocated = m.env.count(&format!(
+            "SELECT gpus_allocated::int8 AS n FROM catalog.machines WHERE id = '{machine}'"
+        ));
+        let holds = m.env.count(&format!(
+            "SELECT count(DISTINCT gpu_index) AS n FROM catalog.gpu_holds WHERE machine_id = '{machine}'"
+        ));
+        (allocated == 1 && holds == 1).then_some(())
+    })
+    .await;
     m.env.cleanup().await;
 }

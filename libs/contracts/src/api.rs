@@ -775,6 +775,11 @@ pub struct AllocateRequest {
     /// GPUs, not yet in use by its other instances; no GPU price.
     #[serde(default)]
     pub reservation_id: Option<crate::ids::ReservationId>,
+    /// With `reservation_id`: at the block's end the allocation goes on as an
+    /// on-demand rental of the same GPUs when they are free, the machine is
+    /// listed and its price is at most this (else it is preempted).
+    #[serde(default)]
+    pub continue_up_to_per_gpu_hour: Option<Decimal>,
 }
 
 /// GPUs held for an order, with the rates committed with them: the billed
@@ -982,6 +987,11 @@ pub struct CreateOrderRequest {
     /// offer: no GPU charge (the block is paid), storage and bandwidth as usual.
     #[serde(default)]
     pub reservation_id: Option<crate::ids::ReservationId>,
+    /// With `reservation_id`: what happens to the instance when the block
+    /// ends (stop, the default, or go on at the on-demand price up to
+    /// `max_price_per_gpu_hour`, which is then required).
+    #[serde(default)]
+    pub when_block_ends: Option<crate::block_end::WhenBlockEnds>,
 }
 
 /// One environment variable of an order. Its `Debug` leaves the value out:

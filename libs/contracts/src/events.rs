@@ -308,6 +308,27 @@ pub struct AllocationEndingSoon {
     pub reason: String,
 }
 
+pub const ALLOCATION_CONTINUED: &str = "catalog.allocation.continued";
+
+/// An allocation inside a reserved block that asked to go on at the block's
+/// end ([`crate::reservations::WhenBlockEnds::OnDemand`]) became an
+/// on-demand rental of the same GPUs at `continued_at`, in the transaction
+/// that gave the block's GPUs back: from that instant the renter pays
+/// `price_per_gpu_hour` (the machine's on-demand price then). Ordering
+/// closes the run at `continued_at` and opens the next at that price.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct AllocationContinued {
+    pub allocation_key: Uuid,
+    pub instance_id: Option<InstanceId>,
+    pub tenant_id: TenantId,
+    pub machine_id: MachineId,
+    pub reservation_id: crate::ids::ReservationId,
+    pub gpu_count: i32,
+    pub price_per_gpu_hour: Decimal,
+    pub currency: String,
+    pub continued_at: DateTime<Utc>,
+}
+
 pub const ALLOCATION_PREEMPTED: &str = "catalog.allocation.preempted";
 
 /// The catalog took an interruptible allocation's GPUs back for an order of
@@ -779,6 +800,8 @@ pub mod kinds {
     pub const BOOKINGS_CANCELLED: Kind<BookingsCancelled> = Kind::new(super::BOOKINGS_CANCELLED);
     pub const ALLOCATION_ENDING_SOON: Kind<AllocationEndingSoon> =
         Kind::new(super::ALLOCATION_ENDING_SOON);
+    pub const ALLOCATION_CONTINUED: Kind<AllocationContinued> =
+        Kind::new(super::ALLOCATION_CONTINUED);
     pub const RUNWAY_LOW: Kind<RunwayLow> = Kind::new(super::RUNWAY_LOW);
     pub const SPEND_CAP_REACHED: Kind<SpendCapReached> = Kind::new(super::SPEND_CAP_REACHED);
     pub const INSTANCE_STORAGE_STARTED: Kind<InstanceStorageStarted> =

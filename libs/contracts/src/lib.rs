@@ -4,6 +4,7 @@
 
 pub mod agent;
 pub mod api;
+pub mod block_end;
 pub mod bounds;
 pub mod endpoints;
 pub mod envelope;

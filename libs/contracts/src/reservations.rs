@@ -341,6 +341,8 @@ pub struct ReserveRequest {
     pub team_id: Option<TeamId>,
 }
 
+pub use crate::block_end::WhenBlockEnds;
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 #[cfg_attr(feature = "graphql", derive(async_graphql::Enum))]

@@ -178,6 +178,19 @@ fn validate(req: &AllocateRequest) -> Result<(), Error> {
             ));
         }
     }
+    match (req.continue_up_to_per_gpu_hour, req.reservation_id) {
+        (Some(_), None) => {
+            return Err(Error::Validation(
+                "continueUpToPerGpuHour: only for GPUs of a reserved block".into(),
+            ));
+        }
+        (Some(ceiling), Some(_)) if ceiling <= Decimal::ZERO => {
+            return Err(Error::Validation(
+                "maxPricePerGpuHour: must be positive".into(),
+            ));
+        }
+        _ => {}
+    }
     if let Some(profile) = &req.mig_profile {
         contracts::mig::check_slice_order(profile, req.gpu_count, req.rental_type)
             .map_err(Error::Validation)?;

@@ -111,6 +111,7 @@ pub fn take(
             allocations::currency.eq(&booking.currency),
             allocations::gpu_indices.eq(&chosen),
             allocations::reservation_id.eq(booking.reservation_id),
+            allocations::continue_up_to_per_gpu_hour.eq(req.continue_up_to_per_gpu_hour),
         ))
         .execute(conn)?;
     let uses: Vec<_> = chosen

@@ -41,6 +41,7 @@ use schema::catalog::{allocations, machines};
 use schema::catalog_bookings::bookings;
 use uuid::Uuid;
 
+use crate::block_continuations;
 use crate::preemption::{self, Holding};
 use crate::{Error, SCHEMA};
 
@@ -419,6 +420,14 @@ pub fn settle(
     if running(conn, reservation_id, at)? {
         return Ok(false);
     }
+    // At the block's natural end, instances that asked go on on demand
+    // when they may (crate::block_continuations); a host's cancellation
+    // stops them all.
+    let decision = if reason == BLOCK_ENDED {
+        block_continuations::decide(conn, machine_id, reservation_id, at)?
+    } else {
+        block_continuations::Decision::default()
+    };
     let inside = victims(
         conn,
         allocations::table
@@ -426,6 +435,18 @@ pub fn settle(
             .into_boxed(),
     )?;
     for (instance, _, _) in &inside {
+        if decision
+            .continuing
+            .iter()
+            .any(|c| c.order_id == instance.order_id)
+        {
+            continue;
+        }
+        let refused = decision
+            .refused
+            .iter()
+            .find(|(order_id, _)| *order_id == instance.order_id)
+            .map(|(_, why)| format!("{reason}; not continued on demand: {why}"));
         preemption::preempt_for(
             conn,
             exchange,
@@ -433,7 +454,7 @@ pub fn settle(
             instance,
             reservation_id,
             at,
-            reason,
+            refused.as_deref().unwrap_or(reason),
         )?;
     }
     let hold: Option<(Uuid, i32)> = allocations::table
@@ -471,6 +492,18 @@ pub fn settle(
             },
         )?;
         tracing::info!(reservation.id = %reservation_id, machine.id = %machine_id, "reserved block gave its GPUs back");
+    }
+    // The block's GPUs are given back; those that go on take theirs again.
+    for continuing in &decision.continuing {
+        block_continuations::convert(
+            conn,
+            exchange,
+            machine_id,
+            host_tenant_id,
+            reservation_id,
+            continuing,
+            decision.since.unwrap_or(at),
+        )?;
     }
     if !ahead(conn, reservation_id, at)? {
         diesel::update(bookings::table.find(reservation_id))

@@ -8,6 +8,7 @@ pub mod allocations;
 mod announcements;
 mod availability;
 mod block_allocations;
+mod block_continuations;
 pub mod blocks;
 mod booked_periods;
 pub mod booking_rows;
@@ -113,6 +114,7 @@ impl platform::service::Service for CatalogService {
     fn publishes(&self) -> &'static [&'static str] {
         use contracts::events::*;
         &[
+            ALLOCATION_CONTINUED,
             ALLOCATION_ENDING_SOON,
             ALLOCATION_PREEMPTED,
             BOOKINGS_CANCELLED,

@@ -129,6 +129,7 @@ impl World {
             &self.db,
             &Events(EXCHANGE.into()),
             AllocateRequest {
+                continue_up_to_per_gpu_hour: Default::default(),
                 order_id: OrderId::new(),
                 tenant_id: tenant,
                 machine_id: self.machine,

@@ -82,6 +82,7 @@ pub(crate) fn allocate_request(
     quoted: Decimal,
 ) -> AllocateRequest {
     AllocateRequest {
+        continue_up_to_per_gpu_hour: Default::default(),
         reservation_id: Default::default(),
         mig_profile: req.mig_profile.clone(),
         order_id,

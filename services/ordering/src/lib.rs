@@ -14,6 +14,7 @@ mod funds;
 mod holdings;
 mod instances;
 mod lifecycle;
+mod preempted;
 pub mod preemption;
 mod publishing;
 mod reconciler;

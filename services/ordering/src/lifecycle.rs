@@ -233,6 +233,7 @@ async fn take_holdings(
             (),
             &AllocateRequest {
                 reservation_id: row.reservation_id.map(contracts::ids::ReservationId),
+                continue_up_to_per_gpu_hour: row.continue_up_to_per_gpu_hour,
                 // A slice's instance takes a slice of its profile again
                 // (wherever best-fit puts it now).
                 mig_profile: row.mig_profile.clone(),

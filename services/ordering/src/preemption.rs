@@ -19,16 +19,15 @@
 
 use std::sync::Arc;
 
-use chrono::{DateTime, Utc};
 use contracts::Envelope;
-use contracts::events::{ALLOCATION_PREEMPTED, AllocationPreempted, StopInstance};
+use contracts::events::{ALLOCATION_PREEMPTED, AllocationPreempted};
 use diesel::prelude::*;
 use platform::consumer::HandlerError;
 use platform::{Config, Db};
 use schema::ordering::{instances, orders, preemptions};
 use uuid::Uuid;
 
-use crate::instances::{InstanceRow, current_holding_key, lock, publish, transition};
+use crate::instances::{InstanceRow, current_holding_key, lock};
 use crate::{Deps, Error, SCHEMA};
 use contracts::states::InstanceState;
 
@@ -61,6 +60,9 @@ async fn handle(db: &Db, deps: &Deps, envelope: Envelope) -> Result<(), HandlerE
     }
     if envelope.kind == contracts::events::BOOKINGS_CANCELLED {
         return crate::reservations::bookings_cancelled(db, deps, envelope).await;
+    }
+    if envelope.kind == contracts::events::ALLOCATION_CONTINUED {
+        return crate::reservations::continued(db, deps, envelope).await;
     }
     if envelope.kind == contracts::events::ALLOCATION_ENDING_SOON {
         return crate::reservations::ending_soon(db, envelope).await;
@@ -139,7 +141,7 @@ fn apply(
     if !matches!(state, InstanceState::Running | InstanceState::Provisioning) {
         return Ok(());
     }
-    preempt_instance(
+    crate::preempted::preempt_instance(
         conn,
         events,
         commands,
@@ -148,44 +150,4 @@ fn apply(
         event.preempted_at,
         &event.reason,
     )
-}
-
-fn preempt_instance(
-    conn: &mut PgConnection,
-    events: &str,
-    commands: &str,
-    row: &InstanceRow,
-    state: InstanceState,
-    at: DateTime<Utc>,
-    reason: &str,
-) -> Result<(), Error> {
-    let reason = format!("{reason}; notice 0 s");
-    diesel::update(instances::table.find(row.id))
-        .set((
-            instances::preempted_at.eq(at),
-            instances::stopped_at.eq(if state == InstanceState::Running {
-                Some(at)
-            } else {
-                row.stopped_at
-            }),
-        ))
-        .execute(conn)?;
-    transition(conn, row, InstanceState::Preempted, Some(&reason), at)?;
-    if state == InstanceState::Running {
-        // Billing ends at the preemption instant, not when ordering heard of it.
-        crate::instances::publish_stopped(conn, events, row, row.run_seq, at, "preempted")?;
-    }
-    publish(
-        conn,
-        commands,
-        contracts::events::kinds::STOP_INSTANCE,
-        at,
-        row.tenant_id,
-        &StopInstance {
-            instance_id: row.id,
-            machine_id: row.machine_id,
-        },
-    )?;
-    tracing::info!(instance.id = %row.id, from = %state, "instance preempted");
-    Ok(())
 }

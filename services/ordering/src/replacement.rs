@@ -99,6 +99,7 @@ async fn load_failed(db: &Db, id: Uuid) -> Result<Option<Failed>, Error> {
             return Ok(None);
         }
         let request = CreateOrderRequest {
+            when_block_ends: Default::default(),
             reservation_id: Default::default(),
             mig_profile: None,
             tenant_id: row.tenant_id,

@@ -109,6 +109,10 @@ fn validate(req: &CreateOrderRequest) -> Result<(), Error> {
     }
     if req.reservation_id.is_some() {
         crate::reservations::launch::validate(req)?;
+    } else if req.when_block_ends.is_some() {
+        return Err(Error::Validation(
+            "whenBlockEnds: only for an order on a reservation (reservationId)".into(),
+        ));
     }
     match (&req.offer_id, &req.constraints) {
         // An order on a reservation names neither (checked above).
@@ -342,6 +346,9 @@ fn fingerprint(req: &CreateOrderRequest) -> String {
     }
     if let Some(reservation) = req.reservation_id {
         canonical["reservation_id"] = serde_json::json!(reservation);
+    }
+    if let Some(when) = req.when_block_ends {
+        canonical["when_block_ends"] = serde_json::json!(when.as_str());
     }
     hex::encode(Sha256::digest(canonical.to_string().as_bytes()))
 }
@@ -761,6 +768,10 @@ async fn place(
     if let (Some(reservation_id), Some(machine_id)) = (req.reservation_id, quote.machine_id) {
         let mut request = allocate_request(order_id, req, machine_id, Decimal::ZERO);
         request.reservation_id = Some(reservation_id);
+        // The order's maximum is the ceiling after the block; inside it the
+        // GPUs cost nothing.
+        request.max_price_per_gpu_hour = None;
+        request.continue_up_to_per_gpu_hour = crate::reservations::launch::continue_up_to(req);
         return Ok(deps
             .catalog
             .call(endpoints::catalog::ALLOCATE, (), &request)
@@ -906,6 +917,8 @@ async fn create_instance(
                         .collect::<Vec<_>>()),
                     instances::state.eq(InstanceState::Provisioning),
                     instances::reservation_id.eq(req.reservation_id),
+                    instances::continue_up_to_per_gpu_hour
+                        .eq(crate::reservations::launch::continue_up_to(&req)),
                     instances::created_at.eq(at),
                     instances::updated_at.eq(at),
                 ))
@@ -1118,6 +1131,7 @@ mod tests {
     fn request() -> CreateOrderRequest {
         CreateOrderRequest {
             reservation_id: Default::default(),
+            when_block_ends: None,
             mig_profile: None,
             tenant_id: TenantId(Uuid::nil()),
             user_id: Uuid::nil(),

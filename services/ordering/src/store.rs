@@ -51,6 +51,8 @@ pub struct InstanceRow {
     pub mig_profile: Option<String>,
     /// The reservation whose block it runs in (issue 20).
     pub reservation_id: Option<Uuid>,
+    /// Inside a block: go on on demand at its end, up to this per GPU-hour.
+    pub continue_up_to_per_gpu_hour: Option<Decimal>,
 }
 
 /// GPU allocations and quota reservations are idempotent by key. The first

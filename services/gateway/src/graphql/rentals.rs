@@ -419,8 +419,15 @@ pub struct CreateOrderInput {
     /// (instead of `offerId` or `constraints`; `gpuCount` at most the
     /// reservation's): no GPU charge, since the block is paid; storage and
     /// bandwidth at the machine's rates. The instance is stopped when the
-    /// block ends (its disk kept).
+    /// block ends (its disk kept), unless `whenBlockEnds` says otherwise.
     reservation_id: Option<ID>,
+    /// With `reservationId`: `STOP` (the default) stops the instance when
+    /// the block ends; `ON_DEMAND` keeps it running on the same GPUs at the
+    /// machine's on-demand price from that instant, when the GPUs are not
+    /// booked by someone else, the machine is still listed, its price is at
+    /// most `maxPricePerGpuHour` (then required) and your quota admits it;
+    /// otherwise it is stopped and its history says why.
+    when_block_ends: Option<contracts::reservations::WhenBlockEnds>,
 }
 
 /// The order's ports as port numbers; one outside 1..65535 becomes 0,
@@ -594,6 +601,7 @@ impl RentalsMutation {
         }
         let request = api::CreateOrderRequest {
             reservation_id,
+            when_block_ends: input.when_block_ends,
             tenant_id: principal.tenant_id,
             user_id: principal.user_id,
             idempotency_key: input.idempotency_key,

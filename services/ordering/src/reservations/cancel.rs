@@ -235,18 +235,27 @@ pub(crate) async fn ending_soon(db: &Db, envelope: Envelope) -> Result<(), Handl
         let Some(id) = id else {
             return Ok(());
         };
-        crate::instances::lock(conn, id)?;
+        let row = crate::instances::lock(conn, id)?;
         let at = contracts::time::now();
+        let then = match row.continue_up_to_per_gpu_hour {
+            // Inside a block that it asked to outlive (the warning of a
+            // block starting on a rental's GPUs never has a ceiling).
+            Some(max) if row.reservation_id.is_some() => format!(
+                "at {} the instance goes on on demand if its GPUs are free and cost at most {} per GPU-hour, else it is stopped (its disk is kept)",
+                event.ends_at.to_rfc3339(),
+                max.normalize()
+            ),
+            _ => format!(
+                "the instance is stopped at {} (its disk is kept)",
+                event.ends_at.to_rfc3339()
+            ),
+        };
         crate::events::record(
             conn,
             id,
             InstanceEventKind::RuleWarning,
             crate::events::Detail {
-                reason: Some(&format!(
-                    "{}; the instance is stopped at {} (its disk is kept)",
-                    event.reason,
-                    event.ends_at.to_rfc3339()
-                )),
+                reason: Some(&format!("{}; {then}", event.reason)),
                 dedupe_key: Some(format!(
                     "ending:{}:{}",
                     event.allocation_key,

@@ -3,12 +3,15 @@
 //! its own (the reservation's hold counts the GPUs); storage and bandwidth
 //! are metered at the booking's rates. The catalog picks GPUs of the block
 //! that its other instances do not use, and preempts the instance when the
-//! block ends.
+//! block ends, unless it asked to go on on demand (`whenBlockEnds`) and may
+//! ([`super::continued`]).
 
 use contracts::api::{CreateOrderRequest, RentalType};
 use contracts::ids::{MachineId, ReservationId};
+use contracts::reservations::WhenBlockEnds;
 use diesel::prelude::*;
 use platform::Db;
+use rust_decimal::Decimal;
 use schema::ordering_reservations::resale_listings;
 
 use super::store::{self, Status};
@@ -31,7 +34,32 @@ pub(crate) fn validate(req: &CreateOrderRequest) -> Result<(), Error> {
             "migProfile: reservations hold whole GPUs".into(),
         ));
     }
+    if req.when_block_ends == Some(WhenBlockEnds::OnDemand) {
+        match req.max_price_per_gpu_hour {
+            Some(max) if max > Decimal::ZERO => {}
+            Some(_) => {
+                return Err(Error::Validation(
+                    "maxPricePerGpuHour: must be positive".into(),
+                ));
+            }
+            None => {
+                return Err(Error::Validation(
+                    "maxPricePerGpuHour: required with whenBlockEnds ON_DEMAND (the most the instance may cost per GPU-hour after the block)"
+                        .into(),
+                ));
+            }
+        }
+    }
     Ok(())
+}
+
+/// The ceiling an order on a reservation goes on at after its block, when
+/// it asked to (`whenBlockEnds: ON_DEMAND`); None: it stops with the block.
+pub(crate) fn continue_up_to(req: &CreateOrderRequest) -> Option<Decimal> {
+    match (req.reservation_id, req.when_block_ends) {
+        (Some(_), Some(WhenBlockEnds::OnDemand)) => req.max_price_per_gpu_hour,
+        _ => None,
+    }
 }
 
 /// What an order on a reservation is quoted at: no GPU price, the

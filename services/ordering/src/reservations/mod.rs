@@ -9,6 +9,7 @@
 
 mod book;
 mod cancel;
+mod continued;
 pub(crate) mod launch;
 mod resale;
 mod routes;
@@ -16,5 +17,6 @@ mod store;
 mod sweeper;
 
 pub(crate) use cancel::{bookings_cancelled, ending_soon};
+pub(crate) use continued::continued;
 pub(crate) use routes::configure;
 pub(crate) use sweeper::spawn;
