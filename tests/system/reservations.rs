@@ -968,17 +968,19 @@ async fn bad_reservation_inputs_get_clear_errors_and_a_refused_purchase_reopens_
     m.env.cleanup().await;
 }
 
-/// Two instances on a block ask to go on on demand when it ends. One GPU is
-/// booked by the next renter from the block's end: the instance on it is
-/// stopped there and says why; the other keeps running on its GPU, its run
-/// inside the block closed at the block's end at no GPU charge and the next
-/// opened at that instant at the machine's on-demand price, with its quota
-/// held. Stopping it gives the GPU back: the machine's counter is exactly
-/// the next block's hold.
+/// Three instances on a block ask to go on on demand when it ends; the
+/// holder's quota was lowered to one GPU meanwhile. One GPU is booked by the
+/// next renter from the block's end: the instance on it is stopped there and
+/// says why. Of the other two, exactly one goes on (the quota admits one)
+/// and the other is stopped at the block's end with the quota's reason. The
+/// one that goes on keeps its GPU, its run inside the block closed at the
+/// block's end at no GPU charge and the next opened at that instant at the
+/// machine's on-demand price, with its quota held. Stopping it gives the GPU
+/// back: the machine's counter is exactly the next block's hold.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn an_instance_that_asked_goes_on_on_demand_when_its_gpus_are_free() {
     let m = market(|_| {}).await;
-    let machine = listed_machine(&m.host, "RTX 4090", 2, "1.00").await;
+    let machine = listed_machine(&m.host, "RTX 4090", 3, "1.00").await;
     m.env.heartbeat_all();
     set_terms(&m.host, &machine, "0.80").await;
     let (holder, holder_tenant) = renter(&m, "1000").await;
@@ -987,7 +989,7 @@ async fn an_instance_that_asked_goes_on_on_demand_when_its_gpus_are_free() {
     let block = reserve(
         &holder,
         &machine,
-        2,
+        3,
         base,
         base + TimeDelta::hours(1),
         "block",
@@ -1063,7 +1065,7 @@ async fn an_instance_that_asked_goes_on_on_demand_when_its_gpus_are_free() {
     })
     .await;
     let mut inside = Vec::new();
-    for key in ["first", "second"] {
+    for key in ["first", "second", "third"] {
         let placed = launch(key, json!({ "maxPricePerGpuHour": "1.50" }))
             .await
             .expect("a launch in the block");
@@ -1080,12 +1082,20 @@ async fn an_instance_that_asked_goes_on_on_demand_when_its_gpus_are_free() {
             "SELECT gpu_indices[1]::int8 AS n FROM ordering.instances WHERE id = '{id}'"
         ))
     };
-    let (stops, goes_on) = if gpu_of(&inside[0]) == booked_next {
-        (inside[0].clone(), inside[1].clone())
-    } else {
-        (inside[1].clone(), inside[0].clone())
-    };
-    assert_ne!(gpu_of(&goes_on), booked_next);
+    let (stops, free): (Vec<String>, Vec<String>) = inside
+        .iter()
+        .cloned()
+        .partition(|id| gpu_of(id) == booked_next);
+    assert_eq!((stops.len(), free.len()), (1, 2));
+    let stops = stops[0].clone();
+    // The holder's quota now admits one GPU: one of the two goes on.
+    m.operator
+        .run(
+            "mutation($t: ID!) { setTenantQuota(tenantId: $t, maxGpus: 1) { maxGpus } }",
+            json!({ "t": holder_tenant }),
+        )
+        .await
+        .expect("setTenantQuota");
 
     // The block ends in a few seconds, the next one starts there.
     let ends = Utc::now().duration_trunc(TimeDelta::seconds(1)).unwrap() + TimeDelta::seconds(4);
@@ -1106,6 +1116,39 @@ async fn an_instance_that_asked_goes_on_on_demand_when_its_gpus_are_free() {
         why.contains("not continued on demand") && why.contains("reserved"),
         "{stopped}"
     );
+    let outcomes = eventually("both others decided", Duration::from_secs(30), || async {
+        let mut seen = Vec::new();
+        for id in &free {
+            let i = holder
+                .run(
+                    "query($id: ID!) { instance(id: $id) { id status statusReason pricePerGpuHour reservationId } }",
+                    json!({ "id": id }),
+                )
+                .await
+                .expect("instance")["instance"]
+                .clone();
+            let decided = i["status"] == "preempted" || i["reservationId"].is_null();
+            if !decided {
+                return None;
+            }
+            seen.push(i);
+        }
+        Some(seen)
+    })
+    .await;
+    let (went_on, refused): (Vec<Value>, Vec<Value>) =
+        outcomes.into_iter().partition(|i| i["status"] == "running");
+    assert_eq!(
+        (went_on.len(), refused.len()),
+        (1, 1),
+        "{went_on:?} {refused:?}"
+    );
+    let reason = refused[0]["statusReason"].as_str().unwrap_or_default();
+    assert!(
+        reason.contains("not continued on demand") && reason.contains("quota"),
+        "{reason}"
+    );
+    let goes_on = went_on[0]["id"].as_str().unwrap().to_owned();
     let continued = eventually(
         "the other goes on on demand",
         Duration::from_secs(30),

@@ -1,5 +1,6 @@
 //! The host's rental announcements (`catalog.machine.rented` and
-//! `.released`), written by allocations and by the block sweeper.
+//! `.released`), written by allocations and by the block sweeper, and the
+//! outbox write every catalog event in a caller's transaction goes through.
 
 use contracts::events::MachineRental;
 use diesel::PgConnection;
@@ -17,12 +18,25 @@ pub(crate) fn announce(
     mut event: MachineRental,
 ) -> Result<(), Error> {
     event.sequence = crate::reliability::machine_sequence(conn, event.machine_id.into())?;
+    publish(conn, exchange, kind, event.at, event.host_tenant_id, &event)
+}
+
+/// Writes an event of `kind` for `tenant_id` to the catalog's outbox, in
+/// the caller's transaction.
+pub(crate) fn publish<P: serde::Serialize>(
+    conn: &mut PgConnection,
+    exchange: &str,
+    kind: contracts::Kind<P>,
+    at: chrono::DateTime<chrono::Utc>,
+    tenant_id: contracts::ids::TenantId,
+    payload: &P,
+) -> Result<(), Error> {
     let envelope = contracts::Envelope::new(
         kind,
-        event.at,
-        Some(event.host_tenant_id),
+        at,
+        Some(tenant_id),
         platform::http::current_correlation_id(),
-        &event,
+        payload,
     )
     .map_err(platform::PlatformError::from)?;
     platform::outbox::enqueue(conn, crate::SCHEMA, exchange, kind.name(), &envelope)?;

@@ -16,16 +16,15 @@
 //! destroy at one rate); only the GPU rate changes, from 0 to the price.
 
 use chrono::{DateTime, Utc};
-use contracts::events::{ALLOCATION_CONTINUED, AllocationContinued, MachineRental};
+use contracts::events::{AllocationContinued, MachineRental};
 use contracts::ids::{InstanceId, MachineId, OrderId, ReservationId, TenantId};
 use diesel::prelude::*;
 use diesel::sql_types::{Array, BigInt, Int2, Timestamptz, Uuid as SqlUuid};
-use platform::PlatformError;
 use rust_decimal::Decimal;
 use schema::catalog::{allocations, machines};
 use uuid::Uuid;
 
-use crate::{Error, SCHEMA};
+use crate::Error;
 
 /// An allocation inside a block that will go on at `price`.
 #[derive(Debug, Clone)]
@@ -226,15 +225,14 @@ pub fn convert(
         currency: c.currency.clone(),
         continued_at: at,
     };
-    let envelope = contracts::Envelope::new(
+    crate::announcements::publish(
+        conn,
+        exchange,
         contracts::events::kinds::ALLOCATION_CONTINUED,
         at,
-        Some(c.tenant_id),
-        platform::http::current_correlation_id(),
+        c.tenant_id,
         &event,
-    )
-    .map_err(PlatformError::from)?;
-    platform::outbox::enqueue(conn, SCHEMA, exchange, ALLOCATION_CONTINUED, &envelope)?;
+    )?;
     tracing::info!(
         allocation = %c.order_id,
         reservation.id = %reservation_id,

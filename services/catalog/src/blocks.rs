@@ -30,7 +30,7 @@ use std::sync::Arc;
 
 use chrono::{DateTime, Duration, Utc};
 use contracts::api::RentalType;
-use contracts::events::{ALLOCATION_ENDING_SOON, AllocationEndingSoon, MachineRental};
+use contracts::events::{AllocationEndingSoon, MachineRental};
 use contracts::ids::{InstanceId, MachineId, OrderId, TenantId};
 use contracts::reservations::WARNING_SECONDS;
 use diesel::prelude::*;
@@ -41,9 +41,9 @@ use schema::catalog::{allocations, machines};
 use schema::catalog_bookings::bookings;
 use uuid::Uuid;
 
+use crate::Error;
 use crate::block_continuations;
 use crate::preemption::{self, Holding};
-use crate::{Error, SCHEMA};
 
 /// Why a block's start preempts the rentals on its GPUs.
 pub const BLOCK_STARTS: &str = "reserved block starts";
@@ -301,15 +301,14 @@ fn warn(
                 contracts::time::format(ending.ends_at)
             ),
         };
-        let envelope = contracts::Envelope::new(
+        crate::announcements::publish(
+            conn,
+            exchange,
             contracts::events::kinds::ALLOCATION_ENDING_SOON,
             at,
-            Some(event.tenant_id),
-            platform::http::current_correlation_id(),
+            event.tenant_id,
             &event,
-        )
-        .map_err(PlatformError::from)?;
-        platform::outbox::enqueue(conn, SCHEMA, exchange, ALLOCATION_ENDING_SOON, &envelope)?;
+        )?;
         tracing::info!(allocation = %ending.order_id, machine.id = %machine_id, ends_at = %ending.ends_at, "allocation warned of its end");
         sent += 1;
     }

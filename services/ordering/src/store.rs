@@ -161,6 +161,23 @@ pub fn load(conn: &mut PgConnection, id: Uuid) -> QueryResult<Option<InstanceRow
         .optional()
 }
 
+/// The instance an allocation was made for: the one it names (a start),
+/// or the order's (a first run, whose allocation came before its instance).
+pub(crate) fn instance_of_allocation(
+    conn: &mut PgConnection,
+    instance_id: Option<contracts::ids::InstanceId>,
+    allocation_key: Uuid,
+) -> QueryResult<Option<Uuid>> {
+    match instance_id {
+        Some(id) => Ok(Some(id.into_uuid())),
+        None => instances::table
+            .filter(instances::order_id.eq(allocation_key))
+            .select(instances::id)
+            .first(conn)
+            .optional(),
+    }
+}
+
 pub(crate) fn lock(conn: &mut PgConnection, id: Uuid) -> Result<InstanceRow, Error> {
     instances::table
         .find(id)

@@ -23,7 +23,6 @@ use contracts::{Envelope, ErrorCode};
 use diesel::prelude::*;
 use platform::Db;
 use platform::consumer::HandlerError;
-use schema::ordering::{instances, orders};
 use schema::ordering_reservations::{resale_listings, reservations};
 use uuid::Uuid;
 
@@ -223,15 +222,7 @@ pub(crate) async fn ending_soon(db: &Db, envelope: Envelope) -> Result<(), Handl
         if !platform::consumer::claim(conn, SCHEMA, &envelope)? {
             return Ok(());
         }
-        let id: Option<Uuid> = match event.instance_id {
-            Some(id) => Some(id.into_uuid()),
-            None => instances::table
-                .inner_join(orders::table)
-                .filter(orders::id.eq(event.allocation_key))
-                .select(instances::id)
-                .first(conn)
-                .optional()?,
-        };
+        let id = crate::store::instance_of_allocation(conn, event.instance_id, event.allocation_key)?;
         let Some(id) = id else {
             return Ok(());
         };

@@ -28,7 +28,7 @@ use diesel::prelude::*;
 use platform::Db;
 use platform::consumer::HandlerError;
 use rust_decimal::Decimal;
-use schema::ordering::{instances, orders};
+use schema::ordering::instances;
 use uuid::Uuid;
 
 use crate::instances::{InstanceRow, current_holding_key, lock, publish_running, publish_stopped};
@@ -119,15 +119,7 @@ fn current(
     conn: &mut PgConnection,
     event: &AllocationContinued,
 ) -> Result<Option<(InstanceRow, bool)>, Error> {
-    let id: Option<Uuid> = match event.instance_id {
-        Some(id) => Some(id.into_uuid()),
-        None => instances::table
-            .inner_join(orders::table)
-            .filter(orders::id.eq(event.allocation_key))
-            .select(instances::id)
-            .first(conn)
-            .optional()?,
-    };
+    let id = crate::store::instance_of_allocation(conn, event.instance_id, event.allocation_key)?;
     let Some(row) = id
         .map(|id| crate::store::load(conn, id))
         .transpose()?
