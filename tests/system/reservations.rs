@@ -1224,3 +1224,109 @@ async fn an_instance_that_asked_goes_on_on_demand_when_its_gpus_are_free() {
     .await;
     m.env.cleanup().await;
 }
+
+/// An instance inside a block whose host goes silent (`host_lost`) when the
+/// block ends: its GPUs went back at the block's end, so it becomes
+/// `preempted` (the outage credited up to then) and does not run again,
+/// on GPUs it no longer holds and at the block's GPU price of 0, when the
+/// host is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_lost_hosts_instance_does_not_outlive_its_block() {
+    let m = market(|env| {
+        env.settings(|s: &mut ordering::OrderingSettings| {
+            s.reconcile_interval = Duration::from_millis(200);
+            s.reconcile_settle_seconds = 1;
+        });
+        env.settings(|s: &mut catalog::CatalogSettings| s.heartbeat_grace_seconds = 2);
+    })
+    .await;
+    let machine = listed_machine(&m.host, "RTX 4090", 1, "1.00").await;
+    m.env.heartbeat_all();
+    set_terms(&m.host, &machine, "0.80").await;
+    let (holder, _) = renter(&m, "1000").await;
+    let base = next_hour() + TimeDelta::hours(2);
+    let block = reserve(
+        &holder,
+        &machine,
+        1,
+        base,
+        base + TimeDelta::hours(1),
+        "block",
+    )
+    .await
+    .expect("reserve");
+    let block_id = block["id"].as_str().unwrap().to_owned();
+    let started =
+        Utc::now().duration_trunc(TimeDelta::seconds(1)).unwrap() - TimeDelta::minutes(30);
+    shift(&m.env, &block_id, started);
+    eventually("the block holds its GPU", Duration::from_secs(60), || async {
+        (m.env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.allocations WHERE block_reservation_id = '{block_id}' \
+             AND released_at IS NULL"
+        )) == 1)
+            .then_some(())
+    })
+    .await;
+    let placed = holder
+        .run(
+            "mutation($input: CreateOrderInput!) { createOrder(input: $input) { id } }",
+            json!({ "input": { "reservationId": block_id, "gpuCount": 1, "idempotencyKey": "inside",
+                               "sshPublicKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGpumarketTestKey test@gpumarket" } }),
+        )
+        .await
+        .expect("launch");
+    let id = placed["createOrder"]["id"].as_str().unwrap().to_owned();
+    wait_running(&holder, &id, Duration::from_secs(30)).await;
+
+    // The host goes silent; then the block ends.
+    m.env.exec(&format!(
+        "UPDATE catalog.machines SET last_heartbeat_at = now() - interval '1 minute' WHERE id = '{machine}'"
+    ));
+    eventually("instance host_lost", Duration::from_secs(60), || async {
+        let i = instance_status(&holder, &id).await;
+        (i["status"] == "host_lost").then_some(i)
+    })
+    .await;
+    let ends = Utc::now().duration_trunc(TimeDelta::seconds(1)).unwrap() + TimeDelta::seconds(2);
+    shift(&m.env, &block_id, ends - TimeDelta::hours(1));
+    let preempted = eventually("instance preempted", Duration::from_secs(60), || async {
+        let i = instance_status(&holder, &id).await;
+        (i["status"] == "preempted").then_some(i)
+    })
+    .await;
+    assert!(
+        preempted["statusReason"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("reservation ended"),
+        "{preempted}"
+    );
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM ordering.outbox WHERE routing_key = 'ordering.instance.downtime' \
+             AND body->'payload'->>'instance_id' = '{id}' AND body->'payload'->>'ended_by' = 'preempted'"
+        )),
+        1,
+        "the outage ends at the preemption"
+    );
+
+    // The host is back: nothing runs again.
+    m.env.heartbeat_all();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(instance_status(&holder, &id).await["status"], "preempted");
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM ordering.instance_transitions \
+             WHERE instance_id = '{id}' AND from_state = 'host_lost' AND to_state = 'running'"
+        )),
+        0
+    );
+    assert_eq!(
+        m.env.count(&format!(
+            "SELECT count(*) AS n FROM catalog.allocations WHERE machine_id = '{machine}' AND released_at IS NULL"
+        )),
+        0,
+        "the machine holds nothing"
+    );
+    m.env.cleanup().await;
+}

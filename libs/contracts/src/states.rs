@@ -142,7 +142,10 @@ impl InstanceState {
                 | (Stopping, Stopped)
                 | (Stopped, Provisioning | Deprovisioning)
                 | (Deprovisioning, Destroyed)
-                | (HostLost, Running | Deprovisioning)
+                // Preempted: its GPUs were taken back while the host was
+                // silent (a block started or ended): it must not run again
+                // on them when the host is back.
+                | (HostLost, Running | Deprovisioning | Preempted)
                 | (Preempted, Deprovisioning)
         )
     }

@@ -36,6 +36,12 @@ pub(crate) fn preempt_instance(
         ))
         .execute(conn)?;
     transition(conn, row, InstanceState::Preempted, Some(&reason), at)?;
+    if state == InstanceState::HostLost {
+        // The outage ends here, as when the renter destroys it: the host's
+        // downtime credit for the silence (its run was closed at the last
+        // heartbeat, so there is nothing to stop).
+        crate::instances::publish_downtime(conn, events, row, at, "preempted")?;
+    }
     if state == InstanceState::Running {
         // Billing ends at the preemption instant, not when ordering heard of it.
         crate::instances::publish_stopped(conn, events, row, row.run_seq, at, "preempted")?;

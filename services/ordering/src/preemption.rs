@@ -138,7 +138,12 @@ fn apply(
         return Ok(());
     }
     let state = row.state;
-    if !matches!(state, InstanceState::Running | InstanceState::Provisioning) {
+    // A lost host's instance too: its GPUs are gone, so the host coming
+    // back must not run it on them again.
+    if !matches!(
+        state,
+        InstanceState::Running | InstanceState::Provisioning | InstanceState::HostLost
+    ) {
         return Ok(());
     }
     crate::preempted::preempt_instance(

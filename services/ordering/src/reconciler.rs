@@ -571,6 +571,13 @@ fn apply(
             publish_stopped(conn, exchange, row, row.run_seq, billed_until, "host lost")?;
         }
         Repair::HostBack => {
+            // GPUs taken back while the host was silent: the preemption
+            // (being) consumed makes the instance `preempted`; it does not
+            // run again on them.
+            let key = crate::instances::current_holding_key(conn, row)?;
+            if crate::holdings::preempted(conn, key)? {
+                return Ok(false);
+            }
             let at = contracts::time::now();
             let run_seq = row.run_seq + 1;
             diesel::update(instances::table.find(row.id))

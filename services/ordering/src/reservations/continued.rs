@@ -127,9 +127,11 @@ fn current(
     else {
         return Ok(None);
     };
+    // A lost host's instance keeps its allocation: it goes on (at the price,
+    // from its next run when the host is back) or is preempted like the rest.
     let on_it = matches!(
         row.state,
-        InstanceState::Running | InstanceState::Provisioning
+        InstanceState::Running | InstanceState::Provisioning | InstanceState::HostLost
     ) && row.tenant_id == event.tenant_id
         && current_holding_key(conn, &row)? == event.allocation_key;
     Ok(Some((row, on_it)))
@@ -178,8 +180,9 @@ async fn admit(
 }
 
 /// Closes the run inside the block at its end and opens the next at the
-/// on-demand price; a starting instance only takes the price (its first
-/// run opens when it is ready, after the block).
+/// on-demand price; a starting instance, or one whose host is lost, only
+/// takes the price (its next run opens when it is ready or the host is
+/// back, after the block).
 fn go_on(
     conn: &mut PgConnection,
     events: &str,
