@@ -1025,7 +1025,7 @@ async fn an_instance_that_asked_goes_on_on_demand_when_its_gpus_are_free() {
             }
             holder
                 .run(
-                    "mutation($input: CreateOrderInput!) { createOrder(input: $input) { id pricePerGpuHour reservationId } }",
+                    "mutation($input: CreateOrderInput!) { createOrder(input: $input) { id pricePerGpuHour reservationId whenBlockEnds onDemandUpToPerGpuHour } }",
                     json!({ "input": input }),
                 )
                 .await
@@ -1072,6 +1072,11 @@ async fn an_instance_that_asked_goes_on_on_demand_when_its_gpus_are_free() {
         assert_eq!(
             dec(&placed["createOrder"]["pricePerGpuHour"]),
             Decimal::ZERO
+        );
+        assert_eq!(placed["createOrder"]["whenBlockEnds"], "ON_DEMAND");
+        assert_eq!(
+            dec(&placed["createOrder"]["onDemandUpToPerGpuHour"]),
+            Decimal::new(15, 1)
         );
         let id = placed["createOrder"]["id"].as_str().unwrap().to_owned();
         wait_running(&holder, &id, Duration::from_secs(30)).await;
@@ -1155,7 +1160,7 @@ async fn an_instance_that_asked_goes_on_on_demand_when_its_gpus_are_free() {
         || async {
             let i = holder
             .run(
-                "query($id: ID!) { instance(id: $id) { status pricePerGpuHour reservationId } }",
+                "query($id: ID!) { instance(id: $id) { status pricePerGpuHour reservationId whenBlockEnds } }",
                 json!({ "id": goes_on }),
             )
             .await
@@ -1166,6 +1171,7 @@ async fn an_instance_that_asked_goes_on_on_demand_when_its_gpus_are_free() {
     )
     .await;
     assert_eq!(continued["status"], "running", "{continued}");
+    assert!(continued["whenBlockEnds"].is_null(), "{continued}");
     assert_eq!(dec(&continued["pricePerGpuHour"]), Decimal::ONE);
     assert_eq!(
         m.env.count(&format!(

@@ -1151,6 +1151,10 @@ pub struct Instance {
     /// time is paid; it is stopped when the block ends.
     #[serde(default)]
     pub reservation_id: Option<crate::ids::ReservationId>,
+    /// On a reservation that it asked to outlive: the most it pays per
+    /// GPU-hour on demand after the block (None: it stops with the block).
+    #[serde(default)]
+    pub continue_up_to_per_gpu_hour: Option<Decimal>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]

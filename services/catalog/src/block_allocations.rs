@@ -69,7 +69,16 @@ pub fn take(
         .select(allocations::gpu_indices)
         .first(conn)
         .optional()?;
-    let (Some(range), Some(block_gpus)) = (booked_periods::containing(&booked, at), hold) else {
+    let running = booked_periods::containing(&booked, at);
+    let (Some(range), Some(block_gpus)) = (running, hold) else {
+        if running.is_some() {
+            // Booked now, but the sweeper has not handed the GPUs over yet
+            // (it runs every second): a launch at the block's first instant
+            // is retried, not refused for good under its key.
+            return Err(Error::Retry(format!(
+                "reservation {reservation_id}: the block is starting and its GPUs are being handed over; retry in a second"
+            )));
+        }
         let ahead = booked.iter().any(|&(_, end)| end > at);
         return Err(Error::Conflict(if ahead {
             format!("reservation {reservation_id}: the block has not started")

@@ -17,6 +17,11 @@ pub enum Error {
     InsufficientCapacity(String),
     #[error("{0}")]
     PriceAboveMax(String),
+    /// A moment's state that a retry gets past (a reserved block whose
+    /// start the sweeper has not handed over yet): `UNAVAILABLE`, which
+    /// ordering treats as a dependency's answer, not as the order's.
+    #[error("{0}")]
+    Retry(String),
     #[error(transparent)]
     Platform(#[from] platform::PlatformError),
     #[error("database: {0}")]
@@ -48,6 +53,7 @@ impl Error {
             Error::Conflict(_) => ErrorCode::Conflict,
             Error::InsufficientCapacity(_) => ErrorCode::InsufficientCapacity,
             Error::PriceAboveMax(_) => ErrorCode::PriceAboveMax,
+            Error::Retry(_) => ErrorCode::Unavailable,
             Error::Platform(_) | Error::Database(_) | Error::Io(_) => ErrorCode::Internal,
         }
     }

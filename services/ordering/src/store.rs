@@ -121,6 +121,7 @@ impl From<InstanceRow> for api::Instance {
         };
         api::Instance {
             reservation_id: row.reservation_id.map(contracts::ids::ReservationId),
+            continue_up_to_per_gpu_hour: row.continue_up_to_per_gpu_hour,
             mig_profile: row.mig_profile.clone(),
             id: row.id,
             order_id: row.order_id,

@@ -69,6 +69,7 @@ export function MachineReservations({ machine: m }: { machine: MachineFieldsFrag
     void load();
   }, [load]);
 
+  const [termsNotice, setTermsNotice] = useState<string | null>(null);
   const titleId = `reservations-${m.id}-title`;
   const toCome = data?.myMachines.find((x) => x.id === m.id)?.reservedEarningsToCome;
   return (
@@ -111,7 +112,13 @@ export function MachineReservations({ machine: m }: { machine: MachineFieldsFrag
             machine={m}
             terms={data.machineCalendar.terms ?? null}
             onChanged={() => void load()}
+            onNotice={setTermsNotice}
           />
+          {/* Outside the form, which the saved terms replace: the notice
+              stays after the reload that follows a save. */}
+          <p role="status" className="muted">
+            {termsNotice ?? ''}
+          </p>
           <CalendarTable machine={m} calendar={data.machineCalendar} />
           <BlockList
             machine={m}
@@ -132,17 +139,20 @@ function TermsForm({
   machine: m,
   terms,
   onChanged,
+  onNotice,
 }: {
   machine: MachineFieldsFragment;
   terms: Terms | null;
   onChanged: () => void;
+  /** What the last save did, shown by the parent (this form is replaced
+   * when the terms change). */
+  onNotice: (notice: string | null) => void;
 }) {
   const [price, setPrice] = useState(terms?.pricePerGpuHour ?? m.pricePerGpuHour ?? '');
   const [lead, setLead] = useState(String(terms?.maxLeadDays ?? 30));
   const [shortest, setShortest] = useState(String(terms?.minBlockHours ?? 1));
   const [error, setError] = useState<unknown>(null);
   const [busy, setBusy] = useState(false);
-  const [done, setDone] = useState<string | null>(null);
   const ids = {
     price: `rsv-price-${m.id}`,
     lead: `rsv-lead-${m.id}`,
@@ -152,7 +162,7 @@ function TermsForm({
   const save = async (withdraw: boolean) => {
     setBusy(true);
     setError(null);
-    setDone(null);
+    onNotice(null);
     try {
       // The API checks the bounds; only whole numbers can be sent at all.
       const terms = withdraw
@@ -163,7 +173,7 @@ function TermsForm({
             minBlockHours: wholeNumber('minBlockHours', shortest),
           };
       await request(SetReservedTerms, { machineId: m.id, terms });
-      setDone(withdraw ? 'Reserved terms withdrawn: no new bookings; booked blocks stay.' : 'Reserved terms saved.');
+      onNotice(withdraw ? 'Reserved terms withdrawn: no new bookings; booked blocks stay.' : 'Reserved terms saved.');
       onChanged();
     } catch (e) {
       setError(e);
@@ -223,9 +233,6 @@ function TermsForm({
         )}
       </form>
       <ErrorBox error={error} except={['pricePerGpuHour', 'maxLeadDays', 'minBlockHours']} />
-      <p role="status" className="muted">
-        {done ?? ''}
-      </p>
     </>
   );
 }

@@ -89,9 +89,16 @@ pub struct Instance {
     /// When `diskUsedGib` was measured.
     disk_measured_at_utc: Option<DateTime<Utc>>,
     /// The reservation whose block the instance runs in: its GPU time is
-    /// paid, and it is stopped when the block ends. Null for on-demand and
-    /// interruptible rentals.
+    /// paid, and it is stopped when the block ends unless `whenBlockEnds`
+    /// is `ON_DEMAND`. Null for on-demand and interruptible rentals (and
+    /// once an instance went on on demand after its block).
     reservation_id: Option<ID>,
+    /// On a reservation: what happens when the block ends (`STOP`, or
+    /// `ON_DEMAND` up to `onDemandUpToPerGpuHour`). Null otherwise.
+    when_block_ends: Option<contracts::reservations::WhenBlockEnds>,
+    /// With `whenBlockEnds: ON_DEMAND`: the most it pays per GPU-hour after
+    /// the block (its order's `maxPricePerGpuHour`).
+    on_demand_up_to_per_gpu_hour: Option<Decimal>,
     #[graphql(skip)]
     uuid: uuid::Uuid,
     /// Fetched ahead for a whole list (see `instances`); else on demand.
@@ -242,6 +249,17 @@ impl From<api::Instance> for Instance {
             }),
             disk_measured_at: i.disk_measured_at.map(instant),
             disk_measured_at_utc: i.disk_measured_at,
+            when_block_ends: i.reservation_id.map(|_| {
+                if i.continue_up_to_per_gpu_hour.is_some() {
+                    contracts::reservations::WhenBlockEnds::OnDemand
+                } else {
+                    contracts::reservations::WhenBlockEnds::Stop
+                }
+            }),
+            on_demand_up_to_per_gpu_hour: i
+                .continue_up_to_per_gpu_hour
+                .filter(|_| i.reservation_id.is_some())
+                .map(|p| p.normalize()),
             reservation_id: i.reservation_id.map(Into::into),
             uuid: i.id.into(),
             charged: None,
