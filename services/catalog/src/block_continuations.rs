@@ -103,6 +103,8 @@ pub fn decide(
     .bind::<Timestamptz, _>(at)
     .get_result::<Ended>(conn)?
     .at;
+    // A machine deleted meanwhile is as unlisted: nothing goes on, and no
+    // lookup error turns a block's end into an internal failure.
     let machine: (bool, Option<Decimal>, String) = machines::table
         .find(machine_id)
         .select((
@@ -110,7 +112,9 @@ pub fn decide(
             machines::price_per_gpu_hour,
             machines::currency,
         ))
-        .first(conn)?;
+        .first(conn)
+        .optional()?
+        .unwrap_or((false, None, String::new()));
     for (order_id, tenant_id, instance_id, indices, ceiling, currency) in asked {
         let order_id = OrderId(order_id);
         let booked = diesel::sql_query(

@@ -16,7 +16,7 @@
 
 use chrono::{DateTime, Utc};
 use contracts::Envelope;
-use contracts::events::{InstanceDiskUsage, InstanceExited, MAX_EXIT_REASON, StopInstance};
+use contracts::events::{InstanceDiskUsage, InstanceExited, MAX_EXIT_REASON};
 use contracts::ids::OrderId;
 use diesel::prelude::*;
 use platform::Db;
@@ -24,7 +24,7 @@ use platform::consumer::HandlerError;
 use schema::ordering::instances;
 
 use crate::instances::{
-    InstanceRow, attempt, current_holding_key, lock, publish, publish_stopped, transition,
+    InstanceRow, attempt, current_holding_key, lock, publish_stopped, transition,
 };
 use crate::{Deps, Error, SCHEMA};
 use contracts::states::InstanceState;
@@ -207,17 +207,7 @@ fn stop_exited(
     transition(conn, row, InstanceState::Stopping, Some(reason), now)?;
     // Billing of the run ends when the container stopped being usable.
     publish_stopped(conn, events, row, row.run_seq, until, reason)?;
-    publish(
-        conn,
-        commands,
-        contracts::events::kinds::STOP_INSTANCE,
-        now,
-        row.tenant_id,
-        &StopInstance {
-            instance_id: row.id,
-            machine_id: row.machine_id,
-        },
-    )
+    crate::publishing::publish_stop_command(conn, commands, row, now)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 
 use chrono::{DateTime, Utc};
 use contracts::api;
-use contracts::events::{InstanceFailed, StopInstance};
+use contracts::events::InstanceFailed;
 use contracts::ids::{MachineId, OrderId, TenantId};
 use diesel::prelude::*;
 use platform::Db;
@@ -154,17 +154,7 @@ pub async fn mark_failed(
             if row.run_seq >= 1 {
                 let reason = format!("start failed: {reason}");
                 transition(conn, &row, InstanceState::Stopped, Some(&reason), at)?;
-                publish(
-                    conn,
-                    &commands,
-                    contracts::events::kinds::STOP_INSTANCE,
-                    at,
-                    row.tenant_id,
-                    &StopInstance {
-                        instance_id: row.id,
-                        machine_id: row.machine_id,
-                    },
-                )?;
+                crate::publishing::publish_stop_command(conn, &commands, &row, at)?;
                 return Ok((row, key, true));
             }
             transition(conn, &row, InstanceState::Failed, Some(&reason), at)?;
@@ -236,17 +226,7 @@ pub async fn stop_because(
                 .execute(conn)?;
             transition(conn, &row, InstanceState::Stopping, Some(reason), at)?;
             publish_stopped(conn, &events, &row, row.run_seq, at, reason)?;
-            publish(
-                conn,
-                &commands,
-                contracts::events::kinds::STOP_INSTANCE,
-                at,
-                row.tenant_id,
-                &StopInstance {
-                    instance_id: row.id,
-                    machine_id: row.machine_id,
-                },
-            )?;
+            crate::publishing::publish_stop_command(conn, &commands, &row, at)?;
             Ok((row, key))
         })
         .await?;

@@ -4,13 +4,12 @@
 //! it.
 
 use chrono::{DateTime, Utc};
-use contracts::events::StopInstance;
 use contracts::states::InstanceState;
 use diesel::prelude::*;
 use schema::ordering::instances;
 
 use crate::Error;
-use crate::instances::{InstanceRow, publish, transition};
+use crate::instances::{InstanceRow, transition};
 
 /// Marks `row` (in `state`) preempted at `at` with `reason`: a running one
 /// gets `ordering.instance.stopped` at `at`, so billing ends there, and the
@@ -46,17 +45,7 @@ pub(crate) fn preempt_instance(
         // Billing ends at the preemption instant, not when ordering heard of it.
         crate::instances::publish_stopped(conn, events, row, row.run_seq, at, "preempted")?;
     }
-    publish(
-        conn,
-        commands,
-        contracts::events::kinds::STOP_INSTANCE,
-        at,
-        row.tenant_id,
-        &StopInstance {
-            instance_id: row.id,
-            machine_id: row.machine_id,
-        },
-    )?;
+    crate::publishing::publish_stop_command(conn, commands, row, at)?;
     tracing::info!(instance.id = %row.id, from = %state, "instance preempted");
     Ok(())
 }

@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use contracts::Envelope;
 use contracts::events::{
     InstanceDowntime, InstanceRunning, InstanceStopped, InstanceStorageEnded,
-    InstanceStorageStarted, ProvisionInstance, ProvisionRun,
+    InstanceStorageStarted, ProvisionInstance, ProvisionRun, StopInstance,
 };
 use contracts::ids::TenantId;
 use diesel::prelude::*;
@@ -66,6 +66,27 @@ pub fn publish_running(
             currency: row.currency.clone(),
             run_seq,
             running_at,
+        },
+    )
+}
+
+/// The worker's command to stop `row`'s container and unbind its GPUs (the
+/// disk stays until the instance is destroyed).
+pub fn publish_stop_command(
+    conn: &mut PgConnection,
+    commands: &str,
+    row: &InstanceRow,
+    at: DateTime<Utc>,
+) -> Result<(), Error> {
+    publish(
+        conn,
+        commands,
+        contracts::events::kinds::STOP_INSTANCE,
+        at,
+        row.tenant_id,
+        &StopInstance {
+            instance_id: row.id,
+            machine_id: row.machine_id,
         },
     )
 }
